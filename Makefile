@@ -1,0 +1,91 @@
+# blurd: one flat Makefile.
+#   make                           build build/blurd and the tests (CUDA too when nvcc is found)
+#   make test                      unit tests, then integration tests against the real binary
+#   make SAN=address,undefined test  the same under ASan/UBSan, built in build/san
+#   make fmt / make fmt-check      clang-format the sources / check that they are formatted
+CC ?= cc
+NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+# Real code for Turing to Hopper, plus PTX for later GPUs.
+CUDA_ARCH ?= -gencode arch=compute_75,code=sm_75 -gencode arch=compute_80,code=sm_80 \
+             -gencode arch=compute_86,code=sm_86 -gencode arch=compute_89,code=sm_89 \
+             -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+
+ifeq ($(SAN),)
+BUILD ?= build
+else
+BUILD ?= build/san
+SANFLAGS := -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
+endif
+
+PKGS := libmicrohttpd jansson libpng libturbojpeg
+OPT ?= -O3 -g
+CFLAGS += -std=c11 $(OPT) -Wall -Wextra -Werror -Wstrict-prototypes -Wshadow -D_GNU_SOURCE \
+          -pthread -MMD -MP $(SANFLAGS) $(shell pkg-config --cflags $(PKGS))
+LDFLAGS += -pthread $(SANFLAGS)
+LDLIBS := $(shell pkg-config --libs $(PKGS)) -lz -lm
+TEST_LDLIBS := $(shell pkg-config --libs libcurl)
+
+LIB_SRC := $(wildcard cpu/*.c codecs/*.c api/*.c)
+SERVER_SRC := $(wildcard server/*.c)
+CU_SRC := $(wildcard gpu/*.cu)
+UNIT_SRC := $(wildcard tests/unit_*.c)
+INTEG_SRC := $(wildcard tests/integ_*.c)
+
+ifneq ($(NVCC),)
+CFLAGS += -DBLURD_CUDA=1
+NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -Wall,-Wextra,-Werror -MMD -MP
+CU_OBJ := $(CU_SRC:%.cu=$(BUILD)/%.o)
+LDLIBS += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
+BACKENDS := cpu+cuda
+else
+CU_OBJ :=
+BACKENDS := cpu only (nvcc not found: the CUDA backend is not built)
+endif
+
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
+SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/%.o)
+UNIT_BIN := $(UNIT_SRC:tests/%.c=$(BUILD)/tests/%)
+INTEG_BIN := $(INTEG_SRC:tests/%.c=$(BUILD)/tests/%)
+
+.PHONY: all test unit integ fmt fmt-check clean
+.SECONDARY:
+all: $(BUILD)/blurd $(UNIT_BIN) $(INTEG_BIN)
+	@echo "blurd built in $(BUILD)/: backends $(BACKENDS)"
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(BUILD)/blurd: $(SERVER_OBJ) $(LIB_OBJ)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(BUILD)/tests/unit_%: $(BUILD)/tests/unit_%.o $(LIB_OBJ)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(BUILD)/tests/integ_%: $(BUILD)/tests/integ_%.o $(BUILD)/tests/harness.o $(LIB_OBJ)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) $(TEST_LDLIBS) -o $@
+
+test: unit integ
+
+unit: all
+	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
+
+integ: all
+	@set -e; for t in $(INTEG_BIN); do echo "== $$t"; BLURD_BIN=$(BUILD)/blurd $$t; done
+
+FMT_SRC = $(wildcard */*.c */*.h */*.cu)
+fmt:
+	clang-format -i $(FMT_SRC)
+
+fmt-check:
+	clang-format --dry-run --Werror $(FMT_SRC)
+
+clean:
+	rm -rf build
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

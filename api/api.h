@@ -1,0 +1,119 @@
+/* api: everything between HTTP and pixels. The server hands over a request that it has read
+ * completely (method, raw URI, a few headers, the body); the api validates it, answers at once
+ * when it can (health, methods, errors) and otherwise queues a job on the backend's workers,
+ * which decode, filter and encode, then call the server back with the response.
+ *
+ * The api knows nothing about sockets or libmicrohttpd; server/ knows nothing about codecs,
+ * filters or CUDA. Errors are defined once, in API_ERRORS below. */
+#ifndef BLURD_API_H
+#define BLURD_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Errors: enum name, HTTP status, code for clients, default sentence. */
+/* clang-format off */
+#define API_ERRORS(X)                                                                             \
+  X(BAD_PARAMETER,       400, "invalid_parameter",     "A parameter has an invalid value.")        \
+  X(MISSING_PARAMETER,   400, "missing_parameter",     "A required parameter is missing.")         \
+  X(UNKNOWN_PARAMETER,   400, "unknown_parameter",     "The request has a parameter this endpoint does not know.") \
+  X(CONFLICTING_PARAMETER, 400, "conflicting_parameter", "A parameter has different values in the query string and in params.") \
+  X(UNKNOWN_METHOD,      400, "unknown_method",        "The method is not one this service offers.") \
+  X(BAD_JSON,            400, "invalid_json",          "The params field is not a valid JSON object.") \
+  X(BAD_MULTIPART,       400, "invalid_multipart",     "The multipart/form-data body is malformed.") \
+  X(MISSING_IMAGE,       400, "missing_image",         "The request carries no image.")             \
+  X(NOT_FOUND,           404, "not_found",             "There is no such endpoint.")                \
+  X(METHOD_NOT_ALLOWED,  405, "method_not_allowed",    "This endpoint does not accept that HTTP method.") \
+  X(BODY_TOO_LARGE,      413, "body_too_large",        "The request body is larger than the configured limit.") \
+  X(UNSUPPORTED_MEDIA,   415, "unsupported_media_type", "The upload is neither PNG nor JPEG.")      \
+  X(UNDECODABLE,         422, "undecodable_image",     "The image is corrupt or truncated.")        \
+  X(IMAGE_TOO_LARGE,     422, "image_too_large",       "The image is larger than the configured limits.") \
+  X(UNSUPPORTED_IMAGE,   422, "unsupported_image",     "The image uses a feature this service does not support.") \
+  X(INTERNAL,            500, "internal_error",        "Something went wrong inside the service.")  \
+  X(QUEUE_FULL,          503, "queue_full",            "The job queue is full; retry shortly.")     \
+  X(OUT_OF_MEMORY,       503, "out_of_memory",         "The service ran out of memory for this request; retry shortly.") \
+  X(SHUTTING_DOWN,       503, "shutting_down",         "The service is shutting down.")
+/* clang-format on */
+
+enum api_error {
+  API_OK = 0,
+#define X(e, status, code, msg) API_##e,
+  API_ERRORS(X)
+#undef X
+};
+
+/* HTTP status of e (200 for API_OK). */
+int api_error_status(enum api_error e);
+/* snake_case code of e ("queue_full"). */
+const char *api_error_code(enum api_error e);
+
+enum api_backend_kind { API_BACKEND_AUTO, API_BACKEND_CPU, API_BACKEND_GPU };
+
+struct api_config {
+  enum api_backend_kind backend;
+  int workers;         /* job workers (per GPU with the CUDA backend); 0: one per core */
+  int queue;           /* jobs that may wait for a worker; more get 503 */
+  size_t max_body;     /* bytes */
+  uint64_t max_pixels; /* width*height */
+  uint32_t max_width;  /* pixels */
+  uint32_t max_height; /* pixels */
+};
+
+#define API_MAX_HEADERS 8
+
+struct api_header {
+  char name[32];
+  char value[384];
+};
+
+struct api_response {
+  int status;
+  const char *content_type; /* static string */
+  uint8_t *body;            /* owned, malloc'd; may be NULL when len is 0 */
+  size_t len;
+  int nheaders;
+  struct api_header headers[API_MAX_HEADERS];
+};
+
+struct api_request {
+  const char *method;       /* "GET", "POST", ... */
+  const char *uri;          /* raw request target: path, then ?query (percent-encoded) */
+  const char *content_type; /* Content-Type header, or NULL */
+  const char *accept;       /* Accept header, or NULL */
+  const uint8_t *body;      /* the whole body (already limited by the server) */
+  size_t body_len;
+  double t_received; /* api_now_ms() when the body was complete */
+};
+
+struct api_ctx;
+
+/* Starts the backend and its workers. Returns NULL and writes a sentence to err on failure
+ * (e.g. "--backend gpu: no CUDA device is visible"). */
+struct api_ctx *api_new(const struct api_config *cfg, char *err, size_t errlen);
+/* Finishes queued jobs, joins the workers and frees ctx; ctx may be NULL. */
+void api_free(struct api_ctx *ctx);
+/* "cpu", or e.g. "cuda:0 NVIDIA H200". */
+const char *api_backend_name(const struct api_ctx *ctx);
+/* From now on /readyz answers 503 and new jobs get 503 shutting_down. */
+void api_set_draining(struct api_ctx *ctx);
+
+typedef void (*api_done_fn)(void *udata, struct api_response *resp);
+
+/* Handles req. Returns the response when it is ready at once (the caller owns it), or NULL when
+ * a job was queued: done(udata, resp) is then called exactly once, from a worker thread, and
+ * the callee owns resp. req and everything it points to must stay valid until then. */
+struct api_response *api_handle(struct api_ctx *ctx, const struct api_request *req,
+                                api_done_fn done, void *udata);
+
+/* A JSON error response for e; msg may be NULL for e's default sentence. */
+struct api_response *api_error_response(enum api_error e, const char *msg);
+/* Frees resp and its body; resp may be NULL. */
+void api_response_free(struct api_response *resp);
+/* Adds a header; returns -1 when there is no room. */
+int api_response_header(struct api_response *resp, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Monotonic clock in milliseconds. */
+double api_now_ms(void);
+
+#endif

@@ -1,0 +1,145 @@
+/* Internals shared by the files of api/: parameter tables and parsing (params.c), the
+ * multipart/form-data parser (multipart.c), the backend with its job queue and workers
+ * (backend.c), jobs (job.c) and response helpers (response.c). Nothing outside api/ includes
+ * this header. */
+#ifndef BLURD_API_INT_H
+#define BLURD_API_INT_H
+
+#include "api.h"
+
+#include "../codecs/codecs.h"
+#include "../cpu/cpu.h"
+
+#include <jansson.h>
+
+/* ---- parameters ---- */
+
+enum param_type { PT_NUMBER, PT_INT, PT_BOOL, PT_ENUM };
+
+struct param_spec {
+  const char *name;
+  enum param_type type;
+  double min, max;            /* PT_NUMBER and PT_INT: the accepted range, inclusive */
+  const char *const *choices; /* PT_ENUM: the accepted words, NULL-terminated */
+  const char *def;            /* the default, as a client would write it; NULL: required */
+  size_t offset;              /* where the value goes: a double for PT_NUMBER, else an int */
+  const char *doc;            /* one sentence for /methods */
+};
+
+struct endpoint {
+  const char *path; /* "/blur" */
+  const struct param_spec *params;
+  int nparams;
+};
+
+struct blur_params {
+  int method;      /* enum cpu_method */
+  double sigma;    /* pixels */
+  int format;      /* index in format_choices: 0 the input's, 1 png, 2 jpeg */
+  int quality;     /* JPEG quality */
+  int compression; /* PNG zlib level */
+  int psnr;        /* compute the PSNR against the exact reference */
+};
+
+extern const struct endpoint api_blur_endpoint;
+
+#define PARAMS_JSON_MAX 16384 /* bytes of the params field */
+
+/* Parses the query string (percent-encoded, without '?') and the optional JSON object text of
+ * the params field into out, the endpoint's parameter struct, filling defaults. Returns API_OK,
+ * or an error with a sentence in msg. */
+enum api_error params_parse(const struct endpoint *ep, const char *query, const char *json,
+                            size_t json_len, void *out, char *msg, size_t msglen);
+/* The endpoint's parameters as a JSON array for /methods (new reference). */
+json_t *params_describe(const struct endpoint *ep);
+/* Percent-decodes s[0..len) into a new string ('+' is a space). Returns NULL on a bad escape
+ * or a NUL byte, or when out of memory. */
+char *params_unescape(const char *s, size_t len);
+
+/* ---- multipart/form-data ---- */
+
+struct mp_part {
+  const char *name; /* the form field name, NUL-terminated copy (owned by the part list) */
+  const uint8_t *data;
+  size_t len;
+};
+
+#define MP_MAX_PARTS 8
+
+/* Splits body into parts using the boundary in content_type. Part data point into body; names
+ * are malloc'd: release them with multipart_free(). Returns API_OK or API_BAD_MULTIPART with a
+ * sentence in msg. */
+enum api_error multipart_parse(const char *content_type, const uint8_t *body, size_t len,
+                               struct mp_part *parts, int *nparts, char *msg, size_t msglen);
+void multipart_free(struct mp_part *parts, int nparts);
+
+/* ---- backend: a job queue and workers ---- */
+
+struct stage_times { /* milliseconds; negative when the backend has no such stage */
+  double filter;     /* the method itself (on a GPU: all of its kernels) */
+  double reference;  /* exact reference and PSNR */
+  double upload;     /* host to device */
+  double kernel;     /* device compute, CUDA events */
+  double download;   /* device to host */
+};
+
+struct backend_ops {
+  const char *kind; /* "cpu" or "cuda" */
+  /* Sets up worker index's state (a stream, buffers). Returns 0, or -1 with err filled. */
+  int (*worker_new)(void *shared, int index, void **state, char *err, size_t errlen);
+  void (*worker_free)(void *state);
+  /* Blurs src into dst (same shape, own buffer); acc may be NULL (no reference). Returns
+   * API_OK, API_OUT_OF_MEMORY (the service carries on) or API_INTERNAL. */
+  enum api_error (*blur)(void *state, const struct cpu_blur *b, const struct cpu_image *src,
+                         struct cpu_image *dst, struct cpu_accuracy *acc, struct stage_times *t);
+};
+
+struct worker {
+  const struct backend_ops *ops;
+  void *state; /* ops' per-worker state */
+  int index;
+};
+
+struct job;
+typedef void (*job_fn)(struct job *job, struct worker *w);
+
+struct job {
+  job_fn run;      /* called once on a worker thread; owns the job from then on */
+  double t_queued; /* api_now_ms() at submission */
+};
+
+struct backend;
+
+struct backend *backend_new(const struct api_config *cfg, char *err, size_t errlen);
+/* Queues job. Returns 0, or -1 when the queue is full (the job is not taken). */
+int backend_submit(struct backend *b, struct job *job);
+/* Runs the jobs still queued, joins the workers and frees b; b may be NULL. */
+void backend_free(struct backend *b);
+const char *backend_name(const struct backend *b);
+/* Jobs waiting, jobs running, queue capacity, workers. */
+void backend_stats(struct backend *b, int *queued, int *running, int *capacity, int *workers);
+
+/* ---- jobs ---- */
+
+/* Queues a blur of image on ctx's backend. The response goes to done(udata). Returns API_OK or
+ * API_QUEUE_FULL / API_OUT_OF_MEMORY (nothing was queued). */
+enum api_error job_submit_blur(struct api_ctx *ctx, const uint8_t *image, size_t len,
+                               const struct blur_params *p, int want_json, double t_received,
+                               api_done_fn done, void *udata);
+
+/* ---- the context ---- */
+
+struct api_ctx {
+  struct api_config cfg;
+  struct backend *backend;
+  int draining;
+};
+
+/* ---- responses ---- */
+
+/* A response with a JSON body (takes a reference to body's ownership: body is decref'd). */
+struct api_response *response_json(int status, json_t *body);
+/* Base64 (RFC 4648, padded) of data as a new NUL-terminated string, or NULL. */
+char *base64_encode(const uint8_t *data, size_t len);
+
+#endif

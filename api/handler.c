@@ -1,0 +1,189 @@
+/* Routing and the endpoints that answer at once: /healthz, /readyz, /methods, and the parsing
+ * and validation half of POST /blur, whose image work is queued as a job (job.c). */
+#include "api_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+struct api_ctx *api_new(const struct api_config *cfg, char *err, size_t errlen) {
+  struct api_ctx *ctx = calloc(1, sizeof(*ctx));
+  if (!ctx) {
+    snprintf(err, errlen, "out of memory");
+    return NULL;
+  }
+  ctx->cfg = *cfg;
+  ctx->backend = backend_new(cfg, err, errlen);
+  if (!ctx->backend) {
+    free(ctx);
+    return NULL;
+  }
+  return ctx;
+}
+
+void api_free(struct api_ctx *ctx) {
+  if (!ctx) return;
+  backend_free(ctx->backend);
+  free(ctx);
+}
+
+const char *api_backend_name(const struct api_ctx *ctx) {
+  return backend_name(ctx->backend);
+}
+
+void api_set_draining(struct api_ctx *ctx) {
+  __atomic_store_n(&ctx->draining, 1, __ATOMIC_SEQ_CST);
+}
+
+static struct api_response *healthz(void) {
+  return response_json(200, json_pack("{s:s}", "status", "ok"));
+}
+
+static struct api_response *readyz(struct api_ctx *ctx) {
+  int queued, running, cap, workers;
+  backend_stats(ctx->backend, &queued, &running, &cap, &workers);
+  int ready = !__atomic_load_n(&ctx->draining, __ATOMIC_SEQ_CST) && workers > 0;
+  return response_json(ready ? 200 : 503,
+                       json_pack("{s:b, s:s, s:s, s:i, s:{s:i, s:i}, s:i}", "ready", ready,
+                                 "status", ready ? "ready" : "draining", "backend",
+                                 backend_name(ctx->backend), "workers", workers, "queue", "depth",
+                                 queued, "capacity", cap, "running", running));
+}
+
+static struct api_response *methods(struct api_ctx *ctx) {
+  json_t *list = json_array();
+  for (int m = 0; list && m < CPU_NMETHODS; m++)
+    json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:[s], s:o}", "name", cpu_method_name(m),
+                                          "endpoint", "/blur", "description", cpu_method_desc(m),
+                                          "backends", "cpu", "params",
+                                          params_describe(&api_blur_endpoint)));
+  const struct api_config *c = &ctx->cfg;
+  return response_json(
+      200, json_pack("{s:s, s:o, s:{s:I, s:I, s:I, s:I}}", "backend", backend_name(ctx->backend),
+                     "methods", list, "limits", "max_body_bytes", (json_int_t)c->max_body,
+                     "max_pixels", (json_int_t)c->max_pixels, "max_width", (json_int_t)c->max_width,
+                     "max_height", (json_int_t)c->max_height));
+}
+
+/* Does the media type of content_type (before any ';') equal type? */
+static int media_is(const char *content_type, const char *type) {
+  size_t n = strlen(type);
+  if (!content_type || strncasecmp(content_type, type, n) != 0) return 0;
+  return content_type[n] == 0 || content_type[n] == ';' || content_type[n] == ' ';
+}
+
+struct upload { /* where the image and the params are in the body */
+  const uint8_t *image;
+  size_t len;
+  const char *json; /* the params field, or NULL */
+  size_t json_len;
+};
+
+static enum api_error find_fields(const struct mp_part *parts, int n, struct upload *u, char *msg,
+                                  size_t msglen) {
+  for (int i = 0; i < n; i++) {
+    const char *name = parts[i].name;
+    if (strcmp(name, "image") == 0 || strcmp(name, "file") == 0) {
+      if (u->image) {
+        snprintf(msg, msglen, "The form has more than one image field; send one 'image'.");
+        return API_BAD_MULTIPART;
+      }
+      u->image = parts[i].data;
+      u->len = parts[i].len;
+    } else if (strcmp(name, "params") == 0 && !u->json) {
+      u->json = (const char *)parts[i].data;
+      u->json_len = parts[i].len;
+    } else {
+      snprintf(msg, msglen,
+               "Unexpected form field '%.64s'; the form takes 'image' (or 'file') and "
+               "optionally 'params'.",
+               name);
+      return API_BAD_MULTIPART;
+    }
+  }
+  return API_OK;
+}
+
+/* Finds the image and the params in req's body, by its Content-Type. */
+static enum api_error read_upload(const struct api_request *req, struct upload *u, char *msg,
+                                  size_t msglen) {
+  const char *ct = req->content_type;
+  memset(u, 0, sizeof(*u));
+  if (media_is(ct, "multipart/form-data")) {
+    struct mp_part parts[MP_MAX_PARTS];
+    int n = 0;
+    enum api_error e = multipart_parse(ct, req->body, req->body_len, parts, &n, msg, msglen);
+    if (e == API_OK) e = find_fields(parts, n, u, msg, msglen);
+    multipart_free(parts, n);
+    return e;
+  }
+  if (media_is(ct, "image/png") || media_is(ct, "image/jpeg") || media_is(ct, "image/jpg") ||
+      media_is(ct, "application/octet-stream")) {
+    u->image = req->body;
+    u->len = req->body_len;
+    return API_OK;
+  }
+  if (!ct && req->body_len == 0) return API_OK; /* no image: reported by the caller */
+  snprintf(msg, msglen,
+           "Content-Type '%.64s' is not accepted: send multipart/form-data with an 'image' "
+           "field, or the raw image as image/png or image/jpeg.",
+           ct ? ct : "(none)");
+  return API_UNSUPPORTED_MEDIA;
+}
+
+static struct api_response *blur(struct api_ctx *ctx, const struct api_request *req,
+                                 const char *query, api_done_fn done, void *udata) {
+  char msg[512] = "";
+  struct upload u;
+  struct blur_params p;
+  enum api_error e = read_upload(req, &u, msg, sizeof(msg));
+  if (e == API_OK)
+    e = params_parse(&api_blur_endpoint, query, u.json, u.json_len, &p, msg, sizeof(msg));
+  if (e == API_OK && (!u.image || u.len == 0)) {
+    snprintf(msg, sizeof(msg),
+             "The request carries no image: send it in the form field 'image', or as the raw "
+             "body with Content-Type image/png or image/jpeg.");
+    e = API_MISSING_IMAGE;
+  }
+  if (e == API_OK && codec_sniff(u.image, u.len) == CODEC_NONE) {
+    snprintf(msg, sizeof(msg), "The upload is neither a PNG nor a JPEG file.");
+    e = API_UNSUPPORTED_MEDIA;
+  }
+  int want_json = req->accept && strstr(req->accept, "application/json");
+  if (e == API_OK)
+    e = job_submit_blur(ctx, u.image, u.len, &p, want_json, req->t_received, done, udata);
+  return e == API_OK ? NULL : api_error_response(e, msg);
+}
+
+struct route {
+  const char *path;
+  const char *method; /* the HTTP method it takes (GET routes take HEAD too) */
+};
+
+static const struct route routes[] = {
+    {"/healthz", "GET"}, {"/readyz", "GET"}, {"/methods", "GET"}, {"/blur", "POST"}};
+
+struct api_response *api_handle(struct api_ctx *ctx, const struct api_request *req,
+                                api_done_fn done, void *udata) {
+  const char *q = strchr(req->uri, '?');
+  size_t plen = q ? (size_t)(q - req->uri) : strlen(req->uri);
+  const struct route *r = NULL;
+  for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
+    if (strlen(routes[i].path) == plen && memcmp(routes[i].path, req->uri, plen) == 0)
+      r = &routes[i];
+  if (!r) return api_error_response(API_NOT_FOUND, NULL);
+  int get = strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0;
+  if (strcmp(req->method, r->method) != 0 && !(get && strcmp(r->method, "GET") == 0)) {
+    char msg[128];
+    snprintf(msg, sizeof(msg), "%s takes %s, not %.16s.", r->path, r->method, req->method);
+    struct api_response *resp = api_error_response(API_METHOD_NOT_ALLOWED, msg);
+    if (resp)
+      api_response_header(resp, "Allow", "%s", strcmp(r->method, "GET") ? r->method : "GET, HEAD");
+    return resp;
+  }
+  if (strcmp(r->path, "/healthz") == 0) return healthz();
+  if (strcmp(r->path, "/readyz") == 0) return readyz(ctx);
+  if (strcmp(r->path, "/methods") == 0) return methods(ctx);
+  return blur(ctx, req, q ? q + 1 : "", done, udata);
+}

@@ -1,0 +1,126 @@
+/* A multipart/form-data parser (RFC 7578) over a byte buffer that is already complete. It only
+ * splits the body into named parts: part data point into the body, nothing is copied. Every
+ * read is bounds-checked, so it can be fed arbitrary bytes (tests/fuzz). */
+#include "api_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define MAX_BOUNDARY 70   /* RFC 2046 */
+#define MAX_HEADERS  8192 /* bytes of one part's header block */
+
+/* Copies the boundary parameter of a multipart Content-Type into out. Returns 0, or -1. */
+static int boundary_of(const char *ct, char *out) {
+  const char *p = ct ? strchr(ct, ';') : NULL;
+  while (p) {
+    p++;
+    while (*p == ' ' || *p == '\t') p++;
+    if (strncasecmp(p, "boundary=", 9) == 0) {
+      p += 9;
+      int quoted = *p == '"';
+      size_t n = quoted ? strcspn(p + 1, "\"") : strcspn(p, "; \t");
+      if (n == 0 || n > MAX_BOUNDARY || (quoted && p[1 + n] != '"')) return -1;
+      memcpy(out, p + quoted, n);
+      out[n] = 0;
+      return 0;
+    }
+    p = strchr(p, ';');
+  }
+  return -1;
+}
+
+/* The value of the name="..." parameter of a Content-Disposition header in h[0..len), as a new
+ * string, or NULL. */
+static char *disposition_name(const char *h, size_t len) {
+  const char *end = h + len, *p = memchr(h, ';', len);
+  while (p && p < end) {
+    p++;
+    while (p < end && (*p == ' ' || *p == '\t')) p++;
+    if (end - p > 5 && strncasecmp(p, "name=", 5) == 0) {
+      p += 5;
+      int quoted = p < end && *p == '"';
+      const char *v = p + quoted, *e = v;
+      while (e < end && (quoted ? *e != '"' : *e != ';' && *e != ' ')) e++;
+      if (quoted && e == end) return NULL;
+      return strndup(v, (size_t)(e - v));
+    }
+    p = memchr(p, ';', (size_t)(end - p));
+  }
+  return NULL;
+}
+
+/* Finds the form field name in a part's header block h[0..len). */
+static char *part_name(const char *h, size_t len) {
+  const char *end = h + len;
+  while (h < end) {
+    const char *eol = memmem(h, (size_t)(end - h), "\r\n", 2);
+    size_t n = eol ? (size_t)(eol - h) : (size_t)(end - h);
+    if (n > 20 && strncasecmp(h, "content-disposition:", 20) == 0) return disposition_name(h, n);
+    h += n + 2;
+  }
+  return NULL;
+}
+
+/* The next delimiter at or after p: CRLF "--" boundary, then "--", or blanks and CRLF. A match
+ * followed by anything else is data that happens to start like the boundary. Returns a pointer
+ * to its CRLF, or NULL. */
+static const uint8_t *next_delim(const uint8_t *p, const uint8_t *end, const char *delim,
+                                 size_t dl) {
+  while ((p = memmem(p, (size_t)(end - p), delim, dl)) != NULL) {
+    const uint8_t *q = p + dl;
+    if (end - q >= 2 && q[0] == '-' && q[1] == '-') return p;
+    while (q < end && (*q == ' ' || *q == '\t')) q++;
+    if (end - q >= 2 && q[0] == '\r' && q[1] == '\n') return p;
+    p++;
+  }
+  return NULL;
+}
+
+static enum api_error fail(char *msg, size_t msglen, const char *why) {
+  snprintf(msg, msglen, "The multipart/form-data body is malformed: %s.", why);
+  return API_BAD_MULTIPART;
+}
+
+void multipart_free(struct mp_part *parts, int nparts) {
+  for (int i = 0; i < nparts; i++) {
+    free((char *)parts[i].name);
+    parts[i].name = NULL;
+  }
+}
+
+enum api_error multipart_parse(const char *content_type, const uint8_t *body, size_t len,
+                               struct mp_part *parts, int *nparts, char *msg, size_t msglen) {
+  char b[MAX_BOUNDARY + 1], delim[MAX_BOUNDARY + 5];
+  *nparts = 0;
+  if (boundary_of(content_type, b) != 0) return fail(msg, msglen, "no usable boundary parameter");
+  int dl = snprintf(delim, sizeof(delim), "\r\n--%s", b);
+  /* The first delimiter may start the body, without the CRLF before it. */
+  const uint8_t *end = body + len, *p;
+  if (len >= (size_t)dl - 2 && memcmp(body, delim + 2, (size_t)dl - 2) == 0)
+    p = body + dl - 2;
+  else if ((p = next_delim(body, end, delim, (size_t)dl)) != NULL)
+    p += dl;
+  else
+    return fail(msg, msglen, "the boundary never appears");
+  for (;;) {
+    if (end - p >= 2 && p[0] == '-' && p[1] == '-') return API_OK; /* closing delimiter */
+    while (p < end && (*p == ' ' || *p == '\t')) p++;
+    if (end - p < 2 || p[0] != '\r' || p[1] != '\n')
+      return fail(msg, msglen, "a boundary is not followed by a line break");
+    p += 2;
+    /* The header block ends at an empty line; searching from the CRLF before it finds an empty
+     * block too (which then has no name). */
+    const uint8_t *hend = memmem(p - 2, (size_t)(end - p) + 2, "\r\n\r\n", 4);
+    if (!hend || hend - p > MAX_HEADERS) return fail(msg, msglen, "a part has no header end");
+    const uint8_t *data = hend + 4, *next = next_delim(data, end, delim, (size_t)dl);
+    if (!next) return fail(msg, msglen, "the body ends before its closing boundary");
+    if (*nparts == MP_MAX_PARTS) return fail(msg, msglen, "too many parts");
+    char *name = hend > p ? part_name((const char *)p, (size_t)(hend - p)) : NULL;
+    if (!name) return fail(msg, msglen, "a part has no Content-Disposition name");
+    parts[*nparts] = (struct mp_part){name, data, (size_t)(next - data)};
+    (*nparts)++;
+    p = next + dl;
+  }
+}

@@ -1,0 +1,333 @@
+/* Request parameters: one table per endpoint says each parameter's type, range, default and
+ * meaning; the same table validates requests and describes them in /methods. Parameters come
+ * from the query string and from the JSON object of the multipart field `params`; a key given
+ * in both must have the same value there, else the request is a 400 — never a silent
+ * precedence. Unknown keys are a 400 too, so a typo never passes unnoticed. */
+#include "api_int.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const method_choices[] = {
+#define X(e, name, desc) name,
+    CPU_METHODS(X)
+#undef X
+        NULL,
+};
+static const char *const format_choices[] = {"input", "png", "jpeg", NULL};
+static const char *const bool_choices[] = {"false", "true", NULL};
+
+#define OFF(field) offsetof(struct blur_params, field)
+
+static const struct param_spec blur_params[] = {
+    {"method", PT_ENUM, 0, 0, method_choices, "yvv", OFF(method),
+     "Blur algorithm; see the methods list."},
+    {"sigma", PT_NUMBER, CPU_SIGMA_MIN, CPU_SIGMA_MAX, NULL, NULL, OFF(sigma),
+     "Standard deviation of the Gaussian in pixels, the same on both axes."},
+    {"format", PT_ENUM, 0, 0, format_choices, "input", OFF(format),
+     "Output format; 'input' keeps the format of the upload."},
+    {"quality", PT_INT, 1, 100, NULL, "90", OFF(quality), "JPEG quality; ignored for PNG."},
+    {"compression", PT_INT, 0, 9, NULL, "6", OFF(compression),
+     "PNG zlib compression level; ignored for JPEG."},
+    {"psnr", PT_BOOL, 0, 1, bool_choices, "true", OFF(psnr),
+     "Measure the PSNR against the exact Gaussian (costs about one FIR pass)."},
+};
+
+const struct endpoint api_blur_endpoint = {"/blur", blur_params,
+                                           sizeof(blur_params) / sizeof(blur_params[0])};
+
+struct pval { /* a parsed value */
+  double num; /* PT_NUMBER */
+  int i;      /* the other types */
+};
+
+static int hexval(int c) {
+  return c >= '0' && c <= '9'   ? c - '0'
+         : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                : -1;
+}
+
+char *params_unescape(const char *s, size_t len) {
+  char *out = malloc(len + 1), *o = out;
+  if (!out) return NULL;
+  for (size_t i = 0; i < len; i++) {
+    int c = (unsigned char)s[i];
+    if (c == '+') {
+      c = ' ';
+    } else if (c == '%') {
+      if (i + 2 >= len) goto bad;
+      int h = hexval((unsigned char)s[i + 1]), l = hexval((unsigned char)s[i + 2]);
+      if (h < 0 || l < 0) goto bad;
+      c = h * 16 + l;
+      i += 2;
+    }
+    if (c == 0) goto bad;
+    *o++ = (char)c;
+  }
+  *o = 0;
+  return out;
+bad:
+  free(out);
+  return NULL;
+}
+
+static void list_choices(const char *const *choices, char *buf, size_t len) {
+  size_t n = 0;
+  buf[0] = 0;
+  for (int i = 0; choices[i] && n < len; i++)
+    n += snprintf(buf + n, len - n, "%s%s", i ? ", " : "", choices[i]);
+}
+
+static enum api_error bad_value(const struct param_spec *s, const char *got, char *msg,
+                                size_t msglen) {
+  char choices[256];
+  switch (s->type) {
+  case PT_NUMBER:
+    snprintf(msg, msglen, "%s must be a number from %g to %g; got '%.64s'.", s->name, s->min,
+             s->max, got);
+    return API_BAD_PARAMETER;
+  case PT_INT:
+    snprintf(msg, msglen, "%s must be a whole number from %g to %g; got '%.64s'.", s->name, s->min,
+             s->max, got);
+    return API_BAD_PARAMETER;
+  default:
+    list_choices(s->choices, choices, sizeof(choices));
+    if (s->choices == method_choices) {
+      snprintf(msg, msglen, "Unknown method '%.64s'; valid methods: %s.", got, choices);
+      return API_UNKNOWN_METHOD;
+    }
+    snprintf(msg, msglen, "%s must be one of %s; got '%.64s'.", s->name, choices, got);
+    return API_BAD_PARAMETER;
+  }
+}
+
+/* Parses text as a value of s. */
+static enum api_error parse_text(const struct param_spec *s, const char *text, struct pval *v,
+                                 char *msg, size_t msglen) {
+  char *end;
+  errno = 0;
+  if ((s->type == PT_NUMBER || s->type == PT_INT) &&
+      !(isdigit((unsigned char)text[0]) || text[0] == '-' || text[0] == '.'))
+    return bad_value(s, text, msg, msglen); /* no blanks, '+', "inf" or "nan" */
+  switch (s->type) {
+  case PT_NUMBER:
+    v->num = strtod(text, &end);
+    if (end == text || *end || errno || !isfinite(v->num) || v->num < s->min || v->num > s->max)
+      return bad_value(s, text, msg, msglen);
+    return API_OK;
+  case PT_INT: {
+    long l = strtol(text, &end, 10);
+    if (end == text || *end || errno || l < s->min || l > s->max)
+      return bad_value(s, text, msg, msglen);
+    v->i = (int)l;
+    return API_OK;
+  }
+  case PT_BOOL:
+    if (strcmp(text, "1") == 0) text = "true";
+    if (strcmp(text, "0") == 0) text = "false";
+    /* fall through */
+  case PT_ENUM:
+    for (int i = 0; s->choices[i]; i++)
+      if (strcmp(text, s->choices[i]) == 0) {
+        v->i = i;
+        return API_OK;
+      }
+    return bad_value(s, text, msg, msglen);
+  }
+  return API_INTERNAL;
+}
+
+/* Parses a JSON value as a value of s: numbers for numbers, booleans for booleans, and strings
+ * for anything (as in a query string). */
+static enum api_error parse_json(const struct param_spec *s, json_t *j, struct pval *v, char *msg,
+                                 size_t msglen) {
+  char text[64];
+  if (json_is_string(j)) return parse_text(s, json_string_value(j), v, msg, msglen);
+  if (json_is_boolean(j) && s->type == PT_BOOL) {
+    v->i = json_is_true(j);
+    return API_OK;
+  }
+  if (json_is_integer(j)) {
+    snprintf(text, sizeof(text), "%" JSON_INTEGER_FORMAT, json_integer_value(j));
+  } else if (json_is_real(j)) {
+    snprintf(text, sizeof(text), "%.17g", json_real_value(j));
+    if (s->type == PT_INT && json_real_value(j) == floor(json_real_value(j)))
+      snprintf(text, sizeof(text), "%.0f", json_real_value(j));
+  } else {
+    snprintf(text, sizeof(text), "%s", json_is_null(j) ? "null" : "a JSON array or object");
+    return bad_value(s, text, msg, msglen);
+  }
+  if (s->type == PT_ENUM || s->type == PT_BOOL) return bad_value(s, text, msg, msglen);
+  return parse_text(s, text, v, msg, msglen);
+}
+
+static void store(const struct param_spec *s, const struct pval *v, void *out) {
+  if (s->type == PT_NUMBER)
+    *(double *)((char *)out + s->offset) = v->num;
+  else
+    *(int *)((char *)out + s->offset) = v->i;
+}
+
+static const struct param_spec *find_spec(const struct endpoint *ep, const char *name) {
+  for (int i = 0; i < ep->nparams; i++)
+    if (strcmp(ep->params[i].name, name) == 0) return &ep->params[i];
+  return NULL;
+}
+
+static enum api_error unknown(const struct endpoint *ep, const char *name, const char *where,
+                              char *msg, size_t msglen) {
+  char names[256];
+  size_t n = 0;
+  names[0] = 0;
+  for (int i = 0; i < ep->nparams && n < sizeof(names); i++)
+    n += snprintf(names + n, sizeof(names) - n, "%s%s", i ? ", " : "", ep->params[i].name);
+  snprintf(msg, msglen, "Unknown parameter '%.64s' in %s; %s accepts: %s.", name, where, ep->path,
+           names);
+  return API_UNKNOWN_PARAMETER;
+}
+
+#define MAX_QUERY_PARAMS 32
+
+struct query { /* a decoded query string */
+  char *key[MAX_QUERY_PARAMS];
+  char *value[MAX_QUERY_PARAMS];
+  int n;
+};
+
+static void query_free(struct query *q) {
+  for (int i = 0; i < q->n; i++) {
+    free(q->key[i]);
+    free(q->value[i]);
+  }
+  q->n = 0;
+}
+
+static enum api_error query_parse(const struct endpoint *ep, const char *qs, struct query *q,
+                                  char *msg, size_t msglen) {
+  q->n = 0;
+  while (qs && *qs) {
+    size_t len = strcspn(qs, "&");
+    const char *eq = memchr(qs, '=', len);
+    size_t klen = eq ? (size_t)(eq - qs) : len;
+    if (len > 0) {
+      if (q->n == MAX_QUERY_PARAMS) {
+        snprintf(msg, msglen, "The query string has more than %d parameters.", MAX_QUERY_PARAMS);
+        return API_BAD_PARAMETER;
+      }
+      q->key[q->n] = params_unescape(qs, klen);
+      q->value[q->n] = eq ? params_unescape(eq + 1, len - klen - 1) : strdup("");
+      q->n++;
+      if (!q->key[q->n - 1] || !q->value[q->n - 1]) {
+        snprintf(msg, msglen, "The query string has a malformed percent escape.");
+        return API_BAD_PARAMETER;
+      }
+      const char *k = q->key[q->n - 1];
+      if (!find_spec(ep, k)) return unknown(ep, k, "the query string", msg, msglen);
+      for (int i = 0; i < q->n - 1; i++)
+        if (strcmp(q->key[i], k) == 0) {
+          snprintf(msg, msglen, "%.64s appears more than once in the query string.", k);
+          return API_BAD_PARAMETER;
+        }
+    }
+    qs += len + (qs[len] == '&');
+  }
+  return API_OK;
+}
+
+static enum api_error json_parse_params(const struct endpoint *ep, const char *text, size_t len,
+                                        json_t **out, char *msg, size_t msglen) {
+  json_error_t err;
+  *out = NULL;
+  if (len > PARAMS_JSON_MAX) {
+    snprintf(msg, msglen, "The params field has %zu bytes; the limit is %d.", len, PARAMS_JSON_MAX);
+    return API_BAD_JSON;
+  }
+  json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
+  if (!j || !json_is_object(j)) {
+    snprintf(msg, msglen, "The params field must be a JSON object: %s.",
+             j ? "it is another JSON value" : err.text);
+    json_decref(j);
+    return API_BAD_JSON;
+  }
+  const char *key;
+  json_t *val;
+  json_object_foreach(j, key, val) {
+    if (!find_spec(ep, key)) {
+      enum api_error e = unknown(ep, key, "params", msg, msglen); /* key belongs to j */
+      json_decref(j);
+      return e;
+    }
+  }
+  *out = j;
+  return API_OK;
+}
+
+/* Resolves one parameter from its two sources and its default. */
+static enum api_error resolve(const struct param_spec *s, const struct query *q, json_t *json,
+                              void *out, char *msg, size_t msglen) {
+  struct pval qv = {0, 0}, jv = {0, 0};
+  const char *qtext = NULL;
+  json_t *jval = json ? json_object_get(json, s->name) : NULL;
+  enum api_error e;
+  for (int i = 0; i < q->n; i++)
+    if (strcmp(q->key[i], s->name) == 0) qtext = q->value[i];
+  if (qtext && (e = parse_text(s, qtext, &qv, msg, msglen)) != API_OK) return e;
+  if (jval && (e = parse_json(s, jval, &jv, msg, msglen)) != API_OK) return e;
+  if (qtext && jval && (s->type == PT_NUMBER ? qv.num != jv.num : qv.i != jv.i)) {
+    snprintf(msg, msglen,
+             "%s is '%.32s' in the query string but has another value in params; give it once.",
+             s->name, qtext);
+    return API_CONFLICTING_PARAMETER;
+  }
+  if (!qtext && !jval) {
+    if (!s->def) {
+      snprintf(msg, msglen, "%s is required: %s", s->name, s->doc);
+      return API_MISSING_PARAMETER;
+    }
+    if ((e = parse_text(s, s->def, &qv, msg, msglen)) != API_OK) return API_INTERNAL;
+  }
+  store(s, jval && !qtext ? &jv : &qv, out);
+  return API_OK;
+}
+
+enum api_error params_parse(const struct endpoint *ep, const char *query, const char *json,
+                            size_t json_len, void *out, char *msg, size_t msglen) {
+  struct query q;
+  json_t *j = NULL;
+  enum api_error e = query_parse(ep, query, &q, msg, msglen);
+  if (e == API_OK && json) e = json_parse_params(ep, json, json_len, &j, msg, msglen);
+  for (int i = 0; e == API_OK && i < ep->nparams; i++)
+    e = resolve(&ep->params[i], &q, j, out, msg, msglen);
+  json_decref(j);
+  query_free(&q);
+  return e;
+}
+
+static const char *const type_names[] = {"number", "integer", "boolean", "string"};
+
+json_t *params_describe(const struct endpoint *ep) {
+  json_t *arr = json_array();
+  for (int i = 0; arr && i < ep->nparams; i++) {
+    const struct param_spec *s = &ep->params[i];
+    json_t *p = json_pack("{s:s, s:s, s:b, s:s}", "name", s->name, "type", type_names[s->type],
+                          "required", s->def == NULL, "description", s->doc);
+    if (!p) continue;
+    if (s->def) json_object_set_new(p, "default", json_string(s->def));
+    if (s->type == PT_NUMBER || s->type == PT_INT) {
+      json_object_set_new(p, "min", json_real(s->min));
+      json_object_set_new(p, "max", json_real(s->max));
+    }
+    if (s->type == PT_ENUM) {
+      json_t *c = json_array();
+      for (int k = 0; s->choices[k]; k++) json_array_append_new(c, json_string(s->choices[k]));
+      json_object_set_new(p, "choices", c);
+    }
+    json_array_append_new(arr, p);
+  }
+  return arr;
+}

@@ -1,0 +1,193 @@
+/* codecs.c: the format-neutral half of the codecs module.
+ *
+ * It recognises a format from its magic bytes, names formats and statuses, checks arguments, and
+ * hands the work to png.c or jpeg.c. It also holds the two helpers every decoder uses, so that all
+ * of them word their failures alike: codec_msgf() for the sentence and codec_check_size() for the
+ * limit check that must happen before any pixel buffer is allocated. */
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codecs_int.h"
+
+static const uint8_t png_magic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+static const uint8_t jpeg_magic[3] = {0xff, 0xd8, 0xff};
+
+enum codec_format codec_sniff(const uint8_t *buf, size_t len) {
+  if (buf == NULL) return CODEC_NONE;
+  if (len >= sizeof png_magic && memcmp(buf, png_magic, sizeof png_magic) == 0) return CODEC_PNG;
+  if (len >= sizeof jpeg_magic && memcmp(buf, jpeg_magic, sizeof jpeg_magic) == 0)
+    return CODEC_JPEG;
+  return CODEC_NONE;
+}
+
+const char *codec_format_name(enum codec_format f) {
+  switch (f) {
+  case CODEC_PNG:
+    return "png";
+  case CODEC_JPEG:
+    return "jpeg";
+  default:
+    return NULL;
+  }
+}
+
+enum codec_format codec_format_from_name(const char *name) {
+  if (name == NULL) return CODEC_NONE;
+  if (strcmp(name, "png") == 0) return CODEC_PNG;
+  if (strcmp(name, "jpeg") == 0 || strcmp(name, "jpg") == 0) return CODEC_JPEG;
+  return CODEC_NONE;
+}
+
+const char *codec_mime(enum codec_format f) {
+  switch (f) {
+  case CODEC_PNG:
+    return "image/png";
+  case CODEC_JPEG:
+    return "image/jpeg";
+  default:
+    return NULL;
+  }
+}
+
+const char *codec_status_msg(enum codec_status s) {
+  switch (s) {
+#define X(e, text)                                                                                 \
+  case CODEC_##e:                                                                                  \
+    return text;
+    CODEC_STATUSES(X)
+#undef X
+  }
+  return "unknown codec status";
+}
+
+void codec_msgf(char *msg, size_t msglen, const char *fmt, ...) {
+  if (msg == NULL || msglen == 0) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, msglen, fmt, ap);
+  va_end(ap);
+}
+
+static enum codec_status check_limits(uint64_t w, uint64_t h, const struct codec_limits *lim,
+                                      char *msg, size_t msglen) {
+  if (lim == NULL) return CODEC_OK;
+  if (lim->max_width && w > lim->max_width) {
+    codec_msgf(msg, msglen, "width %llu exceeds the limit of %lu", (unsigned long long)w,
+               (unsigned long)lim->max_width);
+    return CODEC_TOO_LARGE;
+  }
+  if (lim->max_height && h > lim->max_height) {
+    codec_msgf(msg, msglen, "height %llu exceeds the limit of %lu", (unsigned long long)h,
+               (unsigned long)lim->max_height);
+    return CODEC_TOO_LARGE;
+  }
+  if (lim->max_pixels && w * h > lim->max_pixels) {
+    codec_msgf(msg, msglen, "pixel count %llu (%llux%llu) exceeds the limit of %llu",
+               (unsigned long long)(w * h), (unsigned long long)w, (unsigned long long)h,
+               (unsigned long long)lim->max_pixels);
+    return CODEC_TOO_LARGE;
+  }
+  return CODEC_OK;
+}
+
+static enum codec_status beyond_reach(uint64_t w, uint64_t h, char *msg, size_t msglen) {
+  codec_msgf(msg, msglen, "the image size %llux%llu is beyond what this service can hold",
+             (unsigned long long)w, (unsigned long long)h);
+  return CODEC_TOO_LARGE;
+}
+
+enum codec_status codec_check_size(uint64_t w, uint64_t h, unsigned bytes_per_pixel,
+                                   const struct codec_limits *lim, size_t *nbytes, char *msg,
+                                   size_t msglen) {
+  *nbytes = 0;
+  if (w == 0 || h == 0) {
+    codec_msgf(msg, msglen, "the image has a width or height of zero");
+    return CODEC_CORRUPT;
+  }
+  if (w > UINT32_MAX || h > UINT32_MAX) return beyond_reach(w, h, msg, msglen);
+  enum codec_status st = check_limits(w, h, lim, msg, msglen); /* w * h fits 64 bits */
+  if (st != CODEC_OK) return st;
+  uint64_t pixels = w * h;
+  if (w > INT_MAX || h > INT_MAX || bytes_per_pixel == 0 ||
+      pixels > (uint64_t)SIZE_MAX / bytes_per_pixel) /* codec_image holds int sizes */
+    return beyond_reach(w, h, msg, msglen);
+  *nbytes = (size_t)(pixels * bytes_per_pixel);
+  return CODEC_OK;
+}
+
+enum codec_status codec_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
+                               struct codec_image *out, char *msg, size_t msglen) {
+  enum codec_status st;
+  if (msg != NULL && msglen > 0) msg[0] = '\0';
+  if (out == NULL) {
+    codec_msgf(msg, msglen, "codec_decode was called without an output image");
+    return CODEC_UNSUPPORTED;
+  }
+  memset(out, 0, sizeof *out);
+  switch (codec_sniff(buf, len)) {
+  case CODEC_PNG:
+    st = codec_png_decode(buf, len, lim, out, msg, msglen);
+    break;
+  case CODEC_JPEG:
+    st = codec_jpeg_decode(buf, len, lim, out, msg, msglen);
+    break;
+  default:
+    if (buf == NULL || len == 0) codec_msgf(msg, msglen, "the image data is empty");
+    st = CODEC_UNKNOWN;
+    break;
+  }
+  if (st != CODEC_OK) {
+    codec_image_free(out);
+    memset(out, 0, sizeof *out);
+    if (msg != NULL && msglen > 0 && msg[0] == '\0')
+      codec_msgf(msg, msglen, "%s", codec_status_msg(st));
+  }
+  return st;
+}
+
+/* Says why img cannot be encoded, or returns NULL when it can be. */
+static const char *encode_problem(const struct codec_image *img) {
+  if (img == NULL || img->pixels == NULL) return "there is no image to encode";
+  if (img->width < 1 || img->height < 1) return "the image has a width or height of zero";
+  if (img->channels < 1 || img->channels > 4) return "the image must have 1 to 4 channels";
+  if (img->depth != 8 && img->depth != 16) return "the image must have 8- or 16-bit samples";
+  return NULL;
+}
+
+enum codec_status codec_encode(const struct codec_image *img, const struct codec_encode_opts *o,
+                               uint8_t **out, size_t *outlen, char *msg, size_t msglen) {
+  if (msg != NULL && msglen > 0) msg[0] = '\0';
+  if (out == NULL || outlen == NULL || o == NULL) {
+    codec_msgf(msg, msglen, "codec_encode was called without options or an output buffer");
+    return CODEC_UNSUPPORTED;
+  }
+  *out = NULL;
+  *outlen = 0;
+  const char *problem = encode_problem(img);
+  if (problem != NULL) {
+    codec_msgf(msg, msglen, "%s", problem);
+    return CODEC_UNSUPPORTED;
+  }
+  if (o->format == CODEC_PNG && (o->compression < 0 || o->compression > 9)) {
+    codec_msgf(msg, msglen, "PNG compression %d is outside 0..9", o->compression);
+    return CODEC_UNSUPPORTED;
+  }
+  if (o->format == CODEC_JPEG && (o->quality < 1 || o->quality > 100)) {
+    codec_msgf(msg, msglen, "JPEG quality %d is outside 1..100", o->quality);
+    return CODEC_UNSUPPORTED;
+  }
+  if (o->format == CODEC_PNG)
+    return codec_png_encode(img, o->compression, out, outlen, msg, msglen);
+  if (o->format == CODEC_JPEG) return codec_jpeg_encode(img, o->quality, out, outlen, msg, msglen);
+  codec_msgf(msg, msglen, "the output format must be PNG or JPEG");
+  return CODEC_UNSUPPORTED;
+}
+
+void codec_image_free(struct codec_image *img) {
+  if (img == NULL) return;
+  free(img->pixels);
+  img->pixels = NULL;
+}

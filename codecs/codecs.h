@@ -1,0 +1,82 @@
+/* codecs: PNG (libpng) and JPEG (libjpeg-turbo's TurboJPEG API) to and from interleaved pixels.
+ *
+ * Decoders are functions over a byte buffer. They read the header, check width, height and pixel
+ * count against the caller's limits before allocating any pixel buffer, and report failures as
+ * a status plus a sentence a person understands. setjmp/longjmp stay inside png.c and jpeg.c.
+ *
+ * Decoded images are 1 (gray), 2 (gray+alpha), 3 (RGB) or 4 (RGBA) channels of 8- or 16-bit
+ * samples in host byte order. Palettes are expanded to RGB, or RGBA when they carry tRNS; gray
+ * below 8 bits becomes 8 bits; tRNS on gray or RGB becomes an alpha channel. JPEG EXIF
+ * orientation is applied, so the pixels are upright. */
+#ifndef BLURD_CODECS_H
+#define BLURD_CODECS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum codec_format { CODEC_NONE = 0, CODEC_PNG, CODEC_JPEG };
+
+/* clang-format off */
+#define CODEC_STATUSES(X)                                                    \
+  X(OK,          "ok")                                                       \
+  X(UNKNOWN,     "the data is neither PNG nor JPEG")                          \
+  X(CORRUPT,     "the image data is corrupt or truncated")                    \
+  X(TOO_LARGE,   "the image is larger than the configured limits")            \
+  X(UNSUPPORTED, "the image uses a feature this service does not support")    \
+  X(NOMEM,       "out of memory")
+/* clang-format on */
+
+enum codec_status {
+#define X(e, msg) CODEC_##e,
+  CODEC_STATUSES(X)
+#undef X
+};
+
+struct codec_limits {
+  uint32_t max_width;  /* pixels; 0 means no limit */
+  uint32_t max_height; /* pixels; 0 means no limit */
+  uint64_t max_pixels; /* width*height; 0 means no limit */
+};
+
+struct codec_image {
+  uint8_t *pixels;          /* owned; free with codec_image_free() */
+  int width, height;        /* pixels */
+  int channels;             /* 1..4, alpha last when 2 or 4 */
+  int depth;                /* 8 or 16 bits per sample, host byte order */
+  enum codec_format format; /* the format it was decoded from */
+  int orientation;          /* EXIF orientation found in the file (1..8), already applied */
+};
+
+/* The format of buf from its magic bytes, or CODEC_NONE. */
+enum codec_format codec_sniff(const uint8_t *buf, size_t len);
+/* "png", "jpeg", or NULL. */
+const char *codec_format_name(enum codec_format f);
+/* The format called name ("png", "jpeg" or "jpg"), or CODEC_NONE. */
+enum codec_format codec_format_from_name(const char *name);
+/* MIME type of f ("image/png"), or NULL. */
+const char *codec_mime(enum codec_format f);
+/* The generic sentence for status s. */
+const char *codec_status_msg(enum codec_status s);
+
+/* Decodes buf into out (zeroed first). On failure out holds no memory, and when msg is not NULL
+ * it receives a sentence that says what was wrong (e.g. "width 20000 exceeds the limit of
+ * 16384"). Returns CODEC_OK or the failure. */
+enum codec_status codec_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
+                               struct codec_image *out, char *msg, size_t msglen);
+
+struct codec_encode_opts {
+  enum codec_format format; /* CODEC_PNG or CODEC_JPEG */
+  int quality;              /* JPEG quality 1..100 */
+  int compression;          /* PNG zlib level 0..9 */
+};
+
+/* Encodes img. PNG keeps channels and depth. JPEG is 8-bit gray or RGB: 16-bit samples are
+ * scaled to 8 bits, and alpha is composited over white. On success *out is a malloc'd buffer
+ * owned by the caller, of *outlen bytes. Returns CODEC_OK, CODEC_NOMEM or CODEC_UNSUPPORTED. */
+enum codec_status codec_encode(const struct codec_image *img, const struct codec_encode_opts *o,
+                               uint8_t **out, size_t *outlen, char *msg, size_t msglen);
+
+/* Frees img's pixels and sets the pointer to NULL; safe to call twice. */
+void codec_image_free(struct codec_image *img);
+
+#endif

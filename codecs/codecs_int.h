@@ -1,0 +1,52 @@
+/* codecs_int.h: internals shared by the files of codecs/, not part of the public interface.
+ *
+ * codecs.c dispatches to the per-format decoders and encoders below (png.c, jpeg.c) after it has
+ * checked the arguments; exif.c holds the EXIF orientation parser and the code that turns decoded
+ * pixels upright. The limit and message helpers live in codecs.c so that every decoder words its
+ * sentences the same way. unit_codecs.c includes this header to test the EXIF parser directly. */
+#ifndef BLURD_CODECS_INT_H
+#define BLURD_CODECS_INT_H
+
+#include "codecs.h"
+
+/* Per-format decoders: buf holds the whole file, out is zeroed by the caller. On failure out
+ * holds no memory and msg (when not NULL) has a sentence. */
+enum codec_status codec_png_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
+                                   struct codec_image *out, char *msg, size_t msglen);
+enum codec_status codec_jpeg_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
+                                    struct codec_image *out, char *msg, size_t msglen);
+
+/* Per-format encoders; img has been checked (pixels set, sizes >= 1, channels 1..4, depth 8 or
+ * 16). On success *out is malloc'd and owned by the caller. */
+enum codec_status codec_png_encode(const struct codec_image *img, int compression, uint8_t **out,
+                                   size_t *outlen, char *msg, size_t msglen);
+enum codec_status codec_jpeg_encode(const struct codec_image *img, int quality, uint8_t **out,
+                                    size_t *outlen, char *msg, size_t msglen);
+
+/* Writes a printf-style sentence into msg when msg is not NULL and msglen > 0. */
+void codec_msgf(char *msg, size_t msglen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Checks an image of width x height pixels of bytes_per_pixel bytes against lim (NULL: no
+ * limits) and against what this process can address. Returns CODEC_OK and the buffer size in
+ * *nbytes, CODEC_CORRUPT for a zero size, or CODEC_TOO_LARGE with a sentence naming the value and
+ * the limit. */
+enum codec_status codec_check_size(uint64_t width, uint64_t height, unsigned bytes_per_pixel,
+                                   const struct codec_limits *lim, size_t *nbytes, char *msg,
+                                   size_t msglen);
+
+/* The EXIF orientation (1..8) of a JPEG file: the Orientation tag of IFD0 in the first APP1
+ * "Exif" segment before the first scan. Returns 1 when there is none or it is malformed; never
+ * reads outside jpeg[0..len). */
+int codec_exif_orientation(const uint8_t *jpeg, size_t len);
+
+/* The Orientation tag (1..8) of one APP1 payload (starting "Exif\0\0"), or 1 when it has none or
+ * it is malformed; never reads outside app1[0..len). */
+int codec_exif_parse(const uint8_t *app1, size_t len);
+
+/* Rewrites img's pixels so that an image stored with EXIF orientation o (1..8) is upright;
+ * orientations 5..8 swap width and height. Any other o leaves img alone. Returns CODEC_OK, or
+ * CODEC_NOMEM with img unchanged. */
+enum codec_status codec_orient(struct codec_image *img, int o);
+
+#endif

@@ -1,0 +1,262 @@
+/* png.c: PNG decode and encode with libpng, from and to memory buffers.
+ *
+ * libpng reports errors by longjmp; that stays in this file. Each entry point creates the libpng
+ * structs in a small wrapper, runs the work in a function that owns the setjmp, and turns what
+ * the error callback recorded into a status and a sentence. State that must survive a longjmp
+ * lives in a struct owned by the wrapper, never in locals of the function that calls setjmp.
+ *
+ * Decoding checks width, height and pixel count twice: from the IHDR bytes before libpng is
+ * started (so an oversized image is reported as too large, not as libpng's "Invalid IHDR data"
+ * from the user limits), and from png_read_info() before the pixel buffer is allocated. Output is
+ * 1..4 channels of 8 or 16 bits in host byte order: palettes expand to RGB (RGBA with tRNS), gray
+ * below 8 bits to 8 bits, tRNS to an alpha channel; interlaced files are deinterlaced. Running
+ * out of data anywhere, including before IEND, is a corrupt file. Colour profiles, gamma and text
+ * chunks are ignored: samples are passed through as stored. */
+#include <png.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "codecs_int.h"
+
+#define CHUNK_MALLOC_MAX (8u << 20) /* bytes libpng may allocate for one ancillary chunk */
+#define CHUNK_CACHE_MAX  128        /* ancillary chunks (text, sPLT, unknown) libpng will keep */
+
+/* What the libpng callbacks record; the error and memory pointer of every libpng struct here. */
+struct png_ctx {
+  int oom;       /* an allocation failed */
+  int truncated; /* the read callback ran out of data */
+  char err[160]; /* libpng's last error text */
+};
+
+struct png_dec {
+  struct png_ctx ctx;
+  const uint8_t *buf;
+  size_t len, pos; /* read position in buf */
+  png_structp png;
+  png_infop info;
+  uint8_t *pixels; /* owned until handed to the caller's codec_image */
+};
+
+struct png_enc {
+  struct png_ctx ctx;
+  png_structp png;
+  png_infop info;
+  uint8_t *data; /* the encoded file so far; malloc'd */
+  size_t len, cap;
+};
+
+static int host_little_endian(void) {
+  const uint16_t one = 1;
+  uint8_t first;
+  memcpy(&first, &one, 1);
+  return first == 1;
+}
+
+static void on_error(png_structp png, png_const_charp text) {
+  struct png_ctx *ctx = png_get_error_ptr(png);
+  snprintf(ctx->err, sizeof ctx->err, "%s", text);
+  png_longjmp(png, 1);
+}
+
+static void on_warning(png_structp png, png_const_charp text) {
+  (void)png; /* warnings (bad ancillary CRCs, odd ICC profiles) do not stop a decode */
+  (void)text;
+}
+
+static png_voidp on_malloc(png_structp png, png_alloc_size_t size) {
+  void *p = malloc(size);
+  if (p == NULL) ((struct png_ctx *)png_get_mem_ptr(png))->oom = 1;
+  return p;
+}
+
+static void on_free(png_structp png, png_voidp p) {
+  (void)png;
+  free(p);
+}
+
+static void on_read(png_structp png, png_bytep data, size_t n) {
+  struct png_dec *d = png_get_io_ptr(png);
+  if (n > d->len - d->pos) {
+    d->ctx.truncated = 1;
+    png_error(png, "unexpected end of file");
+  }
+  memcpy(data, d->buf + d->pos, n);
+  d->pos += n;
+}
+
+static uint32_t be32(const uint8_t *p) {
+  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* Checks the limits against the IHDR chunk where PNG puts it (right after the signature), when it
+ * is there with a valid CRC; libpng rejects anything else as corrupt later. */
+static enum codec_status precheck_ihdr(const uint8_t *buf, size_t len,
+                                       const struct codec_limits *lim, char *msg, size_t msglen) {
+  if (len < 33 || be32(buf + 8) != 13 || memcmp(buf + 12, "IHDR", 4) != 0) return CODEC_OK;
+  if ((crc32(0, buf + 12, 17) & 0xffffffffu) != be32(buf + 29)) return CODEC_OK;
+  size_t nbytes;
+  uint32_t w = be32(buf + 16), h = be32(buf + 20);
+  if (codec_check_size(w, h, 8, lim, &nbytes, NULL, 0) != CODEC_TOO_LARGE) return CODEC_OK;
+  return codec_check_size(w, h, 8, lim, &nbytes, msg, msglen); /* again, for the sentence */
+}
+
+static void set_read_limits(png_structp png, const struct codec_limits *lim) {
+  uint32_t w = lim && lim->max_width ? lim->max_width : PNG_UINT_31_MAX;
+  uint32_t h = lim && lim->max_height ? lim->max_height : PNG_UINT_31_MAX;
+  png_set_user_limits(png, w > PNG_UINT_31_MAX ? PNG_UINT_31_MAX : w,
+                      h > PNG_UINT_31_MAX ? PNG_UINT_31_MAX : h);
+  png_set_chunk_malloc_max(png, CHUNK_MALLOC_MAX);
+  png_set_chunk_cache_max(png, CHUNK_CACHE_MAX);
+}
+
+/* Asks libpng for 1..4 channels of 8 or 16 bits in host byte order. */
+static void set_read_transforms(png_structp png, png_infop info) {
+  int colour = png_get_color_type(png, info), depth = png_get_bit_depth(png, info);
+  if (colour == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+  if (colour == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
+  if (png_get_valid(png, info, PNG_INFO_tRNS)) png_set_tRNS_to_alpha(png);
+  if (depth == 16 && host_little_endian()) png_set_swap(png);
+}
+
+/* The decode proper; owns the setjmp. On success d->pixels holds the image described in out. */
+static enum codec_status decode_run(struct png_dec *d, const struct codec_limits *lim,
+                                    struct codec_image *out, char *msg, size_t msglen) {
+  if (setjmp(png_jmpbuf(d->png))) return d->ctx.oom ? CODEC_NOMEM : CODEC_CORRUPT;
+  png_set_read_fn(d->png, d, on_read);
+  set_read_limits(d->png, lim);
+  png_read_info(d->png, d->info);
+  set_read_transforms(d->png, d->info);
+  int passes = png_set_interlace_handling(d->png);
+  png_read_update_info(d->png, d->info);
+
+  uint32_t w = png_get_image_width(d->png, d->info), h = png_get_image_height(d->png, d->info);
+  int channels = png_get_channels(d->png, d->info), depth = png_get_bit_depth(d->png, d->info);
+  size_t nbytes, stride = (size_t)w * (size_t)channels * (size_t)(depth / 8);
+  enum codec_status st =
+      codec_check_size(w, h, (unsigned)(channels * depth / 8), lim, &nbytes, msg, msglen);
+  if (st != CODEC_OK) return st;
+  if (channels < 1 || channels > 4 || (depth != 8 && depth != 16) ||
+      png_get_rowbytes(d->png, d->info) != stride) {
+    codec_msgf(msg, msglen, "libpng produced %d channels of %d bits, which is not expected",
+               channels, depth);
+    return CODEC_UNSUPPORTED;
+  }
+  d->pixels = malloc(nbytes);
+  if (d->pixels == NULL) {
+    codec_msgf(msg, msglen, "out of memory for a %ux%u PNG image", (unsigned)w, (unsigned)h);
+    return CODEC_NOMEM;
+  }
+  for (int pass = 0; pass < passes; pass++)
+    for (uint32_t y = 0; y < h; y++) png_read_row(d->png, d->pixels + y * stride, NULL);
+  png_read_end(d->png, d->info); /* checks the rest of the file up to IEND */
+  *out = (struct codec_image){.width = (int)w,
+                              .height = (int)h,
+                              .channels = channels,
+                              .depth = depth,
+                              .format = CODEC_PNG,
+                              .orientation = 1};
+  return CODEC_OK;
+}
+
+enum codec_status codec_png_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
+                                   struct codec_image *out, char *msg, size_t msglen) {
+  enum codec_status st = precheck_ihdr(buf, len, lim, msg, msglen);
+  if (st != CODEC_OK) return st;
+  struct png_dec d = {.buf = buf, .len = len};
+  d.png = png_create_read_struct_2(PNG_LIBPNG_VER_STRING, &d.ctx, on_error, on_warning, &d.ctx,
+                                   on_malloc, on_free);
+  if (d.png != NULL) d.info = png_create_info_struct(d.png);
+  if (d.png == NULL || d.info == NULL) {
+    png_destroy_read_struct(&d.png, NULL, NULL);
+    codec_msgf(msg, msglen, "out of memory starting the PNG decoder");
+    return CODEC_NOMEM;
+  }
+  st = decode_run(&d, lim, out, msg, msglen);
+  png_destroy_read_struct(&d.png, &d.info, NULL);
+  if (st == CODEC_OK) {
+    out->pixels = d.pixels;
+    return CODEC_OK;
+  }
+  free(d.pixels);
+  if (d.ctx.err[0] == '\0') return st; /* decode_run wrote the sentence */
+  if (st == CODEC_NOMEM)
+    codec_msgf(msg, msglen, "out of memory decoding the PNG image");
+  else if (d.ctx.truncated)
+    codec_msgf(msg, msglen, "the PNG file is truncated: it ends after %zu bytes", len);
+  else
+    codec_msgf(msg, msglen, "the PNG data is corrupt (libpng: %s)", d.ctx.err);
+  return st;
+}
+
+static void on_write(png_structp png, png_bytep data, size_t n) {
+  struct png_enc *e = png_get_io_ptr(png);
+  if (n > e->cap - e->len) {
+    size_t cap = e->cap ? e->cap : 4096;
+    while (cap - e->len < n) {
+      if (cap > SIZE_MAX / 2) png_error(png, "the encoded image is too large");
+      cap *= 2;
+    }
+    uint8_t *p = realloc(e->data, cap);
+    if (p == NULL) {
+      e->ctx.oom = 1;
+      png_error(png, "out of memory");
+    }
+    e->data = p;
+    e->cap = cap;
+  }
+  memcpy(e->data + e->len, data, n);
+  e->len += n;
+}
+
+static void on_flush(png_structp png) {
+  (void)png;
+}
+
+/* The encode proper; owns the setjmp. On success e->data holds the whole file. */
+static enum codec_status encode_run(struct png_enc *e, const struct codec_image *img,
+                                    int compression) {
+  static const int colour[5] = {0, PNG_COLOR_TYPE_GRAY, PNG_COLOR_TYPE_GRAY_ALPHA,
+                                PNG_COLOR_TYPE_RGB, PNG_COLOR_TYPE_RGB_ALPHA};
+  if (setjmp(png_jmpbuf(e->png))) return e->ctx.oom ? CODEC_NOMEM : CODEC_UNSUPPORTED;
+  png_set_write_fn(e->png, e, on_write, on_flush);
+  png_set_compression_level(e->png, compression);
+  png_set_IHDR(e->png, e->info, (uint32_t)img->width, (uint32_t)img->height, img->depth,
+               colour[img->channels], PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
+               PNG_FILTER_TYPE_DEFAULT);
+  png_write_info(e->png, e->info);
+  if (img->depth == 16 && host_little_endian()) png_set_swap(e->png);
+  size_t stride = (size_t)img->width * (size_t)img->channels * (size_t)(img->depth / 8);
+  for (size_t y = 0; y < (size_t)img->height; y++) png_write_row(e->png, img->pixels + y * stride);
+  png_write_end(e->png, NULL);
+  return CODEC_OK;
+}
+
+enum codec_status codec_png_encode(const struct codec_image *img, int compression, uint8_t **out,
+                                   size_t *outlen, char *msg, size_t msglen) {
+  struct png_enc e = {.png = NULL};
+  e.png = png_create_write_struct_2(PNG_LIBPNG_VER_STRING, &e.ctx, on_error, on_warning, &e.ctx,
+                                    on_malloc, on_free);
+  if (e.png != NULL) e.info = png_create_info_struct(e.png);
+  if (e.png == NULL || e.info == NULL) {
+    png_destroy_write_struct(&e.png, NULL);
+    codec_msgf(msg, msglen, "out of memory starting the PNG encoder");
+    return CODEC_NOMEM;
+  }
+  enum codec_status st = encode_run(&e, img, compression);
+  png_destroy_write_struct(&e.png, &e.info);
+  if (st != CODEC_OK) {
+    free(e.data);
+    if (st == CODEC_NOMEM)
+      codec_msgf(msg, msglen, "out of memory encoding the PNG image");
+    else
+      codec_msgf(msg, msglen, "libpng could not write the image: %s", e.ctx.err);
+    return st;
+  }
+  uint8_t *shrunk = realloc(e.data, e.len); /* give back the slack of the doubling */
+  *out = shrunk != NULL ? shrunk : e.data;
+  *outlen = e.len;
+  return CODEC_OK;
+}

@@ -1,0 +1,141 @@
+/* cpu: the CPU twin of every blur method, and the compute of the CPU backend.
+ *
+ * Filters work on planes of doubles, one channel at a time: an interleaved 8- or 16-bit image is
+ * split into planes (colour premultiplied by alpha when there is alpha), each plane is blurred,
+ * and the planes are merged back with rounding. The exact reference (the sampled Gaussian cut at
+ * ceil(4 sigma), normalised, replicate border, in double) goes through the same path, so the
+ * PSNR of any method is measured the same way. Work is spread over a small fork-join pool.
+ *
+ * Nothing here knows about HTTP, codecs or CUDA; gpu/ reuses the coefficient functions below so
+ * that both backends filter with the same numbers. */
+#ifndef BLURD_CPU_H
+#define BLURD_CPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- images ---- */
+
+struct cpu_image { /* a view of interleaved pixels; the owner is whoever allocated data */
+  void *data;      /* width*height*channels samples, uint8_t (depth 8) or uint16_t (depth 16) */
+  int width;       /* pixels */
+  int height;      /* pixels */
+  int channels;    /* 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA; alpha is always last */
+  int depth;       /* bits per sample: 8 or 16 */
+};
+
+/* Number of bytes in img's pixel buffer. */
+size_t cpu_image_bytes(const struct cpu_image *img);
+
+/* ---- methods ---- */
+
+/* The method table: enum name, API name, one-line description. The API name is the word users
+ * write in ?method=. */
+/* clang-format off */
+#define CPU_METHODS(X)                                                                   \
+  X(SEPARABLE, "separable", "row pass then column pass with the sampled Gaussian, in double") \
+  X(YVV,       "yvv",       "Young-van Vliet recursive Gaussian, Triggs-Sdika boundaries, in double")
+/* clang-format on */
+
+enum cpu_method {
+#define X(e, name, desc) CPU_##e,
+  CPU_METHODS(X)
+#undef X
+      CPU_NMETHODS
+};
+
+/* API name of m ("yvv"), or NULL when m is out of range. */
+const char *cpu_method_name(enum cpu_method m);
+/* One-line description of m. */
+const char *cpu_method_desc(enum cpu_method m);
+/* The method called name, or -1 when there is none. */
+int cpu_method_from_name(const char *name);
+
+#define CPU_SIGMA_MIN 0.5   /* smallest sigma a method accepts, in pixels */
+#define CPU_SIGMA_MAX 300.0 /* largest sigma a method accepts, in pixels */
+#define CPU_TRUNCATE  4.0   /* the reference kernel radius is ceil(CPU_TRUNCATE * sigma) */
+
+struct cpu_blur { /* one blur request */
+  enum cpu_method method;
+  double sigma; /* standard deviation in pixels, the same on both axes */
+  int coeffs;   /* yvv: an enum cpu_yvv_set */
+};
+
+/* ---- kernels and coefficients (shared with gpu/) ---- */
+
+/* Radius of the sampled Gaussian cut at truncate*sigma: ceil(truncate*sigma), at least 1. */
+int cpu_gauss_radius(double sigma, double truncate);
+/* Fills w[0..radius] with the one-sided sampled Gaussian, normalised so that
+ * w[0] + 2*(w[1] + ... + w[radius]) == 1. */
+void cpu_gauss_kernel(double sigma, int radius, double *w);
+
+struct cpu_yvv {  /* coefficients of u[k] = B x[k] + a1 u[k-1] + a2 u[k-2] + a3 u[k-3] */
+  double b;       /* gain B = 1 - a1 - a2 - a3 */
+  double a[3];    /* feedback a1, a2, a3 */
+  double m[3][3]; /* Triggs-Sdika matrix M (already divided by its determinant term) */
+};
+
+/* Young-van Vliet coefficient sets (ALGORITHMS.md): the seed's 1995 polynomials, the 2002
+ * ones, the 1998 poles with their linear q, the 1998 poles with q solved for variance sigma^2,
+ * and the 1998 poles with q calibrated to the least-squares fit of the reference kernel. */
+/* clang-format off */
+#define CPU_YVV_SETS(X)                          \
+  X(1995,           "1995")                      \
+  X(2002,           "2002")                      \
+  X(1998,           "1998")                      \
+  X(EXACT_VARIANCE, "variance")                  \
+  X(CALIBRATED,     "calibrated")
+/* clang-format on */
+
+enum cpu_yvv_set {
+#define X(e, name) CPU_YVV_##e,
+  CPU_YVV_SETS(X)
+#undef X
+};
+
+/* Coefficients of set for sigma, with their Triggs-Sdika matrix. Returns 0, or -1 when out of
+ * memory (only the calibrated set allocates). */
+int cpu_yvv_coeffs(double sigma, enum cpu_yvv_set set, struct cpu_yvv *c);
+
+/* ---- one line (tests and references use these directly) ---- */
+
+/* Young-van Vliet over one line of n samples, in place: causal pass from a replicated left edge,
+ * Triggs-Sdika right edge, anti-causal pass. */
+void cpu_yvv_line(const struct cpu_yvv *c, double *x, int n);
+/* Sampled-Gaussian FIR over one line: out[i] = sum_k w[|k|] in[clamp(i+k)], replicate border. */
+void cpu_fir_line(const double *w, int radius, const double *in, double *out, int n);
+
+/* ---- thread pool ---- */
+
+struct cpu_pool;
+
+/* A fork-join pool of nthreads threads (at least 1). Returns NULL when out of memory. */
+struct cpu_pool *cpu_pool_new(int nthreads);
+/* Stops and joins the threads; pool may be NULL. */
+void cpu_pool_free(struct cpu_pool *pool);
+/* Calls fn(arg, begin, end) over [0, n) in chunks, on the pool's threads and the caller's, and
+ * returns when all chunks are done. Several threads may call it at once. pool may be NULL: then
+ * the caller runs everything. */
+void cpu_parallel_for(struct cpu_pool *pool, int n, void (*fn)(void *arg, int begin, int end),
+                      void *arg);
+
+/* ---- whole images ---- */
+
+struct cpu_timing { /* milliseconds spent in each part of cpu_blur_image */
+  double filter;    /* the requested method */
+  double reference; /* the exact reference and the PSNR; 0 when not asked for */
+};
+
+struct cpu_accuracy { /* an output against the exact reference */
+  double psnr;        /* dB over every sample, peak 255 or 65535; INFINITY when identical */
+  double max_abs;     /* largest absolute difference, in sample levels */
+};
+
+/* Blurs src into dst, which has the same shape and its own buffer. When acc is not NULL it also
+ * computes the exact reference and measures dst against it; with alpha, colour is compared
+ * premultiplied (the colour of a transparent pixel is invisible). t may be NULL. Returns 0, or
+ * -1 when out of memory (dst is then undefined). */
+int cpu_blur_image(struct cpu_pool *pool, const struct cpu_blur *b, const struct cpu_image *src,
+                   struct cpu_image *dst, struct cpu_accuracy *acc, struct cpu_timing *t);
+
+#endif

@@ -1,0 +1,244 @@
+/* The numbers behind every method: sampled Gaussian kernels, Young-van Vliet coefficients with
+ * their Triggs-Sdika boundary matrix, and the one-line filters that the tests use as the
+ * readable statement of each method. image.c runs the same maths over whole planes. */
+#include "cpu.h"
+
+#include <complex.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const method_names[] = {
+#define X(e, name, desc) name,
+    CPU_METHODS(X)
+#undef X
+};
+
+static const char *const method_descs[] = {
+#define X(e, name, desc) desc,
+    CPU_METHODS(X)
+#undef X
+};
+
+const char *cpu_method_name(enum cpu_method m) {
+  return (unsigned)m < CPU_NMETHODS ? method_names[m] : NULL;
+}
+
+const char *cpu_method_desc(enum cpu_method m) {
+  return (unsigned)m < CPU_NMETHODS ? method_descs[m] : NULL;
+}
+
+int cpu_method_from_name(const char *name) {
+  for (int m = 0; m < CPU_NMETHODS; m++)
+    if (strcmp(name, method_names[m]) == 0) return m;
+  return -1;
+}
+
+size_t cpu_image_bytes(const struct cpu_image *img) {
+  return (size_t)img->width * (size_t)img->height * (size_t)img->channels *
+         (size_t)(img->depth / 8);
+}
+
+int cpu_gauss_radius(double sigma, double truncate) {
+  int r = (int)ceil(truncate * sigma);
+  return r < 1 ? 1 : r;
+}
+
+void cpu_gauss_kernel(double sigma, int radius, double *w) {
+  double sum = 0;
+  for (int k = radius; k >= 0; k--) { /* small terms first */
+    w[k] = exp(-0.5 * (double)k * k / (sigma * sigma));
+    sum += k ? 2 * w[k] : w[k];
+  }
+  for (int k = 0; k <= radius; k++) w[k] /= sum;
+}
+
+/* Triggs & Sdika 2006, eq. 15, for u[k] = B x[k] + a1 u[k-1] + a2 u[k-2] + a3 u[k-3]. */
+static void triggs_sdika_matrix(struct cpu_yvv *c) {
+  double a1 = c->a[0], a2 = c->a[1], a3 = c->a[2];
+  double d = (1 + a1 - a2 + a3) * (1 - a1 - a2 - a3) * (1 + a2 + (a1 - a3) * a3);
+  double m[3][3] = {
+      {1 - a2 - a1 * a3 - a3 * a3, (a1 + a3) * (a2 + a1 * a3), a3 * (a1 + a2 * a3)},
+      {a1 + a2 * a3, (1 - a2) * (a2 + a1 * a3), a3 * (1 - a2 - a1 * a3 - a3 * a3)},
+      {a1 * a3 + a2 + a1 * a1 - a2 * a2,
+       a1 * a2 + a2 * a2 * a3 - a1 * a3 * a3 - a3 * a3 * a3 - a2 * a3 + a3, a3 * (a1 + a2 * a3)},
+  };
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++) c->m[i][j] = m[i][j] / d;
+}
+
+static void yvv_finish(struct cpu_yvv *c) {
+  c->b = 1 - c->a[0] - c->a[1] - c->a[2];
+  triggs_sdika_matrix(c);
+}
+
+/* Young & van Vliet 1995 (seed 000, eq. 3-4): b0..b3 as polynomials in q. */
+static void yvv_1995(double q, struct cpu_yvv *c) {
+  double b0 = 1.57825 + 2.44413 * q + 1.4281 * q * q + 0.422205 * q * q * q;
+  c->a[0] = (2.44413 * q + 2.85619 * q * q + 1.26661 * q * q * q) / b0;
+  c->a[1] = -(1.4281 * q * q + 1.26661 * q * q * q) / b0;
+  c->a[2] = 0.422205 * q * q * q / b0;
+  yvv_finish(c);
+}
+
+static double q_1995(double sigma) {
+  return sigma >= 2.5 ? 0.98711 * sigma - 0.96330 : 3.97156 - 4.14554 * sqrt(1 - 0.26891 * sigma);
+}
+
+/* Young, van Vliet & van Ginkel 2002 (IEEE TSP 50(11)). */
+static void yvv_2002(double sigma, struct cpu_yvv *c) {
+  double m0 = 1.16680, m1 = 1.10783, m2 = 1.40586;
+  double q = 1.31564 * (sqrt(1 + 0.490811 * sigma * sigma) - 1);
+  double s = (m0 + q) * (m1 * m1 + m2 * m2 + 2 * m1 * q + q * q);
+  c->a[0] = q * (2 * m0 * m1 + m1 * m1 + m2 * m2 + (2 * m0 + 4 * m1) * q + 3 * q * q) / s;
+  c->a[1] = -q * q * (m0 + 2 * m1 + 3 * q) / s;
+  c->a[2] = q * q * q / s;
+  yvv_finish(c);
+}
+
+/* van Vliet, Young & Verbeek 1998: poles d = 1.41650 +- 1.00829i and 1.86543 (for sigma 2),
+ * raised to the power 1/q. With r = 1/d the causal denominator is
+ * (1 - r1 z^-1)(1 - conj(r1) z^-1)(1 - r3 z^-1). */
+static void yvv_poles(double q, struct cpu_yvv *c) {
+  double complex d1 = cpow(1.41650 + 1.00829 * I, 1 / q);
+  double d3 = pow(1.86543, 1 / q);
+  double complex r1 = 1 / d1;
+  double r3 = 1 / d3, re = creal(r1), m2 = creal(r1 * conj(r1));
+  c->a[0] = 2 * re + r3;
+  c->a[1] = -(m2 + 2 * re * r3);
+  c->a[2] = m2 * r3;
+  yvv_finish(c);
+}
+
+/* Variance of the symmetric filter with the 1998 poles scaled by q: 2 sum d/(d-1)^2. */
+static double poles_variance(double q) {
+  double complex d1 = cpow(1.41650 + 1.00829 * I, 1 / q);
+  double d3 = pow(1.86543, 1 / q);
+  return 2 * (2 * creal(d1 / ((d1 - 1) * (d1 - 1))) + d3 / ((d3 - 1) * (d3 - 1)));
+}
+
+/* The q whose poles give variance sigma^2 exactly (bisection; the variance grows with q). */
+static double q_exact_variance(double sigma) {
+  double lo = 0.01, hi = 2 * sigma + 2;
+  for (int i = 0; i < 100; i++) {
+    double mid = 0.5 * (lo + hi);
+    if (poles_variance(mid) < sigma * sigma)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return 0.5 * (lo + hi);
+}
+
+/* Squared L2 distance between the filter's impulse response and the reference kernel. */
+static double impulse_error(const struct cpu_yvv *c, const double *g, int r, double *line, int n) {
+  memset(line, 0, (size_t)n * sizeof(double));
+  line[n / 2] = 1;
+  cpu_yvv_line(c, line, n);
+  double e = 0;
+  for (int k = 0; k < n; k++) {
+    int d = abs(k - n / 2);
+    double ref = d <= r ? g[d] : 0;
+    e += (line[k] - ref) * (line[k] - ref);
+  }
+  return e;
+}
+
+/* The calibrated set: the 1998 poles with the q, near the exact-variance one, that brings the
+ * impulse response closest (least squares) to the reference kernel (golden-section search);
+ * or the 2002 set when that fits better still (it does at sigma 0.5). */
+static int yvv_calibrated(double sigma, struct cpu_yvv *c) {
+  int r = cpu_gauss_radius(sigma, CPU_TRUNCATE), n = 2 * (int)ceil(12 * sigma + 40) + 1;
+  double *g = malloc((size_t)(r + 1) * sizeof(double)), *line = malloc((size_t)n * sizeof(double));
+  double q0 = q_exact_variance(sigma), lo = 0.5 * q0, hi = 1.5 * q0;
+  const double phi = 0.6180339887498949;
+  if (!g || !line) {
+    free(g);
+    free(line);
+    return -1;
+  }
+  cpu_gauss_kernel(sigma, r, g);
+  double x1 = hi - phi * (hi - lo), x2 = lo + phi * (hi - lo), f1, f2;
+  yvv_poles(x1, c), f1 = impulse_error(c, g, r, line, n);
+  yvv_poles(x2, c), f2 = impulse_error(c, g, r, line, n);
+  for (int i = 0; i < 40; i++) {
+    if (f1 < f2) {
+      hi = x2, x2 = x1, f2 = f1, x1 = hi - phi * (hi - lo);
+      yvv_poles(x1, c), f1 = impulse_error(c, g, r, line, n);
+    } else {
+      lo = x1, x1 = x2, f1 = f2, x2 = lo + phi * (hi - lo);
+      yvv_poles(x2, c), f2 = impulse_error(c, g, r, line, n);
+    }
+  }
+  struct cpu_yvv alt;
+  yvv_poles(0.5 * (lo + hi), c);
+  yvv_2002(sigma, &alt);
+  if (impulse_error(&alt, g, r, line, n) < impulse_error(c, g, r, line, n)) *c = alt;
+  free(g);
+  free(line);
+  return 0;
+}
+
+int cpu_yvv_coeffs(double sigma, enum cpu_yvv_set set, struct cpu_yvv *c) {
+  switch (set) {
+  case CPU_YVV_1995:
+    yvv_1995(q_1995(sigma), c);
+    return 0;
+  case CPU_YVV_2002:
+    yvv_2002(sigma, c);
+    return 0;
+  case CPU_YVV_1998:
+    yvv_poles(0.00399341 + 0.4715161 * sigma, c);
+    return 0;
+  case CPU_YVV_EXACT_VARIANCE:
+    yvv_poles(q_exact_variance(sigma), c);
+    return 0;
+  case CPU_YVV_CALIBRATED:
+    return yvv_calibrated(sigma, c);
+  }
+  return -1;
+}
+
+/* Sets v[n-1], v[n], v[n+1] (pointed to by v) from the last three causal outputs u[n-1],
+ * u[n-2], u[n-3] and the replicated edge value x[n-1]: Triggs-Sdika for a constant extension. */
+static void triggs_sdika(const struct cpu_yvv *c, double u1, double u2, double u3, double edge,
+                         double *v) {
+  double d[3] = {u1 - edge, u2 - edge, u3 - edge};
+  for (int i = 0; i < 3; i++)
+    v[i] = c->b * (c->m[i][0] * d[0] + c->m[i][1] * d[1] + c->m[i][2] * d[2]) + edge;
+}
+
+void cpu_yvv_line(const struct cpu_yvv *c, double *x, int n) {
+  double b = c->b, a1 = c->a[0], a2 = c->a[1], a3 = c->a[2];
+  double edge = x[n - 1];
+  double u1 = x[0], u2 = x[0], u3 = x[0]; /* u[k-1], u[k-2], u[k-3] */
+  for (int k = 0; k < n; k++) {
+    double u = b * x[k] + a1 * u1 + a2 * u2 + a3 * u3;
+    u3 = u2;
+    u2 = u1;
+    u1 = u;
+    x[k] = u;
+  }
+  double v[3]; /* v[n-1], v[n], v[n+1] */
+  triggs_sdika(c, x[n - 1], n > 1 ? x[n - 2] : u2, n > 2 ? x[n - 3] : u3, edge, v);
+  x[n - 1] = v[0];
+  double v1 = v[0], v2 = v[1], v3 = v[2]; /* v[k+1], v[k+2], v[k+3] */
+  for (int k = n - 2; k >= 0; k--) {
+    double vk = b * x[k] + a1 * v1 + a2 * v2 + a3 * v3;
+    v3 = v2;
+    v2 = v1;
+    v1 = vk;
+    x[k] = vk;
+  }
+}
+
+void cpu_fir_line(const double *w, int radius, const double *in, double *out, int n) {
+  for (int i = 0; i < n; i++) {
+    double acc = 0;
+    for (int k = -radius; k <= radius; k++) {
+      int j = i + k < 0 ? 0 : i + k >= n ? n - 1 : i + k;
+      acc += w[k < 0 ? -k : k] * in[j];
+    }
+    out[i] = acc;
+  }
+}

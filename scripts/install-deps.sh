@@ -1,0 +1,13 @@
+#!/bin/sh
+# Installs the Debian 12 packages that building and testing blurd need. Run as root (CI does);
+# as another user it uses sudo. The same script serves CI, the README and the Dockerfile.
+set -eu
+pkgs="build-essential pkg-config clang-format
+  libmicrohttpd-dev libjansson-dev libturbojpeg0-dev libpng-dev zlib1g-dev libcurl4-openssl-dev
+  python3-skimage gnuplot-nox"
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+# shellcheck disable=SC2086
+$sudo apt-get install -y -qq --no-install-recommends $pkgs

@@ -1,0 +1,242 @@
+/* libmicrohttpd glue. One struct request per HTTP request, created by the URI log callback (so
+ * the raw request target, query string included, is kept as the client sent it) and freed in
+ * one place, the request-completed callback. A request whose work is queued suspends its
+ * connection; the worker's callback stores the response and resumes it, and the next call of
+ * the access handler sends it. */
+#include "server.h"
+
+#include "../api/api.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+struct srv {
+  struct MHD_Daemon *d;
+  struct api_ctx *api;
+  struct srv_config cfg;
+  int inflight; /* requests between their first line and their completion (atomic) */
+  int draining; /* responses say Connection: close (atomic) */
+  int port;
+};
+
+struct request {
+  struct srv *srv;
+  struct MHD_Connection *conn;
+  char *uri;     /* raw request target */
+  uint8_t *body; /* the body so far */
+  size_t len, cap;
+  int started;               /* the access handler has seen the headers */
+  int too_large;             /* the body passed max_body: it is dropped, the answer is 413 */
+  int no_memory;             /* the body could not be stored: the answer is 503 */
+  int submitted;             /* handed to the api */
+  pthread_mutex_t mu;        /* guards resp and suspended, shared with the worker */
+  struct api_response *resp; /* the worker's response, not yet sent */
+  int suspended;
+};
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
+  struct srv *s = cls;
+  struct request *r = calloc(1, sizeof(*r));
+  if (!r) return NULL;
+  r->srv = s;
+  r->conn = conn;
+  r->uri = strdup(uri ? uri : "/");
+  pthread_mutex_init(&r->mu, NULL);
+  __atomic_add_fetch(&s->inflight, 1, __ATOMIC_SEQ_CST);
+  return r;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
+                         enum MHD_RequestTerminationCode toe) {
+  struct srv *s = cls;
+  struct request *r = *req_cls;
+  (void)conn, (void)toe;
+  if (!r) return;
+  *req_cls = NULL;
+  __atomic_sub_fetch(&s->inflight, 1, __ATOMIC_SEQ_CST);
+  api_response_free(r->resp);
+  pthread_mutex_destroy(&r->mu);
+  free(r->body);
+  free(r->uri);
+  free(r);
+}
+
+static enum MHD_Result send_response(struct request *r, struct api_response *resp) {
+  static char oom[] = "{\"error\":{\"status\":500,\"code\":\"internal_error\","
+                      "\"message\":\"The service could not build a response.\"}}";
+  struct MHD_Response *m;
+  int status = resp ? resp->status : 500;
+  if (resp) {
+    m = MHD_create_response_from_buffer(resp->len, resp->body, MHD_RESPMEM_MUST_FREE);
+    if (m) resp->body = NULL; /* MHD frees it */
+  } else {
+    m = MHD_create_response_from_buffer(sizeof(oom) - 1, oom, MHD_RESPMEM_PERSISTENT);
+  }
+  if (!m) {
+    api_response_free(resp);
+    return MHD_NO;
+  }
+  MHD_add_response_header(m, "Content-Type", resp ? resp->content_type : "application/json");
+  for (int i = 0; resp && i < resp->nheaders; i++)
+    MHD_add_response_header(m, resp->headers[i].name, resp->headers[i].value);
+  if (__atomic_load_n(&r->srv->draining, __ATOMIC_SEQ_CST))
+    MHD_add_response_header(m, "Connection", "close");
+  enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)status, m);
+  MHD_destroy_response(m);
+  api_response_free(resp);
+  return ret;
+}
+
+/* Called by a worker thread when the job is done. */
+static void on_done(void *udata, struct api_response *resp) {
+  struct request *r = udata;
+  pthread_mutex_lock(&r->mu);
+  r->resp = resp;
+  if (r->suspended) {
+    r->suspended = 0;
+    MHD_resume_connection(r->conn);
+  }
+  pthread_mutex_unlock(&r->mu);
+}
+
+static enum MHD_Result too_large(struct request *r) {
+  char msg[160];
+  if (r->no_memory) return send_response(r, api_error_response(API_OUT_OF_MEMORY, NULL));
+  snprintf(msg, sizeof(msg), "The request body is larger than the limit of %zu bytes.",
+           r->srv->cfg.max_body);
+  return send_response(r, api_error_response(API_BODY_TOO_LARGE, msg));
+}
+
+static void append(struct request *r, const char *data, size_t n) {
+  size_t max = r->srv->cfg.max_body;
+  if (r->too_large || n > max - r->len) {
+    r->too_large = 1;
+    free(r->body);
+    r->body = NULL;
+    r->len = r->cap = 0;
+    return;
+  }
+  if (r->len + n > r->cap) {
+    size_t cap = r->cap ? r->cap : 64 * 1024;
+    while (cap < r->len + n) cap *= 2;
+    if (cap > max) cap = max;
+    uint8_t *b = realloc(r->body, cap);
+    if (!b) {
+      r->no_memory = r->too_large = 1; /* drop the rest like an oversized body */
+      return;
+    }
+    r->body = b;
+    r->cap = cap;
+  }
+  memcpy(r->body + r->len, data, n);
+  r->len += n;
+}
+
+/* The body is complete: hand the request to the api. */
+static enum MHD_Result submit(struct request *r, const char *method) {
+  struct MHD_Connection *c = r->conn;
+  struct api_request req = {method,
+                            r->uri,
+                            MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type"),
+                            MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept"),
+                            r->body,
+                            r->len,
+                            api_now_ms()};
+  r->submitted = 1;
+  struct api_response *resp = api_handle(r->srv->api, &req, on_done, r);
+  if (resp) return send_response(r, resp);
+  pthread_mutex_lock(&r->mu);
+  resp = r->resp; /* the job may already be done */
+  r->resp = NULL;
+  if (!resp) {
+    MHD_suspend_connection(c);
+    r->suspended = 1;
+  }
+  pthread_mutex_unlock(&r->mu);
+  return resp ? send_response(r, resp) : MHD_YES;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_size, void **req_cls) {
+  struct request *r = *req_cls;
+  (void)cls, (void)url, (void)version;
+  if (!r) return MHD_NO; /* out of memory in on_uri */
+  if (!r->started) {
+    r->started = 1;
+    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+    if (cl && strtoull(cl, NULL, 10) > r->srv->cfg.max_body) return too_large(r);
+    return MHD_YES;
+  }
+  if (*upload_size > 0) {
+    append(r, upload_data, *upload_size);
+    *upload_size = 0;
+    return MHD_YES;
+  }
+  if (r->too_large) return too_large(r);
+  if (!r->submitted) return submit(r, method);
+  pthread_mutex_lock(&r->mu); /* resumed: the worker left the response */
+  struct api_response *resp = r->resp;
+  r->resp = NULL;
+  pthread_mutex_unlock(&r->mu);
+  return send_response(r, resp);
+}
+
+struct srv *srv_new(const struct srv_config *cfg, struct api_ctx *api, char *err, size_t errlen) {
+  struct srv *s = calloc(1, sizeof(*s));
+  struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)cfg->port)};
+  if (!s) {
+    snprintf(err, errlen, "out of memory");
+    return NULL;
+  }
+  s->api = api;
+  s->cfg = *cfg;
+  if (inet_pton(AF_INET, cfg->bind, &addr.sin_addr) != 1) {
+    snprintf(err, errlen, "--bind %s is not an IPv4 address", cfg->bind);
+    free(s);
+    return NULL;
+  }
+  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME |
+                   MHD_USE_ITC | MHD_USE_ERROR_LOG;
+  s->d = MHD_start_daemon(
+      flags, (uint16_t)cfg->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, &addr,
+      MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
+      MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_TIMEOUT, cfg->timeout_s,
+      MHD_OPTION_CONNECTION_LIMIT, cfg->max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+      cfg->max_conns_ip, MHD_OPTION_END);
+  if (!s->d) {
+    snprintf(err, errlen, "cannot listen on %s:%d (in use, or not allowed)", cfg->bind, cfg->port);
+    free(s);
+    return NULL;
+  }
+  const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+  s->port = info ? info->port : cfg->port;
+  return s;
+}
+
+int srv_port(const struct srv *s) {
+  return s->port;
+}
+
+int srv_drain(struct srv *s, double timeout_s) {
+  __atomic_store_n(&s->draining, 1, __ATOMIC_SEQ_CST);
+  MHD_socket fd = MHD_quiesce_daemon(s->d);
+  if (fd != MHD_INVALID_SOCKET) close(fd);
+  double end = api_now_ms() + timeout_s * 1e3;
+  int n;
+  while ((n = __atomic_load_n(&s->inflight, __ATOMIC_SEQ_CST)) > 0 && api_now_ms() < end)
+    nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+  return n;
+}
+
+void srv_free(struct srv *s) {
+  if (!s) return;
+  MHD_stop_daemon(s->d);
+  free(s);
+}

@@ -1,0 +1,202 @@
+/* blurd's entry point: reads the configuration (flags, each with an environment variable),
+ * starts the api (backend and workers) and the HTTP server, and on SIGTERM or SIGINT drains:
+ * it stops accepting connections, lets every request in flight get its response, and exits 0. */
+#include "server.h"
+
+#include "../api/api.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum opt_kind { OPT_INT, OPT_SIZE, OPT_STR };
+
+struct opt {
+  const char *name; /* long flag */
+  const char *env;  /* environment variable */
+  enum opt_kind kind;
+  const char *def; /* default, as text */
+  long long min, max;
+  const char *help;
+};
+
+/* clang-format off */
+static const struct opt opts[] = {
+  {"port",             "BLURD_PORT",             OPT_INT,  "8080",    0, 65535,  "TCP port; 0 picks a free one"},
+  {"bind",             "BLURD_BIND",             OPT_STR,  "0.0.0.0", 0, 0,      "IPv4 address to listen on"},
+  {"backend",          "BLURD_BACKEND",          OPT_STR,  "auto",    0, 0,      "cpu, gpu, or auto (the GPU when there is one)"},
+  {"workers",          "BLURD_WORKERS",          OPT_INT,  "0",       0, 1024,   "job workers (per GPU for the GPU backend); 0: one per core"},
+  {"queue",            "BLURD_QUEUE",            OPT_INT,  "64",      1, 100000, "jobs that may wait for a worker; more get 503"},
+  {"max-body",         "BLURD_MAX_BODY",         OPT_SIZE, "32M",     1, 1LL << 32, "largest request body in bytes (K, M, G suffixes)"},
+  {"max-pixels",       "BLURD_MAX_PIXELS",       OPT_SIZE, "40M",     1, 1LL << 32, "largest image, width*height (K, M suffixes are powers of 1000)"},
+  {"max-width",        "BLURD_MAX_WIDTH",        OPT_INT,  "16384",   1, 1 << 20, "largest image width in pixels"},
+  {"max-height",       "BLURD_MAX_HEIGHT",       OPT_INT,  "16384",   1, 1 << 20, "largest image height in pixels"},
+  {"http-threads",     "BLURD_HTTP_THREADS",     OPT_INT,  "2",       1, 64,     "threads that read and write sockets"},
+  {"timeout",          "BLURD_TIMEOUT",          OPT_INT,  "30",      1, 3600,   "seconds a connection may stay idle"},
+  {"max-conns",        "BLURD_MAX_CONNS",        OPT_INT,  "1024",    1, 100000, "open connections in total"},
+  {"max-conns-per-ip", "BLURD_MAX_CONNS_PER_IP", OPT_INT,  "64",      1, 100000, "open connections from one IP address"},
+  {"drain-timeout",    "BLURD_DRAIN_TIMEOUT",    OPT_INT,  "30",      0, 3600,   "seconds to let requests finish after SIGTERM"},
+};
+/* clang-format on */
+
+enum { NOPTS = sizeof(opts) / sizeof(opts[0]) };
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: blurd [options]\n\nA GPU image-blurring service (CPU when no GPU is "
+             "present).\n\noptions (each also read from its environment variable):\n");
+  for (int i = 0; i < NOPTS; i++)
+    fprintf(f, "  --%-17s %-23s %s (default %s)\n", opts[i].name, opts[i].env, opts[i].help,
+            opts[i].def);
+  fprintf(f, "  --help                                    print this and exit\n");
+}
+
+/* Parses "32M" style sizes: binary multiples for bytes, decimal ones for pixels. */
+static int parse_value(const struct opt *o, const char *text, long long *out) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(text, &end, 10);
+  if (end == text || errno) return -1;
+  if (o->kind == OPT_SIZE && *end) {
+    long long unit = strcmp(o->name, "max-body") == 0 ? 1024 : 1000;
+    const char *p = strchr("KMG", *end);
+    if (!p || end[1]) return -1;
+    for (long i = 0; i <= p - "KMG"; i++) v *= unit;
+    end++;
+  }
+  if (*end || v < o->min || v > o->max) return -1;
+  *out = v;
+  return 0;
+}
+
+struct config {
+  const char *text[NOPTS]; /* the chosen text of each option */
+  long long num[NOPTS];    /* its value, for numbers */
+};
+
+static int set_opt(struct config *c, int i, const char *text, const char *from) {
+  c->text[i] = text;
+  if (opts[i].kind == OPT_STR) return 0;
+  if (parse_value(&opts[i], text, &c->num[i]) == 0) return 0;
+  fprintf(stderr, "blurd: %s: '%s' is not valid for --%s (%s, from %lld to %lld)\n", from, text,
+          opts[i].name, opts[i].help, opts[i].min, opts[i].max);
+  return -1;
+}
+
+static int load_config(struct config *c, int argc, char **argv) {
+  struct option lo[NOPTS + 2];
+  for (int i = 0; i < NOPTS; i++) {
+    lo[i] = (struct option){opts[i].name, required_argument, NULL, 1000 + i};
+    const char *env = getenv(opts[i].env);
+    if (set_opt(c, i, env ? env : opts[i].def, env ? opts[i].env : "default") != 0) return 2;
+  }
+  lo[NOPTS] = (struct option){"help", no_argument, NULL, 'h'};
+  lo[NOPTS + 1] = (struct option){0, 0, 0, 0};
+  int ch;
+  while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+    if (ch == 'h') {
+      usage(stdout);
+      return 1;
+    }
+    if (ch < 1000 || set_opt(c, ch - 1000, optarg, "flag") != 0) {
+      fprintf(stderr, "blurd: see blurd --help for the options\n");
+      return 2;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "blurd: unexpected argument '%s'\n", argv[optind]);
+    return 2;
+  }
+  return 0;
+}
+
+static int opt_index(const char *name) {
+  for (int i = 0; i < NOPTS; i++)
+    if (strcmp(opts[i].name, name) == 0) return i;
+  abort(); /* a name below is misspelt: a bug, caught by any test run */
+}
+
+#define NUM(c, name)  ((c)->num[opt_index(name)])
+#define TEXT(c, name) ((c)->text[opt_index(name)])
+
+static int backend_kind(const char *s, enum api_backend_kind *k) {
+  *k = strcmp(s, "cpu") == 0   ? API_BACKEND_CPU
+       : strcmp(s, "gpu") == 0 ? API_BACKEND_GPU
+                               : API_BACKEND_AUTO;
+  return *k != API_BACKEND_AUTO || strcmp(s, "auto") == 0 ? 0 : -1;
+}
+
+static int sigpipe[2] = {-1, -1};
+
+static void on_signal(int sig) {
+  char c = (char)sig;
+  if (write(sigpipe[1], &c, 1) < 0) { /* nothing to do: the pipe is never full */
+  }
+}
+
+static int wait_for_signal(void) {
+  struct sigaction sa = {0};
+  char c = 0;
+  sa.sa_handler = on_signal;
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  while (read(sigpipe[0], &c, 1) < 0 && errno == EINTR) {
+  }
+  return c;
+}
+
+int main(int argc, char **argv) {
+  struct config c = {0};
+  char err[256];
+  int rc = load_config(&c, argc, argv);
+  if (rc != 0) return rc == 1 ? 0 : 2;
+  struct api_config ac = {0};
+  if (backend_kind(TEXT(&c, "backend"), &ac.backend) != 0) {
+    fprintf(stderr, "blurd: --backend must be cpu, gpu or auto, not '%s'\n", TEXT(&c, "backend"));
+    return 2;
+  }
+  ac.workers = (int)NUM(&c, "workers");
+  ac.queue = (int)NUM(&c, "queue");
+  ac.max_body = (size_t)NUM(&c, "max-body");
+  ac.max_pixels = (uint64_t)NUM(&c, "max-pixels");
+  ac.max_width = (uint32_t)NUM(&c, "max-width");
+  ac.max_height = (uint32_t)NUM(&c, "max-height");
+  struct srv_config sc = {TEXT(&c, "bind"),
+                          (int)NUM(&c, "port"),
+                          (int)NUM(&c, "http-threads"),
+                          (unsigned)NUM(&c, "timeout"),
+                          (unsigned)NUM(&c, "max-conns"),
+                          (unsigned)NUM(&c, "max-conns-per-ip"),
+                          ac.max_body};
+  signal(SIGPIPE, SIG_IGN);
+  if (pipe(sigpipe) != 0) return 1;
+  struct api_ctx *api = api_new(&ac, err, sizeof(err));
+  if (!api) {
+    fprintf(stderr, "blurd: %s\n", err);
+    return 1;
+  }
+  struct srv *srv = srv_new(&sc, api, err, sizeof(err));
+  if (!srv) {
+    fprintf(stderr, "blurd: %s\n", err);
+    api_free(api);
+    return 1;
+  }
+  printf("blurd listening on http://%s:%d backend=%s\n", sc.bind, srv_port(srv),
+         api_backend_name(api));
+  fflush(stdout);
+  int sig = wait_for_signal();
+  fprintf(stderr, "blurd: signal %d: draining\n", sig);
+  api_set_draining(api);
+  int left = srv_drain(srv, (double)NUM(&c, "drain-timeout"));
+  if (left > 0) { /* connections still wait on jobs: don't free what they use */
+    fprintf(stderr, "blurd: drain timeout with %d requests in flight\n", left);
+    _exit(1);
+  }
+  srv_free(srv);
+  api_free(api);
+  fprintf(stderr, "blurd: stopped\n");
+  return 0;
+}

@@ -1,0 +1,35 @@
+/* server: the HTTP front on libmicrohttpd. It reads each request completely (refusing bodies
+ * over the limit, before reading them when Content-Length says so), hands it to the api, and
+ * while a job runs keeps the connection suspended, so HTTP threads never wait on filters,
+ * decoders or encoders. It knows nothing about images. */
+#ifndef BLURD_SERVER_H
+#define BLURD_SERVER_H
+
+#include <stddef.h>
+
+struct api_ctx;
+
+struct srv_config {
+  const char *bind;      /* IPv4 address to listen on, e.g. "0.0.0.0" */
+  int port;              /* 0: any free port (see srv_port) */
+  int threads;           /* HTTP threads */
+  unsigned timeout_s;    /* idle connection timeout */
+  unsigned max_conns;    /* connections in total */
+  unsigned max_conns_ip; /* connections from one IP address */
+  size_t max_body;       /* request body bytes */
+};
+
+struct srv;
+
+/* Starts listening. Returns NULL with a sentence in err on failure. api must outlive the
+ * server. */
+struct srv *srv_new(const struct srv_config *cfg, struct api_ctx *api, char *err, size_t errlen);
+/* The port it listens on. */
+int srv_port(const struct srv *s);
+/* Stops accepting connections and waits up to timeout_s for the requests in flight to get
+ * their responses. Returns the number still in flight (0 when all finished). */
+int srv_drain(struct srv *s, double timeout_s);
+/* Closes every connection and frees s; s may be NULL. */
+void srv_free(struct srv *s);
+
+#endif

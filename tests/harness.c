@@ -1,0 +1,189 @@
+/* The integration-test harness: see harness.h. */
+#include "harness.h"
+
+#include "test.h"
+
+#include <curl/curl.h>
+#include <signal.h>
+#include <strings.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int read_port(int fd) {
+  char buf[512];
+  size_t n = 0;
+  while (n < sizeof(buf) - 1) { /* the first line: "blurd listening on http://ADDR:PORT ..." */
+    ssize_t k = read(fd, buf + n, 1);
+    if (k <= 0) break;
+    if (buf[n++] == '\n') break;
+  }
+  buf[n] = 0;
+  const char *p = strstr(buf, "127.0.0.1:");
+  return p ? atoi(p + 10) : -1;
+}
+
+void server_start(struct server *s, const char *const *args) {
+  const char *bin = getenv("BLURD_BIN") ? getenv("BLURD_BIN") : "build/blurd";
+  const char *argv[64] = {bin, "--bind", "127.0.0.1", "--port", "0"};
+  int argc = 5, fds[2];
+  for (int i = 0; args && args[i] && argc < 63; i++) argv[argc++] = args[i];
+  argv[argc] = NULL;
+  ASSERT(pipe(fds) == 0);
+  s->pid = fork();
+  ASSERT(s->pid >= 0);
+  if (s->pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failing test aborts: take the server with it */
+    dup2(fds[1], 1);
+    close(fds[0]);
+    close(fds[1]);
+    execv(bin, (char *const *)argv);
+    _exit(127);
+  }
+  close(fds[1]);
+  s->port = read_port(fds[0]);
+  close(fds[0]);
+  if (s->port <= 0) TEST_FAIL("%s did not report its port", bin);
+  snprintf(s->base, sizeof(s->base), "http://127.0.0.1:%d", s->port);
+  struct http_resp r;
+  for (int i = 0; i < 200; i++) {
+    if (http_request(s, "GET", "/healthz", NULL, NULL, NULL, 0, &r) == 0 && r.status == 200) {
+      http_resp_free(&r);
+      return;
+    }
+    usleep(20000);
+  }
+  TEST_FAIL("blurd on port %d never answered /healthz", s->port);
+}
+
+int server_stop(struct server *s, int sig) {
+  int status = 0;
+  kill(s->pid, sig);
+  if (waitpid(s->pid, &status, 0) != s->pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+struct buf {
+  char *p;
+  size_t len;
+};
+
+static size_t collect(char *data, size_t size, size_t n, void *ud) {
+  struct buf *b = ud;
+  char *p = realloc(b->p, b->len + size * n + 1);
+  if (!p) return 0;
+  memcpy(p + b->len, data, size * n);
+  b->p = p;
+  b->len += size * n;
+  p[b->len] = 0;
+  return size * n;
+}
+
+static int perform(CURL *c, struct http_resp *r) {
+  struct buf body = {calloc(1, 1), 0}, hdr = {calloc(1, 1), 0};
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, collect);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, &hdr);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
+  CURLcode rc = curl_easy_perform(c);
+  memset(r, 0, sizeof(*r));
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+  curl_easy_getinfo(c, CURLINFO_TOTAL_TIME, &r->seconds);
+  r->body = body.p;
+  r->len = body.len;
+  r->headers = hdr.p;
+  return rc == CURLE_OK ? 0 : -1;
+}
+
+int http_request(const struct server *s, const char *method, const char *path, const char *ctype,
+                 const char *accept, const void *body, size_t len, struct http_resp *r) {
+  char url[1024], h1[256], h2[256];
+  struct curl_slist *hl = NULL;
+  CURL *c = curl_easy_init();
+  ASSERT(c);
+  snprintf(url, sizeof(url), "%s%s", s->base, path);
+  curl_easy_setopt(c, CURLOPT_URL, url);
+  curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+  if (body) {
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+  }
+  snprintf(h1, sizeof(h1), "Content-Type: %s", ctype ? ctype : "");
+  hl = curl_slist_append(hl, ctype ? h1 : "Content-Type:");
+  if (accept) snprintf(h2, sizeof(h2), "Accept: %s", accept), hl = curl_slist_append(hl, h2);
+  hl = curl_slist_append(hl, "Expect:");
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+  if (strcmp(method, "HEAD") == 0) curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+  int rc = perform(c, r);
+  curl_slist_free_all(hl);
+  curl_easy_cleanup(c);
+  return rc;
+}
+
+int http_post_form(const struct server *s, const char *path, const char *field, const void *img,
+                   size_t len, const char *params, const char *accept, struct http_resp *r) {
+  char url[1024], h[256];
+  struct curl_slist *hl = NULL;
+  CURL *c = curl_easy_init();
+  ASSERT(c);
+  curl_mime *m = curl_mime_init(c);
+  curl_mimepart *part = curl_mime_addpart(m);
+  curl_mime_name(part, field);
+  curl_mime_filename(part, "upload");
+  curl_mime_data(part, img, len);
+  if (params) {
+    part = curl_mime_addpart(m);
+    curl_mime_name(part, "params");
+    curl_mime_data(part, params, CURL_ZERO_TERMINATED);
+  }
+  snprintf(url, sizeof(url), "%s%s", s->base, path);
+  curl_easy_setopt(c, CURLOPT_URL, url);
+  curl_easy_setopt(c, CURLOPT_MIMEPOST, m);
+  if (accept) snprintf(h, sizeof(h), "Accept: %s", accept), hl = curl_slist_append(hl, h);
+  hl = curl_slist_append(hl, "Expect:");
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+  int rc = perform(c, r);
+  curl_slist_free_all(hl);
+  curl_mime_free(m);
+  curl_easy_cleanup(c);
+  return rc;
+}
+
+const char *http_header(const struct http_resp *r, const char *name, char *buf, size_t n) {
+  size_t nl = strlen(name);
+  for (const char *p = r->headers; p && *p;) {
+    const char *eol = strstr(p, "\r\n");
+    size_t len = eol ? (size_t)(eol - p) : strlen(p);
+    if (len > nl && strncasecmp(p, name, nl) == 0 && p[nl] == ':') {
+      const char *v = p + nl + 1;
+      while (*v == ' ') v++;
+      snprintf(buf, n, "%.*s", (int)(p + len - v), v);
+      return buf;
+    }
+    p += len + (eol ? 2 : 0);
+  }
+  return NULL;
+}
+
+void http_resp_free(struct http_resp *r) {
+  free(r->body);
+  free(r->headers);
+  r->body = r->headers = NULL;
+}
+
+uint8_t *fixture(const char *name, size_t *len) {
+  char path[1024];
+  const char *dir = getenv("BLURD_DATA") ? getenv("BLURD_DATA") : "tests/data";
+  snprintf(path, sizeof(path), "%s/%s", dir, name);
+  FILE *f = fopen(path, "rb");
+  if (!f) TEST_FAIL("cannot open fixture %s", path);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  uint8_t *data = malloc((size_t)n + 1);
+  ASSERT(data && fread(data, 1, (size_t)n, f) == (size_t)n);
+  fclose(f);
+  *len = (size_t)n;
+  return data;
+}

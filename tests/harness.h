@@ -1,0 +1,45 @@
+/* Integration-test harness: starts the real blurd binary (BLURD_BIN) on a free port, waits for
+ * /healthz, sends real requests with libcurl and stops it with a signal (after lwan's
+ * testsuite.py). Fixtures come from BLURD_DATA, else tests/data. */
+#ifndef BLURD_HARNESS_H
+#define BLURD_HARNESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct server {
+  pid_t pid;
+  int port;
+  char base[64]; /* "http://127.0.0.1:PORT" */
+};
+
+struct http_resp {
+  long status;
+  char *body; /* NUL-terminated, owned */
+  size_t len;
+  char *headers;  /* raw response headers, owned */
+  double seconds; /* wall time of the request */
+};
+
+/* Starts blurd with --bind 127.0.0.1 --port 0 and the extra args (NULL-terminated), waits until
+ * /healthz answers. Aborts the test on failure. */
+void server_start(struct server *s, const char *const *args);
+/* Sends sig and waits; returns the exit status, or 128+signal when killed. */
+int server_stop(struct server *s, int sig);
+
+/* One request. ctype and accept may be NULL; body may be NULL for GET. Returns 0, or -1 when no
+ * HTTP response came (connection refused, reset). */
+int http_request(const struct server *s, const char *method, const char *path, const char *ctype,
+                 const char *accept, const void *body, size_t len, struct http_resp *r);
+/* POST of a multipart form: the image in field (e.g. "image"), params JSON or NULL. */
+int http_post_form(const struct server *s, const char *path, const char *field, const void *img,
+                   size_t len, const char *params, const char *accept, struct http_resp *r);
+/* Value of header name (case-insensitive) copied to buf, or NULL. */
+const char *http_header(const struct http_resp *r, const char *name, char *buf, size_t n);
+void http_resp_free(struct http_resp *r);
+
+/* The bytes of fixture name (in BLURD_DATA or tests/data); aborts when missing. Caller frees. */
+uint8_t *fixture(const char *name, size_t *len);
+
+#endif

@@ -1,0 +1,531 @@
+/* Integration tests of the HTTP API against the real binary: every input mode, every parameter
+ * error, every error status, 16-bit and alpha PNGs, grayscale and progressive JPEGs, the PSNR
+ * and timing headers, the JSON mode, a full queue, and a SIGTERM drain. */
+#include "harness.h"
+#include "test.h"
+
+#include "../codecs/codecs.h"
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static struct server srv; /* the default server, shared by most tests */
+
+/* Decodes a response body as an image; aborts when it is not one. */
+static void decode_body(const struct http_resp *r, struct codec_image *img) {
+  char msg[256];
+  enum codec_status st = codec_decode((const uint8_t *)r->body, r->len,
+                                      &(struct codec_limits){0, 0, 0}, img, msg, sizeof(msg));
+  if (st != CODEC_OK) TEST_FAIL("response body is not an image: %s", msg);
+}
+
+static double header_num(const struct http_resp *r, const char *name) {
+  char buf[384];
+  if (!http_header(r, name, buf, sizeof(buf))) TEST_FAIL("no %s header", name);
+  return strcmp(buf, "inf") == 0 ? INFINITY : atof(buf);
+}
+
+/* Asserts a JSON error body with this status and code. */
+static void expect_error(const struct http_resp *r, long status, const char *code) {
+  if (r->status != status)
+    TEST_FAIL("status %ld, expected %ld; body %.300s", r->status, status, r->body);
+  json_t *j = json_loads(r->body, 0, NULL);
+  ASSERT(j);
+  json_t *e = json_object_get(j, "error");
+  ASSERT_INT(json_integer_value(json_object_get(e, "status")), ==, status);
+  ASSERT_STR(json_string_value(json_object_get(e, "code")), code);
+  ASSERT(strlen(json_string_value(json_object_get(e, "message"))) > 10);
+  json_decref(j);
+}
+
+static void post_fixture(const char *name, const char *query, struct http_resp *r) {
+  size_t len;
+  uint8_t *img = fixture(name, &len);
+  char path[512];
+  snprintf(path, sizeof(path), "/blur?%s", query);
+  ASSERT(http_post_form(&srv, path, "image", img, len, NULL, NULL, r) == 0);
+  free(img);
+}
+
+static void test_health(void) {
+  struct http_resp r;
+  char buf[64];
+  ASSERT(http_request(&srv, "GET", "/healthz", NULL, NULL, NULL, 0, &r) == 0);
+  ASSERT_INT(r.status, ==, 200);
+  http_resp_free(&r);
+  ASSERT(http_request(&srv, "GET", "/readyz", NULL, NULL, NULL, 0, &r) == 0);
+  ASSERT_INT(r.status, ==, 200);
+  json_t *j = json_loads(r.body, 0, NULL);
+  ASSERT_STR(json_string_value(json_object_get(j, "backend")), "cpu");
+  ASSERT(json_is_true(json_object_get(j, "ready")));
+  json_decref(j);
+  http_resp_free(&r);
+  ASSERT(http_request(&srv, "GET", "/nope", NULL, NULL, NULL, 0, &r) == 0);
+  expect_error(&r, 404, "not_found");
+  http_resp_free(&r);
+  ASSERT(http_request(&srv, "GET", "/blur?sigma=2", NULL, NULL, NULL, 0, &r) == 0);
+  expect_error(&r, 405, "method_not_allowed");
+  ASSERT_STR(http_header(&r, "Allow", buf, sizeof(buf)), "POST");
+  http_resp_free(&r);
+}
+
+static void test_methods(void) {
+  struct http_resp r;
+  ASSERT(http_request(&srv, "GET", "/methods", NULL, NULL, NULL, 0, &r) == 0);
+  ASSERT_INT(r.status, ==, 200);
+  json_t *j = json_loads(r.body, 0, NULL), *m;
+  size_t i;
+  int found = 0;
+  ASSERT(j);
+  json_array_foreach(json_object_get(j, "methods"), i, m) {
+    const char *name = json_string_value(json_object_get(m, "name"));
+    if (strcmp(name, "yvv") && strcmp(name, "separable")) continue;
+    found++;
+    json_t *p, *backends = json_object_get(m, "backends");
+    size_t k;
+    ASSERT_STR(json_string_value(json_array_get(backends, 0)), "cpu");
+    json_array_foreach(json_object_get(m, "params"), k, p) {
+      if (strcmp(json_string_value(json_object_get(p, "name")), "sigma") != 0) continue;
+      ASSERT_DBL(json_number_value(json_object_get(p, "min")), ==, 0.5);
+      ASSERT_DBL(json_number_value(json_object_get(p, "max")), ==, 300);
+      ASSERT(json_is_true(json_object_get(p, "required")));
+    }
+  }
+  ASSERT_INT(found, ==, 2);
+  json_decref(j);
+  http_resp_free(&r);
+}
+
+/* Asserts a successful blur: status, type, same shape as the input, PSNR floor, headers. */
+static void expect_blur(const struct http_resp *r, const char *mime, const char *input,
+                        const char *method, double min_psnr) {
+  char buf[384];
+  struct codec_image in, out;
+  size_t len;
+  uint8_t *data = fixture(input, &len);
+  if (r->status != 200) TEST_FAIL("status %ld: %.300s", r->status, r->body);
+  ASSERT_STR(http_header(r, "Content-Type", buf, sizeof(buf)), mime);
+  ASSERT(codec_decode(data, len, &(struct codec_limits){0, 0, 0}, &in, NULL, 0) == CODEC_OK);
+  decode_body(r, &out);
+  ASSERT_INT(out.width, ==, in.width);
+  ASSERT_INT(out.height, ==, in.height);
+  if (strcmp(mime, "image/png") == 0) {
+    ASSERT_INT(out.channels, ==, in.channels);
+    ASSERT_INT(out.depth, ==, in.depth);
+  }
+  ASSERT_DBL(header_num(r, "X-PSNR"), >=, min_psnr);
+  ASSERT_STR(http_header(r, "X-Method", buf, sizeof(buf)), method);
+  ASSERT_STR(http_header(r, "X-Backend", buf, sizeof(buf)), "cpu");
+  ASSERT(http_header(r, "Server-Timing", buf, sizeof(buf)));
+  const char *stages[] = {"queue;dur=", "decode;dur=", "filter;dur=", "encode;dur=", "total;dur="};
+  for (int i = 0; i < 5; i++)
+    if (!strstr(buf, stages[i])) TEST_FAIL("Server-Timing '%s' lacks %s", buf, stages[i]);
+  codec_image_free(&in);
+  codec_image_free(&out);
+  free(data);
+}
+
+static void test_multipart(void) {
+  struct http_resp r;
+  post_fixture("chelsea.png", "method=separable&sigma=3", &r);
+  expect_blur(&r, "image/png", "chelsea.png", "separable", 55);
+  http_resp_free(&r);
+  size_t len;
+  uint8_t *img = fixture("coffee.png", &len);
+  ASSERT(http_post_form(&srv, "/blur?sigma=12", "file", img, len, NULL, NULL, &r) == 0);
+  expect_blur(&r, "image/png", "coffee.png", "yvv", 45);
+  http_resp_free(&r);
+  free(img);
+}
+
+static void test_raw_body(void) {
+  struct http_resp r;
+  size_t len;
+  uint8_t *img = fixture("rocket.jpg", &len);
+  ASSERT(http_request(&srv, "POST", "/blur?method=yvv&sigma=12", "image/jpeg", NULL, img, len,
+                      &r) == 0);
+  expect_blur(&r, "image/jpeg", "rocket.jpg", "yvv", 45);
+  http_resp_free(&r);
+  ASSERT(http_request(&srv, "POST", "/blur?sigma=2&format=png", "image/jpeg", NULL, img, len, &r) ==
+         0);
+  expect_blur(&r, "image/png", "rocket.jpg", "yvv", 45);
+  http_resp_free(&r);
+  free(img);
+  img = fixture("camera.png", &len);
+  ASSERT(http_request(&srv, "POST", "/blur?sigma=2&format=jpeg&quality=50", "image/png", NULL, img,
+                      len, &r) == 0);
+  expect_blur(&r, "image/jpeg", "camera.png", "yvv", 45);
+  http_resp_free(&r);
+  free(img);
+}
+
+static void test_params_json(void) {
+  struct http_resp r;
+  size_t len;
+  uint8_t *img = fixture("camera.png", &len);
+  ASSERT(http_post_form(&srv, "/blur", "image", img, len,
+                        "{\"sigma\": 3, \"method\": \"separable\", \"psnr\": true}", NULL,
+                        &r) == 0);
+  expect_blur(&r, "image/png", "camera.png", "separable", 55);
+  http_resp_free(&r);
+  /* the same value in both places is fine; different values are a 400 */
+  ASSERT(http_post_form(&srv, "/blur?sigma=3.0", "image", img, len, "{\"sigma\": 3}", NULL, &r) ==
+         0);
+  ASSERT_INT(r.status, ==, 200);
+  http_resp_free(&r);
+  ASSERT(http_post_form(&srv, "/blur?sigma=3", "image", img, len, "{\"sigma\": 5}", NULL, &r) == 0);
+  expect_error(&r, 400, "conflicting_parameter");
+  http_resp_free(&r);
+  ASSERT(http_post_form(&srv, "/blur", "image", img, len, "{\"sigma\": ", NULL, &r) == 0);
+  expect_error(&r, 400, "invalid_json");
+  http_resp_free(&r);
+  ASSERT(http_post_form(&srv, "/blur", "image", img, len, "[3]", NULL, &r) == 0);
+  expect_error(&r, 400, "invalid_json");
+  http_resp_free(&r);
+  ASSERT(http_post_form(&srv, "/blur", "image", img, len, "{\"sigma\": 3, \"radius\": 2}", NULL,
+                        &r) == 0);
+  expect_error(&r, 400, "unknown_parameter");
+  http_resp_free(&r);
+  ASSERT(http_post_form(&srv, "/blur", "image", img, len, "{\"sigma\": \"3\", \"psnr\": false}",
+                        NULL, &r) == 0);
+  ASSERT_INT(r.status, ==, 200);
+  char buf[64];
+  ASSERT(!http_header(&r, "X-PSNR", buf, sizeof(buf))); /* not measured */
+  http_resp_free(&r);
+  free(img);
+}
+
+static void test_param_errors(void) {
+  static const struct {
+    const char *query;
+    long status;
+    const char *code;
+  } cases[] = {
+      {"method=box&sigma=2", 400, "unknown_method"},
+      {"method=yvv", 400, "missing_parameter"},
+      {"sigma=abc", 400, "invalid_parameter"},
+      {"sigma=0.4", 400, "invalid_parameter"},
+      {"sigma=300.5", 400, "invalid_parameter"},
+      {"sigma=nan", 400, "invalid_parameter"},
+      {"sigma=2&quality=0", 400, "invalid_parameter"},
+      {"sigma=2&quality=101", 400, "invalid_parameter"},
+      {"sigma=2&quality=9.5", 400, "invalid_parameter"},
+      {"sigma=2&format=gif", 400, "invalid_parameter"},
+      {"sigma=2&psnr=maybe", 400, "invalid_parameter"},
+      {"sigma=2&compression=10", 400, "invalid_parameter"},
+      {"sigma=2&sigm=3", 400, "unknown_parameter"},
+      {"sigma=2&sigma=3", 400, "invalid_parameter"},
+      {"sigma=%zz", 400, "invalid_parameter"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    struct http_resp r;
+    post_fixture("camera.png", cases[i].query, &r);
+    expect_error(&r, cases[i].status, cases[i].code);
+    if (strcmp(cases[i].code, "unknown_method") == 0) {
+      ASSERT(strstr(r.body, "separable"));
+      ASSERT(strstr(r.body, "yvv"));
+    }
+    http_resp_free(&r);
+  }
+}
+
+static void test_bad_uploads(void) {
+  struct http_resp r;
+  const char gif[] = "GIF89a\x01\x00\x01\x00\x00\x00\x00;";
+  ASSERT(http_request(&srv, "POST", "/blur?sigma=2", "image/png", NULL, gif, sizeof(gif), &r) == 0);
+  expect_error(&r, 415, "unsupported_media_type");
+  http_resp_free(&r);
+  ASSERT(http_request(&srv, "POST", "/blur?sigma=2", "text/plain", NULL, "hello", 5, &r) == 0);
+  expect_error(&r, 415, "unsupported_media_type");
+  http_resp_free(&r);
+  ASSERT(http_request(&srv, "POST", "/blur?sigma=2", NULL, NULL, "", 0, &r) == 0);
+  expect_error(&r, 400, "missing_image");
+  http_resp_free(&r);
+  ASSERT(http_request(&srv, "POST", "/blur?sigma=2", "multipart/form-data; boundary=xyz", NULL,
+                      "--xyz\r\nno headers", 18, &r) == 0);
+  expect_error(&r, 400, "invalid_multipart");
+  http_resp_free(&r);
+  const char *bad[][2] = {{"truncated.png", "undecodable_image"},
+                          {"truncated.jpg", "undecodable_image"},
+                          {"cmyk.jpg", "unsupported_image"}};
+  for (int i = 0; i < 3; i++) {
+    post_fixture(bad[i][0], "sigma=2", &r);
+    expect_error(&r, 422, bad[i][1]);
+    http_resp_free(&r);
+  }
+}
+
+static void test_png_kinds(void) {
+  const char *kinds[] = {"gray16.png",     "rgb16.png",        "rgba16.png",
+                         "gray_alpha.png", "gray_alpha16.png", "interlaced.png"};
+  for (int i = 0; i < 6; i++) {
+    struct http_resp r;
+    post_fixture(kinds[i], "sigma=2&method=separable", &r);
+    expect_blur(&r, "image/png", kinds[i], "separable", 55);
+    http_resp_free(&r);
+  }
+}
+
+static void test_jpeg_kinds(void) {
+  const char *kinds[] = {"gray.jpg", "progressive.jpg"};
+  for (int i = 0; i < 2; i++) {
+    struct http_resp r;
+    struct codec_image out;
+    post_fixture(kinds[i], "sigma=3&format=png", &r);
+    expect_blur(&r, "image/png", kinds[i], "yvv", 45);
+    decode_body(&r, &out);
+    ASSERT_INT(out.channels, ==, i == 0 ? 1 : 3);
+    codec_image_free(&out);
+    http_resp_free(&r);
+  }
+}
+
+/* An opaque red square on a transparent background blurs to pure red with fading alpha: no
+ * dark fringe. */
+static void test_alpha(void) {
+  const char *methods[] = {"separable", "yvv"};
+  for (int m = 0; m < 2; m++) {
+    struct http_resp r;
+    struct codec_image out;
+    char q[64];
+    snprintf(q, sizeof(q), "sigma=3&method=%s", methods[m]);
+    post_fixture("red_square.png", q, &r);
+    expect_blur(&r, "image/png", "red_square.png", methods[m], 45);
+    decode_body(&r, &out);
+    int partial = 0;
+    for (int i = 0; i < out.width * out.height; i++) {
+      const uint8_t *p = out.pixels + 4 * i;
+      if (p[3] == 0) continue;
+      if (p[0] != 255 || p[1] != 0 || p[2] != 0)
+        TEST_FAIL("%s: pixel %d is %d,%d,%d,%d", methods[m], i, p[0], p[1], p[2], p[3]);
+      partial += p[3] < 255;
+    }
+    ASSERT_INT(partial, >, 200);                             /* the edge fades */
+    ASSERT_INT(out.pixels[4 * (32 * 64 + 32) + 3], >=, 254); /* the centre stays opaque */
+    ASSERT_INT(out.pixels[3], ==, 0);                        /* the corner stays clear */
+    codec_image_free(&out);
+    http_resp_free(&r);
+  }
+}
+
+static uint8_t *base64_decode(const char *s, size_t *len) {
+  size_t n = strlen(s);
+  uint8_t *out = malloc(n / 4 * 3 + 1);
+  uint32_t v = 0;
+  int bits = 0;
+  *len = 0;
+  for (size_t i = 0; i < n && s[i] != '='; i++) {
+    const char *tab = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const char *p = strchr(tab, s[i]);
+    ASSERT(p);
+    v = v << 6 | (uint32_t)(p - tab);
+    if ((bits += 6) >= 8) out[(*len)++] = (uint8_t)(v >> (bits -= 8));
+  }
+  return out;
+}
+
+static void test_json_mode(void) {
+  struct http_resp r;
+  size_t len;
+  uint8_t *img = fixture("astronaut.png", &len);
+  ASSERT(http_post_form(&srv, "/blur?sigma=5&method=separable", "image", img, len, NULL,
+                        "application/json", &r) == 0);
+  ASSERT_INT(r.status, ==, 200);
+  json_t *j = json_loads(r.body, 0, NULL);
+  ASSERT(j);
+  ASSERT_STR(json_string_value(json_object_get(j, "method")), "separable");
+  ASSERT_DBL(json_number_value(json_object_get(j, "sigma")), ==, 5);
+  ASSERT_INT(json_integer_value(json_object_get(j, "width")), ==, 512);
+  ASSERT_INT(json_integer_value(json_object_get(j, "height")), ==, 512);
+  ASSERT_INT(json_integer_value(json_object_get(j, "channels")), ==, 3);
+  ASSERT_INT(json_integer_value(json_object_get(j, "bit_depth")), ==, 8);
+  ASSERT_STR(json_string_value(json_object_get(j, "backend")), "cpu");
+  ASSERT_STR(json_string_value(json_object_get(j, "format")), "png");
+  double psnr = json_number_value(json_object_get(j, "psnr_db"));
+  ASSERT_NEAR(psnr, header_num(&r, "X-PSNR"), 0.005);
+  ASSERT_DBL(psnr, >=, 55);
+  json_t *t = json_object_get(j, "timing_ms");
+  const char *stages[] = {"queue", "decode", "filter", "reference", "encode", "total"};
+  for (int i = 0; i < 6; i++) ASSERT_DBL(json_number_value(json_object_get(t, stages[i])), >=, 0);
+  ASSERT_DBL(json_number_value(json_object_get(t, "total")), >=,
+             json_number_value(json_object_get(t, "filter")));
+  size_t n;
+  uint8_t *png = base64_decode(json_string_value(json_object_get(j, "image")), &n);
+  struct codec_image out;
+  ASSERT(codec_decode(png, n, &(struct codec_limits){0, 0, 0}, &out, NULL, 0) == CODEC_OK);
+  ASSERT_INT(out.width, ==, 512);
+  codec_image_free(&out);
+  free(png);
+  json_decref(j);
+  http_resp_free(&r);
+  free(img);
+}
+
+static void test_limits(void) {
+  struct server s;
+  struct http_resp r;
+  size_t len;
+  const char *args[] = {"--max-body", "300000", "--max-pixels", "262143", NULL};
+  server_start(&s, args);
+  uint8_t *img = fixture("astronaut.png", &len); /* 791 kB, 512x512 = 262144 pixels */
+  ASSERT(http_request(&s, "POST", "/blur?sigma=2", "image/png", NULL, img, len, &r) == 0);
+  expect_error(&r, 413, "body_too_large");
+  http_resp_free(&r);
+  free(img);
+  img = fixture("camera.png", &len); /* 139 kB, 512x512 */
+  ASSERT(http_request(&s, "POST", "/blur?sigma=2", "image/png", NULL, img, len, &r) == 0);
+  expect_error(&r, 422, "image_too_large");
+  http_resp_free(&r);
+  free(img);
+  ASSERT_INT(server_stop(&s, SIGTERM), ==, 0);
+}
+
+static size_t collect_body(char *data, size_t size, size_t n, void *ud) {
+  struct http_resp *r = ud;
+  char *p = realloc(r->body, r->len + size * n + 1);
+  if (!p) return 0;
+  memcpy(p + r->len, data, size * n);
+  r->body = p;
+  r->len += size * n;
+  p[r->len] = 0;
+  return size * n;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Sends n copies of one raw PNG POST at once; fills resp[] (status and body; the headers field
+ * holds Retry-After's value, when there is one). When signal_pid is not 0 it gets SIGTERM after
+ * signal_after seconds; returns how many requests were unanswered then. */
+static int parallel_posts(const struct server *s, int n, const char *path, const uint8_t *img,
+                          size_t len, struct http_resp *resp, pid_t signal_pid,
+                          double signal_after) {
+  CURLM *m = curl_multi_init();
+  CURL *easy[16];
+  struct curl_slist *hl = curl_slist_append(NULL, "Content-Type: image/png");
+  char url[256];
+  int running = 1, unanswered = -1;
+  ASSERT(n <= 16);
+  snprintf(url, sizeof(url), "%s%s", s->base, path);
+  for (int i = 0; i < n; i++) {
+    memset(&resp[i], 0, sizeof(resp[i]));
+    easy[i] = curl_easy_init();
+    curl_easy_setopt(easy[i], CURLOPT_URL, url);
+    curl_easy_setopt(easy[i], CURLOPT_POSTFIELDS, img);
+    curl_easy_setopt(easy[i], CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+    curl_easy_setopt(easy[i], CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(easy[i], CURLOPT_WRITEFUNCTION, collect_body);
+    curl_easy_setopt(easy[i], CURLOPT_WRITEDATA, &resp[i]);
+    curl_easy_setopt(easy[i], CURLOPT_TIMEOUT, 300L);
+    curl_multi_add_handle(m, easy[i]);
+  }
+  double start = now_s();
+  while (running) {
+    curl_multi_perform(m, &running);
+    curl_multi_poll(m, NULL, 0, 20, NULL);
+    if (signal_pid && now_s() - start > signal_after) {
+      kill(signal_pid, SIGTERM);
+      signal_pid = 0;
+      unanswered = running;
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    struct curl_header *h;
+    curl_easy_getinfo(easy[i], CURLINFO_RESPONSE_CODE, &resp[i].status);
+    if (curl_easy_header(easy[i], "Retry-After", 0, CURLH_HEADER, -1, &h) == CURLHE_OK)
+      resp[i].headers = strdup(h->value);
+    curl_multi_remove_handle(m, easy[i]);
+    curl_easy_cleanup(easy[i]);
+  }
+  curl_slist_free_all(hl);
+  curl_multi_cleanup(m);
+  return unanswered;
+}
+
+/* One worker and a queue of one: of eight requests at once, one runs, one waits, and the rest
+ * are told at once to come back later. */
+static void test_queue_full(void) {
+  struct server s;
+  struct http_resp resp[8], r;
+  size_t len;
+  int ok = 0, busy = 0;
+  const char *args[] = {"--workers", "1", "--queue", "1", NULL};
+  server_start(&s, args);
+  uint8_t *img = fixture("astronaut.png", &len);
+  parallel_posts(&s, 8, "/blur?sigma=40&method=separable", img, len, resp, 0, 0);
+  for (int i = 0; i < 8; i++) {
+    ok += resp[i].status == 200;
+    if (resp[i].status == 503) {
+      busy++;
+      expect_error(&resp[i], 503, "queue_full");
+      ASSERT_STR(resp[i].headers, "1");
+    }
+    http_resp_free(&resp[i]);
+  }
+  ASSERT_INT(ok + busy, ==, 8);
+  ASSERT_INT(ok, >=, 2);
+  ASSERT_INT(busy, >=, 1);
+  ASSERT(http_request(&s, "GET", "/readyz", NULL, NULL, NULL, 0, &r) == 0);
+  ASSERT_INT(r.status, ==, 200);
+  http_resp_free(&r);
+  free(img);
+  ASSERT_INT(server_stop(&s, SIGTERM), ==, 0);
+}
+
+/* SIGTERM while requests are queued and running: all of them are answered, then the process
+ * exits 0 and no longer listens. */
+static void test_drain(void) {
+  struct server s;
+  size_t len;
+  struct http_resp resp[3];
+  const char *args[] = {"--workers", "1", "--queue", "8", NULL};
+  server_start(&s, args);
+  uint8_t *img = fixture("astronaut.png", &len);
+  /* each takes about 0.4 s on one worker: at 0.3 s one runs and two wait */
+  int unanswered =
+      parallel_posts(&s, 3, "/blur?sigma=60&method=separable", img, len, resp, s.pid, 0.3);
+  ASSERT_INT(unanswered, >=, 2);
+  for (int i = 0; i < 3; i++) {
+    ASSERT_INT(resp[i].status, ==, 200);
+    ASSERT_INT(resp[i].len, >, 10000);
+    http_resp_free(&resp[i]);
+  }
+  int st = 0;
+  ASSERT(waitpid(s.pid, &st, 0) == s.pid);
+  ASSERT(WIFEXITED(st));
+  ASSERT_INT(WEXITSTATUS(st), ==, 0);
+  struct http_resp r;
+  ASSERT(http_request(&s, "GET", "/healthz", NULL, NULL, NULL, 0, &r) != 0);
+  http_resp_free(&r);
+  free(img);
+}
+
+int main(void) {
+  curl_global_init(CURL_GLOBAL_ALL);
+  server_start(&srv, NULL);
+  RUN(test_health);
+  RUN(test_methods);
+  RUN(test_multipart);
+  RUN(test_raw_body);
+  RUN(test_params_json);
+  RUN(test_param_errors);
+  RUN(test_bad_uploads);
+  RUN(test_png_kinds);
+  RUN(test_jpeg_kinds);
+  RUN(test_alpha);
+  RUN(test_json_mode);
+  ASSERT_INT(server_stop(&srv, SIGTERM), ==, 0);
+  RUN(test_limits);
+  RUN(test_queue_full);
+  RUN(test_drain);
+  curl_global_cleanup();
+  fprintf(stderr, "integ_blur: all passed\n");
+  return 0;
+}

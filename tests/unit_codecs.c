@@ -1,0 +1,1016 @@
+/* unit_codecs: tests of codecs/ against the fixtures in tests/data (see tests/data/README.md).
+ *
+ * Most PNG fixtures are rebuilt here, sample by sample, from the photographs they were made of
+ * (the formulas of tests/data/make-fixtures.py), so decoding is checked exactly and independently
+ * of libpng's own idea of the file. JPEG is lossy, so JPEG results are compared with a mean
+ * absolute difference, except for flat images, which survive quality 100 exactly. The EXIF parser
+ * is fed hand-made and randomly damaged segments, so ASan and valgrind see it read only inside
+ * its buffer. Fixtures come from $BLURD_DATA, or tests/data when run from the repository root. */
+#include <stdint.h>
+#include <turbojpeg.h>
+#include <zlib.h>
+
+#include "../codecs/codecs.h"
+#include "../codecs/codecs_int.h"
+#include "test.h"
+
+/* The regions the small PNG fixtures were cut from (make-fixtures.py REGION and REGION_B). */
+#define RX  200
+#define RY  100
+#define RW  97
+#define RH  65
+#define RBW 101
+#define RBH 75
+
+static struct codec_image camera, astronaut, coffee, chelsea; /* decoded once, in main */
+
+/* ---- helpers ---- */
+
+static uint8_t *read_fixture(const char *name, size_t *len) {
+  const char *dir = getenv("BLURD_DATA");
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", dir && *dir ? dir : "tests/data", name);
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) TEST_FAIL("cannot open %s (run from the repository root or set BLURD_DATA)", path);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  uint8_t *buf = malloc(n > 0 ? (size_t)n : 1);
+  ASSERT(buf != NULL);
+  ASSERT_INT(fread(buf, 1, (size_t)n, f), ==, n);
+  fclose(f);
+  *len = (size_t)n;
+  return buf;
+}
+
+static struct codec_image load(const char *name) {
+  size_t len;
+  uint8_t *buf = read_fixture(name, &len);
+  struct codec_image img;
+  char msg[256];
+  enum codec_status st = codec_decode(buf, len, NULL, &img, msg, sizeof msg);
+  if (st != CODEC_OK) TEST_FAIL("decoding %s: status %d: %s", name, (int)st, msg);
+  free(buf);
+  return img;
+}
+
+static enum codec_status decode_file(const char *name, const struct codec_limits *lim,
+                                     struct codec_image *img, char *msg, size_t msglen) {
+  size_t len;
+  uint8_t *buf = read_fixture(name, &len);
+  enum codec_status st = codec_decode(buf, len, lim, img, msg, msglen);
+  free(buf);
+  return st;
+}
+
+static void expect_shape(const struct codec_image *img, int w, int h, int channels, int depth) {
+  ASSERT(img->pixels != NULL);
+  ASSERT_INT(img->width, ==, w);
+  ASSERT_INT(img->height, ==, h);
+  ASSERT_INT(img->channels, ==, channels);
+  ASSERT_INT(img->depth, ==, depth);
+}
+
+static unsigned sample(const struct codec_image *img, int x, int y, int c) {
+  size_t i = ((size_t)y * (size_t)img->width + (size_t)x) * (size_t)img->channels + (size_t)c;
+  if (img->depth == 8) return img->pixels[i];
+  uint16_t v;
+  memcpy(&v, img->pixels + 2 * i, sizeof v);
+  return v;
+}
+
+static size_t image_bytes(const struct codec_image *img) {
+  return (size_t)img->width * (size_t)img->height * (size_t)img->channels *
+         (size_t)(img->depth / 8);
+}
+
+/* Mean |a - b| over all samples of two 8-bit images of the same shape; b may be offset into a
+ * larger image by (bx, by). */
+static double mean_diff(const struct codec_image *a, const struct codec_image *b, int bx, int by) {
+  ASSERT_INT(a->channels, ==, b->channels);
+  double sum = 0;
+  for (int y = 0; y < a->height; y++)
+    for (int x = 0; x < a->width; x++)
+      for (int c = 0; c < a->channels; c++)
+        sum += fabs((double)sample(a, x, y, c) - (double)sample(b, x + bx, y + by, c));
+  return sum / ((double)a->width * a->height * a->channels);
+}
+
+static int max_diff(const struct codec_image *a, const struct codec_image *b) {
+  int worst = 0;
+  for (int y = 0; y < a->height; y++)
+    for (int x = 0; x < a->width; x++)
+      for (int c = 0; c < a->channels; c++) {
+        int d = abs((int)sample(a, x, y, c) - (int)sample(b, x, y, c));
+        if (d > worst) worst = d;
+      }
+  return worst;
+}
+
+static uint32_t rng_state = 12345;
+static uint32_t rng(void) { /* a fixed LCG, so every run tests the same inputs */
+  rng_state = rng_state * 1664525u + 1013904223u;
+  return rng_state >> 8;
+}
+
+static struct codec_image encode_decode(const struct codec_image *img,
+                                        const struct codec_encode_opts *o, uint8_t **file,
+                                        size_t *len) {
+  char msg[256];
+  enum codec_status st = codec_encode(img, o, file, len, msg, sizeof msg);
+  if (st != CODEC_OK) TEST_FAIL("encode: status %d: %s", (int)st, msg);
+  struct codec_image back;
+  st = codec_decode(*file, *len, NULL, &back, msg, sizeof msg);
+  if (st != CODEC_OK) TEST_FAIL("decode of encoded image: status %d: %s", (int)st, msg);
+  return back;
+}
+
+/* ---- expected pixels of the generated PNG fixtures ---- */
+
+static unsigned ramp(int x, int y, unsigned max, int w, int h) {
+  return (unsigned)((x + y) * max / (unsigned)(w + h - 2));
+}
+static unsigned photo(const struct codec_image *p, int x, int y, int c) {
+  return sample(p, x + RX, y + RY, c);
+}
+static unsigned exp_gray16(int x, int y, int c) {
+  (void)c;
+  return photo(&camera, x, y, 0) * 256 + photo(&coffee, x, y, 1);
+}
+static unsigned exp_gray_alpha(int x, int y, int c) {
+  return c == 0 ? photo(&camera, x, y, 0) : ramp(x, y, 255, RW, RH);
+}
+static unsigned exp_gray_alpha16(int x, int y, int c) {
+  if (c == 1) return ramp(x, y, 65535, RW, RH);
+  return photo(&camera, x, y, 0) * 256 + photo(&coffee, x, y, 0);
+}
+static unsigned exp_rgb16(int x, int y, int c) {
+  if (c == 3) return ramp(x, y, 65535, RW, RH);
+  return photo(&astronaut, x, y, c) * 256 + photo(&coffee, x, y, c);
+}
+static unsigned exp_palette(int x, int y, int c) {
+  static const unsigned mask[3] = {0xe0, 0xe0, 0xc0}; /* posterised to 3-3-2 bits */
+  if (c == 3) return ((photo(&astronaut, x, y, 2) & 0xc0) >> 6) * 85;
+  return photo(&astronaut, x, y, c) & mask[c];
+}
+static unsigned exp_gray_trns(int x, int y, int c) { /* key 0 (make-fixtures.py GRAY_KEY) */
+  unsigned v = photo(&camera, x, y, 0) & 0xc0;
+  return c == 0 ? v : v == 0 ? 0 : 255;
+}
+static unsigned exp_rgb_trns(int x, int y, int c) { /* key (192,128,128): RGB_KEY */
+  unsigned r = photo(&astronaut, x, y, 0) & 0xc0, g = photo(&astronaut, x, y, 1) & 0xc0,
+           b = photo(&astronaut, x, y, 2) & 0xc0;
+  if (c < 3) return photo(&astronaut, x, y, c) & 0xc0;
+  return r == 192 && g == 128 && b == 128 ? 0 : 255;
+}
+static unsigned exp_gray1(int x, int y, int c) {
+  (void)c;
+  return photo(&camera, x, y, 0) >= 128 ? 255 : 0;
+}
+static unsigned exp_interlaced(int x, int y, int c) {
+  return photo(&astronaut, x, y, c);
+}
+static unsigned exp_red_square(int x, int y, int c) {
+  static const unsigned red[4] = {255, 0, 0, 255};
+  return x >= 20 && x < 44 && y >= 20 && y < 44 ? red[c] : 0;
+}
+static unsigned exp_opaque(int x, int y, int c) { /* logo.png: only its alpha is known */
+  (void)x, (void)y, (void)c;
+  return 255;
+}
+
+struct png_case {
+  const char *file;
+  int w, h, channels, depth;
+  unsigned (*expect)(int x, int y, int c); /* NULL: the shape is all we know */
+  int png_depth, png_colour;               /* IHDR of our re-encoded file */
+};
+
+static const struct png_case png_cases[] = {
+    {"camera.png", 512, 512, 1, 8, NULL, 8, 0},
+    {"astronaut.png", 512, 512, 3, 8, NULL, 8, 2},
+    {"chelsea.png", 451, 300, 3, 8, NULL, 8, 2},
+    {"coffee.png", 600, 400, 3, 8, NULL, 8, 2},
+    {"logo.png", 500, 500, 4, 8, NULL, 8, 6},
+    {"gray16.png", RW, RH, 1, 16, exp_gray16, 16, 0},
+    {"gray_alpha.png", RW, RH, 2, 8, exp_gray_alpha, 8, 4},
+    {"gray_alpha16.png", RW, RH, 2, 16, exp_gray_alpha16, 16, 4},
+    {"rgb16.png", RW, RH, 3, 16, exp_rgb16, 16, 2},
+    {"rgba16.png", RW, RH, 4, 16, exp_rgb16, 16, 6},
+    {"palette.png", RW, RH, 3, 8, exp_palette, 8, 2},
+    {"palette_trns.png", RW, RH, 4, 8, exp_palette, 8, 6},
+    {"gray_trns.png", RW, RH, 2, 8, exp_gray_trns, 8, 4},
+    {"rgb_trns.png", RW, RH, 4, 8, exp_rgb_trns, 8, 6},
+    {"gray1.png", RBW, RBH, 1, 8, exp_gray1, 8, 0},
+    {"interlaced.png", RBW, RBH, 3, 8, exp_interlaced, 8, 2},
+    {"red_square.png", 64, 64, 4, 8, exp_red_square, 8, 6},
+};
+#define NCASES (sizeof png_cases / sizeof png_cases[0])
+
+/* ---- tests ---- */
+
+static void test_sniff_and_names(void) {
+  static const uint8_t png[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  static const uint8_t jpeg[3] = {0xff, 0xd8, 0xff};
+  ASSERT_INT(codec_sniff(png, 8), ==, CODEC_PNG);
+  ASSERT_INT(codec_sniff(png, 7), ==, CODEC_NONE);
+  ASSERT_INT(codec_sniff(jpeg, 3), ==, CODEC_JPEG);
+  ASSERT_INT(codec_sniff(jpeg, 2), ==, CODEC_NONE);
+  ASSERT_INT(codec_sniff((const uint8_t *)"GIF89a", 6), ==, CODEC_NONE);
+  ASSERT_INT(codec_sniff(NULL, 0), ==, CODEC_NONE);
+  ASSERT_STR(codec_format_name(CODEC_PNG), "png");
+  ASSERT_STR(codec_format_name(CODEC_JPEG), "jpeg");
+  ASSERT(codec_format_name(CODEC_NONE) == NULL);
+  ASSERT_INT(codec_format_from_name("jpg"), ==, CODEC_JPEG);
+  ASSERT_INT(codec_format_from_name("jpeg"), ==, CODEC_JPEG);
+  ASSERT_INT(codec_format_from_name("png"), ==, CODEC_PNG);
+  ASSERT_INT(codec_format_from_name("gif"), ==, CODEC_NONE);
+  ASSERT_INT(codec_format_from_name("PNG"), ==, CODEC_NONE);
+  ASSERT_INT(codec_format_from_name(NULL), ==, CODEC_NONE);
+  ASSERT_STR(codec_mime(CODEC_PNG), "image/png");
+  ASSERT_STR(codec_mime(CODEC_JPEG), "image/jpeg");
+  ASSERT(codec_mime(CODEC_NONE) == NULL);
+  ASSERT_STR(codec_status_msg(CODEC_OK), "ok");
+  ASSERT_STR(codec_status_msg(CODEC_UNKNOWN), "the data is neither PNG nor JPEG");
+  ASSERT_STR(codec_status_msg(CODEC_NOMEM), "out of memory");
+  ASSERT_STR(codec_status_msg((enum codec_status)99), "unknown codec status");
+}
+
+static void test_decode_png_fixtures(void) {
+  for (size_t i = 0; i < NCASES; i++) {
+    const struct png_case *t = &png_cases[i];
+    struct codec_image img = load(t->file);
+    expect_shape(&img, t->w, t->h, t->channels, t->depth);
+    ASSERT_INT(img.format, ==, CODEC_PNG);
+    ASSERT_INT(img.orientation, ==, 1);
+    unsigned (*expect)(int, int, int) = t->expect;
+    if (expect == NULL && t->channels == 4) expect = exp_opaque;
+    for (int y = 0; y < img.height && expect; y++)
+      for (int x = 0; x < img.width; x++)
+        for (int c = t->expect ? 0 : t->channels - 1; c < t->channels; c++)
+          if (sample(&img, x, y, c) != expect(x, y, c))
+            TEST_FAIL("%s (%d,%d) channel %d: got %u, expected %u", t->file, x, y, c,
+                      sample(&img, x, y, c), expect(x, y, c));
+    codec_image_free(&img);
+    codec_image_free(&img); /* safe twice */
+    ASSERT(img.pixels == NULL);
+  }
+}
+
+/* decode -> encode PNG -> decode gives the same samples, for every PNG type. */
+static void test_png_round_trip(void) {
+  for (size_t i = 0; i < NCASES; i++) {
+    const struct png_case *t = &png_cases[i];
+    struct codec_image img = load(t->file);
+    uint8_t *file;
+    size_t len;
+    struct codec_encode_opts o = {.format = CODEC_PNG, .compression = 6};
+    struct codec_image back = encode_decode(&img, &o, &file, &len);
+    ASSERT_INT(codec_sniff(file, len), ==, CODEC_PNG);
+    ASSERT_INT(file[24], ==, t->png_depth);
+    ASSERT_INT(file[25], ==, t->png_colour);
+    expect_shape(&back, img.width, img.height, img.channels, img.depth);
+    if (memcmp(back.pixels, img.pixels, image_bytes(&img)) != 0)
+      TEST_FAIL("%s: pixels differ after a PNG round trip", t->file);
+    free(file);
+    codec_image_free(&back);
+    codec_image_free(&img);
+  }
+}
+
+/* Compression 0 stores, 9 deflates hard; both decode to the same pixels. */
+static void test_png_compression_levels(void) {
+  struct codec_image img = load("rgb16.png");
+  uint8_t *f0, *f9;
+  size_t n0, n9;
+  struct codec_encode_opts o0 = {.format = CODEC_PNG, .compression = 0};
+  struct codec_encode_opts o9 = {.format = CODEC_PNG, .compression = 9};
+  struct codec_image b0 = encode_decode(&img, &o0, &f0, &n0);
+  struct codec_image b9 = encode_decode(&img, &o9, &f9, &n9);
+  ASSERT_INT(n0, >, image_bytes(&img)); /* stored: every sample plus overhead */
+  ASSERT_INT(n9, <, n0);
+  ASSERT(memcmp(b0.pixels, img.pixels, image_bytes(&img)) == 0);
+  ASSERT(memcmp(b9.pixels, img.pixels, image_bytes(&img)) == 0);
+  free(f0), free(f9);
+  codec_image_free(&b0), codec_image_free(&b9), codec_image_free(&img);
+}
+
+/* 16-bit PNG samples are big-endian in the file whatever the host order. In the first row every
+ * PNG filter leaves the first pixel's bytes as they are, so they can be read from the inflated
+ * IDAT without unfiltering. */
+static void test_png_16bit_byte_order(void) {
+  uint16_t px[2] = {0x1234, 0xabcd};
+  struct codec_image img = {
+      .pixels = (uint8_t *)px, .width = 1, .height = 1, .channels = 2, .depth = 16};
+  uint8_t *file;
+  size_t len;
+  struct codec_encode_opts o = {.format = CODEC_PNG, .compression = 9};
+  ASSERT_INT(codec_encode(&img, &o, &file, &len, NULL, 0), ==, CODEC_OK);
+  size_t pos = 8;
+  while (pos + 8 <= len && memcmp(file + pos + 4, "IDAT", 4) != 0)
+    pos += 12 + ((size_t)file[pos] << 24 | (size_t)file[pos + 1] << 16 |
+                 (size_t)file[pos + 2] << 8 | file[pos + 3]);
+  ASSERT(pos + 8 <= len);
+  uLong idat = (uLong)file[pos] << 24 | (uLong)file[pos + 1] << 16 | (uLong)file[pos + 2] << 8 |
+               file[pos + 3];
+  uint8_t raw[16];
+  uLongf rawlen = sizeof raw;
+  ASSERT_INT(uncompress(raw, &rawlen, file + pos + 8, idat), ==, Z_OK);
+  ASSERT_INT(rawlen, ==, 5); /* filter byte + 2 samples of 2 bytes */
+  ASSERT_INT(raw[0], <=, 4);
+  ASSERT_INT(raw[1], ==, 0x12);
+  ASSERT_INT(raw[2], ==, 0x34);
+  ASSERT_INT(raw[3], ==, 0xab);
+  ASSERT_INT(raw[4], ==, 0xcd);
+  struct codec_image back;
+  ASSERT_INT(codec_decode(file, len, NULL, &back, NULL, 0), ==, CODEC_OK);
+  ASSERT_INT(sample(&back, 0, 0, 0), ==, 0x1234);
+  ASSERT_INT(sample(&back, 0, 0, 1), ==, 0xabcd);
+  codec_image_free(&back);
+  free(file);
+}
+
+static int has_marker(const char *name, int marker) {
+  size_t len;
+  uint8_t *buf = read_fixture(name, &len);
+  int found = 0;
+  for (size_t i = 2; i + 1 < len && !found; i++) found = buf[i] == 0xff && buf[i + 1] == marker;
+  free(buf);
+  return found;
+}
+
+static void test_decode_jpeg(void) {
+  struct codec_image img = load("rocket.jpg");
+  expect_shape(&img, 640, 427, 3, 8);
+  ASSERT_INT(img.format, ==, CODEC_JPEG);
+  ASSERT_INT(img.orientation, ==, 1);
+  ASSERT(has_marker("rocket.jpg", 0xc0)); /* baseline */
+  codec_image_free(&img);
+
+  img = load("hubble_deep_field.jpg"); /* baseline with EXIF (orientation 1), XMP and Adobe */
+  expect_shape(&img, 1000, 872, 3, 8);
+  ASSERT_INT(img.orientation, ==, 1);
+  codec_image_free(&img);
+
+  img = load("photo_1080p.jpg");
+  expect_shape(&img, 1920, 1080, 3, 8);
+  codec_image_free(&img);
+
+  img = load("progressive.jpg"); /* chelsea.png at quality 90, progressive */
+  ASSERT(has_marker("progressive.jpg", 0xc2));
+  expect_shape(&img, 451, 300, 3, 8);
+  ASSERT_DBL(mean_diff(&img, &chelsea, 0, 0), <, 2.5);
+  codec_image_free(&img);
+
+  img = load("gray.jpg"); /* camera.png's top-left 480x360 at quality 90 */
+  expect_shape(&img, 480, 360, 1, 8);
+  ASSERT_DBL(mean_diff(&img, &camera, 0, 0), <, 1.6);
+  ASSERT_DBL(mean_diff(&img, &camera, 1, 0), >, 3.0); /* the comparison can tell a shift */
+  codec_image_free(&img);
+}
+
+/* Every orientN.jpg is stored so that applying its orientation gives the same upright 64x48
+ * image; 5..8 are stored 48x64. */
+static void test_exif_orientations(void) {
+  struct codec_image up = load("orient1.jpg");
+  expect_shape(&up, 64, 48, 3, 8);
+  tjhandle tj = tjInitDecompress();
+  for (int o = 1; o <= 8; o++) {
+    char name[32];
+    snprintf(name, sizeof name, "orient%d.jpg", o);
+    size_t len;
+    uint8_t *buf = read_fixture(name, &len);
+    ASSERT_INT(codec_exif_orientation(buf, len), ==, o);
+    int w, h, ss, cs;
+    ASSERT_INT(tjDecompressHeader3(tj, buf, (unsigned long)len, &w, &h, &ss, &cs), ==, 0);
+    ASSERT_INT(w, ==, o >= 5 ? 48 : 64);
+    ASSERT_INT(h, ==, o >= 5 ? 64 : 48);
+    free(buf);
+    struct codec_image img = load(name);
+    expect_shape(&img, 64, 48, 3, 8);
+    ASSERT_INT(img.orientation, ==, o);
+    double mean = mean_diff(&img, &up, 0, 0);
+    int worst = max_diff(&img, &up);
+    if (mean > 1.5 || worst > 12)
+      TEST_FAIL("%s differs from orient1.jpg: mean %.3f, max %d", name, mean, worst);
+    codec_image_free(&img);
+  }
+  tjDestroy(tj);
+  /* A mirrored image must fail that comparison, or the test proves nothing. */
+  uint8_t *copy = malloc(image_bytes(&up));
+  memcpy(copy, up.pixels, image_bytes(&up));
+  struct codec_image mirrored = up;
+  mirrored.pixels = copy;
+  ASSERT_INT(codec_orient(&mirrored, 2), ==, CODEC_OK);
+  ASSERT_DBL(mean_diff(&mirrored, &up, 0, 0), >, 20.0);
+  codec_image_free(&mirrored);
+  codec_image_free(&up);
+}
+
+/* codec_orient on a 3x2 image, against the transforms worked out by hand. */
+static void test_orient_mapping(void) {
+  static const uint8_t want[9][6] = {
+      {0},
+      {1, 2, 3, 4, 5, 6}, /* 1: as stored */
+      {3, 2, 1, 6, 5, 4}, /* 2: mirror left-right */
+      {6, 5, 4, 3, 2, 1}, /* 3: rotate 180 */
+      {4, 5, 6, 1, 2, 3}, /* 4: mirror top-bottom */
+      {1, 4, 2, 5, 3, 6}, /* 5: transpose, 2x3 */
+      {4, 1, 5, 2, 6, 3}, /* 6: rotate 90 clockwise */
+      {6, 3, 5, 2, 4, 1}, /* 7: transverse */
+      {3, 6, 2, 5, 1, 4}, /* 8: rotate 90 anticlockwise */
+  };
+  for (int o = 1; o <= 8; o++) {
+    for (int depth = 8; depth <= 16; depth += 8) {
+      struct codec_image img = {.pixels = malloc(6 * 2 * (depth / 8)),
+                                .width = 3,
+                                .height = 2,
+                                .channels = 2,
+                                .depth = depth};
+      for (int i = 0; i < 6; i++) /* channel 0 = the label, channel 1 = 10 * label */
+        for (int c = 0; c < 2; c++) {
+          unsigned v = (unsigned)(i + 1) * (c ? 10u : 1u) * (depth == 16 ? 257u : 1u);
+          if (depth == 8)
+            img.pixels[i * 2 + c] = (uint8_t)v;
+          else
+            memcpy(img.pixels + (i * 2 + c) * 2, &(uint16_t){(uint16_t)v}, 2);
+        }
+      ASSERT_INT(codec_orient(&img, o), ==, CODEC_OK);
+      ASSERT_INT(img.width, ==, o >= 5 ? 2 : 3);
+      ASSERT_INT(img.height, ==, o >= 5 ? 3 : 2);
+      for (int i = 0; i < 6; i++) {
+        unsigned scale = depth == 16 ? 257u : 1u;
+        ASSERT_INT(sample(&img, i % img.width, i / img.width, 0), ==, want[o][i] * scale);
+        ASSERT_INT(sample(&img, i % img.width, i / img.width, 1), ==, want[o][i] * 10 * scale);
+      }
+      codec_image_free(&img);
+    }
+  }
+}
+
+static void expect_limit(const char *file, struct codec_limits lim, enum codec_status want,
+                         const char *want_msg) {
+  struct codec_image img;
+  char msg[256] = "unchanged";
+  enum codec_status st = decode_file(file, &lim, &img, msg, sizeof msg);
+  if (st != want) TEST_FAIL("%s: status %d, expected %d (%s)", file, (int)st, (int)want, msg);
+  if (want_msg) ASSERT_STR(msg, want_msg);
+  if (st != CODEC_OK) ASSERT(img.pixels == NULL);
+  codec_image_free(&img);
+}
+
+/* Each limit at the image's size passes, one below it fails, for PNG and JPEG. orient6.jpg is
+ * stored 48x64 but upright 64x48: limits apply to the upright size. */
+static void test_limits(void) {
+  static const struct {
+    const char *file;
+    uint32_t w, h;
+  } cases[] = {{"chelsea.png", 451, 300},
+               {"interlaced.png", RBW, RBH},
+               {"rocket.jpg", 640, 427},
+               {"orient6.jpg", 64, 48}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *f = cases[i].file;
+    uint32_t w = cases[i].w, h = cases[i].h;
+    uint64_t px = (uint64_t)w * h;
+    char want[128];
+    expect_limit(f, (struct codec_limits){w, h, px}, CODEC_OK, "");
+    expect_limit(f, (struct codec_limits){0, 0, 0}, CODEC_OK, NULL);
+    snprintf(want, sizeof want, "width %u exceeds the limit of %u", w, w - 1);
+    expect_limit(f, (struct codec_limits){w - 1, 0, 0}, CODEC_TOO_LARGE, want);
+    snprintf(want, sizeof want, "height %u exceeds the limit of %u", h, h - 1);
+    expect_limit(f, (struct codec_limits){0, h - 1, 0}, CODEC_TOO_LARGE, want);
+    snprintf(want, sizeof want, "pixel count %llu (%ux%u) exceeds the limit of %llu",
+             (unsigned long long)px, w, h, (unsigned long long)px - 1);
+    expect_limit(f, (struct codec_limits){0, 0, px - 1}, CODEC_TOO_LARGE, want);
+  }
+}
+
+static void put_be32(uint8_t *p, uint32_t v) {
+  p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8), p[3] = (uint8_t)v;
+}
+
+/* A PNG whose IHDR claims a huge size is refused from the header, before any allocation. */
+static void test_limits_huge_png_header(void) {
+  uint8_t png[8 + 25 + 12] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  put_be32(png + 8, 13);
+  memcpy(png + 12, "IHDR", 4);
+  put_be32(png + 16, 100000);
+  put_be32(png + 20, 70000);
+  png[24] = 16, png[25] = 6; /* RGBA 16: 56 GB of pixels */
+  put_be32(png + 29, (uint32_t)crc32(0, png + 12, 17));
+  put_be32(png + 33, 0);
+  memcpy(png + 37, "IEND", 4);
+  put_be32(png + 41, (uint32_t)crc32(0, png + 37, 4));
+  struct codec_image img;
+  char msg[256];
+  struct codec_limits lim = {16384, 16384, 0};
+  ASSERT_INT(codec_decode(png, sizeof png, &lim, &img, msg, sizeof msg), ==, CODEC_TOO_LARGE);
+  ASSERT_STR(msg, "width 100000 exceeds the limit of 16384");
+  lim = (struct codec_limits){0, 0, 50000000};
+  ASSERT_INT(codec_decode(png, sizeof png, &lim, &img, msg, sizeof msg), ==, CODEC_TOO_LARGE);
+  ASSERT_STR(msg, "pixel count 7000000000 (100000x70000) exceeds the limit of 50000000");
+  /* Without limits the header passes, and the missing IDAT makes it corrupt, still unallocated. */
+  ASSERT_INT(codec_decode(png, sizeof png, NULL, &img, msg, sizeof msg), ==, CODEC_CORRUPT);
+  ASSERT(img.pixels == NULL);
+  /* The largest size PNG allows is more than any buffer can hold, limits or not. */
+  put_be32(png + 16, 0x7fffffff);
+  put_be32(png + 20, 0x7fffffff);
+  put_be32(png + 29, (uint32_t)crc32(0, png + 12, 17));
+  ASSERT_INT(codec_decode(png, sizeof png, NULL, &img, msg, sizeof msg), ==, CODEC_TOO_LARGE);
+  ASSERT_STR(msg, "the image size 2147483647x2147483647 is beyond what this service can hold");
+  /* A bad IHDR CRC skips the early check; libpng then refuses the file as corrupt. */
+  png[29] ^= 1;
+  ASSERT_INT(codec_decode(png, sizeof png, NULL, &img, msg, sizeof msg), ==, CODEC_CORRUPT);
+  ASSERT(img.pixels == NULL);
+}
+
+static void test_check_size(void) {
+  size_t n;
+  char msg[256];
+  struct codec_limits lim = {100, 50, 4000};
+  ASSERT_INT(codec_check_size(100, 40, 3, &lim, &n, msg, sizeof msg), ==, CODEC_OK);
+  ASSERT_INT(n, ==, 12000);
+  ASSERT_INT(codec_check_size(80, 51, 3, &lim, &n, msg, sizeof msg), ==, CODEC_TOO_LARGE);
+  ASSERT_STR(msg, "height 51 exceeds the limit of 50");
+  ASSERT_INT(n, ==, 0);
+  ASSERT_INT(codec_check_size(0, 5, 3, &lim, &n, msg, sizeof msg), ==, CODEC_CORRUPT);
+  ASSERT_INT(codec_check_size(1ull << 40, 1ull << 40, 8, NULL, &n, msg, sizeof msg), ==,
+             CODEC_TOO_LARGE);
+  ASSERT_STR(msg,
+             "the image size 1099511627776x1099511627776 is beyond what this service can hold");
+  ASSERT_INT(codec_check_size(0xffffffffu, 0xffffffffu, 1, &lim, &n, NULL, 0), ==, CODEC_TOO_LARGE);
+  ASSERT_INT(codec_check_size(1u << 31, 1, 1, NULL, &n, msg, sizeof msg), ==, CODEC_TOO_LARGE);
+  lim = (struct codec_limits){0, 0, 0xffffffffffffffffull};
+  ASSERT_INT(codec_check_size(0xffffffffu, 0xffffffffu, 1, &lim, &n, NULL, 0), ==, CODEC_TOO_LARGE);
+}
+
+static void expect_status(const uint8_t *buf, size_t len, enum codec_status want,
+                          const char *what) {
+  struct codec_image img;
+  char msg[256] = "";
+  enum codec_status st = codec_decode(buf, len, NULL, &img, msg, sizeof msg);
+  if (st != want)
+    TEST_FAIL("%s (%zu bytes): status %d, expected %d (%s)", what, len, (int)st, (int)want, msg);
+  if (st != CODEC_OK) {
+    ASSERT(img.pixels == NULL);
+    ASSERT(msg[0] != '\0');
+  }
+  codec_image_free(&img);
+}
+
+static void test_truncated(void) {
+  struct codec_image img;
+  char msg[256];
+  ASSERT_INT(decode_file("truncated.png", NULL, &img, msg, sizeof msg), ==, CODEC_CORRUPT);
+  ASSERT(strstr(msg, "truncated") != NULL);
+  ASSERT(img.pixels == NULL);
+  ASSERT_INT(decode_file("truncated.jpg", NULL, &img, msg, sizeof msg), ==, CODEC_CORRUPT);
+  ASSERT(img.pixels == NULL);
+  /* Every cut of a whole file: too short to sniff is unknown, anything else is corrupt, even
+   * one byte short of the end (PNG: no IEND; JPEG: no EOI, a libjpeg warning). */
+  static const char *files[] = {"gray1.png", "palette_trns.png", "orient1.jpg", "gray.jpg"};
+  for (size_t f = 0; f < 4; f++) {
+    size_t len;
+    uint8_t *buf = read_fixture(files[f], &len);
+    size_t sig = codec_sniff(buf, len) == CODEC_PNG ? 8 : 3, step = len / 300 + 1;
+    for (size_t cut = 0; cut < len; cut += cut + 2 >= len ? 1 : step) {
+      uint8_t *part = malloc(cut ? cut : 1); /* exact size, so ASan sees any over-read */
+      memcpy(part, buf, cut);
+      expect_status(part, cut, cut < sig ? CODEC_UNKNOWN : CODEC_CORRUPT, files[f]);
+      free(part);
+    }
+    expect_status(buf, len, CODEC_OK, files[f]);
+    free(buf);
+  }
+}
+
+static void test_garbage_and_unknown(void) {
+  uint8_t buf[4096];
+  for (size_t i = 0; i < sizeof buf; i++) buf[i] = (uint8_t)rng();
+  static const uint8_t png[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  memcpy(buf, png, 8);
+  expect_status(buf, sizeof buf, CODEC_CORRUPT, "PNG signature + garbage");
+  memcpy(buf, "\xff\xd8\xff", 3);
+  expect_status(buf, sizeof buf, CODEC_CORRUPT, "JPEG signature + garbage");
+  buf[0] = 'G';
+  expect_status(buf, sizeof buf, CODEC_UNKNOWN, "garbage");
+  expect_status((const uint8_t *)"GIF89a", 6, CODEC_UNKNOWN, "GIF");
+  expect_status(buf, 0, CODEC_UNKNOWN, "empty buffer");
+  expect_status(NULL, 0, CODEC_UNKNOWN, "NULL buffer");
+  struct codec_image img;
+  char msg[256];
+  ASSERT_INT(codec_decode(buf, sizeof buf, NULL, &img, msg, sizeof msg), ==, CODEC_UNKNOWN);
+  ASSERT_STR(msg, "the data is neither PNG nor JPEG");
+  ASSERT_INT(codec_decode(buf, 0, NULL, &img, msg, sizeof msg), ==, CODEC_UNKNOWN);
+  ASSERT_STR(msg, "the image data is empty");
+  ASSERT_INT(codec_decode(buf, sizeof buf, NULL, &img, NULL, 0), ==, CODEC_UNKNOWN);
+  ASSERT_INT(codec_decode(buf, sizeof buf, NULL, &img, msg, 1), ==, CODEC_UNKNOWN);
+  ASSERT_STR(msg, "");
+}
+
+/* Random damage to small valid files never crashes, leaks or returns a half-made image. */
+static void test_damaged_files(void) {
+  static const char *files[] = {"gray1.png", "interlaced.png", "orient6.jpg", "progressive.jpg"};
+  for (size_t f = 0; f < 4; f++) {
+    size_t len;
+    uint8_t *orig = read_fixture(files[f], &len);
+    uint8_t *buf = malloc(len);
+    for (int iter = 0; iter < 150; iter++) {
+      memcpy(buf, orig, len);
+      for (int k = 1 + (int)(rng() % 4); k > 0; k--)
+        buf[8 + rng() % (len - 8)] = (uint8_t)rng(); /* keep the signature: exercise decoders */
+      struct codec_image img;
+      struct codec_limits lim = {4096, 4096, 1 << 22}; /* a damaged SOF may claim 65535x65535 */
+      enum codec_status st = codec_decode(buf, len, &lim, &img, NULL, 0);
+      if (st == CODEC_OK) {
+        ASSERT(img.pixels != NULL);
+        ASSERT(img.orientation >= 1 && img.orientation <= 8);
+      } else {
+        ASSERT(img.pixels == NULL);
+        if (st != CODEC_CORRUPT && st != CODEC_UNSUPPORTED && st != CODEC_TOO_LARGE)
+          TEST_FAIL("damaged %s: status %d", files[f], (int)st);
+      }
+      codec_image_free(&img);
+    }
+    free(buf);
+    free(orig);
+  }
+}
+
+static void test_cmyk(void) {
+  struct codec_image img;
+  char msg[256];
+  ASSERT_INT(decode_file("cmyk.jpg", NULL, &img, msg, sizeof msg), ==, CODEC_UNSUPPORTED);
+  ASSERT_STR(msg, "CMYK JPEG images are not supported; convert the image to RGB first");
+  ASSERT(img.pixels == NULL);
+}
+
+/* A flat gray image survives JPEG quality 100 exactly (a flat RGB one within 1, from the YCbCr
+ * round trip), so the 16-bit scaling and the compositing over white can be checked to the unit.
+ * The oracle is the formula in double. */
+static unsigned over_white(double v, double a, double max) {
+  return (unsigned)lround((v * a / max + max * (1.0 - a / max)) * 255.0 / max);
+}
+
+static struct codec_image flat(int channels, int depth, const unsigned *value) {
+  struct codec_image img = {.width = 16, .height = 16, .channels = channels, .depth = depth};
+  img.pixels = malloc(image_bytes(&img));
+  for (int i = 0; i < 16 * 16 * channels; i++) {
+    unsigned v = value[i % channels];
+    if (depth == 8)
+      img.pixels[i] = (uint8_t)v;
+    else
+      memcpy(img.pixels + 2 * i, &(uint16_t){(uint16_t)v}, 2);
+  }
+  return img;
+}
+
+static void expect_flat_jpeg(int channels, int depth, const unsigned *value, const unsigned *want) {
+  struct codec_image img = flat(channels, depth, value);
+  struct codec_encode_opts o = {.format = CODEC_JPEG, .quality = 100};
+  uint8_t *file;
+  size_t len;
+  struct codec_image back = encode_decode(&img, &o, &file, &len);
+  int out_channels = channels <= 2 ? 1 : 3, tolerance = channels <= 2 ? 0 : 1;
+  expect_shape(&back, 16, 16, out_channels, 8);
+  for (int y = 0; y < 16; y++)
+    for (int x = 0; x < 16; x++)
+      for (int c = 0; c < out_channels; c++)
+        if (abs((int)sample(&back, x, y, c) - (int)want[c]) > tolerance)
+          TEST_FAIL("flat %d-channel %d-bit image: channel %d is %u, expected %u", channels, depth,
+                    c, sample(&back, x, y, c), want[c]);
+  free(file);
+  codec_image_free(&back);
+  codec_image_free(&img);
+}
+
+static void test_jpeg_encode_flat(void) {
+  /* 16-bit: (v * 255 + 32767) / 65535, on both sides of a rounding edge (100.498, 100.502). */
+  expect_flat_jpeg(1, 16, (const unsigned[]){25828}, (const unsigned[]){100});
+  expect_flat_jpeg(1, 16, (const unsigned[]){25829}, (const unsigned[]){101});
+  expect_flat_jpeg(1, 16, (const unsigned[]){65535}, (const unsigned[]){255});
+  expect_flat_jpeg(3, 16, (const unsigned[]){25828, 25829, 65535},
+                   (const unsigned[]){100, 101, 255});
+  /* 8-bit gray + alpha: colour * a + 255 * (1 - a), rounded. */
+  ASSERT_INT(over_white(0, 128, 255), ==, 127);
+  ASSERT_INT(over_white(128, 128, 255), ==, 191);
+  ASSERT_INT(over_white(200, 100, 255), ==, 233);
+  expect_flat_jpeg(2, 8, (const unsigned[]){0, 128}, (const unsigned[]){127});
+  expect_flat_jpeg(2, 8, (const unsigned[]){128, 128}, (const unsigned[]){191});
+  expect_flat_jpeg(2, 8, (const unsigned[]){200, 100}, (const unsigned[]){233});
+  expect_flat_jpeg(2, 8, (const unsigned[]){77, 255}, (const unsigned[]){77});
+  expect_flat_jpeg(2, 8, (const unsigned[]){0, 0}, (const unsigned[]){255});
+  /* 16-bit gray + alpha: one rounding for scaling and compositing together. */
+  ASSERT_INT(over_white(25829, 49151, 65535), ==, 139);
+  expect_flat_jpeg(2, 16, (const unsigned[]){25829, 49151}, (const unsigned[]){139});
+  expect_flat_jpeg(2, 16, (const unsigned[]){0, 0}, (const unsigned[]){255});
+  /* RGBA: half-transparent colour; fully transparent black is white. */
+  expect_flat_jpeg(4, 8, (const unsigned[]){0, 128, 255, 128}, (const unsigned[]){127, 191, 255});
+  expect_flat_jpeg(4, 8, (const unsigned[]){0, 0, 0, 0}, (const unsigned[]){255, 255, 255});
+  expect_flat_jpeg(4, 16, (const unsigned[]){65535, 0, 0, 65535}, (const unsigned[]){255, 0, 0});
+}
+
+/* red_square.png to JPEG: the transparent (0,0,0,0) border becomes white, not black. */
+static void test_jpeg_encode_red_square(void) {
+  struct codec_image sq = load("red_square.png"); /* transparent (0,0,0,0) around opaque red */
+  struct codec_encode_opts o = {.format = CODEC_JPEG, .quality = 90};
+  uint8_t *file;
+  size_t len;
+  struct codec_image back = encode_decode(&sq, &o, &file, &len);
+  expect_shape(&back, 64, 64, 3, 8);
+  static const int where[][2] = {{0, 0}, {63, 0}, {0, 63}, {63, 63}, {10, 32}};
+  for (size_t i = 0; i < 5; i++) /* transparent black composites to white, not black */
+    for (int c = 0; c < 3; c++) ASSERT_NEAR(sample(&back, where[i][0], where[i][1], c), 255, 2);
+  ASSERT_NEAR(sample(&back, 32, 32, 0), 255, 3);
+  ASSERT_NEAR(sample(&back, 32, 32, 1), 0, 3);
+  ASSERT_NEAR(sample(&back, 32, 32, 2), 0, 3);
+  free(file);
+  codec_image_free(&back);
+  codec_image_free(&sq);
+}
+
+/* 16-bit images with alpha to JPEG: within JPEG error of the composite over white computed
+ * from the 16-bit samples; gray + alpha gives a gray JPEG, RGBA an RGB one. */
+static void test_jpeg_encode_alpha16(void) {
+  static const char *files[] = {"rgba16.png", "gray_alpha16.png"};
+  for (int f = 0; f < 2; f++) {
+    struct codec_image img = load(files[f]);
+    struct codec_encode_opts o = {.format = CODEC_JPEG, .quality = 95};
+    uint8_t *file;
+    size_t len;
+    struct codec_image back = encode_decode(&img, &o, &file, &len);
+    int colours = img.channels - 1;
+    expect_shape(&back, RW, RH, colours, 8);
+    double sum = 0;
+    for (int y = 0; y < RH; y++)
+      for (int x = 0; x < RW; x++)
+        for (int c = 0; c < colours; c++)
+          sum += fabs((double)sample(&back, x, y, c) -
+                      over_white(sample(&img, x, y, c), sample(&img, x, y, colours), 65535));
+    ASSERT_DBL(sum / (RW * RH * colours), <, 1.5);
+    free(file);
+    codec_image_free(&back);
+    codec_image_free(&img);
+  }
+}
+
+static int jpeg_subsampling(const uint8_t *file, size_t len) {
+  tjhandle tj = tjInitDecompress();
+  int w, h, ss, cs;
+  ASSERT_INT(tjDecompressHeader3(tj, file, (unsigned long)len, &w, &h, &ss, &cs), ==, 0);
+  tjDestroy(tj);
+  return ss;
+}
+
+static void test_jpeg_encode_quality(void) {
+  static const struct {
+    int quality, subsampling;
+    double max_mean;
+  } cases[] = {{90, TJSAMP_444, 2.5}, {89, TJSAMP_420, 3.0}, {50, TJSAMP_420, 4.5}};
+  for (size_t i = 0; i < 3; i++) {
+    struct codec_encode_opts o = {.format = CODEC_JPEG, .quality = cases[i].quality};
+    uint8_t *file;
+    size_t len;
+    struct codec_image back = encode_decode(&astronaut, &o, &file, &len);
+    expect_shape(&back, 512, 512, 3, 8);
+    ASSERT_INT(jpeg_subsampling(file, len), ==, cases[i].subsampling);
+    ASSERT_DBL(mean_diff(&back, &astronaut, 0, 0), <, cases[i].max_mean);
+    free(file);
+    codec_image_free(&back);
+  }
+  struct codec_encode_opts o = {.format = CODEC_JPEG, .quality = 90};
+  uint8_t *file;
+  size_t len;
+  struct codec_image back = encode_decode(&camera, &o, &file, &len);
+  expect_shape(&back, 512, 512, 1, 8);
+  ASSERT_INT(jpeg_subsampling(file, len), ==, TJSAMP_GRAY);
+  ASSERT_DBL(mean_diff(&back, &camera, 0, 0), <, 2.5);
+  ASSERT_INT(codec_exif_orientation(file, len), ==, 1);
+  free(file);
+  codec_image_free(&back);
+}
+
+static void test_encode_bad_arguments(void) {
+  uint8_t *file = (uint8_t *)&file;
+  size_t len = 7;
+  char msg[256];
+  struct codec_encode_opts o = {.format = CODEC_JPEG, .quality = 0};
+  ASSERT_INT(codec_encode(&camera, &o, &file, &len, msg, sizeof msg), ==, CODEC_UNSUPPORTED);
+  ASSERT_STR(msg, "JPEG quality 0 is outside 1..100");
+  ASSERT(file == NULL && len == 0);
+  o = (struct codec_encode_opts){.format = CODEC_PNG, .compression = 10};
+  ASSERT_INT(codec_encode(&camera, &o, &file, &len, msg, sizeof msg), ==, CODEC_UNSUPPORTED);
+  ASSERT_STR(msg, "PNG compression 10 is outside 0..9");
+  o = (struct codec_encode_opts){.format = CODEC_NONE};
+  ASSERT_INT(codec_encode(&camera, &o, &file, &len, msg, sizeof msg), ==, CODEC_UNSUPPORTED);
+  o.format = CODEC_PNG;
+  struct codec_image bad = camera;
+  bad.channels = 5;
+  ASSERT_INT(codec_encode(&bad, &o, &file, &len, msg, sizeof msg), ==, CODEC_UNSUPPORTED);
+  bad = camera, bad.depth = 12;
+  ASSERT_INT(codec_encode(&bad, &o, &file, &len, msg, sizeof msg), ==, CODEC_UNSUPPORTED);
+  bad = camera, bad.width = 0;
+  ASSERT_INT(codec_encode(&bad, &o, &file, &len, msg, sizeof msg), ==, CODEC_UNSUPPORTED);
+  ASSERT_INT(codec_encode(NULL, &o, &file, &len, msg, sizeof msg), ==, CODEC_UNSUPPORTED);
+  bad = camera, bad.width = 70000, bad.height = 1, o.format = CODEC_JPEG, o.quality = 80;
+  ASSERT_INT(codec_encode(&bad, &o, &file, &len, msg, sizeof msg), ==, CODEC_UNSUPPORTED);
+  ASSERT(file == NULL);
+}
+
+/* ---- EXIF parser on hand-made and damaged segments ---- */
+
+struct tiff {
+  uint8_t b[256];
+  size_t len;
+  int be;
+};
+
+static void put16(struct tiff *t, size_t at, unsigned v) {
+  t->b[at + (t->be ? 0 : 1)] = (uint8_t)(v >> 8);
+  t->b[at + (t->be ? 1 : 0)] = (uint8_t)v;
+}
+static void put32(struct tiff *t, size_t at, uint32_t v) {
+  put16(t, at + (t->be ? 0 : 2), v >> 16);
+  put16(t, at + (t->be ? 2 : 0), v & 0xffff);
+}
+
+/* An APP1 payload with IFD0 at offset 8 holding n entries: entry i has tag tags[i], type SHORT,
+ * count 1, value value. */
+static struct tiff app1(int be, int n, const unsigned *tags, unsigned value) {
+  struct tiff t = {.be = be};
+  memcpy(t.b, "Exif\0\0", 6);
+  memcpy(t.b + 6, be ? "MM" : "II", 2);
+  put16(&t, 8, 42);
+  put32(&t, 10, 8);
+  put16(&t, 14, (unsigned)n);
+  for (int i = 0; i < n; i++) {
+    size_t e = 16 + 12 * (size_t)i;
+    put16(&t, e, tags[i]);
+    put16(&t, e + 2, 3);
+    put32(&t, e + 4, 1);
+    put16(&t, e + 8, value);
+  }
+  put32(&t, 16 + 12 * (size_t)n, 0);
+  t.len = 20 + 12 * (size_t)n;
+  return t;
+}
+
+static int parse_exact(const uint8_t *b, size_t len) { /* from an exact-size copy */
+  uint8_t *copy = malloc(len ? len : 1);
+  memcpy(copy, b, len);
+  int o = codec_exif_parse(copy, len);
+  free(copy);
+  return o;
+}
+
+/* Parses app1(be, 3, tags, value) after writing a bits-wide field v at offset at (bits 0: none). */
+static int parse_patched(int be, const unsigned *tags, unsigned value, size_t at, int bits,
+                         uint32_t v) {
+  struct tiff t = app1(be, 3, tags, value);
+  if (bits == 16) put16(&t, at, v);
+  if (bits == 32) put32(&t, at, v);
+  return parse_exact(t.b, t.len);
+}
+
+static void test_exif_parser(void) {
+  static const unsigned tags[3] = {0x010f, 0x0112, 0x0131}, other[3] = {0x010f, 0x0110, 0x0131};
+  enum { IFD_OFFSET = 10, COUNT = 14, ENTRY1 = 16 + 12 };
+  for (int be = 0; be <= 1; be++) {
+    struct tiff t = app1(be, 3, tags, 6);
+    ASSERT_INT(parse_exact(t.b, t.len), ==, 6);
+    for (size_t cut = 0; cut < t.len; cut++) /* entry 1 ends at 6 + 8 + 2 + 24 = 40 */
+      ASSERT_INT(parse_exact(t.b, cut), ==, cut >= 40 ? 6 : 1);
+    ASSERT_INT(parse_patched(be, tags, 0, 0, 0, 0), ==, 1);
+    ASSERT_INT(parse_patched(be, tags, 9, 0, 0, 0), ==, 1);
+    ASSERT_INT(parse_patched(be, tags, 0x0800, 0, 0, 0), ==, 1);
+    ASSERT_INT(parse_patched(be, other, 6, 0, 0, 0), ==, 1);           /* no 0x0112 */
+    ASSERT_INT(parse_patched(be, tags, 6, ENTRY1 + 2, 16, 4), ==, 1);  /* LONG, not SHORT */
+    ASSERT_INT(parse_patched(be, tags, 6, ENTRY1 + 4, 32, 2), ==, 1);  /* count 2 */
+    ASSERT_INT(parse_patched(be, tags, 6, 8, 16, 43), ==, 1);          /* TIFF magic 43 */
+    ASSERT_INT(parse_patched(be, tags, 6, COUNT, 16, 0xffff), ==, 6);  /* huge count, found */
+    ASSERT_INT(parse_patched(be, other, 6, COUNT, 16, 0xffff), ==, 1); /* huge count, runs off */
+    static const uint32_t offsets[] = {0xffffffffu, 0xfffffff0u, 0x80000000u, 1000, 49, 33, 0};
+    for (size_t i = 0; i < sizeof offsets / sizeof offsets[0]; i++) /* IFD0 past the end */
+      ASSERT_INT(parse_patched(be, tags, 6, IFD_OFFSET, 32, offsets[i]), ==, 1);
+  }
+  struct tiff t = app1(0, 3, tags, 6);
+  memcpy(t.b + 6, "IM", 2);
+  ASSERT_INT(parse_exact(t.b, t.len), ==, 1);
+  t = app1(0, 3, tags, 6);
+  t.b[4] = 'X';
+  ASSERT_INT(parse_exact(t.b, t.len), ==, 1);
+  ASSERT_INT(codec_exif_parse(NULL, 0), ==, 1);
+  for (int i = 0; i < 20000; i++) { /* random bytes behind a valid header */
+    size_t len = rng() % 64;
+    uint8_t b[64];
+    for (size_t k = 0; k < len; k++) b[k] = (uint8_t)rng();
+    if (len >= 10) memcpy(b, i & 1 ? "Exif\0\0MM\0\x2a" : "Exif\0\0II\x2a\0", 10);
+    int o = parse_exact(b, len);
+    ASSERT(o >= 1 && o <= 8);
+  }
+}
+
+static int orientation_exact(const uint8_t *b, size_t len) {
+  uint8_t *copy = malloc(len ? len : 1);
+  memcpy(copy, b, len);
+  int o = codec_exif_orientation(copy, len);
+  free(copy);
+  return o;
+}
+
+/* A JPEG prefix: SOI, then the given segments, then SOS. */
+static size_t jpeg_with(uint8_t *out, const uint8_t *segments, size_t n) {
+  memcpy(out, "\xff\xd8", 2);
+  memcpy(out + 2, segments, n);
+  memcpy(out + 2 + n, "\xff\xda\x00\x02", 4);
+  return n + 6;
+}
+
+static size_t segment(uint8_t *out, int marker, const uint8_t *payload, size_t n) {
+  out[0] = 0xff, out[1] = (uint8_t)marker, out[2] = (uint8_t)((n + 2) >> 8);
+  out[3] = (uint8_t)(n + 2);
+  memcpy(out + 4, payload, n);
+  return n + 4;
+}
+
+static void test_exif_in_jpeg(void) {
+  static const unsigned tags[1] = {0x0112};
+  struct tiff t = app1(1, 1, tags, 8);
+  uint8_t segs[512], file[600];
+  size_t n = segment(segs, 0xe1, t.b, t.len);
+  ASSERT_INT(orientation_exact(file, jpeg_with(file, segs, n)), ==, 8);
+  /* XMP APP1 and APP0 before it are skipped; fill bytes before a marker are allowed. */
+  n = segment(segs, 0xe0, (const uint8_t *)"JFIF\0\1\1", 7);
+  n += segment(segs + n, 0xe1, (const uint8_t *)"http://ns.adobe.com/xap/1.0/\0<x/>", 33);
+  segs[n++] = 0xff;
+  n += segment(segs + n, 0xe1, t.b, t.len);
+  size_t len = jpeg_with(file, segs, n);
+  ASSERT_INT(orientation_exact(file, len), ==, 8);
+  for (size_t cut = 0; cut <= len; cut++) /* the EXIF segment counts only when all there */
+    ASSERT_INT(orientation_exact(file, cut), ==, cut >= 2 + n ? 8 : 1);
+  /* After SOS nothing counts. */
+  n = segment(segs, 0xe0, (const uint8_t *)"JFIF", 4);
+  memcpy(segs + n, "\xff\xda\x00\x02", 4), n += 4;
+  n += segment(segs + n, 0xe1, t.b, t.len);
+  ASSERT_INT(orientation_exact(file, jpeg_with(file, segs, n)), ==, 1);
+  /* Segment lengths below 2 or past the end. */
+  n = segment(segs, 0xe1, t.b, t.len);
+  segs[2] = 0, segs[3] = 1;
+  ASSERT_INT(orientation_exact(file, jpeg_with(file, segs, n)), ==, 1);
+  segs[2] = 0xff, segs[3] = 0xff;
+  ASSERT_INT(orientation_exact(file, jpeg_with(file, segs, n)), ==, 1);
+  ASSERT_INT(orientation_exact((const uint8_t *)"\xff\xd8", 2), ==, 1);
+  ASSERT_INT(orientation_exact((const uint8_t *)"\x89PNG", 4), ==, 1);
+}
+
+/* Random damage to the first 200 bytes of a real file, which hold its EXIF segment. */
+static void test_exif_damaged_jpeg(void) {
+  size_t flen;
+  uint8_t *orig = read_fixture("orient7.jpg", &flen);
+  size_t head = flen < 200 ? flen : 200;
+  for (int i = 0; i < 20000; i++) {
+    uint8_t b[200];
+    memcpy(b, orig, head);
+    for (int k = 1 + (int)(rng() % 4); k > 0; k--) b[2 + rng() % (head - 2)] = (uint8_t)rng();
+    int o = orientation_exact(b, 2 + rng() % (head - 1));
+    ASSERT(o >= 1 && o <= 8);
+  }
+  free(orig);
+}
+
+int main(void) {
+  camera = load("camera.png");
+  astronaut = load("astronaut.png");
+  coffee = load("coffee.png");
+  chelsea = load("chelsea.png");
+  RUN(test_sniff_and_names);
+  RUN(test_decode_png_fixtures);
+  RUN(test_png_round_trip);
+  RUN(test_png_compression_levels);
+  RUN(test_png_16bit_byte_order);
+  RUN(test_decode_jpeg);
+  RUN(test_exif_orientations);
+  RUN(test_orient_mapping);
+  RUN(test_limits);
+  RUN(test_limits_huge_png_header);
+  RUN(test_check_size);
+  RUN(test_truncated);
+  RUN(test_garbage_and_unknown);
+  RUN(test_damaged_files);
+  RUN(test_cmyk);
+  RUN(test_jpeg_encode_flat);
+  RUN(test_jpeg_encode_red_square);
+  RUN(test_jpeg_encode_alpha16);
+  RUN(test_jpeg_encode_quality);
+  RUN(test_encode_bad_arguments);
+  RUN(test_exif_parser);
+  RUN(test_exif_in_jpeg);
+  RUN(test_exif_damaged_jpeg);
+  codec_image_free(&camera);
+  codec_image_free(&astronaut);
+  codec_image_free(&coffee);
+  codec_image_free(&chelsea);
+  fprintf(stderr, "unit_codecs: all tests passed\n");
+  return 0;
+}
