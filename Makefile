@@ -29,6 +29,7 @@ TEST_LDLIBS := $(shell pkg-config --libs libcurl)
 LIB_SRC := $(wildcard cpu/*.c codecs/*.c api/*.c)
 SERVER_SRC := $(wildcard server/*.c)
 CU_SRC := $(wildcard gpu/*.cu)
+TOOL_SRC := $(wildcard tools/*.c)
 UNIT_SRC := $(wildcard tests/unit_*.c)
 INTEG_SRC := $(wildcard tests/integ_*.c)
 
@@ -47,10 +48,11 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
 SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/%.o)
 UNIT_BIN := $(UNIT_SRC:tests/%.c=$(BUILD)/tests/%)
 INTEG_BIN := $(INTEG_SRC:tests/%.c=$(BUILD)/tests/%)
+TOOL_BIN := $(TOOL_SRC:tools/%.c=$(BUILD)/%)
 
-.PHONY: all test unit integ fmt fmt-check clean
+.PHONY: all test unit integ fmt fmt-check clean report
 .SECONDARY:
-all: $(BUILD)/blurd $(UNIT_BIN) $(INTEG_BIN)
+all: $(BUILD)/blurd $(UNIT_BIN) $(INTEG_BIN) $(TOOL_BIN)
 	@echo "blurd built in $(BUILD)/: backends $(BACKENDS)"
 
 $(BUILD)/%.o: %.c
@@ -62,6 +64,9 @@ $(BUILD)/%.o: %.cu
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 $(BUILD)/blurd: $(SERVER_OBJ) $(LIB_OBJ)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(BUILD)/%: $(BUILD)/tools/%.o $(LIB_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(BUILD)/tests/unit_%: $(BUILD)/tests/unit_%.o $(LIB_OBJ)
@@ -77,6 +82,11 @@ unit: all
 
 integ: all
 	@set -e; for t in $(INTEG_BIN); do echo "== $$t"; BLURD_BIN=$(BUILD)/blurd $$t; done
+
+# The accuracy report and seed 000's Table 2 (CPU; a few minutes): docs/*.md, *.csv, *.png.
+report: $(BUILD)/report
+	$(BUILD)/report docs
+	gnuplot tools/accuracy.gp
 
 FMT_SRC = $(wildcard */*.c */*.h */*.cu)
 fmt:

@@ -24,17 +24,26 @@ struct param_spec {
   const char *def;            /* the default, as a client would write it; NULL: required */
   size_t offset;              /* where the value goes: a double for PT_NUMBER, else an int */
   const char *doc;            /* one sentence for /methods */
+  unsigned methods;           /* bit m set: applies to method m; 0: to every method */
 };
 
 struct endpoint {
   const char *path; /* "/blur" */
   const struct param_spec *params;
-  int nparams;
+  int nparams;      /* at most MAX_PARAMS */
+  int method_param; /* index of the parameter that picks the method, or -1 */
+  int nmethods;     /* values of that parameter that name one method (the rest: auto) */
 };
 
+#define MAX_PARAMS 32
+
+#define METHOD_AUTO CPU_NMETHODS /* the value of blur_params.method for method=auto */
+
 struct blur_params {
-  int method;      /* enum cpu_method */
+  int method;      /* enum cpu_method, or METHOD_AUTO */
   double sigma;    /* pixels */
+  double truncate; /* fir family and separable: kernel radius in sigmas */
+  int coeffs;      /* enum cpu_yvv_set */
   int format;      /* index in format_choices: 0 the input's, 1 png, 2 jpeg */
   int quality;     /* JPEG quality */
   int compression; /* PNG zlib level */
@@ -50,8 +59,9 @@ extern const struct endpoint api_blur_endpoint;
  * or an error with a sentence in msg. */
 enum api_error params_parse(const struct endpoint *ep, const char *query, const char *json,
                             size_t json_len, void *out, char *msg, size_t msglen);
-/* The endpoint's parameters as a JSON array for /methods (new reference). */
-json_t *params_describe(const struct endpoint *ep);
+/* The endpoint's parameters that apply to method m (all of them when m < 0) as a JSON array
+ * for /methods (new reference). */
+json_t *params_describe(const struct endpoint *ep, int m);
 /* Percent-decodes s[0..len) into a new string ('+' is a space). Returns NULL on a bad escape
  * or a NUL byte, or when out of memory. */
 char *params_unescape(const char *s, size_t len);
@@ -92,6 +102,8 @@ struct backend_ops {
    * API_OK, API_OUT_OF_MEMORY (the service carries on) or API_INTERNAL. */
   enum api_error (*blur)(void *state, const struct cpu_blur *b, const struct cpu_image *src,
                          struct cpu_image *dst, struct cpu_accuracy *acc, struct stage_times *t);
+  /* The method `auto` stands for on this backend, for this sigma and image size. */
+  enum cpu_method (*auto_method)(double sigma, int width, int height);
 };
 
 struct worker {

@@ -46,7 +46,8 @@ static enum api_error cpu_blur(void *state, const struct cpu_blur *b, const stru
   return API_OK;
 }
 
-static const struct backend_ops cpu_ops = {"cpu", cpu_worker_new, cpu_worker_free, cpu_blur};
+static const struct backend_ops cpu_ops = {"cpu", cpu_worker_new, cpu_worker_free, cpu_blur,
+                                           cpu_auto_method};
 
 /* ---- queue and workers ---- */
 

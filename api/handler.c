@@ -53,11 +53,18 @@ static struct api_response *readyz(struct api_ctx *ctx) {
 
 static struct api_response *methods(struct api_ctx *ctx) {
   json_t *list = json_array();
-  for (int m = 0; list && m < CPU_NMETHODS; m++)
-    json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:[s], s:o}", "name", cpu_method_name(m),
-                                          "endpoint", "/blur", "description", cpu_method_desc(m),
-                                          "backends", "cpu", "params",
-                                          params_describe(&api_blur_endpoint)));
+  for (int m = 0; list && m <= CPU_NMETHODS; m++) {
+    int is_auto = m == CPU_NMETHODS;
+    const char *name = is_auto ? "auto" : cpu_method_name(m);
+    const char *desc = is_auto ? "the fastest method that reaches 48 dB for the request's sigma "
+                                 "and image size, on this backend"
+                               : cpu_method_desc(m);
+    json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:s, s:[s], s:o}", "name", name,
+                                          "endpoint", "/blur", "description", desc, "accuracy",
+                                          is_auto ? ">= 48 dB" : cpu_method_accuracy(m), "backends",
+                                          "cpu", "params",
+                                          params_describe(&api_blur_endpoint, is_auto ? -1 : m)));
+  }
   const struct api_config *c = &ctx->cfg;
   return response_json(
       200, json_pack("{s:s, s:o, s:{s:I, s:I, s:I, s:I}}", "backend", backend_name(ctx->backend),

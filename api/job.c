@@ -15,8 +15,9 @@ struct blur_job {
   const uint8_t *image; /* the upload, owned by the server's request */
   size_t len;
   struct blur_params p;
-  int want_json;     /* answer with JSON (Accept: application/json) */
-  double t_received; /* when the server had the whole body */
+  int want_json;          /* answer with JSON (Accept: application/json) */
+  enum cpu_method method; /* the method that ran (auto resolved) */
+  double t_received;      /* when the server had the whole body */
   api_done_fn done;
   void *udata;
 };
@@ -68,7 +69,7 @@ static void add_headers(struct api_response *r, const struct blur_job *j, const 
   api_response_header(r, "Server-Timing", "%s", st);
   if (j->p.psnr && isinf(psnr)) api_response_header(r, "X-PSNR", "inf");
   if (j->p.psnr && !isinf(psnr)) api_response_header(r, "X-PSNR", "%.2f", psnr);
-  api_response_header(r, "X-Method", "%s", cpu_method_name(j->p.method));
+  api_response_header(r, "X-Method", "%s", cpu_method_name(j->method));
   api_response_header(r, "X-Backend", "%s", backend);
 }
 
@@ -82,10 +83,10 @@ static json_t *json_body(const struct blur_job *j, const struct codec_image *img
   json_t *timing = json_object();
   for (int i = 0; timing && i < n; i++) json_object_set_new(timing, names[i], json_real(ms[i]));
   json_t *o = b64 ? json_pack("{s:s, s:f, s:i, s:i, s:i, s:i, s:s, s:o, s:s, s:s}", "method",
-                              cpu_method_name(j->p.method), "sigma", j->p.sigma, "width",
-                              img->width, "height", img->height, "channels", img->channels,
-                              "bit_depth", img->depth, "backend", backend, "timing_ms", timing,
-                              "format", codec_format_name(fmt), "image", b64)
+                              cpu_method_name(j->method), "sigma", j->p.sigma, "width", img->width,
+                              "height", img->height, "channels", img->channels, "bit_depth",
+                              img->depth, "backend", backend, "timing_ms", timing, "format",
+                              codec_format_name(fmt), "image", b64)
                   : NULL;
   if (o && j->p.psnr)
     json_object_set_new(o, "psnr_db", isinf(psnr) ? json_null() : json_real(psnr));
@@ -109,7 +110,9 @@ static enum api_error process(struct blur_job *j, struct worker *w, struct codec
   if (!out->pixels) return API_OUT_OF_MEMORY;
   struct cpu_image src = {in->pixels, in->width, in->height, in->channels, in->depth};
   struct cpu_image dst = {out->pixels, in->width, in->height, in->channels, in->depth};
-  struct cpu_blur b = {j->p.method, j->p.sigma, CPU_YVV_CALIBRATED};
+  struct cpu_blur b = {j->p.method, j->p.sigma, j->p.truncate, j->p.coeffs};
+  if (j->p.method == METHOD_AUTO) b.method = w->ops->auto_method(j->p.sigma, in->width, in->height);
+  j->method = b.method;
   struct cpu_accuracy acc;
   e = w->ops->blur(w->state, &b, &src, &dst, j->p.psnr ? &acc : NULL, &t->st);
   *psnr = j->p.psnr ? acc.psnr : NAN;
@@ -167,7 +170,8 @@ enum api_error job_submit_blur(struct api_ctx *ctx, const uint8_t *image, size_t
                                api_done_fn done, void *udata) {
   struct blur_job *j = malloc(sizeof(*j));
   if (!j) return API_OUT_OF_MEMORY;
-  *j = (struct blur_job){{blur_run, 0}, ctx, image, len, *p, want_json, t_received, done, udata};
+  *j = (struct blur_job){{blur_run, 0}, ctx,     image,      len,  *p,
+                         want_json,     CPU_YVV, t_received, done, udata};
   if (backend_submit(ctx->backend, &j->base) != 0) {
     free(j);
     return ctx->draining ? API_SHUTTING_DOWN : API_QUEUE_FULL;

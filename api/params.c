@@ -13,8 +13,15 @@
 #include <string.h>
 
 static const char *const method_choices[] = {
-#define X(e, name, desc) name,
+#define X(e, name, desc, acc) name,
     CPU_METHODS(X)
+#undef X
+        "auto",
+    NULL,
+};
+static const char *const coeff_choices[] = {
+#define X(e, name) name,
+    CPU_YVV_SETS(X)
 #undef X
         NULL,
 };
@@ -23,22 +30,29 @@ static const char *const bool_choices[] = {"false", "true", NULL};
 
 #define OFF(field) offsetof(struct blur_params, field)
 
+#define FIR_FAMILY (1u << CPU_FIR | 1u << CPU_FIR_SHARED | 1u << CPU_FIR_MWPT | 1u << CPU_SEPARABLE)
+#define YVV_FAMILY (1u << CPU_YVV | 1u << CPU_YVV2WAY)
+
 static const struct param_spec blur_params[] = {
-    {"method", PT_ENUM, 0, 0, method_choices, "yvv", OFF(method),
-     "Blur algorithm; see the methods list."},
+    {"method", PT_ENUM, 0, 0, method_choices, "auto", OFF(method),
+     "Blur algorithm; auto picks the fastest one that reaches 48 dB for this sigma and size.", 0},
     {"sigma", PT_NUMBER, CPU_SIGMA_MIN, CPU_SIGMA_MAX, NULL, NULL, OFF(sigma),
-     "Standard deviation of the Gaussian in pixels, the same on both axes."},
+     "Standard deviation of the Gaussian in pixels, the same on both axes.", 0},
+    {"truncate", PT_NUMBER, 1, 8, NULL, "4", OFF(truncate),
+     "Kernel radius in sigmas: the taps run to ceil(truncate * sigma).", FIR_FAMILY},
+    {"coeffs", PT_ENUM, 0, 0, coeff_choices, "calibrated", OFF(coeffs),
+     "Young-van Vliet coefficient set; 1995 is the seed paper's.", YVV_FAMILY},
     {"format", PT_ENUM, 0, 0, format_choices, "input", OFF(format),
-     "Output format; 'input' keeps the format of the upload."},
-    {"quality", PT_INT, 1, 100, NULL, "90", OFF(quality), "JPEG quality; ignored for PNG."},
+     "Output format; 'input' keeps the format of the upload.", 0},
+    {"quality", PT_INT, 1, 100, NULL, "90", OFF(quality), "JPEG quality; ignored for PNG.", 0},
     {"compression", PT_INT, 0, 9, NULL, "6", OFF(compression),
-     "PNG zlib compression level; ignored for JPEG."},
+     "PNG zlib compression level; ignored for JPEG.", 0},
     {"psnr", PT_BOOL, 0, 1, bool_choices, "true", OFF(psnr),
-     "Measure the PSNR against the exact Gaussian (costs about one FIR pass)."},
+     "Measure the PSNR against the exact Gaussian (costs about one FIR pass).", 0},
 };
 
-const struct endpoint api_blur_endpoint = {"/blur", blur_params,
-                                           sizeof(blur_params) / sizeof(blur_params[0])};
+const struct endpoint api_blur_endpoint = {
+    "/blur", blur_params, sizeof(blur_params) / sizeof(blur_params[0]), 0, CPU_NMETHODS};
 
 struct pval { /* a parsed value */
   double num; /* PT_NUMBER */
@@ -267,15 +281,17 @@ static enum api_error json_parse_params(const struct endpoint *ep, const char *t
   return API_OK;
 }
 
-/* Resolves one parameter from its two sources and its default. */
+/* Resolves one parameter from its two sources and its default; *given says whether the request
+ * had it. */
 static enum api_error resolve(const struct param_spec *s, const struct query *q, json_t *json,
-                              void *out, char *msg, size_t msglen) {
+                              void *out, int *given, char *msg, size_t msglen) {
   struct pval qv = {0, 0}, jv = {0, 0};
   const char *qtext = NULL;
   json_t *jval = json ? json_object_get(json, s->name) : NULL;
   enum api_error e;
   for (int i = 0; i < q->n; i++)
     if (strcmp(q->key[i], s->name) == 0) qtext = q->value[i];
+  *given = qtext || jval;
   if (qtext && (e = parse_text(s, qtext, &qv, msg, msglen)) != API_OK) return e;
   if (jval && (e = parse_json(s, jval, &jv, msg, msglen)) != API_OK) return e;
   if (qtext && jval && (s->type == PT_NUMBER ? qv.num != jv.num : qv.i != jv.i)) {
@@ -295,14 +311,35 @@ static enum api_error resolve(const struct param_spec *s, const struct query *q,
   return API_OK;
 }
 
+/* A parameter given for a method it does not apply to is a mistake worth a 400. */
+static enum api_error check_applies(const struct endpoint *ep, const int *given, const void *out,
+                                    char *msg, size_t msglen) {
+  if (ep->method_param < 0) return API_OK;
+  const struct param_spec *mp = &ep->params[ep->method_param];
+  int m = *(const int *)((const char *)out + mp->offset);
+  for (int i = 0; m < ep->nmethods && i < ep->nparams; i++) {
+    const struct param_spec *s = &ep->params[i];
+    if (!given[i] || !s->methods || (s->methods >> m & 1)) continue;
+    size_t n = (size_t)snprintf(msg, msglen, "%s does not apply to method %s; it applies to",
+                                s->name, mp->choices[m]);
+    for (int k = 0; k < ep->nmethods && n < msglen; k++)
+      if (s->methods >> k & 1) n += (size_t)snprintf(msg + n, msglen - n, " %s", mp->choices[k]);
+    if (n < msglen) snprintf(msg + n, msglen - n, ".");
+    return API_BAD_PARAMETER;
+  }
+  return API_OK;
+}
+
 enum api_error params_parse(const struct endpoint *ep, const char *query, const char *json,
                             size_t json_len, void *out, char *msg, size_t msglen) {
   struct query q;
   json_t *j = NULL;
+  int given[MAX_PARAMS] = {0};
   enum api_error e = query_parse(ep, query, &q, msg, msglen);
   if (e == API_OK && json) e = json_parse_params(ep, json, json_len, &j, msg, msglen);
   for (int i = 0; e == API_OK && i < ep->nparams; i++)
-    e = resolve(&ep->params[i], &q, j, out, msg, msglen);
+    e = resolve(&ep->params[i], &q, j, out, &given[i], msg, msglen);
+  if (e == API_OK) e = check_applies(ep, given, out, msg, msglen);
   json_decref(j);
   query_free(&q);
   return e;
@@ -310,10 +347,11 @@ enum api_error params_parse(const struct endpoint *ep, const char *query, const 
 
 static const char *const type_names[] = {"number", "integer", "boolean", "string"};
 
-json_t *params_describe(const struct endpoint *ep) {
+json_t *params_describe(const struct endpoint *ep, int m) {
   json_t *arr = json_array();
   for (int i = 0; arr && i < ep->nparams; i++) {
     const struct param_spec *s = &ep->params[i];
+    if (m >= 0 && s->methods && !(s->methods >> m & 1)) continue;
     json_t *p = json_pack("{s:s, s:s, s:b, s:s}", "name", s->name, "type", type_names[s->type],
                           "required", s->def == NULL, "description", s->doc);
     if (!p) continue;

@@ -30,15 +30,21 @@ size_t cpu_image_bytes(const struct cpu_image *img);
 /* ---- methods ---- */
 
 /* The method table: enum name, API name, one-line description. The API name is the word users
- * write in ?method=. */
+ * write in ?method=. The fir family gives identical results on every backend (integer
+ * arithmetic); on the GPU its three members are three kernels (seed 001). */
 /* clang-format off */
-#define CPU_METHODS(X)                                                                   \
-  X(SEPARABLE, "separable", "row pass then column pass with the sampled Gaussian, in double") \
-  X(YVV,       "yvv",       "Young-van Vliet recursive Gaussian, Triggs-Sdika boundaries, in double")
+#define CPU_METHODS(X)                                                                              \
+  X(FIR,        "fir",        "direct 2-D convolution with the sampled Gaussian, exact integer sums (GPU: one thread per pixel)", ACC_FIR) \
+  X(FIR_SHARED, "fir_shared", "the same sums as fir (GPU: shared-memory tile with halo)", ACC_FIR) \
+  X(FIR_MWPT,   "fir_mwpt",   "the same sums as fir (GPU: a block of outputs per thread)", ACC_FIR) \
+  X(SEPARABLE,  "separable",  "row pass then column pass with the sampled Gaussian", ACC_SEPARABLE) \
+  X(YVV,        "yvv",        "Young-van Vliet 3-pole recursive Gaussian, Triggs-Sdika boundaries", ACC_YVV) \
+  X(YVV2WAY,    "yvv2way",    "seed 000's two-way partitioned Young-van Vliet (each line split at a centre pixel computed by FIR)", ACC_YVV2WAY) \
+  X(DERICHE,    "deriche",    "Deriche's 4th-order recursive Gaussian (causal plus anti-causal)", ACC_DERICHE)
 /* clang-format on */
 
 enum cpu_method {
-#define X(e, name, desc) CPU_##e,
+#define X(e, name, desc, acc) CPU_##e,
   CPU_METHODS(X)
 #undef X
       CPU_NMETHODS
@@ -48,8 +54,14 @@ enum cpu_method {
 const char *cpu_method_name(enum cpu_method m);
 /* One-line description of m. */
 const char *cpu_method_desc(enum cpu_method m);
+/* The accuracy m measured against the exact Gaussian on photographs (docs/accuracy.md). */
+const char *cpu_method_accuracy(enum cpu_method m);
 /* The method called name, or -1 when there is none. */
 int cpu_method_from_name(const char *name);
+/* Does m belong to the fir family (fir, fir_shared, fir_mwpt)? */
+int cpu_method_is_fir(enum cpu_method m);
+/* Does m take a Young-van Vliet coefficient set (yvv, yvv2way)? */
+int cpu_method_has_coeffs(enum cpu_method m);
 
 #define CPU_SIGMA_MIN 0.5   /* smallest sigma a method accepts, in pixels */
 #define CPU_SIGMA_MAX 300.0 /* largest sigma a method accepts, in pixels */
@@ -57,9 +69,14 @@ int cpu_method_from_name(const char *name);
 
 struct cpu_blur { /* one blur request */
   enum cpu_method method;
-  double sigma; /* standard deviation in pixels, the same on both axes */
-  int coeffs;   /* yvv: an enum cpu_yvv_set */
+  double sigma;    /* standard deviation in pixels, the same on both axes */
+  double truncate; /* fir family and separable: radius ceil(truncate*sigma) */
+  int coeffs;      /* yvv, yvv2way: an enum cpu_yvv_set */
 };
+
+/* The method `auto` stands for on the CPU backend: the fastest one that reaches 48 dB for this
+ * sigma and image size (README, "auto"). */
+enum cpu_method cpu_auto_method(double sigma, int width, int height);
 
 /* ---- kernels and coefficients (shared with gpu/) ---- */
 
@@ -97,6 +114,27 @@ enum cpu_yvv_set {
  * memory (only the calibrated set allocates). */
 int cpu_yvv_coeffs(double sigma, enum cpu_yvv_set set, struct cpu_yvv *c);
 
+struct cpu_deriche { /* Deriche's parallel form: out = causal + anti-causal */
+  double a[5];       /* shared denominator, a[0] = 1 */
+  double bc[4];      /* causal numerator: x[k] .. x[k-3] */
+  double ba[5];      /* anti-causal numerator: x[k+1] .. x[k+4] in ba[1..4] */
+  double gc, ga;     /* DC gains of each part (gc + ga = 1), for the replicated edges */
+};
+
+/* Deriche's 4th-order coefficients for sigma (Deriche 1993, as tabulated by Getreuer 2013),
+ * normalised to unit DC gain. */
+void cpu_deriche_coeffs(double sigma, struct cpu_deriche *c);
+
+/* Seed 000's FIR window: N = 2 sigma taps, i.e. radius floor(round(2 sigma) / 2), at least 1.
+ * Used for yvv2way's centre pixel and for reproducing the paper's Table 2. */
+int cpu_paper_radius(double sigma);
+
+/* The fir family's integer kernel: a[0..radius] with a[0] + 2 (a[1] + ... + a[radius]) == 2^k,
+ * the sampled Gaussian rounded to k bits. cpu_fir_shift() gives the k for which every sum of an
+ * image of that depth fits 64 bits (premultiplied colour counts twice the depth). */
+int cpu_fir_shift(int depth, int alpha);
+void cpu_fir_weights(double sigma, int radius, int k, uint32_t *a);
+
 /* ---- one line (tests and references use these directly) ---- */
 
 /* Young-van Vliet over one line of n samples, in place: causal pass from a replicated left edge,
@@ -104,6 +142,13 @@ int cpu_yvv_coeffs(double sigma, enum cpu_yvv_set set, struct cpu_yvv *c);
 void cpu_yvv_line(const struct cpu_yvv *c, double *x, int n);
 /* Sampled-Gaussian FIR over one line: out[i] = sum_k w[|k|] in[clamp(i+k)], replicate border. */
 void cpu_fir_line(const double *w, int radius, const double *in, double *out, int n);
+/* Deriche over one line, replicate border. */
+void cpu_deriche_line(const struct cpu_deriche *c, const double *in, double *out, int n);
+/* Seed 000's Algorithm 1 over one line: the centre pixel n/2 by FIR (w, radius: the paper's
+ * window), the left block forward and the right block backward from replicated edges, then the
+ * reverse passes seeded with the centre value. */
+void cpu_yvv2way_line(const struct cpu_yvv *c, const double *w, int radius, const double *in,
+                      double *out, int n);
 
 /* ---- thread pool ---- */
 

@@ -1,11 +1,13 @@
 /* Whole-image blurring on the CPU: split an interleaved image into double planes, filter each
- * plane along x then y, merge back with rounding, and optionally measure the PSNR against the
- * exact reference.
+ * plane along x then y, merge back with rounding; then, when asked, measure the result against
+ * the exact reference computed the same way.
  *
  * Every 1-D pass runs down the columns of a plane, STRIP columns at a time, so the inner loops
- * run across contiguous columns and vectorise; the x pass works on a transposed plane. A plane
- * is loaded already transposed, so one transpose per channel suffices. */
-#include "cpu.h"
+ * run across contiguous columns and vectorise; the x pass works on a transposed plane (a plane
+ * is loaded already transposed, so one transpose per channel suffices). The strip filters
+ * mirror the one-line statements in gauss.c operation for operation, so both give the same
+ * bits (tested). The fir family takes the integer path in fir.c instead. */
+#include "cpu_int.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -13,18 +15,28 @@
 #include <time.h>
 
 #define STRIP     16 /* columns filtered side by side */
+#define PAD       4  /* scratch rows before and after a strip, for recursive filters' edges */
 /* Differences below this many levels are the double-precision reference's own rounding: they
  * count as none, so an exactly right output scores an infinite PSNR. */
 #define REF_NOISE 1e-6
 
-enum filter_kind { FILTER_FIR, FILTER_YVV };
+/* The hot loops run across STRIP columns; an AVX2 clone is picked at run time where the CPU has
+ * it. Without FMA contraction both clones give the same bits. */
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define HOT __attribute__((target_clones("avx2", "default")))
+#else
+#define HOT
+#endif
+
+enum filter_kind { FILTER_FIR, FILTER_YVV, FILTER_YVV2WAY, FILTER_DERICHE };
 
 struct filter { /* one method, ready to run on strips */
   enum filter_kind kind;
-  int radius;         /* FIR: kernel radius */
-  double *w;          /* FIR: w[0..radius], owned */
-  double *tail;       /* FIR: tail[j] = w[j] + ... + w[radius], j in [0, radius+1], owned */
-  struct cpu_yvv yvv; /* YVV coefficients */
+  int radius;           /* FIR: kernel radius; YVV2WAY: the centre pixel's FIR radius */
+  double *w;            /* FIR, YVV2WAY: w[0..radius], owned */
+  double *tail;         /* FIR: tail[j] = w[j] + ... + w[radius], j in [0, radius+1], owned */
+  struct cpu_yvv yvv;   /* YVV, YVV2WAY */
+  struct cpu_deriche d; /* DERICHE */
 };
 
 static double now_ms(void) {
@@ -39,41 +51,39 @@ static void filter_free(struct filter *f) {
   f->w = f->tail = NULL;
 }
 
-static int filter_init_fir(struct filter *f, double sigma, double truncate) {
-  memset(f, 0, sizeof(*f));
-  f->kind = FILTER_FIR;
-  f->radius = cpu_gauss_radius(sigma, truncate);
-  f->w = malloc((size_t)(f->radius + 1) * sizeof(double));
-  f->tail = malloc((size_t)(f->radius + 2) * sizeof(double));
+static int filter_kernel(struct filter *f, double sigma, int radius) {
+  f->radius = radius;
+  f->w = malloc((size_t)(radius + 1) * sizeof(double));
+  f->tail = malloc((size_t)(radius + 2) * sizeof(double));
   if (!f->w || !f->tail) {
     filter_free(f);
     return -1;
   }
-  cpu_gauss_kernel(sigma, f->radius, f->w);
-  f->tail[f->radius + 1] = 0;
-  for (int j = f->radius; j >= 0; j--) f->tail[j] = f->tail[j + 1] + f->w[j];
+  cpu_gauss_kernel(sigma, radius, f->w);
+  f->tail[radius + 1] = 0;
+  for (int j = radius; j >= 0; j--) f->tail[j] = f->tail[j + 1] + f->w[j];
   return 0;
 }
 
 static int filter_init(struct filter *f, const struct cpu_blur *b) {
+  memset(f, 0, sizeof(*f));
   switch (b->method) {
   case CPU_YVV:
-    memset(f, 0, sizeof(*f));
     f->kind = FILTER_YVV;
     return cpu_yvv_coeffs(b->sigma, b->coeffs, &f->yvv);
-  case CPU_SEPARABLE:
-  default:
-    return filter_init_fir(f, b->sigma, CPU_TRUNCATE);
+  case CPU_YVV2WAY:
+    f->kind = FILTER_YVV2WAY;
+    if (cpu_yvv_coeffs(b->sigma, b->coeffs, &f->yvv) != 0) return -1;
+    return filter_kernel(f, b->sigma, cpu_paper_radius(b->sigma));
+  case CPU_DERICHE:
+    f->kind = FILTER_DERICHE;
+    cpu_deriche_coeffs(b->sigma, &f->d);
+    return 0;
+  default: /* separable, and the exact reference */
+    f->kind = FILTER_FIR;
+    return filter_kernel(f, b->sigma, cpu_gauss_radius(b->sigma, b->truncate));
   }
 }
-
-/* The hot loops run across STRIP columns; an AVX2 clone is picked at run time where the CPU has
- * it. Without FMA contraction both clones give the same bits. */
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define HOT __attribute__((target_clones("avx2", "default")))
-#else
-#define HOT
-#endif
 
 /* FIR down a strip: in and out hold n rows of STRIP values. Taps that fall outside [0, n) land
  * on the edge rows, so their weights are added there at once (tail sums): the cost per output
@@ -106,16 +116,25 @@ HOT static void fir_strip(const struct filter *f, const double *in, double *out,
   }
 }
 
-/* Young-van Vliet down a strip, in place: buf holds n+6 rows, three of padding on each side, so
- * rows 3..n+2 are the samples. Same maths as cpu_yvv_line, STRIP lines at a time. */
-HOT static void yvv_strip(const struct cpu_yvv *c, double *buf, int n) {
+/* Rows -PAD..-1 of x get row 0 times g, rows n..n+PAD-1 get row n-1 times g2. */
+static void pad_edges(double *x, int n, double g, double g2) {
+  const double *first = x, *last = x + (size_t)(n - 1) * STRIP;
+  for (int j = 1; j <= PAD; j++)
+    for (int s = 0; s < STRIP; s++) {
+      x[-j * STRIP + s] = first[s] * g;
+      x[(size_t)(n - 1 + j) * STRIP + s] = last[s] * g2;
+    }
+}
+
+/* Young-van Vliet down a strip, in place; x has PAD scratch rows on each side. As
+ * cpu_yvv_line, STRIP lines at a time. */
+HOT static void yvv_strip(const struct cpu_yvv *c, double *x, int n) {
   double b = c->b, a1 = c->a[0], a2 = c->a[1], a3 = c->a[2];
-  double *x0 = buf + 3 * STRIP, *xl = buf + (size_t)(n + 2) * STRIP;
-  double edge[STRIP];
+  double *xl = x + (size_t)(n - 1) * STRIP, edge[STRIP];
   memcpy(edge, xl, sizeof(edge));
-  for (int j = 0; j < 3; j++) memcpy(buf + (size_t)j * STRIP, x0, sizeof(edge));
-  for (int k = 3; k < n + 3; k++) {
-    double *u = buf + (size_t)k * STRIP;
+  pad_edges(x, n, 1, 1);
+  for (int k = 0; k < n; k++) {
+    double *u = x + (size_t)k * STRIP;
     for (int s = 0; s < STRIP; s++)
       u[s] = b * u[s] + a1 * u[s - STRIP] + a2 * u[s - 2 * STRIP] + a3 * u[s - 3 * STRIP];
   }
@@ -124,11 +143,90 @@ HOT static void yvv_strip(const struct cpu_yvv *c, double *buf, int n) {
     for (int i = 0; i < 3; i++)
       xl[s + i * STRIP] = b * (c->m[i][0] * d0 + c->m[i][1] * d1 + c->m[i][2] * d2) + edge[s];
   }
-  for (int k = n + 1; k >= 3; k--) {
-    double *v = buf + (size_t)k * STRIP;
+  for (int k = n - 2; k >= 0; k--) {
+    double *v = x + (size_t)k * STRIP;
     for (int s = 0; s < STRIP; s++)
       v[s] = b * v[s] + a1 * v[s + STRIP] + a2 * v[s + 2 * STRIP] + a3 * v[s + 3 * STRIP];
   }
+}
+
+/* Deriche down a strip: in (padded) to out; tmp (padded) holds the anti-causal part. As
+ * cpu_deriche_line. */
+HOT static void deriche_strip(const struct cpu_deriche *c, double *in, double *out, double *tmp,
+                              int n) {
+  const double *a = c->a, *b = c->bc, *ba = c->ba;
+  pad_edges(in, n, 1, 1);
+  for (int j = 1; j <= PAD; j++) /* each part's steady state beyond its starting edge */
+    for (int s = 0; s < STRIP; s++) {
+      out[-j * STRIP + s] = in[s] * c->gc;
+      tmp[(size_t)(n - 1 + j) * STRIP + s] = in[(size_t)(n - 1) * STRIP + s] * c->ga;
+    }
+  for (int k = 0; k < n; k++) {
+    const double *x = in + (size_t)k * STRIP;
+    double *y = out + (size_t)k * STRIP;
+    for (int s = 0; s < STRIP; s++)
+      y[s] = b[0] * x[s] + b[1] * x[s - STRIP] + b[2] * x[s - 2 * STRIP] + b[3] * x[s - 3 * STRIP] -
+             (a[1] * y[s - STRIP] + a[2] * y[s - 2 * STRIP] + a[3] * y[s - 3 * STRIP] +
+              a[4] * y[s - 4 * STRIP]);
+  }
+  for (int k = n - 1; k >= 0; k--) {
+    const double *x = in + (size_t)k * STRIP;
+    double *y = tmp + (size_t)k * STRIP, *o = out + (size_t)k * STRIP;
+    for (int s = 0; s < STRIP; s++) {
+      y[s] = ba[1] * x[s + STRIP] + ba[2] * x[s + 2 * STRIP] + ba[3] * x[s + 3 * STRIP] +
+             ba[4] * x[s + 4 * STRIP] -
+             (a[1] * y[s + STRIP] + a[2] * y[s + 2 * STRIP] + a[3] * y[s + 3 * STRIP] +
+              a[4] * y[s + 4 * STRIP]);
+      o[s] += y[s];
+    }
+  }
+}
+
+/* Seed 000's two-way filter down a strip: in (padded) to out (padded). As cpu_yvv2way_line. */
+HOT static void yvv2way_strip(const struct filter *f, double *in, double *out, int n) {
+  const struct cpu_yvv *c = &f->yvv;
+  double b = c->b, a1 = c->a[0], a2 = c->a[1], a3 = c->a[2], pc[STRIP] = {0};
+  int h = n / 2, r = f->radius;
+  for (int k = -r; k <= r; k++) {
+    int j = h + k < 0 ? 0 : h + k >= n ? n - 1 : h + k;
+    for (int s = 0; s < STRIP; s++) pc[s] += f->w[k < 0 ? -k : k] * in[(size_t)j * STRIP + s];
+  }
+  for (int j = 1; j <= 3; j++) /* the first pass starts from the replicated edges */
+    for (int s = 0; s < STRIP; s++) {
+      out[-j * STRIP + s] = in[s];
+      out[(size_t)(n - 1 + j) * STRIP + s] = in[(size_t)(n - 1) * STRIP + s];
+    }
+  for (int i = 0; i < h; i++) {
+    double *u = out + (size_t)i * STRIP;
+    for (int s = 0; s < STRIP; s++)
+      u[s] = b * in[(size_t)i * STRIP + s] + a1 * u[s - STRIP] + a2 * u[s - 2 * STRIP] +
+             a3 * u[s - 3 * STRIP];
+  }
+  for (int i = n - 1; i > h; i--) {
+    double *u = out + (size_t)i * STRIP;
+    for (int s = 0; s < STRIP; s++)
+      u[s] = b * in[(size_t)i * STRIP + s] + a1 * u[s + STRIP] + a2 * u[s + 2 * STRIP] +
+             a3 * u[s + 3 * STRIP];
+  }
+  /* The second passes start from the centre value on both sides; the right block's first rows
+   * are still needed by its own second pass, so the seeds live in state, not in out. */
+  double l1[STRIP], l2[STRIP], l3[STRIP], r1[STRIP], r2[STRIP], r3[STRIP];
+  for (int s = 0; s < STRIP; s++) l1[s] = l2[s] = l3[s] = r1[s] = r2[s] = r3[s] = pc[s];
+  for (int i = h - 1; i >= 0; i--) {
+    double *u = out + (size_t)i * STRIP;
+    for (int s = 0; s < STRIP; s++) {
+      u[s] = b * u[s] + a1 * l1[s] + a2 * l2[s] + a3 * l3[s];
+      l3[s] = l2[s], l2[s] = l1[s], l1[s] = u[s];
+    }
+  }
+  for (int i = h + 1; i < n; i++) {
+    double *u = out + (size_t)i * STRIP;
+    for (int s = 0; s < STRIP; s++) {
+      u[s] = b * u[s] + a1 * r1[s] + a2 * r2[s] + a3 * r3[s];
+      r3[s] = r2[s], r2[s] = r1[s], r1[s] = u[s];
+    }
+  }
+  memcpy(out + (size_t)h * STRIP, pc, sizeof(pc));
 }
 
 struct pass { /* one 1-D pass down every column of a plane */
@@ -141,26 +239,34 @@ struct pass { /* one 1-D pass down every column of a plane */
 static void pass_chunk(void *arg, int begin, int end) {
   struct pass *ps = arg;
   int n = ps->h;
-  size_t rows = (size_t)n + 6;
-  double *buf = calloc(2 * rows * STRIP, sizeof(double));
+  size_t rows = (size_t)n + 2 * PAD;
+  double *buf = calloc(3 * rows * STRIP, sizeof(double));
   if (!buf) {
     __atomic_store_n(&ps->failed, 1, __ATOMIC_RELAXED);
     return;
   }
-  double *in = buf + 3 * STRIP, *out = buf + rows * STRIP;
+  double *in = buf + PAD * STRIP, *out = in + rows * STRIP, *tmp = out + rows * STRIP;
   for (int strip = begin; strip < end; strip++) {
     int x0 = strip * STRIP, sw = ps->w - x0 < STRIP ? ps->w - x0 : STRIP;
     for (int y = 0; y < n; y++)
       memcpy(in + (size_t)y * STRIP, ps->p + (size_t)y * ps->w + x0, sw * sizeof(double));
-    double *res = in;
-    if (ps->f->kind == FILTER_YVV) {
-      yvv_strip(&ps->f->yvv, buf, n);
-    } else {
+    switch (ps->f->kind) {
+    case FILTER_YVV:
+      memcpy(out, in, (size_t)n * STRIP * sizeof(double));
+      yvv_strip(&ps->f->yvv, out, n);
+      break;
+    case FILTER_YVV2WAY:
+      yvv2way_strip(ps->f, in, out, n);
+      break;
+    case FILTER_DERICHE:
+      deriche_strip(&ps->f->d, in, out, tmp, n);
+      break;
+    case FILTER_FIR:
       fir_strip(ps->f, in, out, n);
-      res = out;
+      break;
     }
     for (int y = 0; y < n; y++)
-      memcpy(ps->p + (size_t)y * ps->w + x0, res + (size_t)y * STRIP, sw * sizeof(double));
+      memcpy(ps->p + (size_t)y * ps->w + x0, out + (size_t)y * STRIP, sw * sizeof(double));
   }
   free(buf);
 }
@@ -192,10 +298,6 @@ static void transpose(struct cpu_pool *pool, const double *src, double *dst, int
   cpu_parallel_for(pool, (h + 31) / 32, transpose_chunk, &t);
 }
 
-static double sample(const struct cpu_image *img, size_t i) {
-  return img->depth == 16 ? ((const uint16_t *)img->data)[i] : ((const uint8_t *)img->data)[i];
-}
-
 struct load { /* one channel of an image into a transposed plane */
   const struct cpu_image *img;
   int ch;
@@ -212,8 +314,8 @@ static void load_chunk(void *arg, int begin, int end) {
     size_t row = (size_t)y * img->width * c;
     for (int x = 0; x < img->width; x++) {
       size_t i = row + (size_t)x * c;
-      double v = sample(img, i + l->ch);
-      if (l->premultiply) v *= sample(img, i + c - 1) * inv_max;
+      double v = cpu_sample(img, i + l->ch);
+      if (l->premultiply) v *= cpu_sample(img, i + c - 1) * inv_max;
       l->dst[(size_t)x * h + y] = v;
     }
   }
@@ -242,18 +344,39 @@ static void store_chunk(void *arg, int begin, int end) {
   double max = (1 << img->depth) - 1;
   for (int y = begin; y < end; y++)
     for (int x = 0; x < img->width; x++) {
-      size_t j = (size_t)y * img->width + x, i = j * img->channels + s->ch;
+      size_t j = (size_t)y * img->width + x;
       double v = s->p[j];
       if (s->alpha) v = s->alpha[j] > 0 ? v * max / s->alpha[j] : 0;
       v = v <= 0 ? 0 : v >= max ? max : floor(v + 0.5);
-      if (img->depth == 16)
-        ((uint16_t *)img->data)[i] = (uint16_t)v;
-      else
-        ((uint8_t *)img->data)[i] = (uint8_t)v;
+      cpu_set_sample(img, j * img->channels + s->ch, (unsigned)v);
     }
 }
 
-struct sse { /* squared error of one output channel against a reference plane */
+/* The channels in the order they are filtered: alpha first, so colour can be divided by it. */
+static int channel_at(const struct cpu_image *img, int k) {
+  int alpha = img->channels == 2 || img->channels == 4;
+  return alpha ? (k + img->channels - 1) % img->channels : k;
+}
+
+/* A double-precision method over every channel of src into dst. */
+static int blur_doubles(struct cpu_pool *pool, const struct filter *f, const struct cpu_image *src,
+                        struct cpu_image *dst) {
+  size_t px = (size_t)src->width * src->height;
+  int alpha = src->channels == 2 || src->channels == 4, rc = 0;
+  double *p = malloc((2 + alpha) * px * sizeof(double));
+  if (!p) return -1;
+  double *tmp = p + px, *fa = alpha ? tmp + px : NULL;
+  for (int k = 0; rc == 0 && k < src->channels; k++) {
+    int ch = channel_at(src, k), is_alpha = alpha && ch == src->channels - 1;
+    rc = blur_channel(pool, f, src, ch, alpha && !is_alpha, is_alpha ? fa : p, tmp);
+    struct store s = {dst, ch, is_alpha ? fa : p, alpha && !is_alpha ? fa : NULL};
+    if (rc == 0) cpu_parallel_for(pool, src->height, store_chunk, &s);
+  }
+  free(p);
+  return rc;
+}
+
+struct sse { /* error of one output channel against a reference plane */
   const struct cpu_image *out;
   int ch;
   const double *ref;   /* reference channel, premultiplied when alpha is set */
@@ -272,8 +395,8 @@ static void sse_chunk(void *arg, int begin, int end) {
     double acc = 0, max = 0;
     for (int x = 0; x < img->width; x++) {
       size_t j = (size_t)y * img->width + x, i = j * c;
-      double v = sample(img, i + e->ch), r = e->ref[j];
-      if (e->alpha) v *= sample(img, i + c - 1) * inv_max;
+      double v = cpu_sample(img, i + e->ch), r = e->ref[j];
+      if (e->alpha) v *= cpu_sample(img, i + c - 1) * inv_max;
       double d = fabs(v - r) < REF_NOISE ? 0 : fabs(v - r);
       acc += d * d;
       max = d > max ? d : max;
@@ -283,68 +406,50 @@ static void sse_chunk(void *arg, int begin, int end) {
   }
 }
 
-/* Adds the squared errors of one channel to *sse and raises *max to its largest error. */
-static void channel_error(struct cpu_pool *pool, struct sse *e, double *sse, double *max) {
-  cpu_parallel_for(pool, e->out->height, sse_chunk, e);
-  for (int y = 0; y < e->out->height; y++) {
-    *sse += e->rows[2 * y];
-    *max = e->rows[2 * y + 1] > *max ? e->rows[2 * y + 1] : *max;
+/* Measures out against the exact reference of src. */
+static int measure(struct cpu_pool *pool, double sigma, const struct cpu_image *src,
+                   const struct cpu_image *out, struct cpu_accuracy *acc) {
+  struct filter ref;
+  struct cpu_blur rb = {CPU_SEPARABLE, sigma, CPU_TRUNCATE, 0};
+  size_t px = (size_t)src->width * src->height;
+  int alpha = src->channels == 2 || src->channels == 4, rc = filter_init(&ref, &rb);
+  double *p = rc == 0 ? malloc((2 + alpha) * px * sizeof(double)) : NULL;
+  double *rows = malloc(2 * (size_t)src->height * sizeof(double)), sse = 0, max = 0;
+  rc = p && rows ? rc : -1;
+  double *tmp = p ? p + px : NULL, *ra = p && alpha ? tmp + px : NULL;
+  for (int k = 0; rc == 0 && k < src->channels; k++) {
+    int ch = channel_at(src, k), is_alpha = alpha && ch == src->channels - 1;
+    rc = blur_channel(pool, &ref, src, ch, alpha && !is_alpha, is_alpha ? ra : p, tmp);
+    struct sse e = {out, ch, is_alpha ? ra : p, alpha && !is_alpha ? ra : NULL, rows};
+    if (rc == 0) cpu_parallel_for(pool, src->height, sse_chunk, &e);
+    for (int y = 0; rc == 0 && y < src->height; y++) {
+      sse += rows[2 * y];
+      max = rows[2 * y + 1] > max ? rows[2 * y + 1] : max;
+    }
   }
-}
-
-static double psnr_of(double sse, const struct cpu_image *img) {
-  double max = (1 << img->depth) - 1;
-  double mse = sse / ((double)img->width * img->height * img->channels);
-  return mse > 0 ? 10 * log10(max * max / mse) : INFINITY;
+  double peak = (1 << src->depth) - 1, mse = sse / ((double)px * src->channels);
+  if (rc == 0)
+    *acc = (struct cpu_accuracy){mse > 0 ? 10 * log10(peak * peak / mse) : INFINITY, max};
+  free(rows);
+  free(p);
+  filter_free(&ref);
+  return rc;
 }
 
 int cpu_blur_image(struct cpu_pool *pool, const struct cpu_blur *b, const struct cpu_image *src,
                    struct cpu_image *dst, struct cpu_accuracy *acc, struct cpu_timing *t) {
-  size_t px = (size_t)src->width * src->height;
-  int alpha = src->channels == 2 || src->channels == 4;
-  struct filter f, ref = {0};
-  struct cpu_timing tm = {0, 0};
-  if (filter_init(&f, b) != 0) return -1;
-  if (acc && filter_init_fir(&ref, b->sigma, CPU_TRUNCATE) != 0) {
+  struct filter f;
+  double t0 = now_ms();
+  int rc;
+  if (cpu_method_is_fir(b->method)) {
+    rc = cpu_fir_image(pool, b, src, dst);
+  } else {
+    rc = filter_init(&f, b);
+    if (rc == 0) rc = blur_doubles(pool, &f, src, dst);
     filter_free(&f);
-    return -1;
   }
-  /* planes: channel, scratch, then filtered alpha, reference channel, reference alpha as needed */
-  int nplanes = 2 + alpha + (acc ? 1 + alpha : 0);
-  double *pl = malloc(nplanes * px * sizeof(double));
-  double *rows = malloc(2 * (size_t)src->height * sizeof(double));
-  int rc = pl && rows ? 0 : -1;
-  double *p = pl, *tmp = NULL, *fa = NULL, *rp = NULL, *ra = NULL, sse = 0, max = 0;
-  if (rc == 0) {
-    double *next = pl + px;
-    tmp = next, next += px;
-    if (alpha) fa = next, next += px;
-    if (acc) rp = next, next += px;
-    if (acc && alpha) ra = next;
-  }
-  for (int k = 0; rc == 0 && k < src->channels; k++) {
-    int ch = alpha ? (k + src->channels - 1) % src->channels : k; /* alpha first */
-    int is_alpha = alpha && ch == src->channels - 1, pm = alpha && !is_alpha;
-    double *out = is_alpha ? fa : p, *rout = is_alpha ? ra : rp, t0 = now_ms();
-    rc = blur_channel(pool, &f, src, ch, pm, out, tmp);
-    if (rc == 0) {
-      struct store s = {dst, ch, out, pm ? fa : NULL};
-      cpu_parallel_for(pool, src->height, store_chunk, &s);
-    }
-    double t1 = now_ms();
-    tm.filter += t1 - t0;
-    if (rc == 0 && acc) {
-      rc = blur_channel(pool, &ref, src, ch, pm, rout, tmp);
-      struct sse e = {dst, ch, rout, pm ? ra : NULL, rows};
-      if (rc == 0) channel_error(pool, &e, &sse, &max);
-      tm.reference += now_ms() - t1;
-    }
-  }
-  if (rc == 0 && acc) *acc = (struct cpu_accuracy){psnr_of(sse, dst), max};
-  if (t) *t = tm;
-  free(rows);
-  free(pl);
-  filter_free(&ref);
-  filter_free(&f);
+  double t1 = now_ms();
+  if (rc == 0 && acc) rc = measure(pool, b->sigma, src, dst, acc);
+  if (t) *t = (struct cpu_timing){t1 - t0, acc ? now_ms() - t1 : 0};
   return rc;
 }

@@ -15,7 +15,9 @@ static void test_defaults(void) {
   char msg[512];
   ASSERT_INT(parse("sigma=2.5", NULL, &p, msg), ==, API_OK);
   ASSERT_DBL(p.sigma, ==, 2.5);
-  ASSERT_INT(p.method, ==, CPU_YVV);
+  ASSERT_INT(p.method, ==, METHOD_AUTO);
+  ASSERT_DBL(p.truncate, ==, 4);
+  ASSERT_INT(p.coeffs, ==, CPU_YVV_CALIBRATED);
   ASSERT_INT(p.format, ==, 0);
   ASSERT_INT(p.quality, ==, 90);
   ASSERT_INT(p.compression, ==, 6);
@@ -56,6 +58,16 @@ static void test_ranges(void) {
       {"sigma=2&format=input", API_OK},
       {"sigma=2&format=PNG", API_BAD_PARAMETER},
       {"sigma=2&method=fft", API_UNKNOWN_METHOD},
+      {"sigma=2&method=fir&truncate=3", API_OK},
+      {"sigma=2&method=separable&truncate=8", API_OK},
+      {"sigma=2&method=fir&truncate=0.5", API_BAD_PARAMETER},
+      {"sigma=2&method=yvv&truncate=3", API_BAD_PARAMETER},
+      {"sigma=2&method=yvv&coeffs=1995", API_OK},
+      {"sigma=2&method=yvv2way&coeffs=2002", API_OK},
+      {"sigma=2&method=deriche&coeffs=1995", API_BAD_PARAMETER},
+      {"sigma=2&method=yvv&coeffs=1996", API_BAD_PARAMETER},
+      {"sigma=2&coeffs=1995&truncate=3", API_OK},
+      {"sigma=2&method=auto", API_OK},
       {"", API_MISSING_PARAMETER},
       {"method=yvv", API_MISSING_PARAMETER},
       {"sigma=2&foo=1", API_UNKNOWN_PARAMETER},

@@ -169,8 +169,13 @@ def make_jpeg_fixtures(camera, astronaut, chelsea, coffee):
                                      exif=exif_app1(o, big_endian=(o % 2 == 1)))
 
     hubble = Image.open(os.path.join(SKIMAGE, "hubble_deep_field.jpg")).convert("RGB")
-    hubble.crop((0, 155, 1000, 718)).resize((1920, 1080), Image.LANCZOS).save(
-        path("photo_1080p.jpg"), quality=90)
+    hd = hubble.crop((0, 155, 1000, 718)).resize((1920, 1080), Image.LANCZOS)
+    hd.save(path("photo_1080p.jpg"), quality=90)
+    # Gray HD and Full HD photographs for seed 000's Table 2 (tools/report.c).
+    hd.convert("L").save(path("gray_1080p.jpg"), quality=95)
+    retina = Image.open(os.path.join(SKIMAGE, "retina.jpg")).convert("L")
+    retina.crop((0, 309, 1411, 1103)).resize((1280, 720), Image.LANCZOS).save(
+        path("gray_720p.jpg"), quality=95)
 
     full = path("truncated_full.tmp.jpg")
     Image.fromarray(crop(coffee, (0, 0, 128, 96))).save(full, quality=90)
@@ -225,6 +230,9 @@ def check(camera, astronaut):
     assert Image.open(path("gray.jpg")).mode == "L"
     assert Image.open(path("cmyk.jpg")).mode == "CMYK"
     assert Image.open(path("photo_1080p.jpg")).size == (1920, 1080)
+    assert Image.open(path("gray_1080p.jpg")).size == (1920, 1080)
+    assert Image.open(path("gray_720p.jpg")).size == (1280, 720)
+    assert Image.open(path("gray_720p.jpg")).mode == "L"
     for name in ("truncated.png", "truncated.jpg"):
         try:
             Image.open(path(name)).load()

@@ -1,0 +1,142 @@
+/* The fir family on the CPU, in exact integer arithmetic. The kernel is the sampled Gaussian
+ * rounded to k-bit integers a[] that sum to 2^k exactly (cpu_fir_weights); every sum is then an
+ * exact 64-bit integer, so the order of the additions does not matter. That is what makes the
+ * GPU's direct 2-D kernels (seed 001: one thread per pixel, shared-memory tile, several outputs
+ * per thread) give the same bits as this CPU twin, which evaluates the same double sum
+ * sum_i a[i] (sum_j a[j] x[y+i][x+j]) as a row pass then a column pass, at O(r) per pixel.
+ *
+ * Without alpha the output is round(sum / 2^2k). With alpha, colour is premultiplied exactly
+ * (c * a, an integer), and the output colour is round(sum(c a) / sum(a)), an exact rational. */
+#include "cpu_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct fir { /* one fir request, ready to run */
+  const struct cpu_image *src;
+  int r, k;            /* radius; weights sum to 2^k */
+  uint32_t *a;         /* a[0..r] */
+  uint64_t *tail;      /* tail[j] = a[j] + ... + a[r], j in [0, r+1] */
+  int ch, premultiply; /* the channel being filtered; multiply it by alpha */
+  uint64_t *h;         /* row pass result, height rows of width */
+  uint64_t *v;         /* column pass result */
+};
+
+static uint64_t weight_sum(const struct fir *f, int lo) { /* weight of taps at distance >= lo */
+  return lo <= f->r ? f->tail[lo] : 0;
+}
+
+/* Row pass: h[y][x] = sum_j a[|j|] X[y][clamp(x+j)], folding the taps past each edge. */
+static void rows_chunk(void *arg, int begin, int end) {
+  const struct fir *f = arg;
+  const struct cpu_image *img = f->src;
+  int w = img->width, c = img->channels, r = f->r;
+  uint32_t *x = malloc((size_t)w * sizeof(*x));
+  if (!x) return; /* cpu_fir_image checks the scratch itself: see below */
+  for (int y = begin; y < end; y++) {
+    size_t row = (size_t)y * w * c;
+    for (int i = 0; i < w; i++) {
+      uint32_t v = cpu_sample(img, row + (size_t)i * c + f->ch);
+      x[i] = f->premultiply ? v * cpu_sample(img, row + (size_t)i * c + c - 1) : v;
+    }
+    uint64_t *h = f->h + (size_t)y * w;
+    for (int i = 0; i < w; i++) {
+      int lo = i < r ? -i : -r, hi = w - 1 - i < r ? w - 1 - i : r;
+      uint64_t acc = weight_sum(f, i + 1) * x[0] + weight_sum(f, w - i) * x[w - 1];
+      for (int j = lo; j <= hi; j++) acc += (uint64_t)f->a[j < 0 ? -j : j] * x[i + j];
+      h[i] = acc;
+    }
+  }
+  free(x);
+}
+
+/* Column pass: v[y][x] = sum_i a[|i|] h[clamp(y+i)][x]. */
+static void cols_chunk(void *arg, int begin, int end) {
+  const struct fir *f = arg;
+  int w = f->src->width, n = f->src->height, r = f->r;
+  for (int y = begin; y < end; y++) {
+    uint64_t *v = f->v + (size_t)y * w, wl = weight_sum(f, y + 1), wr = weight_sum(f, n - y);
+    const uint64_t *first = f->h, *last = f->h + (size_t)(n - 1) * w;
+    for (int x = 0; x < w; x++) v[x] = wl * first[x] + wr * last[x];
+    int lo = y < r ? -y : -r, hi = n - 1 - y < r ? n - 1 - y : r;
+    for (int i = lo; i <= hi; i++) {
+      const uint64_t *row = f->h + (size_t)(y + i) * w;
+      uint64_t ai = f->a[i < 0 ? -i : i];
+      for (int x = 0; x < w; x++) v[x] += ai * row[x];
+    }
+  }
+}
+
+struct fir_store {
+  struct cpu_image *dst;
+  int ch, k;
+  const uint64_t *v;     /* the channel's sums */
+  const uint64_t *alpha; /* alpha's sums when colour is premultiplied, else NULL */
+};
+
+static void store_chunk(void *arg, int begin, int end) {
+  const struct fir_store *s = arg;
+  struct cpu_image *img = s->dst;
+  uint64_t half = (uint64_t)1 << (2 * s->k - 1);
+  for (int y = begin; y < end; y++)
+    for (int x = 0; x < img->width; x++) {
+      size_t j = (size_t)y * img->width + x;
+      uint64_t out;
+      if (!s->alpha) {
+        out = (s->v[j] + half) >> (2 * s->k);
+      } else if (s->alpha[j] == 0) {
+        out = 0;
+      } else { /* round(v / alpha), half up; 2 * rem < 2^63 since alpha < 2^62 */
+        uint64_t q = s->v[j] / s->alpha[j], rem = s->v[j] - q * s->alpha[j];
+        out = q + (2 * rem >= s->alpha[j]);
+      }
+      cpu_set_sample(img, j * img->channels + s->ch, (unsigned)out);
+    }
+}
+
+int cpu_fir_image(struct cpu_pool *pool, const struct cpu_blur *b, const struct cpu_image *src,
+                  struct cpu_image *dst) {
+  size_t px = (size_t)src->width * src->height;
+  int alpha = src->channels == 2 || src->channels == 4;
+  struct fir f = {src,
+                  cpu_gauss_radius(b->sigma, b->truncate),
+                  cpu_fir_shift(src->depth, alpha),
+                  NULL,
+                  NULL,
+                  0,
+                  0,
+                  NULL,
+                  NULL};
+  f.a = malloc((size_t)(f.r + 1) * sizeof(*f.a));
+  f.tail = malloc((size_t)(f.r + 2) * sizeof(*f.tail));
+  f.h = malloc((2 + alpha) * px * sizeof(uint64_t));
+  int rc = f.a && f.tail && f.h ? 0 : -1;
+  uint64_t *va = NULL;
+  if (rc == 0) {
+    f.v = f.h + px;
+    va = alpha ? f.v + px : NULL;
+    cpu_fir_weights(b->sigma, f.r, f.k, f.a);
+    f.tail[f.r + 1] = 0;
+    for (int j = f.r; j >= 0; j--) f.tail[j] = f.tail[j + 1] + f.a[j];
+  }
+  for (int n = 0; rc == 0 && n < src->channels; n++) {
+    /* alpha first, so colour can be divided by its sums */
+    f.ch = alpha ? (n + src->channels - 1) % src->channels : n;
+    int is_alpha = alpha && f.ch == src->channels - 1;
+    f.premultiply = alpha && !is_alpha;
+    uint64_t *out = f.v;
+    f.v = is_alpha ? va : f.v;
+    memset(f.h, 0xff, px * sizeof(uint64_t)); /* a chunk that lacked scratch leaves this */
+    cpu_parallel_for(pool, src->height, rows_chunk, &f);
+    for (size_t i = 0; i < px && rc == 0; i += (size_t)src->width)
+      if (f.h[i] == UINT64_MAX) rc = -1;
+    if (rc == 0) cpu_parallel_for(pool, src->height, cols_chunk, &f);
+    struct fir_store s = {dst, f.ch, f.k, f.v, f.premultiply ? va : NULL};
+    if (rc == 0) cpu_parallel_for(pool, src->height, store_chunk, &s);
+    f.v = out;
+  }
+  free(f.h);
+  free(f.tail);
+  free(f.a);
+  return rc;
+}
