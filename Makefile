@@ -29,14 +29,16 @@ TEST_LDLIBS := $(shell pkg-config --libs libcurl)
 LIB_SRC := $(wildcard cpu/*.c codecs/*.c api/*.c)
 SERVER_SRC := $(wildcard server/*.c)
 CU_SRC := $(wildcard gpu/*.cu)
-TOOL_SRC := $(wildcard tools/*.c)
+TOOL_SRC := $(filter-out tools/bench.c,$(wildcard tools/*.c))
 UNIT_SRC := $(wildcard tests/unit_*.c)
 INTEG_SRC := $(wildcard tests/integ_*.c)
 
 ifneq ($(NVCC),)
 CFLAGS += -DBLURD_CUDA=1
 NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -Wall,-Wextra,-Werror -MMD -MP
-CU_OBJ := $(CU_SRC:%.cu=$(BUILD)/%.o)
+# nvcc output does not depend on SAN: the sanitizer build reuses build/'s CUDA objects.
+CU_BUILD := $(if $(SAN),build,$(BUILD))
+CU_OBJ := $(CU_SRC:%.cu=$(CU_BUILD)/%.o)
 LDLIBS += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
 BACKENDS := cpu+cuda
 else
@@ -45,21 +47,26 @@ BACKENDS := cpu only (nvcc not found: the CUDA backend is not built)
 endif
 
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
+ifneq ($(NVCC),)
+# GPU-only programs: the GPU test suite and the benchmark (built everywhere, run on a GPU).
+GPU_BIN := $(BUILD)/tests/gpu_check $(BUILD)/bench
+$(BUILD)/tests/gpu_check.o $(BUILD)/tools/bench.o: CFLAGS += -I$(CUDA_HOME)/include
+endif
 SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/%.o)
 UNIT_BIN := $(UNIT_SRC:tests/%.c=$(BUILD)/tests/%)
 INTEG_BIN := $(INTEG_SRC:tests/%.c=$(BUILD)/tests/%)
 TOOL_BIN := $(TOOL_SRC:tools/%.c=$(BUILD)/%)
 
-.PHONY: all test unit integ fmt fmt-check clean report
+.PHONY: all test unit integ fmt fmt-check clean report test-gpu bench
 .SECONDARY:
-all: $(BUILD)/blurd $(UNIT_BIN) $(INTEG_BIN) $(TOOL_BIN)
+all: $(BUILD)/blurd $(UNIT_BIN) $(INTEG_BIN) $(TOOL_BIN) $(GPU_BIN)
 	@echo "blurd built in $(BUILD)/: backends $(BACKENDS)"
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/%.o: %.cu
+$(CU_BUILD)/%.o: %.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
@@ -67,6 +74,9 @@ $(BUILD)/blurd: $(SERVER_OBJ) $(LIB_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(BUILD)/%: $(BUILD)/tools/%.o $(LIB_OBJ)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(BUILD)/tests/gpu_check: $(BUILD)/tests/gpu_check.o $(LIB_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(BUILD)/tests/unit_%: $(BUILD)/tests/unit_%.o $(LIB_OBJ)
@@ -83,6 +93,16 @@ unit: all
 integ: all
 	@set -e; for t in $(INTEG_BIN); do echo "== $$t"; BLURD_BIN=$(BUILD)/blurd $$t; done
 
+# On a machine with an NVIDIA GPU: the GPU test suite (a sticky fault in a process of its own,
+# then every method against its CPU twin), then the integration tests against the GPU backend.
+test-gpu: all
+	$(BUILD)/tests/gpu_check --fault
+	$(BUILD)/tests/gpu_check
+	BLURD_BIN=$(BUILD)/blurd BLURD_EXPECT_BACKEND=cuda: $(BUILD)/tests/integ_blur
+
+# The benchmark tool; bench/run.sh runs it on the GPU machine beside the peers.
+bench: $(BUILD)/bench
+
 # The accuracy report and seed 000's Table 2 (CPU; a few minutes): docs/*.md, *.csv, *.png.
 report: $(BUILD)/report
 	$(BUILD)/report docs
@@ -98,4 +118,4 @@ fmt-check:
 clean:
 	rm -rf build
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) $(CU_BUILD)/gpu -name '*.d' 2>/dev/null | sort -u)

@@ -32,7 +32,9 @@
   X(INTERNAL,            500, "internal_error",        "Something went wrong inside the service.")  \
   X(QUEUE_FULL,          503, "queue_full",            "The job queue is full; retry shortly.")     \
   X(OUT_OF_MEMORY,       503, "out_of_memory",         "The service ran out of memory for this request; retry shortly.") \
-  X(SHUTTING_DOWN,       503, "shutting_down",         "The service is shutting down.")
+  X(SHUTTING_DOWN,       503, "shutting_down",         "The service is shutting down.")   \
+  X(GPU_ERROR,           503, "gpu_error",             "The GPU could not run this request; retry shortly.") \
+  X(GPU_LOST,            503, "gpu_lost",              "The GPU failed; the service is restarting.")
 /* clang-format on */
 
 enum api_error {
@@ -57,6 +59,10 @@ struct api_config {
   uint64_t max_pixels; /* width*height */
   uint32_t max_width;  /* pixels */
   uint32_t max_height; /* pixels */
+  /* Called once, from a worker, when the GPU fails for good (a sticky CUDA error): the process
+   * must stop and be restarted. May be NULL. */
+  void (*on_fatal)(void *arg);
+  void *on_fatal_arg;
 };
 
 #define API_MAX_HEADERS 8
@@ -94,6 +100,8 @@ struct api_ctx *api_new(const struct api_config *cfg, char *err, size_t errlen);
 void api_free(struct api_ctx *ctx);
 /* "cpu", or e.g. "cuda:0 NVIDIA H200". */
 const char *api_backend_name(const struct api_ctx *ctx);
+/* Whether the GPU failed for good (see on_fatal). */
+int api_failed(struct api_ctx *ctx);
 /* From now on /readyz answers 503 and new jobs get 503 shutting_down. */
 void api_set_draining(struct api_ctx *ctx);
 

@@ -99,11 +99,14 @@ struct backend_ops {
   int (*worker_new)(void *shared, int index, void **state, char *err, size_t errlen);
   void (*worker_free)(void *state);
   /* Blurs src into dst (same shape, own buffer); acc may be NULL (no reference). Returns
-   * API_OK, API_OUT_OF_MEMORY (the service carries on) or API_INTERNAL. */
+   * API_OK; API_OUT_OF_MEMORY or API_GPU_ERROR (this job failed, the service carries on); or
+   * API_GPU_LOST (the device is lost: the process must restart). */
   enum api_error (*blur)(void *state, const struct cpu_blur *b, const struct cpu_image *src,
                          struct cpu_image *dst, struct cpu_accuracy *acc, struct stage_times *t);
   /* The method `auto` stands for on this backend, for this sigma and image size. */
   enum cpu_method (*auto_method)(double sigma, int width, int height);
+  /* The name clients see in X-Backend for work done by this worker. */
+  const char *(*worker_name)(void *state);
 };
 
 struct worker {
@@ -130,6 +133,10 @@ void backend_free(struct backend *b);
 const char *backend_name(const struct backend *b);
 /* Jobs waiting, jobs running, queue capacity, workers. */
 void backend_stats(struct backend *b, int *queued, int *running, int *capacity, int *workers);
+/* The devices the backend uses, as a JSON array (new reference); empty for the CPU. */
+json_t *backend_devices(struct backend *b);
+/* The backends this build has: "cpu", and "cuda" when compiled with nvcc. */
+json_t *backend_kinds(void);
 
 /* ---- jobs ---- */
 
@@ -144,8 +151,12 @@ enum api_error job_submit_blur(struct api_ctx *ctx, const uint8_t *image, size_t
 struct api_ctx {
   struct api_config cfg;
   struct backend *backend;
-  int draining;
+  int draining; /* atomic */
+  int failed;   /* atomic: the GPU is lost */
 };
+
+/* Marks the GPU as lost and tells the server (once). */
+void api_fail(struct api_ctx *ctx);
 
 /* ---- responses ---- */
 

@@ -21,6 +21,7 @@ struct backend {
   int running;          /* jobs on a worker now */
   int stop;             /* set by backend_free: run what is queued, then exit */
   int nworkers;         /* workers started */
+  int ndev;             /* GPUs in use; 0 for the CPU backend */
   struct worker *workers;
   pthread_t *threads;
 };
@@ -46,8 +47,80 @@ static enum api_error cpu_blur(void *state, const struct cpu_blur *b, const stru
   return API_OK;
 }
 
-static const struct backend_ops cpu_ops = {"cpu", cpu_worker_new, cpu_worker_free, cpu_blur,
-                                           cpu_auto_method};
+static const char *cpu_worker_name(void *state) {
+  (void)state;
+  return "cpu";
+}
+
+static const struct backend_ops cpu_ops = {"cpu",    cpu_worker_new,  cpu_worker_free,
+                                           cpu_blur, cpu_auto_method, cpu_worker_name};
+
+/* ---- the CUDA backend ---- */
+
+#ifdef BLURD_CUDA
+#include "../gpu/gpu.h"
+
+struct gpu_shared { /* what every GPU worker shares */
+  int ndev;         /* visible devices; worker i uses device i % ndev */
+  long fault_at;    /* tests only (BLURD_TEST_GPU_FAULT=N): GPU job N faults; 0: never */
+  long jobs;        /* GPU jobs started (atomic) */
+};
+
+struct gpu_worker {
+  struct gpu_ctx *ctx;
+  struct gpu_shared *shared;
+};
+
+static int gpu_worker_new(void *shared, int index, void **state, char *err, size_t errlen) {
+  struct gpu_shared *g = shared;
+  struct gpu_worker *w = calloc(1, sizeof(*w));
+  if (!w) return -1;
+  w->shared = g;
+  w->ctx = gpu_ctx_new(index % g->ndev, err, errlen);
+  if (!w->ctx) {
+    free(w);
+    return -1;
+  }
+  *state = w;
+  return 0;
+}
+
+static void gpu_worker_free(void *state) {
+  struct gpu_worker *w = state;
+  gpu_ctx_free(w->ctx);
+  free(w);
+}
+
+static enum api_error gpu_blur_op(void *state, const struct cpu_blur *b,
+                                  const struct cpu_image *src, struct cpu_image *dst,
+                                  struct cpu_accuracy *acc, struct stage_times *t) {
+  struct gpu_worker *w = state;
+  struct gpu_times g;
+  if (w->shared->fault_at &&
+      __atomic_add_fetch(&w->shared->jobs, 1, __ATOMIC_SEQ_CST) == w->shared->fault_at)
+    gpu_inject_fault(w->ctx); /* a sticky error: the job below fails with it */
+  switch (gpu_blur(w->ctx, b, src, dst, acc, &g)) {
+  case GPU_OK:
+    break;
+  case GPU_NO_MEMORY:
+    return API_OUT_OF_MEMORY;
+  case GPU_ERROR:
+    return API_GPU_ERROR;
+  case GPU_FATAL:
+    return API_GPU_LOST;
+  }
+  *t = (struct stage_times){g.upload + g.kernel + g.download, acc ? g.reference : -1, g.upload,
+                            g.kernel, g.download};
+  return API_OK;
+}
+
+static const char *gpu_worker_name(void *state) {
+  return gpu_ctx_name(((struct gpu_worker *)state)->ctx);
+}
+
+static const struct backend_ops gpu_ops = {"cuda",      gpu_worker_new,  gpu_worker_free,
+                                           gpu_blur_op, gpu_auto_method, gpu_worker_name};
+#endif
 
 /* ---- queue and workers ---- */
 
@@ -98,20 +171,48 @@ static int cores(void) {
   return n > 0 ? (int)n : 1;
 }
 
+/* Picks the CUDA backend when asked for, or for auto when a device is visible, else the CPU.
+ * Returns the number of GPUs it will use (0 for the CPU), or -1 with err filled. */
 static int choose_ops(struct backend *b, const struct api_config *cfg, char *err, size_t errlen) {
+#ifdef BLURD_CUDA
+  int ndev = cfg->backend == API_BACKEND_CPU ? 0 : gpu_device_count();
+  if (ndev > 0) {
+    struct gpu_shared *g = calloc(1, sizeof(*g));
+    if (!g) return -1;
+    g->ndev = ndev;
+    g->fault_at = getenv("BLURD_TEST_GPU_FAULT") ? atol(getenv("BLURD_TEST_GPU_FAULT")) : 0;
+    b->ops = &gpu_ops;
+    b->shared = g;
+    return ndev;
+  }
   if (cfg->backend == API_BACKEND_GPU) {
-    snprintf(err, errlen, "--backend gpu: this build has no CUDA backend");
+    snprintf(err, errlen,
+             "--backend gpu: no CUDA device is visible (no driver, no GPU, or "
+             "CUDA_VISIBLE_DEVICES hides them)");
     return -1;
   }
+#else
+  if (cfg->backend == API_BACKEND_GPU) {
+    snprintf(err, errlen, "--backend gpu: this build has no CUDA backend (nvcc was not found)");
+    return -1;
+  }
+#endif
   b->ops = &cpu_ops;
   b->shared = cpu_pool_new(cores());
-  snprintf(b->name, sizeof(b->name), "cpu");
   if (!b->shared) snprintf(err, errlen, "cannot start the CPU thread pool");
   return b->shared ? 0 : -1;
 }
 
+/* Workers: the flag, or one per core for the CPU; per GPU the flag, or one per core up to 8,
+ * enough to keep the GPU and the codecs busy. */
+static int worker_count(const struct api_config *cfg, int ndev) {
+  if (ndev == 0) return cfg->workers > 0 ? cfg->workers : cores();
+  return (cfg->workers > 0 ? cfg->workers : cores() < 8 ? cores() : 8) * ndev;
+}
+
 struct backend *backend_new(const struct api_config *cfg, char *err, size_t errlen) {
   struct backend *b = calloc(1, sizeof(*b));
+  if (errlen) err[0] = 0;
   if (!b) {
     snprintf(err, errlen, "out of memory");
     return NULL;
@@ -119,18 +220,25 @@ struct backend *backend_new(const struct api_config *cfg, char *err, size_t errl
   pthread_mutex_init(&b->mu, NULL);
   pthread_cond_init(&b->cv, NULL);
   b->cap = cfg->queue > 0 ? cfg->queue : 1;
-  int n = cfg->workers > 0 ? cfg->workers : cores();
   b->ring = calloc((size_t)b->cap, sizeof(*b->ring));
-  b->workers = calloc((size_t)n, sizeof(*b->workers));
-  b->threads = calloc((size_t)n, sizeof(*b->threads));
-  int rc = b->ring && b->workers && b->threads ? 0 : -1;
-  if (rc != 0) snprintf(err, errlen, "out of memory");
-  if (rc == 0) rc = choose_ops(b, cfg, err, errlen);
+  int rc = b->ring ? 0 : -1, n = 0;
+  if (rc == 0 && (b->ndev = choose_ops(b, cfg, err, errlen)) < 0) rc = -1;
+  if (rc == 0) {
+    n = worker_count(cfg, b->ndev);
+    b->workers = calloc((size_t)n, sizeof(*b->workers));
+    b->threads = calloc((size_t)n, sizeof(*b->threads));
+    if (!b->workers || !b->threads) rc = -1;
+  }
+  if (rc != 0 && !*err) snprintf(err, errlen, "out of memory");
   for (int i = 0; rc == 0 && i < n; i++) rc = start_worker(b, i, err, errlen);
   if (rc != 0) {
     backend_free(b);
     return NULL;
   }
+  if (b->ndev > 1)
+    snprintf(b->name, sizeof(b->name), "cuda (%d devices)", b->ndev);
+  else
+    snprintf(b->name, sizeof(b->name), "%s", b->ops->worker_name(b->workers[0].state));
   return b;
 }
 
@@ -155,7 +263,10 @@ void backend_free(struct backend *b) {
   pthread_mutex_unlock(&b->mu);
   for (int i = 0; i < b->nworkers; i++) pthread_join(b->threads[i], NULL);
   for (int i = 0; i < b->nworkers; i++) b->ops->worker_free(b->workers[i].state);
-  if (b->ops == &cpu_ops) cpu_pool_free(b->shared);
+  if (b->ops == &cpu_ops)
+    cpu_pool_free(b->shared);
+  else
+    free(b->shared);
   pthread_cond_destroy(&b->cv);
   pthread_mutex_destroy(&b->mu);
   free(b->threads);
@@ -175,4 +286,32 @@ void backend_stats(struct backend *b, int *queued, int *running, int *capacity, 
   *capacity = b->cap;
   *workers = b->nworkers;
   pthread_mutex_unlock(&b->mu);
+}
+
+json_t *backend_devices(struct backend *b) {
+  json_t *arr = json_array();
+#ifdef BLURD_CUDA
+  for (int d = 0; arr && d < b->ndev; d++) {
+    struct gpu_device_info info;
+    char cc[16];
+    if (gpu_device_info(d, &info) != 0) continue;
+    snprintf(cc, sizeof(cc), "%d.%d", info.major, info.minor);
+    json_array_append_new(arr, json_pack("{s:i, s:s, s:s, s:I, s:I, s:i, s:i}", "index", d, "name",
+                                         info.name, "compute_capability", cc, "memory_total_bytes",
+                                         (json_int_t)info.mem_total, "memory_free_bytes",
+                                         (json_int_t)info.mem_free, "multiprocessors",
+                                         info.sm_count, "workers", b->nworkers / b->ndev));
+  }
+#else
+  (void)b;
+#endif
+  return arr;
+}
+
+json_t *backend_kinds(void) {
+#ifdef BLURD_CUDA
+  return json_pack("[s, s]", "cpu", "cuda");
+#else
+  return json_pack("[s]", "cpu");
+#endif
 }

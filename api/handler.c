@@ -32,6 +32,15 @@ const char *api_backend_name(const struct api_ctx *ctx) {
   return backend_name(ctx->backend);
 }
 
+void api_fail(struct api_ctx *ctx) {
+  if (__atomic_exchange_n(&ctx->failed, 1, __ATOMIC_SEQ_CST)) return; /* told once */
+  if (ctx->cfg.on_fatal) ctx->cfg.on_fatal(ctx->cfg.on_fatal_arg);
+}
+
+int api_failed(struct api_ctx *ctx) {
+  return __atomic_load_n(&ctx->failed, __ATOMIC_SEQ_CST);
+}
+
 void api_set_draining(struct api_ctx *ctx) {
   __atomic_store_n(&ctx->draining, 1, __ATOMIC_SEQ_CST);
 }
@@ -43,12 +52,14 @@ static struct api_response *healthz(void) {
 static struct api_response *readyz(struct api_ctx *ctx) {
   int queued, running, cap, workers;
   backend_stats(ctx->backend, &queued, &running, &cap, &workers);
-  int ready = !__atomic_load_n(&ctx->draining, __ATOMIC_SEQ_CST) && workers > 0;
+  int failed = api_failed(ctx), draining = __atomic_load_n(&ctx->draining, __ATOMIC_SEQ_CST);
+  int ready = !failed && !draining && workers > 0;
+  const char *status = failed ? "gpu_lost" : draining ? "draining" : "ready";
   return response_json(ready ? 200 : 503,
-                       json_pack("{s:b, s:s, s:s, s:i, s:{s:i, s:i}, s:i}", "ready", ready,
-                                 "status", ready ? "ready" : "draining", "backend",
-                                 backend_name(ctx->backend), "workers", workers, "queue", "depth",
-                                 queued, "capacity", cap, "running", running));
+                       json_pack("{s:b, s:s, s:s, s:o, s:i, s:{s:i, s:i}, s:i}", "ready", ready,
+                                 "status", status, "backend", backend_name(ctx->backend), "devices",
+                                 backend_devices(ctx->backend), "workers", workers, "queue",
+                                 "depth", queued, "capacity", cap, "running", running));
 }
 
 static struct api_response *methods(struct api_ctx *ctx) {
@@ -59,18 +70,19 @@ static struct api_response *methods(struct api_ctx *ctx) {
     const char *desc = is_auto ? "the fastest method that reaches 48 dB for the request's sigma "
                                  "and image size, on this backend"
                                : cpu_method_desc(m);
-    json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:s, s:[s], s:o}", "name", name,
+    json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:s, s:o, s:o}", "name", name,
                                           "endpoint", "/blur", "description", desc, "accuracy",
                                           is_auto ? ">= 48 dB" : cpu_method_accuracy(m), "backends",
-                                          "cpu", "params",
+                                          backend_kinds(), "params",
                                           params_describe(&api_blur_endpoint, is_auto ? -1 : m)));
   }
   const struct api_config *c = &ctx->cfg;
   return response_json(
-      200, json_pack("{s:s, s:o, s:{s:I, s:I, s:I, s:I}}", "backend", backend_name(ctx->backend),
-                     "methods", list, "limits", "max_body_bytes", (json_int_t)c->max_body,
-                     "max_pixels", (json_int_t)c->max_pixels, "max_width", (json_int_t)c->max_width,
-                     "max_height", (json_int_t)c->max_height));
+      200,
+      json_pack("{s:s, s:o, s:o, s:{s:I, s:I, s:I, s:I}}", "backend", backend_name(ctx->backend),
+                "devices", backend_devices(ctx->backend), "methods", list, "limits",
+                "max_body_bytes", (json_int_t)c->max_body, "max_pixels", (json_int_t)c->max_pixels,
+                "max_width", (json_int_t)c->max_width, "max_height", (json_int_t)c->max_height));
 }
 
 /* Does the media type of content_type (before any ';') equal type? */
@@ -192,5 +204,6 @@ struct api_response *api_handle(struct api_ctx *ctx, const struct api_request *r
   if (strcmp(r->path, "/healthz") == 0) return healthz();
   if (strcmp(r->path, "/readyz") == 0) return readyz(ctx);
   if (strcmp(r->path, "/methods") == 0) return methods(ctx);
+  if (api_failed(ctx)) return api_error_response(API_GPU_LOST, NULL);
   return blur(ctx, req, q ? q + 1 : "", done, udata);
 }

@@ -154,8 +154,9 @@ static void blur_run(struct job *job, struct worker *w) {
   double psnr = NAN;
   char msg[256] = "";
   enum api_error e = process(j, w, &in, &out, &enc, &enclen, &psnr, &t, msg, sizeof(msg));
+  if (e == API_GPU_LOST) api_fail(j->ctx); /* the process will stop and be restarted */
   struct api_response *r =
-      e == API_OK ? respond(j, &out, &enc, enclen, psnr, &t, backend_name(j->ctx->backend))
+      e == API_OK ? respond(j, &out, &enc, enclen, psnr, &t, w->ops->worker_name(w->state))
                   : api_error_response(e, msg);
   if (!r) r = api_error_response(API_OUT_OF_MEMORY, NULL);
   free(enc);

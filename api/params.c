@@ -31,7 +31,7 @@ static const char *const bool_choices[] = {"false", "true", NULL};
 #define OFF(field) offsetof(struct blur_params, field)
 
 #define FIR_FAMILY (1u << CPU_FIR | 1u << CPU_FIR_SHARED | 1u << CPU_FIR_MWPT | 1u << CPU_SEPARABLE)
-#define YVV_FAMILY (1u << CPU_YVV | 1u << CPU_YVV2WAY)
+#define YVV_FAMILY (1u << CPU_YVV | 1u << CPU_YVV_BLOCKED | 1u << CPU_YVV2WAY)
 
 static const struct param_spec blur_params[] = {
     {"method", PT_ENUM, 0, 0, method_choices, "auto", OFF(method),

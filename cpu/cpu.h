@@ -14,6 +14,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* ---- images ---- */
 
 struct cpu_image { /* a view of interleaved pixels; the owner is whoever allocated data */
@@ -39,6 +43,7 @@ size_t cpu_image_bytes(const struct cpu_image *img);
   X(FIR_MWPT,   "fir_mwpt",   "the same sums as fir (GPU: a block of outputs per thread)", ACC_FIR) \
   X(SEPARABLE,  "separable",  "row pass then column pass with the sampled Gaussian", ACC_SEPARABLE) \
   X(YVV,        "yvv",        "Young-van Vliet 3-pole recursive Gaussian, Triggs-Sdika boundaries", ACC_YVV) \
+  X(YVV_BLOCKED, "yvv_blocked", "yvv computed block-parallel with exact carries (Nehab et al. 2011); on the CPU the same as yvv", ACC_YVV) \
   X(YVV2WAY,    "yvv2way",    "seed 000's two-way partitioned Young-van Vliet (each line split at a centre pixel computed by FIR)", ACC_YVV2WAY) \
   X(DERICHE,    "deriche",    "Deriche's 4th-order recursive Gaussian (causal plus anti-causal)", ACC_DERICHE)
 /* clang-format on */
@@ -144,6 +149,26 @@ void cpu_yvv_line(const struct cpu_yvv *c, double *x, int n);
 void cpu_fir_line(const double *w, int radius, const double *in, double *out, int n);
 /* Deriche over one line, replicate border. */
 void cpu_deriche_line(const struct cpu_deriche *c, const double *in, double *out, int n);
+#define CPU_BLOCK_MAX 64 /* longest block of the block-parallel filter */
+
+struct cpu_yvv_blocked { /* carry matrices of the block-parallel Young-van Vliet filter */
+  int b;                 /* block length */
+  double t[3][3];        /* causal state after a block from the state before it (zero input) */
+  double c[3][3];        /* first 3 anti-causal outputs of a block from its causal start state */
+  double ta[3][3];       /* first 3 anti-causal outputs from the state after the block */
+  double mp[3][CPU_BLOCK_MAX]; /* zero-state last 3 causal outputs: mp[i] . x (u[b-1-i]) */
+  double me[3][CPU_BLOCK_MAX]; /* zero-state first 3 outputs of both passes: me[i] . x */
+};
+
+/* The carry matrices of c for blocks of b <= CPU_BLOCK_MAX samples. States are (u[-1], u[-2],
+ * u[-3]) before a block (causal) and (v[b], v[b+1], v[b+2]) after it (anti-causal). */
+void cpu_yvv_blocked_matrices(const struct cpu_yvv *c, int b, struct cpu_yvv_blocked *m);
+/* Young-van Vliet over one line, block-parallel (Nehab, Maximo, Lima & Hoppe 2011): every block
+ * but the last filters from a zero state, the carries are fixed block to block with the
+ * matrices, the last block applies Triggs-Sdika, and every block then filters again from its
+ * true states. Equal to cpu_yvv_line up to rounding; the GPU's yvv_blocked follows it. */
+void cpu_yvv_blocked_line(const struct cpu_yvv *c, const struct cpu_yvv_blocked *m, double *x,
+                          int n);
 /* Seed 000's Algorithm 1 over one line: the centre pixel n/2 by FIR (w, radius: the paper's
  * window), the left block forward and the right block backward from replicated edges, then the
  * reverse passes seeded with the centre value. */
@@ -182,5 +207,13 @@ struct cpu_accuracy { /* an output against the exact reference */
  * -1 when out of memory (dst is then undefined). */
 int cpu_blur_image(struct cpu_pool *pool, const struct cpu_blur *b, const struct cpu_image *src,
                    struct cpu_image *dst, struct cpu_accuracy *acc, struct cpu_timing *t);
+/* Measures out against the exact reference of src, as cpu_blur_image does. Returns 0, or -1
+ * when out of memory. */
+int cpu_measure(struct cpu_pool *pool, double sigma, const struct cpu_image *src,
+                const struct cpu_image *out, struct cpu_accuracy *acc);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

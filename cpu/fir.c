@@ -84,7 +84,7 @@ static void store_chunk(void *arg, int begin, int end) {
       uint64_t out;
       if (!s->alpha) {
         out = (s->v[j] + half) >> (2 * s->k);
-      } else if (s->alpha[j] == 0) {
+      } else if ((s->alpha[j] + half) >> (2 * s->k) == 0) { /* transparent: colour 0 */
         out = 0;
       } else { /* round(v / alpha), half up; 2 * rem < 2^63 since alpha < 2^62 */
         uint64_t q = s->v[j] / s->alpha[j], rem = s->v[j] - q * s->alpha[j];

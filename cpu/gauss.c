@@ -57,7 +57,7 @@ int cpu_method_is_fir(enum cpu_method m) {
 }
 
 int cpu_method_has_coeffs(enum cpu_method m) {
-  return m == CPU_YVV || m == CPU_YVV2WAY;
+  return m == CPU_YVV || m == CPU_YVV_BLOCKED || m == CPU_YVV2WAY;
 }
 
 size_t cpu_image_bytes(const struct cpu_image *img) {
@@ -396,4 +396,97 @@ void cpu_yvv2way_line(const struct cpu_yvv *c, const double *w, int radius, cons
 enum cpu_method cpu_auto_method(double sigma, int width, int height) {
   (void)sigma, (void)width, (void)height;
   return CPU_YVV;
+}
+
+/* The causal pass over n samples of x (zero when x is NULL) from state s = (u[-1], u[-2],
+ * u[-3]), into u. */
+static void causal(const struct cpu_yvv *c, const double *x, const double s[3], double *u, int n) {
+  double u1 = s[0], u2 = s[1], u3 = s[2];
+  for (int k = 0; k < n; k++) {
+    u[k] = c->b * (x ? x[k] : 0) + c->a[0] * u1 + c->a[1] * u2 + c->a[2] * u3;
+    u3 = u2, u2 = u1, u1 = u[k];
+  }
+}
+
+/* The anti-causal pass over n samples of u (zero when u is NULL) from state e = (v[n], v[n+1],
+ * v[n+2]), into v (which may be u). */
+static void anticausal(const struct cpu_yvv *c, const double *u, const double e[3], double *v,
+                       int n) {
+  double v1 = e[0], v2 = e[1], v3 = e[2];
+  for (int k = n - 1; k >= 0; k--) {
+    v[k] = c->b * (u ? u[k] : 0) + c->a[0] * v1 + c->a[1] * v2 + c->a[2] * v3;
+    v3 = v2, v2 = v1, v1 = v[k];
+  }
+}
+
+void cpu_yvv_blocked_matrices(const struct cpu_yvv *c, int b, struct cpu_yvv_blocked *m) {
+  double u[CPU_BLOCK_MAX], v[CPU_BLOCK_MAX], zero[3] = {0, 0, 0};
+  m->b = b;
+  for (int j = 0; j < b; j++) { /* responses to a unit impulse at j, from zero states */
+    double x[CPU_BLOCK_MAX] = {0};
+    x[j] = 1;
+    causal(c, x, zero, u, b);
+    anticausal(c, u, zero, v, b);
+    for (int i = 0; i < 3; i++) m->mp[i][j] = u[b - 1 - i], m->me[i][j] = v[i];
+  }
+  for (int j = 0; j < 3; j++) {
+    double e[3] = {j == 0, j == 1, j == 2};
+    causal(c, NULL, e, u, b);
+    for (int i = 0; i < 3; i++) m->t[i][j] = u[b - 1 - i];
+    anticausal(c, u, zero, v, b);
+    for (int i = 0; i < 3; i++) m->c[i][j] = v[i];
+    anticausal(c, NULL, e, v, b);
+    for (int i = 0; i < 3; i++) m->ta[i][j] = v[i];
+  }
+}
+
+static void mat_acc(const double m[3][3], const double x[3], double *y) {
+  for (int i = 0; i < 3; i++) y[i] += m[i][0] * x[0] + m[i][1] * x[1] + m[i][2] * x[2];
+}
+
+void cpu_yvv_blocked_line(const struct cpu_yvv *c, const struct cpu_yvv_blocked *m, double *x,
+                          int n) {
+  int b = m->b, nb = (n + b - 1) / b, l0 = (nb - 1) * b, len = n - l0;
+  double(*s)[3] = malloc((size_t)nb * sizeof(*s)), (*e)[3] = malloc((size_t)nb * sizeof(*e));
+  double *u = malloc((size_t)(b + 3) * sizeof(double));
+  /* stage A, every block but the last: zero-state carries, as dot products with the input */
+  for (int k = 0; k < nb - 1; k++)
+    for (int i = 0; i < 3; i++) {
+      const double *xb = x + (size_t)k * b;
+      s[k + 1][i] = e[k][i] = 0; /* P-bar in s[k+1], E-bar in e[k] for now */
+      for (int j = 0; j < b; j++)
+        s[k + 1][i] += m->mp[i][j] * xb[j], e[k][i] += m->me[i][j] * xb[j];
+    }
+  /* fix the causal states left to right: s[k+1] = P-bar[k] + T s[k] */
+  s[0][0] = s[0][1] = s[0][2] = x[0];
+  for (int k = 0; k < nb - 1; k++) mat_acc(m->t, s[k], s[k + 1]);
+  /* the last block, in full: causal, Triggs-Sdika, anti-causal */
+  double tail[3], ts[3], *xl = x + l0, edge = x[n - 1];
+  causal(c, xl, s[nb - 1], u + 3, len);
+  u[2] = s[nb - 1][0], u[1] = s[nb - 1][1], u[0] = s[nb - 1][2]; /* u[-1..-3] before the block */
+  for (int i = 0; i < 3; i++) tail[i] = u[3 + len - 1 - i];
+  triggs_sdika(c, tail[0], tail[1], tail[2], edge, ts);
+  memcpy(xl + len - 1, ts, sizeof(double)); /* v[n-1] */
+  anticausal(c, u + 3, ts, xl, len - 1);
+  /* the state after block nb-2: v[l0], v[l0+1], v[l0+2] (past n-1, the Triggs-Sdika values) */
+  double vl[5] = {0};
+  for (int i = 0; i < 3; i++) vl[i] = i < len ? xl[i] : ts[i - len + 1];
+  /* fix the anti-causal states right to left: E[k-1] = E-bar[k] + C s[k] + Ta E[k] */
+  double next[3] = {vl[0], vl[1], vl[2]};
+  for (int k = nb - 2; k >= 0; k--) {
+    double cur[3];
+    memcpy(cur, e[k], sizeof(cur));
+    mat_acc(m->c, s[k], cur);
+    mat_acc(m->ta, next, cur);
+    memcpy(e[k], next, sizeof(next)); /* block k's own end state */
+    memcpy(next, cur, sizeof(cur));
+  }
+  /* stage C: every block but the last again, from its true states */
+  for (int k = 0; k < nb - 1; k++) {
+    causal(c, x + (size_t)k * b, s[k], u, b);
+    anticausal(c, u, e[k], x + (size_t)k * b, b);
+  }
+  free(u);
+  free(e);
+  free(s);
 }

@@ -69,6 +69,7 @@ static int filter_init(struct filter *f, const struct cpu_blur *b) {
   memset(f, 0, sizeof(*f));
   switch (b->method) {
   case CPU_YVV:
+  case CPU_YVV_BLOCKED: /* the same filter; only the GPU computes it block by block */
     f->kind = FILTER_YVV;
     return cpu_yvv_coeffs(b->sigma, b->coeffs, &f->yvv);
   case CPU_YVV2WAY:
@@ -346,7 +347,8 @@ static void store_chunk(void *arg, int begin, int end) {
     for (int x = 0; x < img->width; x++) {
       size_t j = (size_t)y * img->width + x;
       double v = s->p[j];
-      if (s->alpha) v = s->alpha[j] > 0 ? v * max / s->alpha[j] : 0;
+      /* colour of a pixel whose alpha rounds to 0 is 0: invisible, and the same everywhere */
+      if (s->alpha) v = s->alpha[j] >= 0.5 ? v * max / s->alpha[j] : 0;
       v = v <= 0 ? 0 : v >= max ? max : floor(v + 0.5);
       cpu_set_sample(img, j * img->channels + s->ch, (unsigned)v);
     }
@@ -406,9 +408,8 @@ static void sse_chunk(void *arg, int begin, int end) {
   }
 }
 
-/* Measures out against the exact reference of src. */
-static int measure(struct cpu_pool *pool, double sigma, const struct cpu_image *src,
-                   const struct cpu_image *out, struct cpu_accuracy *acc) {
+int cpu_measure(struct cpu_pool *pool, double sigma, const struct cpu_image *src,
+                const struct cpu_image *out, struct cpu_accuracy *acc) {
   struct filter ref;
   struct cpu_blur rb = {CPU_SEPARABLE, sigma, CPU_TRUNCATE, 0};
   size_t px = (size_t)src->width * src->height;
@@ -449,7 +450,7 @@ int cpu_blur_image(struct cpu_pool *pool, const struct cpu_blur *b, const struct
     filter_free(&f);
   }
   double t1 = now_ms();
-  if (rc == 0 && acc) rc = measure(pool, b->sigma, src, dst, acc);
+  if (rc == 0 && acc) rc = cpu_measure(pool, b->sigma, src, dst, acc);
   if (t) *t = (struct cpu_timing){t1 - t0, acc ? now_ms() - t1 : 0};
   return rc;
 }

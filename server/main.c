@@ -11,7 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+#define EXIT_GPU_LOST 70 /* EX_SOFTWARE: the GPU failed for good */
+#define FATAL_GRACE_S 2  /* seconds to answer 503 (and /readyz 503) before exiting */
 
 enum opt_kind { OPT_INT, OPT_SIZE, OPT_STR };
 
@@ -137,6 +141,12 @@ static void on_signal(int sig) {
   }
 }
 
+/* The api's on_fatal: the GPU is lost. Wakes main, which stops the process. */
+static void on_gpu_lost(void *arg) {
+  (void)arg;
+  on_signal(0);
+}
+
 static int wait_for_signal(void) {
   struct sigaction sa = {0};
   char c = 0;
@@ -164,6 +174,7 @@ int main(int argc, char **argv) {
   ac.max_pixels = (uint64_t)NUM(&c, "max-pixels");
   ac.max_width = (uint32_t)NUM(&c, "max-width");
   ac.max_height = (uint32_t)NUM(&c, "max-height");
+  ac.on_fatal = on_gpu_lost;
   struct srv_config sc = {TEXT(&c, "bind"),
                           (int)NUM(&c, "port"),
                           (int)NUM(&c, "http-threads"),
@@ -188,6 +199,12 @@ int main(int argc, char **argv) {
          api_backend_name(api));
   fflush(stdout);
   int sig = wait_for_signal();
+  if (sig == 0) { /* the GPU is lost: let requests in flight get their 503, then exit non-zero
+                     so that the supervisor restarts the process; no in-process device reset */
+    fprintf(stderr, "blurd: the GPU failed with a sticky error: exiting for a restart\n");
+    nanosleep(&(struct timespec){FATAL_GRACE_S, 0}, NULL);
+    _exit(EXIT_GPU_LOST);
+  }
   fprintf(stderr, "blurd: signal %d: draining\n", sig);
   api_set_draining(api);
   int left = srv_drain(srv, (double)NUM(&c, "drain-timeout"));

@@ -118,6 +118,7 @@ static void line_filter(enum cpu_method m, double sigma, const double *in, doubl
   cpu_deriche_coeffs(sigma, &d);
   switch (m) {
   case CPU_YVV:
+  case CPU_YVV_BLOCKED:
     memcpy(out, in, (size_t)n * sizeof(double));
     cpu_yvv_line(&c, out, n);
     break;
@@ -152,6 +153,34 @@ static const enum cpu_method recursive[] = {CPU_YVV, CPU_YVV2WAY, CPU_DERICHE};
  * filters' own approximation (docs/accuracy.md), far below the 12 levels of a boundary off by
  * one index. */
 static const double step_tol[] = {2, 2, 0.1};
+
+/* The block-parallel statement of Young-van Vliet equals the sequential one, for every block
+ * length against every line length (shorter than a block, a block and one, many blocks). */
+static void test_yvv_blocked(void) {
+  const double sigmas[] = {0.5, 3, 40, 300};
+  const int lens[] = {1, 2, 3, 4, 31, 32, 33, 64, 65, 100, 1000};
+  for (int i = 0; i < 4; i++)
+    for (int b = 8; b <= 64; b *= 2) {
+      struct cpu_yvv c;
+      struct cpu_yvv_blocked m;
+      ASSERT(cpu_yvv_coeffs(sigmas[i], CPU_YVV_CALIBRATED, &c) == 0);
+      cpu_yvv_blocked_matrices(&c, b, &m);
+      for (int l = 0; l < 11; l++) {
+        int n = lens[l];
+        double *x = malloc((size_t)n * sizeof(double)), *y = malloc((size_t)n * sizeof(double));
+        srand((unsigned)n);
+        for (int j = 0; j < n; j++) x[j] = y[j] = rand() % 256;
+        cpu_yvv_line(&c, x, n);
+        cpu_yvv_blocked_line(&c, &m, y, n);
+        for (int j = 0; j < n; j++)
+          if (fabs(x[j] - y[j]) > 1e-5)
+            TEST_FAIL("sigma %g block %d n %d: v[%d] %.9f blocked %.9f", sigmas[i], b, n, j, x[j],
+                      y[j]);
+        free(x);
+        free(y);
+      }
+    }
+}
 
 /* Impulse response far from the edges: unit sum, centred, variance sigma^2. */
 static void test_impulse(void) {
@@ -365,14 +394,18 @@ static void test_photo_accuracy(void) {
    * floor below its measured 22.8 dB */
   double floor_db[CPU_NMETHODS];
   for (int m = 0; m < CPU_NMETHODS; m++)
-    floor_db[m] = m == CPU_YVV ? 48 : m == CPU_DERICHE ? 52 : m == CPU_YVV2WAY ? 20 : 58;
+    floor_db[m] = m == CPU_YVV || m == CPU_YVV_BLOCKED ? 48
+                  : m == CPU_DERICHE                   ? 52
+                  : m == CPU_YVV2WAY                   ? 20
+                                                       : 58;
   for (int i = 0; i < 2; i++) {
     struct codec_image img = photo(names[i]);
     struct cpu_image src = {img.pixels, img.width, img.height, img.channels, img.depth};
     struct cpu_image dst = new_image(img.width, img.height, img.channels, img.depth);
     for (int s = 0; s < 8; s++)
       for (int m = 0; m < CPU_NMETHODS; m++) {
-        if (m == CPU_FIR_SHARED || m == CPU_FIR_MWPT) continue; /* fir's code, tested above */
+        if (m == CPU_FIR_SHARED || m == CPU_FIR_MWPT || m == CPU_YVV_BLOCKED)
+          continue; /* the same code as fir and yvv on the CPU, tested above */
         struct cpu_blur b = {m, sigmas[s], CPU_TRUNCATE, CPU_YVV_CALIBRATED};
         struct cpu_accuracy acc;
         ASSERT(cpu_blur_image(pool, &b, &src, &dst, &acc, NULL) == 0);
@@ -397,7 +430,7 @@ static void test_extreme_sigma(void) {
       ASSERT(cpu_blur_image(pool, &b, &src, &dst, &acc, NULL) == 0);
       /* The pattern is all high frequencies, the worst case for a 3-pole recursive filter at a
        * tiny sigma: 40 dB there, against 57 dB on photographs. */
-      int three_pole = m == CPU_YVV || m == CPU_YVV2WAY;
+      int three_pole = m == CPU_YVV || m == CPU_YVV_BLOCKED || m == CPU_YVV2WAY;
       double min_db = three_pole && s == 0 ? 38 : m == CPU_YVV2WAY ? 50 : 58;
       double max_err = three_pole && s == 0 ? 5 : m == CPU_YVV2WAY ? 1 : 0.6;
       if (acc.psnr < min_db || acc.max_abs > max_err)
@@ -415,6 +448,7 @@ int main(void) {
   RUN(test_kernel);
   RUN(test_yvv_impulse);
   RUN(test_yvv_boundary);
+  RUN(test_yvv_blocked);
   RUN(test_impulse);
   RUN(test_step);
   RUN(test_right_spike);

@@ -1,0 +1,197 @@
+/* Internals shared by the .cu files of gpu/: device views of images, 4-lane pixel values,
+ * loads with premultiplication and stores with un-premultiplication and rounding (the same
+ * formulas as cpu/image.c), and the host launch functions of every kernel family. */
+#ifndef BLURD_GPU_INT_CUH
+#define BLURD_GPU_INT_CUH
+
+#include "gpu.h"
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+static inline unsigned div_up(unsigned a, unsigned b) {
+  return (a + b - 1) / b;
+}
+
+struct packed {    /* an interleaved 8- or 16-bit image on the device */
+  void *p;         /* width*height*c samples */
+  int w, h, c, depth;
+};
+
+/* 4 lanes, one per channel (alpha, when there is one, is lane c-1; unused lanes stay 0). */
+template <class R> struct v4 {
+  R l[4];
+};
+
+template <class R> __device__ __forceinline__ v4<R> v4_zero() {
+  v4<R> v = {{0, 0, 0, 0}};
+  return v;
+}
+
+template <class R> __device__ __forceinline__ void v4_fma(v4<R> &acc, R w, const v4<R> &x) {
+#pragma unroll
+  for (int i = 0; i < 4; i++) acc.l[i] += w * x.l[i];
+}
+
+template <class R> __device__ __forceinline__ v4<R> v4_axpy(R w, const v4<R> &x, const v4<R> &y) {
+  v4<R> r;
+#pragma unroll
+  for (int i = 0; i < 4; i++) r.l[i] = w * x.l[i] + y.l[i];
+  return r;
+}
+
+__device__ __forceinline__ int clampi(int v, int lo, int hi) {
+  return v < lo ? lo : v > hi ? hi : v;
+}
+
+__device__ __forceinline__ unsigned raw_sample(const packed &im, size_t i) {
+  return im.depth == 16 ? ((const uint16_t *)im.p)[i] : ((const uint8_t *)im.p)[i];
+}
+
+/* Pixel (x, y) as 4 lanes, colour premultiplied by alpha / max (as cpu/image.c loads it). */
+template <class R> __device__ __forceinline__ v4<R> load_px(const packed &im, int x, int y) {
+  v4<R> v = v4_zero<R>();
+  size_t i = ((size_t)y * im.w + x) * im.c;
+  if (im.c == 4 && im.depth == 8) {
+    uchar4 q = *(const uchar4 *)((const uint8_t *)im.p + i);
+    v.l[0] = q.x, v.l[1] = q.y, v.l[2] = q.z, v.l[3] = q.w;
+  } else {
+    for (int k = 0; k < im.c; k++) v.l[k] = (R)raw_sample(im, i + k);
+  }
+  if (im.c == 2 || im.c == 4) {
+    R a = v.l[im.c - 1] * (im.depth == 16 ? (R)(1.0 / 65535) : (R)(1.0 / 255));
+    for (int k = 0; k < im.c - 1; k++) v.l[k] *= a;
+  }
+  return v;
+}
+
+/* Stores 4 lanes into pixel (x, y): colour divided by alpha, rounded half up, clamped. */
+template <class R> __device__ __forceinline__ void store_px(const packed &im, int x, int y,
+                                                            const v4<R> &v) {
+  R max = (R)((1 << im.depth) - 1);
+  size_t i = ((size_t)y * im.w + x) * im.c;
+  int alpha = im.c == 2 || im.c == 4;
+  R a = v.l[im.c - 1], inv = a >= (R)0.5 ? max / a : (R)0; /* transparent: colour 0 */
+  unsigned q[4];
+  for (int k = 0; k < im.c; k++) {
+    R t = v.l[k];
+    if (alpha && k < im.c - 1) t *= inv; /* one division per pixel */
+    t = t <= 0 ? (R)0 : t >= max ? max : floor(t + (R)0.5);
+    q[k] = (unsigned)t;
+  }
+  if (im.c == 4 && im.depth == 8) {
+    *(uchar4 *)((uint8_t *)im.p + i) = make_uchar4(q[0], q[1], q[2], q[3]);
+  } else {
+    for (int k = 0; k < im.c; k++) {
+      if (im.depth == 16)
+        ((uint16_t *)im.p)[i + k] = (uint16_t)q[k];
+      else
+        ((uint8_t *)im.p)[i + k] = (uint8_t)q[k];
+    }
+  }
+}
+
+/* The intermediate between the x pass and the y pass: 4 lanes per pixel in half precision
+ * (8-bit images: 0.06 of a level at most) or single precision (16-bit images). */
+struct mid {
+  void *p;
+  int w, h;
+  int half; /* 1: 4 halves per pixel, 0: 4 floats */
+};
+
+template <class R> __device__ __forceinline__ v4<R> load_mid(const mid &m, int x, int y) {
+  size_t i = (size_t)y * m.w + x;
+  v4<R> v;
+  if (m.half) {
+    uint2 raw = ((const uint2 *)m.p)[i];
+    __half2 a = *(__half2 *)&raw.x, b = *(__half2 *)&raw.y;
+    float2 fa = __half22float2(a), fb = __half22float2(b);
+    v.l[0] = fa.x, v.l[1] = fa.y, v.l[2] = fb.x, v.l[3] = fb.y;
+  } else {
+    float4 f = ((const float4 *)m.p)[i];
+    v.l[0] = f.x, v.l[1] = f.y, v.l[2] = f.z, v.l[3] = f.w;
+  }
+  return v;
+}
+
+template <class R> __device__ __forceinline__ void store_mid(const mid &m, int x, int y,
+                                                             const v4<R> &v) {
+  size_t i = (size_t)y * m.w + x;
+  if (m.half) {
+    __half2 a = __floats2half2_rn((float)v.l[0], (float)v.l[1]);
+    __half2 b = __floats2half2_rn((float)v.l[2], (float)v.l[3]);
+    uint2 raw;
+    raw.x = *(unsigned *)&a, raw.y = *(unsigned *)&b;
+    ((uint2 *)m.p)[i] = raw;
+  } else {
+    ((float4 *)m.p)[i] = make_float4((float)v.l[0], (float)v.l[1], (float)v.l[2], (float)v.l[3]);
+  }
+}
+
+/* One 1-D pass reads lines from a source and writes them to a destination: the x pass from the
+ * packed input to the intermediate, the y pass from the intermediate to the packed output. A
+ * line is a row (x pass) or a column (y pass); sample i of line l is pixel (i, l) or (l, i). */
+struct pass_io {
+  packed img;   /* the packed image: the source of the x pass, the destination of the y pass */
+  mid m;        /* the intermediate */
+  int vertical; /* 0: x pass (rows), 1: y pass (columns) */
+  int n;        /* samples per line */
+  int lines;    /* number of lines */
+};
+
+template <class R> __device__ __forceinline__ v4<R> pass_load(const pass_io &io, int line, int i) {
+  return io.vertical ? load_mid<R>(io.m, line, i) : load_px<R>(io.img, i, line);
+}
+
+template <class R> __device__ __forceinline__ void pass_store(const pass_io &io, int line, int i,
+                                                              const v4<R> &v) {
+  if (io.vertical)
+    store_px<R>(io.img, line, i, v);
+  else
+    store_mid<R>(io.m, i, line, v);
+}
+
+/* A scratch plane of 4 floats per pixel, indexed like the pass's lines. */
+__device__ __forceinline__ size_t scratch_index(const pass_io &io, int line, int i) {
+  return io.vertical ? (size_t)i * io.lines + line : (size_t)line * io.n + i;
+}
+
+/* ---- launches (each returns cudaGetLastError() after its kernels) ---- */
+
+/* The fir family: variant 0 fir (global), 1 fir_shared, 2 fir_mwpt. d_a holds a[0..r]. */
+cudaError_t launch_fir(int variant, packed in, packed out, const uint32_t *d_a, int r, int k,
+                       cudaStream_t s);
+
+/* Separable FIR through shared memory, weights d_w[0..r] in R precision. */
+cudaError_t launch_separable(packed in, packed out, mid m, const float *d_w, int r,
+                             cudaStream_t s);
+
+/* The exact reference in double and the error of out against it: d_stats[0] += sum of squared
+ * errors, d_stats[1] = max(d_stats[1], largest error) (as a positive double's bits). */
+cudaError_t launch_reference(packed in, packed out, void *d_ref, const double *d_w, int r,
+                             double *d_stats, cudaStream_t s);
+
+struct rec_params {          /* everything the recursive kernels need, passed by value */
+  double b, a[3], m[3][3];   /* Young-van Vliet */
+  double d_a[5], d_bc[4], d_ba[5], d_gc, d_ga; /* Deriche */
+  int radius;                /* yvv2way: the centre pixel's FIR radius */
+  double w[64];              /* yvv2way: its kernel, when radius < 64 */
+  const double *d_w;         /* yvv2way: its kernel in device memory otherwise */
+  double bt[3][3], bc[3][3], bta[3][3]; /* yvv_blocked carry matrices (cpu_yvv_blocked) */
+  double mp[3][32], me[3][32]; /* yvv_blocked: zero-state carries as dot products */
+};
+
+enum rec_kind { REC_YVV, REC_YVV2WAY, REC_DERICHE, REC_YVV_BLOCKED };
+
+/* A recursive method over both passes. d_tmp is a scratch plane of 4 floats per pixel; d_carry
+ * holds yvv_blocked's carries (see gpu.cu for its size). use_double picks the precision. */
+cudaError_t launch_recursive(enum rec_kind kind, const rec_params &p, int use_double, packed in,
+                             packed out, mid m, float4 *d_tmp, void *d_carry, cudaStream_t s);
+
+/* yvv_blocked's block length in samples (float, double) and the bytes its carries need. */
+#define BLOCKED_B_FLOAT 32
+#define BLOCKED_B_DOUBLE 16
+size_t blocked_carry_bytes(int w, int h, int use_double);
+
+#endif
