@@ -191,3 +191,18 @@ void codec_image_free(struct codec_image *img) {
   free(img->pixels);
   img->pixels = NULL;
 }
+
+enum codec_status codec_decode_file(const char *path, struct codec_image *out) {
+  FILE *f = fopen(path, "rb");
+  uint8_t *buf = NULL;
+  long n = -1;
+  memset(out, 0, sizeof(*out));
+  if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0)
+    buf = malloc((size_t)n + 1);
+  enum codec_status st = CODEC_UNKNOWN;
+  if (buf && fread(buf, 1, (size_t)n, f) == (size_t)n)
+    st = codec_decode(buf, (size_t)n, &(struct codec_limits){0, 0, 0}, out, NULL, 0);
+  free(buf);
+  if (f) fclose(f);
+  return st;
+}

@@ -76,6 +76,11 @@ struct codec_encode_opts {
 enum codec_status codec_encode(const struct codec_image *img, const struct codec_encode_opts *o,
                                uint8_t **out, size_t *outlen, char *msg, size_t msglen);
 
+/* Reads the file at path and decodes it without limits (for tools and tests; the service
+ * decodes uploads with codec_decode). Returns CODEC_OK, the decoder's failure, or CODEC_UNKNOWN
+ * when the file cannot be read. */
+enum codec_status codec_decode_file(const char *path, struct codec_image *out);
+
 /* Frees img's pixels and sets the pointer to NULL; safe to call twice. */
 void codec_image_free(struct codec_image *img);
 

@@ -19,19 +19,10 @@ static int quick;
 
 static struct codec_image photo(const char *name) {
   char path[512];
-  const char *dir = getenv("BLURD_DATA") ? getenv("BLURD_DATA") : "tests/data";
-  snprintf(path, sizeof(path), "%s/%s", dir, name);
-  FILE *f = fopen(path, "rb");
-  if (!f) TEST_FAIL("cannot open %s", path);
-  fseek(f, 0, SEEK_END);
-  size_t n = (size_t)ftell(f);
-  uint8_t *buf = malloc(n);
-  fseek(f, 0, SEEK_SET);
-  ASSERT(fread(buf, 1, n, f) == n);
-  fclose(f);
   struct codec_image img;
-  ASSERT(codec_decode(buf, n, &(struct codec_limits){0, 0, 0}, &img, NULL, 0) == CODEC_OK);
-  free(buf);
+  snprintf(path, sizeof(path), "%s/%s", getenv("BLURD_DATA") ? getenv("BLURD_DATA") : "tests/data",
+           name);
+  if (codec_decode_file(path, &img) != CODEC_OK) TEST_FAIL("cannot decode %s", path);
   return img;
 }
 

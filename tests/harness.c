@@ -63,13 +63,8 @@ int server_stop(struct server *s, int sig) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-struct buf {
-  char *p;
-  size_t len;
-};
-
-static size_t collect(char *data, size_t size, size_t n, void *ud) {
-  struct buf *b = ud;
+size_t http_collect(char *data, size_t size, size_t n, void *ud) {
+  struct http_buf *b = ud;
   char *p = realloc(b->p, b->len + size * n + 1);
   if (!p) return 0;
   memcpy(p + b->len, data, size * n);
@@ -80,10 +75,10 @@ static size_t collect(char *data, size_t size, size_t n, void *ud) {
 }
 
 static int perform(CURL *c, struct http_resp *r) {
-  struct buf body = {calloc(1, 1), 0}, hdr = {calloc(1, 1), 0};
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+  struct http_buf body = {calloc(1, 1), 0}, hdr = {calloc(1, 1), 0};
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, http_collect);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
-  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, collect);
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, http_collect);
   curl_easy_setopt(c, CURLOPT_HEADERDATA, &hdr);
   curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
   CURLcode rc = curl_easy_perform(c);

@@ -39,6 +39,14 @@ int http_post_form(const struct server *s, const char *path, const char *field, 
 const char *http_header(const struct http_resp *r, const char *name, char *buf, size_t n);
 void http_resp_free(struct http_resp *r);
 
+struct http_buf { /* a growing NUL-terminated buffer */
+  char *p;
+  size_t len;
+};
+
+/* A libcurl write callback appending to the struct http_buf in ud. */
+size_t http_collect(char *data, size_t size, size_t n, void *ud);
+
 /* The bytes of fixture name (in BLURD_DATA or tests/data); aborts when missing. Caller frees. */
 uint8_t *fixture(const char *name, size_t *len);
 

@@ -461,17 +461,6 @@ static void test_limits(void) {
   ASSERT_INT(server_stop(&s, SIGTERM), ==, 0);
 }
 
-static size_t collect_body(char *data, size_t size, size_t n, void *ud) {
-  struct http_resp *r = ud;
-  char *p = realloc(r->body, r->len + size * n + 1);
-  if (!p) return 0;
-  memcpy(p + r->len, data, size * n);
-  r->body = p;
-  r->len += size * n;
-  p[r->len] = 0;
-  return size * n;
-}
-
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -488,6 +477,7 @@ static int parallel_posts(const struct server *s, int n, const char *path, const
   CURL *easy[16];
   struct curl_slist *hl = curl_slist_append(NULL, "Content-Type: image/png");
   char url[256];
+  struct http_buf bodies[16] = {{0}};
   int running = 1, unanswered = -1;
   ASSERT(n <= 16);
   snprintf(url, sizeof(url), "%s%s", s->base, path);
@@ -498,8 +488,8 @@ static int parallel_posts(const struct server *s, int n, const char *path, const
     curl_easy_setopt(easy[i], CURLOPT_POSTFIELDS, img);
     curl_easy_setopt(easy[i], CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
     curl_easy_setopt(easy[i], CURLOPT_HTTPHEADER, hl);
-    curl_easy_setopt(easy[i], CURLOPT_WRITEFUNCTION, collect_body);
-    curl_easy_setopt(easy[i], CURLOPT_WRITEDATA, &resp[i]);
+    curl_easy_setopt(easy[i], CURLOPT_WRITEFUNCTION, http_collect);
+    curl_easy_setopt(easy[i], CURLOPT_WRITEDATA, &bodies[i]);
     curl_easy_setopt(easy[i], CURLOPT_TIMEOUT, 300L);
     curl_multi_add_handle(m, easy[i]);
   }
@@ -516,6 +506,8 @@ static int parallel_posts(const struct server *s, int n, const char *path, const
   for (int i = 0; i < n; i++) {
     struct curl_header *h;
     curl_easy_getinfo(easy[i], CURLINFO_RESPONSE_CODE, &resp[i].status);
+    resp[i].body = bodies[i].p;
+    resp[i].len = bodies[i].len;
     if (curl_easy_header(easy[i], "Retry-After", 0, CURLH_HEADER, -1, &h) == CURLHE_OK)
       resp[i].headers = strdup(h->value);
     curl_multi_remove_handle(m, easy[i]);

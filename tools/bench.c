@@ -43,21 +43,11 @@ static struct cpu_image rgba(const struct codec_image *p, int w, int h) {
 }
 
 static struct codec_image load(const char *path) {
-  FILE *f = fopen(path, "rb");
-  struct codec_image img = {0};
-  if (!f) {
-    fprintf(stderr, "bench: cannot open %s\n", path);
+  struct codec_image img;
+  if (codec_decode_file(path, &img) != CODEC_OK) {
+    fprintf(stderr, "%s: cannot decode %s\n", "bench", path);
     exit(1);
   }
-  fseek(f, 0, SEEK_END);
-  size_t n = (size_t)ftell(f);
-  uint8_t *buf = malloc(n);
-  fseek(f, 0, SEEK_SET);
-  if (!buf || fread(buf, 1, n, f) != n ||
-      codec_decode(buf, n, &(struct codec_limits){0, 0, 0}, &img, NULL, 0) != CODEC_OK)
-    exit(1);
-  fclose(f);
-  free(buf);
   return img;
 }
 

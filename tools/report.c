@@ -28,25 +28,13 @@ static double now_ms(void) {
 }
 
 static struct codec_image load(const char *name) {
-  char path[1024], msg[256];
+  char path[1024];
   snprintf(path, sizeof(path), "%s/%s", data_dir, name);
-  FILE *f = fopen(path, "rb");
-  struct codec_image img = {0};
-  if (!f) {
-    fprintf(stderr, "report: cannot open %s\n", path);
+  struct codec_image img;
+  if (codec_decode_file(path, &img) != CODEC_OK) {
+    fprintf(stderr, "%s: cannot decode %s\n", "report", path);
     exit(1);
   }
-  fseek(f, 0, SEEK_END);
-  size_t n = (size_t)ftell(f);
-  uint8_t *buf = malloc(n);
-  fseek(f, 0, SEEK_SET);
-  if (!buf || fread(buf, 1, n, f) != n ||
-      codec_decode(buf, n, &(struct codec_limits){0, 0, 0}, &img, msg, sizeof(msg)) != CODEC_OK) {
-    fprintf(stderr, "report: cannot decode %s\n", path);
-    exit(1);
-  }
-  fclose(f);
-  free(buf);
   return img;
 }
 
