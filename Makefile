@@ -2,6 +2,7 @@
 #   make                           build build/blurd and the tests (CUDA too when nvcc is found)
 #   make test                      unit tests, then integration tests against the real binary
 #   make SAN=address,undefined test  the same under ASan/UBSan, built in build/san
+#   make fuzz / make load          the fuzz targets (FUZZ_SECONDS each) / the load test (wrk)
 #   make fmt / make fmt-check      clang-format the sources / check that they are formatted
 CC ?= cc
 NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
@@ -18,7 +19,7 @@ BUILD ?= build/san
 SANFLAGS := -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
 endif
 
-PKGS := libmicrohttpd jansson libpng libturbojpeg
+PKGS := libmicrohttpd jansson libpng libturbojpeg libjpeg
 OPT ?= -O3 -g
 CFLAGS += -std=c11 $(OPT) -Wall -Wextra -Werror -Wstrict-prototypes -Wshadow -D_GNU_SOURCE \
           -pthread -MMD -MP $(SANFLAGS) $(shell pkg-config --cflags $(PKGS))
@@ -57,7 +58,7 @@ UNIT_BIN := $(UNIT_SRC:tests/%.c=$(BUILD)/tests/%)
 INTEG_BIN := $(INTEG_SRC:tests/%.c=$(BUILD)/tests/%)
 TOOL_BIN := $(TOOL_SRC:tools/%.c=$(BUILD)/%)
 
-.PHONY: all test unit integ fmt fmt-check clean report test-gpu bench
+.PHONY: all test unit integ fmt fmt-check clean report test-gpu bench fuzz load
 .SECONDARY:
 all: $(BUILD)/blurd $(UNIT_BIN) $(INTEG_BIN) $(TOOL_BIN) $(GPU_BIN)
 	@echo "blurd built in $(BUILD)/: backends $(BACKENDS)"
@@ -91,7 +92,7 @@ unit: all
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
 
 integ: all
-	@set -e; for t in $(INTEG_BIN); do echo "== $$t"; BLURD_BIN=$(BUILD)/blurd $$t; done
+	@set -e; for t in $(INTEG_BIN); do echo "== $$t"; $(if $(SAN),BLURD_SAN=1) BLURD_BIN=$(BUILD)/blurd $$t; done
 
 # On a machine with an NVIDIA GPU: the GPU test suite (a sticky fault in a process of its own,
 # then every method against its CPU twin), then the integration tests against the GPU backend.
@@ -99,6 +100,17 @@ test-gpu: all
 	$(BUILD)/tests/gpu_check --fault
 	$(BUILD)/tests/gpu_check
 	BLURD_BIN=$(BUILD)/blurd BLURD_EXPECT_BACKEND=cuda: $(BUILD)/tests/integ_blur
+	BLURD_BIN=$(BUILD)/blurd BLURD_EXPECT_BACKEND=cuda: $(BUILD)/tests/integ_hardening
+
+# The libFuzzer targets, built with clang under ASan/UBSan, FUZZ_SECONDS each (fuzz/README.md).
+FUZZ_SECONDS ?= 60
+fuzz:
+	bash fuzz/run.sh $(FUZZ_SECONDS)
+
+# The load test: wrk against build/blurd, LOAD_SECONDS below capacity, then half that over it.
+LOAD_SECONDS ?= 60
+load: all
+	bash tests/load/run.sh $(LOAD_SECONDS) $(BUILD)/blurd
 
 # The benchmark tool; bench/run.sh runs it on the GPU machine beside the peers.
 bench: $(BUILD)/bench

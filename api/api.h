@@ -33,6 +33,8 @@
   X(QUEUE_FULL,          503, "queue_full",            "The job queue is full; retry shortly.")     \
   X(OUT_OF_MEMORY,       503, "out_of_memory",         "The service ran out of memory for this request; retry shortly.") \
   X(SHUTTING_DOWN,       503, "shutting_down",         "The service is shutting down.")   \
+  X(DEADLINE_EXCEEDED,   503, "deadline_exceeded",     "The request took longer than the service allows; retry later.") \
+  X(CLIENT_GONE,         499, "client_closed_request", "The client closed the connection before the answer.") \
   X(GPU_ERROR,           503, "gpu_error",             "The GPU could not run this request; retry shortly.") \
   X(GPU_LOST,            503, "gpu_lost",              "The GPU failed; the service is restarting.")
 /* clang-format on */
@@ -89,6 +91,8 @@ struct api_request {
   const uint8_t *body;      /* the whole body (already limited by the server) */
   size_t body_len;
   double t_received; /* api_now_ms() when the body was complete */
+  double deadline;   /* api_now_ms() past which the answer is 503 deadline_exceeded; 0: none */
+  int (*client_gone)(void *udata); /* has the client hung up? (skips the work); may be NULL */
 };
 
 struct api_ctx;

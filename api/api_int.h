@@ -51,6 +51,7 @@ struct blur_params {
 };
 
 extern const struct endpoint api_blur_endpoint;
+extern const struct endpoint api_convert_endpoint; /* format, quality, compression */
 
 #define PARAMS_JSON_MAX 16384 /* bytes of the params field */
 
@@ -98,7 +99,8 @@ struct backend_ops {
   /* Sets up worker index's state (a stream, buffers). Returns 0, or -1 with err filled. */
   int (*worker_new)(void *shared, int index, void **state, char *err, size_t errlen);
   void (*worker_free)(void *state);
-  /* Blurs src into dst (same shape, own buffer); acc may be NULL (no reference). Returns
+  /* Blurs src into dst (same shape; with lends_output dst->data is NULL and comes back set to a
+   * buffer of the worker's, valid until its next call); acc may be NULL (no reference). Returns
    * API_OK; API_OUT_OF_MEMORY or API_GPU_ERROR (this job failed, the service carries on); or
    * API_GPU_LOST (the device is lost: the process must restart). */
   enum api_error (*blur)(void *state, const struct cpu_blur *b, const struct cpu_image *src,
@@ -107,6 +109,7 @@ struct backend_ops {
   enum cpu_method (*auto_method)(double sigma, int width, int height);
   /* The name clients see in X-Backend for work done by this worker. */
   const char *(*worker_name)(void *state);
+  int lends_output; /* blur hands out its own buffer (the GPU's pinned staging): no copy */
 };
 
 struct worker {
@@ -140,11 +143,13 @@ json_t *backend_kinds(void);
 
 /* ---- jobs ---- */
 
-/* Queues a blur of image on ctx's backend. The response goes to done(udata). Returns API_OK or
- * API_QUEUE_FULL / API_OUT_OF_MEMORY (nothing was queued). */
-enum api_error job_submit_blur(struct api_ctx *ctx, const uint8_t *image, size_t len,
-                               const struct blur_params *p, int want_json, double t_received,
-                               api_done_fn done, void *udata);
+/* Queues the image job of req on ctx's backend: a blur with p, or with convert set a decode
+ * and encode only (p's format, quality and compression). The response goes to done(udata).
+ * Returns API_OK, or API_QUEUE_FULL / API_SHUTTING_DOWN / API_OUT_OF_MEMORY (nothing was
+ * queued). */
+enum api_error job_submit(struct api_ctx *ctx, const struct api_request *req, const uint8_t *image,
+                          size_t len, const struct blur_params *p, int convert, api_done_fn done,
+                          void *udata);
 
 /* ---- the context ---- */
 

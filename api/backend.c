@@ -4,6 +4,7 @@
  * caller answers 503. Freeing the backend runs what is queued, then joins the workers. */
 #include "api_int.h"
 
+#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,8 +53,8 @@ static const char *cpu_worker_name(void *state) {
   return "cpu";
 }
 
-static const struct backend_ops cpu_ops = {"cpu",    cpu_worker_new,  cpu_worker_free,
-                                           cpu_blur, cpu_auto_method, cpu_worker_name};
+static const struct backend_ops cpu_ops = {
+    "cpu", cpu_worker_new, cpu_worker_free, cpu_blur, cpu_auto_method, cpu_worker_name, 0};
 
 /* ---- the CUDA backend ---- */
 
@@ -118,8 +119,8 @@ static const char *gpu_worker_name(void *state) {
   return gpu_ctx_name(((struct gpu_worker *)state)->ctx);
 }
 
-static const struct backend_ops gpu_ops = {"cuda",      gpu_worker_new,  gpu_worker_free,
-                                           gpu_blur_op, gpu_auto_method, gpu_worker_name};
+static const struct backend_ops gpu_ops = {
+    "cuda", gpu_worker_new, gpu_worker_free, gpu_blur_op, gpu_auto_method, gpu_worker_name, 1};
 #endif
 
 /* ---- queue and workers ---- */
@@ -145,6 +146,7 @@ static void *worker_main(void *arg) {
     job->run(job, wt.w);
     pthread_mutex_lock(&b->mu);
     b->running--;
+    if (b->running == 0 && b->count == 0) malloc_trim(0); /* idle: give freed memory back */
   }
   pthread_mutex_unlock(&b->mu);
   return NULL;
@@ -203,11 +205,13 @@ static int choose_ops(struct backend *b, const struct api_config *cfg, char *err
   return b->shared ? 0 : -1;
 }
 
-/* Workers: the flag, or one per core for the CPU; per GPU the flag, or one per core up to 8,
- * enough to keep the GPU and the codecs busy. */
+/* Workers: the flag, or one per core for the CPU; per GPU the flag, or the cores shared out
+ * among the GPUs (at least 2 each): a GPU worker spends most of its time in the codecs, and
+ * sleeps while it waits for the GPU. */
 static int worker_count(const struct api_config *cfg, int ndev) {
   if (ndev == 0) return cfg->workers > 0 ? cfg->workers : cores();
-  return (cfg->workers > 0 ? cfg->workers : cores() < 8 ? cores() : 8) * ndev;
+  int per_gpu = (cores() + ndev - 1) / ndev;
+  return (cfg->workers > 0 ? cfg->workers : per_gpu < 2 ? 2 : per_gpu) * ndev;
 }
 
 struct backend *backend_new(const struct api_config *cfg, char *err, size_t errlen) {

@@ -151,14 +151,16 @@ static enum api_error read_upload(const struct api_request *req, struct upload *
   return API_UNSUPPORTED_MEDIA;
 }
 
-static struct api_response *blur(struct api_ctx *ctx, const struct api_request *req,
-                                 const char *query, api_done_fn done, void *udata) {
+/* POST /blur and POST /convert: read the upload and the parameters, then queue the job. */
+static struct api_response *image_job(struct api_ctx *ctx, const struct api_request *req,
+                                      const char *query, int convert, api_done_fn done,
+                                      void *udata) {
   char msg[512] = "";
   struct upload u;
-  struct blur_params p;
+  struct blur_params p = {0};
+  const struct endpoint *ep = convert ? &api_convert_endpoint : &api_blur_endpoint;
   enum api_error e = read_upload(req, &u, msg, sizeof(msg));
-  if (e == API_OK)
-    e = params_parse(&api_blur_endpoint, query, u.json, u.json_len, &p, msg, sizeof(msg));
+  if (e == API_OK) e = params_parse(ep, query, u.json, u.json_len, &p, msg, sizeof(msg));
   if (e == API_OK && (!u.image || u.len == 0)) {
     snprintf(msg, sizeof(msg),
              "The request carries no image: send it in the form field 'image', or as the raw "
@@ -169,9 +171,7 @@ static struct api_response *blur(struct api_ctx *ctx, const struct api_request *
     snprintf(msg, sizeof(msg), "The upload is neither a PNG nor a JPEG file.");
     e = API_UNSUPPORTED_MEDIA;
   }
-  int want_json = req->accept && strstr(req->accept, "application/json");
-  if (e == API_OK)
-    e = job_submit_blur(ctx, u.image, u.len, &p, want_json, req->t_received, done, udata);
+  if (e == API_OK) e = job_submit(ctx, req, u.image, u.len, &p, convert, done, udata);
   return e == API_OK ? NULL : api_error_response(e, msg);
 }
 
@@ -180,8 +180,11 @@ struct route {
   const char *method; /* the HTTP method it takes (GET routes take HEAD too) */
 };
 
-static const struct route routes[] = {
-    {"/healthz", "GET"}, {"/readyz", "GET"}, {"/methods", "GET"}, {"/blur", "POST"}};
+static const struct route routes[] = {{"/healthz", "GET"},
+                                      {"/readyz", "GET"},
+                                      {"/methods", "GET"},
+                                      {"/blur", "POST"},
+                                      {"/convert", "POST"}};
 
 struct api_response *api_handle(struct api_ctx *ctx, const struct api_request *req,
                                 api_done_fn done, void *udata) {
@@ -205,5 +208,5 @@ struct api_response *api_handle(struct api_ctx *ctx, const struct api_request *r
   if (strcmp(r->path, "/readyz") == 0) return readyz(ctx);
   if (strcmp(r->path, "/methods") == 0) return methods(ctx);
   if (api_failed(ctx)) return api_error_response(API_GPU_LOST, NULL);
-  return blur(ctx, req, q ? q + 1 : "", done, udata);
+  return image_job(ctx, req, q ? q + 1 : "", strcmp(r->path, "/convert") == 0, done, udata);
 }

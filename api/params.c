@@ -33,6 +33,28 @@ static const char *const bool_choices[] = {"false", "true", NULL};
 #define FIR_FAMILY (1u << CPU_FIR | 1u << CPU_FIR_SHARED | 1u << CPU_FIR_MWPT | 1u << CPU_SEPARABLE)
 #define YVV_FAMILY (1u << CPU_YVV | 1u << CPU_YVV_BLOCKED | 1u << CPU_YVV2WAY)
 
+/* The output parameters, shared by /blur and /convert. */
+#define OUTPUT_PARAMS                                                                              \
+  {"format",                                                                                       \
+   PT_ENUM,                                                                                        \
+   0,                                                                                              \
+   0,                                                                                              \
+   format_choices,                                                                                 \
+   "input",                                                                                        \
+   OFF(format),                                                                                    \
+   "Output format; 'input' keeps the format of the upload.",                                       \
+   0},                                                                                             \
+      {"quality", PT_INT, 1, 100, NULL, "90", OFF(quality), "JPEG quality; ignored for PNG.", 0},  \
+      {"compression",                                                                              \
+       PT_INT,                                                                                     \
+       0,                                                                                          \
+       9,                                                                                          \
+       NULL,                                                                                       \
+       "6",                                                                                        \
+       OFF(compression),                                                                           \
+       "PNG zlib compression level; ignored for JPEG.",                                            \
+       0},
+
 static const struct param_spec blur_params[] = {
     {"method", PT_ENUM, 0, 0, method_choices, "auto", OFF(method),
      "Blur algorithm; auto picks the fastest one that reaches 48 dB for this sigma and size.", 0},
@@ -42,14 +64,14 @@ static const struct param_spec blur_params[] = {
      "Kernel radius in sigmas: the taps run to ceil(truncate * sigma).", FIR_FAMILY},
     {"coeffs", PT_ENUM, 0, 0, coeff_choices, "calibrated", OFF(coeffs),
      "Young-van Vliet coefficient set; 1995 is the seed paper's.", YVV_FAMILY},
-    {"format", PT_ENUM, 0, 0, format_choices, "input", OFF(format),
-     "Output format; 'input' keeps the format of the upload.", 0},
-    {"quality", PT_INT, 1, 100, NULL, "90", OFF(quality), "JPEG quality; ignored for PNG.", 0},
-    {"compression", PT_INT, 0, 9, NULL, "6", OFF(compression),
-     "PNG zlib compression level; ignored for JPEG.", 0},
-    {"psnr", PT_BOOL, 0, 1, bool_choices, "true", OFF(psnr),
-     "Measure the PSNR against the exact Gaussian (costs about one FIR pass).", 0},
+    OUTPUT_PARAMS{"psnr", PT_BOOL, 0, 1, bool_choices, "true", OFF(psnr),
+                  "Measure the PSNR against the exact Gaussian (costs about one FIR pass).", 0},
 };
+
+static const struct param_spec convert_params[] = {OUTPUT_PARAMS};
+
+const struct endpoint api_convert_endpoint = {
+    "/convert", convert_params, sizeof(convert_params) / sizeof(convert_params[0]), -1, 0};
 
 const struct endpoint api_blur_endpoint = {
     "/blur", blur_params, sizeof(blur_params) / sizeof(blur_params[0]), 0, CPU_NMETHODS};

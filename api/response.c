@@ -56,8 +56,14 @@ struct api_response *response_json(int status, json_t *body) {
 struct api_response *api_error_response(enum api_error e, const char *msg) {
   if (e == API_OK) e = API_INTERNAL;
   int status = api_error_status(e);
+  /* A message may quote the request (a key, a value cut at 64 bytes), which need not be valid
+   * UTF-8, and json_pack refuses what is not: keep it ASCII, '?' for anything else. */
+  char text[512];
+  snprintf(text, sizeof(text), "%s", msg && *msg ? msg : error_msg(e));
+  for (char *c = text; *c; c++)
+    if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e) *c = '?';
   json_t *body = json_pack("{s:{s:i, s:s, s:s}}", "error", "status", status, "code",
-                           api_error_code(e), "message", msg && *msg ? msg : error_msg(e));
+                           api_error_code(e), "message", text);
   struct api_response *r = response_json(status, body);
   if (r && status == 503) api_response_header(r, "Retry-After", "1");
   return r;

@@ -3,9 +3,11 @@
  * It recognises a format from its magic bytes, names formats and statuses, checks arguments, and
  * hands the work to png.c or jpeg.c. It also holds the two helpers every decoder uses, so that all
  * of them word their failures alike: codec_msgf() for the sentence and codec_check_size() for the
- * limit check that must happen before any pixel buffer is allocated. */
+ * limit check that must happen before any pixel buffer is allocated; and the module's allocator,
+ * through which every allocation passes so that tests can make any one of them fail. */
 #include <limits.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +63,32 @@ const char *codec_status_msg(enum codec_status s) {
 #undef X
   }
   return "unknown codec status";
+}
+
+/* Allocations still to succeed before one fails; -1: none will (the service never arms it). */
+static atomic_long alloc_countdown = -1;
+
+long codec_test_fail_alloc(long n) {
+  return atomic_exchange(&alloc_countdown, n < 0 ? -1 : n);
+}
+
+int codec_alloc_fails(void) {
+  long left = atomic_load_explicit(&alloc_countdown, memory_order_relaxed);
+  while (left >= 0) /* 0: this is the one to fail; then the countdown disarms itself at -1 */
+    if (atomic_compare_exchange_weak(&alloc_countdown, &left, left - 1)) return left == 0;
+  return 0;
+}
+
+void *codec_malloc(size_t n) {
+  return codec_alloc_fails() ? NULL : malloc(n);
+}
+
+void *codec_realloc(void *p, size_t n) {
+  return codec_alloc_fails() ? NULL : realloc(p, n);
+}
+
+void codec_free(void *p) {
+  free(p);
 }
 
 void codec_msgf(char *msg, size_t msglen, const char *fmt, ...) {
@@ -188,7 +216,7 @@ enum codec_status codec_encode(const struct codec_image *img, const struct codec
 
 void codec_image_free(struct codec_image *img) {
   if (img == NULL) return;
-  free(img->pixels);
+  codec_free(img->pixels);
   img->pixels = NULL;
 }
 
@@ -198,11 +226,11 @@ enum codec_status codec_decode_file(const char *path, struct codec_image *out) {
   long n = -1;
   memset(out, 0, sizeof(*out));
   if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0)
-    buf = malloc((size_t)n + 1);
+    buf = codec_malloc((size_t)n + 1);
   enum codec_status st = CODEC_UNKNOWN;
   if (buf && fread(buf, 1, (size_t)n, f) == (size_t)n)
     st = codec_decode(buf, (size_t)n, &(struct codec_limits){0, 0, 0}, out, NULL, 0);
-  free(buf);
+  codec_free(buf);
   if (f) fclose(f);
   return st;
 }

@@ -1,4 +1,4 @@
-/* codecs: PNG (libpng) and JPEG (libjpeg-turbo's TurboJPEG API) to and from interleaved pixels.
+/* codecs: PNG (libpng) and JPEG (libjpeg-turbo) to and from interleaved pixels.
  *
  * Decoders are functions over a byte buffer. They read the header, check width, height and pixel
  * count against the caller's limits before allocating any pixel buffer, and report failures as
@@ -83,5 +83,14 @@ enum codec_status codec_decode_file(const char *path, struct codec_image *out);
 
 /* Frees img's pixels and sets the pointer to NULL; safe to call twice. */
 void codec_image_free(struct codec_image *img);
+
+/* ---- Tests only: the service never calls this. ----
+ * Allocation-failure injection. After n more allocations made by codecs/ succeed, the next one
+ * fails, once; a negative n disarms it. It counts the allocations of codecs/ itself, of libpng
+ * and zlib inside the PNG codec, and the requests libjpeg makes through its memory manager while
+ * decoding; not the memory manager's own setup, nor anything TurboJPEG allocates when encoding.
+ * Returns the countdown before the call: -1 when nothing was armed or the failure has happened.
+ * The countdown is shared by all threads, so arm it only in single-threaded tests. */
+long codec_test_fail_alloc(long n);
 
 #endif

@@ -23,6 +23,18 @@ enum codec_status codec_png_encode(const struct codec_image *img, int compressio
 enum codec_status codec_jpeg_encode(const struct codec_image *img, int quality, uint8_t **out,
                                     size_t *outlen, char *msg, size_t msglen);
 
+/* The allocator of codecs/: every buffer the codecs allocate, and libpng's allocations, go
+ * through these, so that codec_test_fail_alloc() can make any one of them fail. They behave as
+ * malloc, realloc and free (a buffer from codec_malloc may be handed to a caller who frees it
+ * with free()). codec_realloc counts as one allocation and leaves p alone when it fails. */
+void *codec_malloc(size_t n);
+void *codec_realloc(void *p, size_t n);
+void codec_free(void *p);
+
+/* Counts one allocation against codec_test_fail_alloc(): returns 1 when this one must fail. For
+ * allocators codecs/ does not call itself (libjpeg's memory manager, in jpeg.c). */
+int codec_alloc_fails(void);
+
 /* Writes a printf-style sentence into msg when msg is not NULL and msglen > 0. */
 void codec_msgf(char *msg, size_t msglen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -118,7 +118,7 @@ enum codec_status codec_orient(struct codec_image *img, int o) {
   if (o < 2 || o > 8 || img->pixels == NULL) return CODEC_OK;
   size_t bpp = (size_t)img->channels * (size_t)(img->depth / 8);
   size_t sw = (size_t)img->width, sh = (size_t)img->height;
-  uint8_t *dst = malloc(sw * sh * bpp); /* the decoder already allocated this much */
+  uint8_t *dst = codec_malloc(sw * sh * bpp); /* the decoder already allocated this much */
   if (dst == NULL) return CODEC_NOMEM;
   size_t dw = o >= 5 ? sh : sw, dh = o >= 5 ? sw : sh;
   struct walk w = walk_for(o, (ptrdiff_t)sw, (ptrdiff_t)sh, (ptrdiff_t)bpp);
@@ -128,7 +128,7 @@ enum codec_status codec_orient(struct codec_image *img, int o) {
     ptrdiff_t off = w.base + (ptrdiff_t)y * w.step_y;
     for (size_t x = 0; x < dw; x++, off += w.step_x, d += bpp) memcpy(d, src + off, bpp);
   }
-  free(img->pixels);
+  codec_free(img->pixels);
   img->pixels = dst;
   img->width = (int)dw;
   img->height = (int)dh;

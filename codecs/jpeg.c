@@ -1,84 +1,243 @@
-/* jpeg.c: JPEG decode and encode with libjpeg-turbo's TurboJPEG API (2.1), from and to memory.
+/* jpeg.c: JPEG decode with the libjpeg API and encode with TurboJPEG (libjpeg-turbo 2.1), from
+ * and to memory.
  *
- * TurboJPEG keeps libjpeg's setjmp inside itself and returns -1 with a message, so this file needs
- * none. Decoding reads the header first, refuses CMYK and YCCK, reads the EXIF orientation and
- * checks the upright width, height and pixel count against the caller's limits before it
- * allocates anything. It decodes with TJFLAG_STOPONWARNING, so every libjpeg warning (a truncated
- * file, bad Huffman data, extraneous bytes) is a corrupt file, the same policy as PNG; and with
- * TJFLAG_LIMITSCANS, so a progressive file with an absurd number of scans is refused instead of
- * burning CPU. Gray JPEGs decode to 1 channel, everything else to RGB; the EXIF orientation is
- * then applied (exif.c).
+ * Decoding uses libjpeg itself, because TurboJPEG 2.1 cannot limit memory. libjpeg reports errors
+ * by calling error_exit; here that records a status and a sentence and longjmps back into this
+ * file (as png.c does with libpng), and every path ends in jpeg_destroy_decompress. State that
+ * must survive a longjmp lives in struct jpeg_dec, owned by codec_jpeg_decode. The decoder reads
+ * the header, refuses CMYK and YCCK, reads the EXIF orientation and checks the upright width,
+ * height and pixel count against the caller's limits before it allocates the pixels. Three more
+ * limits bound what a hostile file can cost:
+ *   - memory: libjpeg may hold at most JPEG_MAX_MEMORY_MIB (512 MiB) for its whole-image
+ *     coefficient buffers (cinfo.mem->max_memory_to_use). Only progressive and other multi-scan
+ *     files need them, about 2 bytes per sample per component (6 bytes a pixel for 4:4:4 colour,
+ *     so 512 MiB is about 89 million pixels). libjpeg asks for them all at once in
+ *     jpeg_start_decompress; as libjpeg-turbo has no backing store (jmemnobs.c), a file that needs
+ *     more fails there with JERR_NO_BACKING_STORE, before anything large is allocated, and is
+ *     CODEC_TOO_LARGE.
+ *     Baseline files decode a few rows at a time and need no such buffer.
+ *   - scans: at most JPEG_MAX_SCANS (256). A progress monitor looks at the scan number as libjpeg
+ *     reads; one scan more makes the file CODEC_CORRUPT, so an absurd scan script cannot burn CPU.
+ *     Encoders write about 10.
+ *   - warnings: JPEG_MAX_WARNINGS is 0. The first libjpeg warning (a truncated file, bad Huffman
+ *     data, extraneous bytes) makes the file CODEC_CORRUPT, the same policy as for PNG.
+ * Gray JPEGs decode to 1 channel, YCbCr and RGB ones to RGB; the EXIF orientation is then
+ * applied (exif.c). libjpeg never prints: output_message does nothing.
+ *
+ * libjpeg allocates through its own memory manager (jmemmgr.c over malloc), which cannot be
+ * routed through codec_malloc without replacing it. So that allocation-failure tests still reach
+ * libjpeg's error paths, its allocation methods are wrapped after jpeg_create_decompress: each
+ * request first asks codec_alloc_fails() and, when told to fail, raises JERR_OUT_OF_MEMORY as the
+ * memory manager itself would. What jpeg_create_decompress allocates, and the mallocs behind the
+ * pools, are out of the tests' reach.
  *
  * Encoding writes 8-bit gray (1 or 2 channels in) or RGB (3 or 4 in). 16-bit samples are scaled
  * to 8 bits with rounding, alpha is composited over white and dropped, both in one step so there
  * is a single rounding. Chroma is 4:4:4 at quality 90 and above and 4:2:0 below, as libvips
  * chooses. The output carries no EXIF, since the pixels are already upright. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <jpeglib.h>
+#include <jerror.h>
 #include <turbojpeg.h>
 
 #include "codecs_int.h"
 
-#define DECODE_FLAGS     (TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS)
-#define JPEG_MAX_SIDE    65500 /* libjpeg's JPEG_MAX_DIMENSION */
-#define QUALITY_FULL_444 90    /* from this quality up, chroma is not subsampled */
+#define JPEG_MAX_MEMORY_MIB 512   /* libjpeg's whole-image buffers, per decode */
+#define JPEG_MAX_SCANS      256   /* scans a multi-scan (progressive) file may have */
+#define JPEG_MAX_WARNINGS   0     /* libjpeg warnings tolerated; the next one is a corrupt file */
+#define JPEG_MAX_SIDE       65500 /* libjpeg's JPEG_MAX_DIMENSION */
+#define QUALITY_FULL_444    90    /* from this quality up, chroma is not subsampled */
 
-/* Reads the frame header: size and channels (1 for gray, 3 for YCbCr or RGB). */
-static enum codec_status read_header(tjhandle tj, const uint8_t *buf, size_t len, int *w, int *h,
-                                     int *channels, char *msg, size_t msglen) {
-  int subsamp = -1, colorspace = -1;
-  *w = *h = 0;
-  if (tjDecompressHeader3(tj, buf, (unsigned long)len, w, h, &subsamp, &colorspace) != 0) {
-    codec_msgf(msg, msglen, "the JPEG header is corrupt (libjpeg: %s)", tjGetErrorStr2(tj));
-    return CODEC_CORRUPT;
+/* The allocation methods of libjpeg's memory manager, as it made them; the wrappers call them. */
+struct jpeg_alloc_methods {
+  void *(*small)(j_common_ptr, int, size_t);
+  void *(*large)(j_common_ptr, int, size_t);
+  JSAMPARRAY (*sarray)(j_common_ptr, int, JDIMENSION, JDIMENSION);
+  JBLOCKARRAY (*barray)(j_common_ptr, int, JDIMENSION, JDIMENSION);
+  void (*realize)(j_common_ptr);
+};
+
+/* One decode; cinfo.client_data points back here for the callbacks. */
+struct jpeg_dec {
+  struct jpeg_decompress_struct cinfo;
+  struct jpeg_error_mgr err;
+  struct jpeg_progress_mgr progress;
+  struct jpeg_alloc_methods mem;
+  jmp_buf jmp;
+  enum codec_status status;        /* set by the callback that jumped */
+  char text[JMSG_LENGTH_MAX + 96]; /* its sentence */
+  uint8_t *pixels;                 /* owned until handed to the caller's codec_image */
+};
+
+static _Noreturn void bail(j_common_ptr cinfo, enum codec_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Records st and a sentence, then jumps back to decode_run's setjmp. */
+static _Noreturn void bail(j_common_ptr cinfo, enum codec_status st, const char *fmt, ...) {
+  struct jpeg_dec *d = cinfo->client_data;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(d->text, sizeof d->text, fmt, ap);
+  va_end(ap);
+  d->status = st;
+  longjmp(d->jmp, 1);
+}
+
+static void on_error_exit(j_common_ptr cinfo) {
+  char text[JMSG_LENGTH_MAX];
+  (*cinfo->err->format_message)(cinfo, text);
+  switch (cinfo->err->msg_code) {
+  case JERR_OUT_OF_MEMORY:
+    bail(cinfo, CODEC_NOMEM, "out of memory decoding the JPEG image (libjpeg: %s)", text);
+  case JERR_NO_BACKING_STORE: /* the whole-image buffers would pass max_memory_to_use */
+    bail(cinfo, CODEC_TOO_LARGE, "decoding this JPEG image needs more than %d MiB of memory",
+         JPEG_MAX_MEMORY_MIB);
+  case JERR_IMAGE_TOO_BIG:
+  case JERR_WIDTH_OVERFLOW:
+    bail(cinfo, CODEC_TOO_LARGE, "the JPEG image is too large (libjpeg: %s)", text);
+  case JERR_BAD_PRECISION:
+  case JERR_SOF_UNSUPPORTED:
+    bail(cinfo, CODEC_UNSUPPORTED, "this kind of JPEG is not supported (libjpeg: %s)", text);
+  default:
+    bail(cinfo, CODEC_CORRUPT, "the JPEG data is corrupt or truncated (libjpeg: %s)", text);
   }
-  /* A file cut before its frame header reads as a tables-only stream: success, no size. */
-  if (*w < 1 || *h < 1) {
-    codec_msgf(msg, msglen, "the JPEG file is truncated or corrupt: it has no frame header");
-    return CODEC_CORRUPT;
-  }
-  if (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK) {
+}
+
+/* libjpeg calls this with level -1 for a warning and 0.. for trace messages. */
+static void on_emit_message(j_common_ptr cinfo, int level) {
+  if (level >= 0 || ++cinfo->err->num_warnings <= JPEG_MAX_WARNINGS) return;
+  char text[JMSG_LENGTH_MAX];
+  (*cinfo->err->format_message)(cinfo, text);
+  bail(cinfo, CODEC_CORRUPT, "the JPEG data is corrupt or truncated (libjpeg: %s)", text);
+}
+
+static void on_output_message(j_common_ptr cinfo) {
+  (void)cinfo; /* a server does not print libjpeg's messages on stderr */
+}
+
+/* While jpeg_start_decompress absorbs a multi-scan file, libjpeg calls this before each piece of
+ * input it consumes, so it sees every new scan as soon as its header has been read. */
+static void on_progress(j_common_ptr cinfo) {
+  if (((j_decompress_ptr)cinfo)->input_scan_number > JPEG_MAX_SCANS)
+    bail(cinfo, CODEC_CORRUPT, "the JPEG file has too many scans (more than %d)", JPEG_MAX_SCANS);
+}
+
+/* The wrappers of libjpeg's allocation methods (see the top of this file). */
+static struct jpeg_alloc_methods *real_methods(j_common_ptr cinfo) {
+  if (codec_alloc_fails()) ERREXIT1(cinfo, JERR_OUT_OF_MEMORY, 0);
+  return &((struct jpeg_dec *)cinfo->client_data)->mem;
+}
+static void *wrap_small(j_common_ptr cinfo, int pool, size_t n) {
+  return real_methods(cinfo)->small(cinfo, pool, n);
+}
+static void *wrap_large(j_common_ptr cinfo, int pool, size_t n) {
+  return real_methods(cinfo)->large(cinfo, pool, n);
+}
+static JSAMPARRAY wrap_sarray(j_common_ptr cinfo, int pool, JDIMENSION per_row, JDIMENSION rows) {
+  return real_methods(cinfo)->sarray(cinfo, pool, per_row, rows);
+}
+static JBLOCKARRAY wrap_barray(j_common_ptr cinfo, int pool, JDIMENSION per_row, JDIMENSION rows) {
+  return real_methods(cinfo)->barray(cinfo, pool, per_row, rows);
+}
+static void wrap_realize(j_common_ptr cinfo) {
+  real_methods(cinfo)->realize(cinfo);
+}
+
+/* Sets the limits, the progress monitor and the allocation wrappers on a created decoder. */
+static void set_limits(struct jpeg_dec *d) {
+  struct jpeg_memory_mgr *m = d->cinfo.mem;
+  m->max_memory_to_use = (long)JPEG_MAX_MEMORY_MIB << 20; /* replaces $JPEGMEM */
+  d->mem = (struct jpeg_alloc_methods){m->alloc_small, m->alloc_large, m->alloc_sarray,
+                                       m->alloc_barray, m->realize_virt_arrays};
+  m->alloc_small = wrap_small;
+  m->alloc_large = wrap_large;
+  m->alloc_sarray = wrap_sarray;
+  m->alloc_barray = wrap_barray;
+  m->realize_virt_arrays = wrap_realize;
+  d->progress.progress_monitor = on_progress;
+  d->cinfo.progress = &d->progress;
+}
+
+/* After jpeg_read_header: refuses colour spaces other than gray, YCbCr and RGB, asks for 1 or 3
+ * channels, and checks the upright size (orientation o) against lim. */
+static enum codec_status check_header(j_decompress_ptr c, int o, const struct codec_limits *lim,
+                                      int *channels, size_t *nbytes, char *msg, size_t msglen) {
+  if (c->jpeg_color_space == JCS_CMYK || c->jpeg_color_space == JCS_YCCK) {
     codec_msgf(msg, msglen, "CMYK JPEG images are not supported; convert the image to RGB first");
     return CODEC_UNSUPPORTED;
   }
-  *channels = colorspace == TJCS_GRAY ? 1 : 3;
+  if (c->jpeg_color_space != JCS_GRAYSCALE && c->jpeg_color_space != JCS_YCbCr &&
+      c->jpeg_color_space != JCS_RGB) {
+    codec_msgf(msg, msglen, "JPEG images of %d colour components are not supported",
+               c->num_components);
+    return CODEC_UNSUPPORTED;
+  }
+  *channels = c->jpeg_color_space == JCS_GRAYSCALE ? 1 : 3;
+  c->out_color_space = *channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  uint64_t w = c->image_width, h = c->image_height; /* limits apply to the upright image */
+  return codec_check_size(o >= 5 ? h : w, o >= 5 ? w : h, (unsigned)*channels, lim, nbytes, msg,
+                          msglen);
+}
+
+/* After jpeg_start_decompress: allocates d->pixels and reads every row into it, then the rest
+ * of the file up to EOI. */
+static enum codec_status read_pixels(struct jpeg_dec *d, int channels, size_t nbytes, char *msg,
+                                     size_t msglen) {
+  j_decompress_ptr c = &d->cinfo;
+  if (c->output_components != channels || c->output_width != c->image_width ||
+      c->output_height != c->image_height) {
+    codec_msgf(msg, msglen, "libjpeg produced %d channels at %ux%u, which is not expected",
+               c->output_components, (unsigned)c->output_width, (unsigned)c->output_height);
+    return CODEC_UNSUPPORTED;
+  }
+  d->pixels = codec_malloc(nbytes);
+  if (d->pixels == NULL) {
+    codec_msgf(msg, msglen, "out of memory for a %ux%u JPEG image", (unsigned)c->output_width,
+               (unsigned)c->output_height);
+    return CODEC_NOMEM;
+  }
+  size_t stride = (size_t)c->output_width * (size_t)channels;
+  while (c->output_scanline < c->output_height) {
+    JSAMPROW row = d->pixels + (size_t)c->output_scanline * stride;
+    if (jpeg_read_scanlines(c, &row, 1) != 1) { /* cannot happen with a memory source */
+      codec_msgf(msg, msglen, "libjpeg stopped at row %u", (unsigned)c->output_scanline);
+      return CODEC_CORRUPT;
+    }
+  }
+  jpeg_finish_decompress(c); /* reads up to EOI: a warning there is a corrupt file too */
   return CODEC_OK;
 }
 
-static enum codec_status decode_with(tjhandle tj, const uint8_t *buf, size_t len,
-                                     const struct codec_limits *lim, struct codec_image *out,
-                                     char *msg, size_t msglen) {
-  int w, h, channels;
-  enum codec_status st = read_header(tj, buf, len, &w, &h, &channels, msg, msglen);
-  if (st != CODEC_OK) return st;
-  int o = codec_exif_orientation(buf, len);
-  size_t nbytes; /* limits apply to the upright image */
-  st = codec_check_size((uint64_t)(o >= 5 ? h : w), (uint64_t)(o >= 5 ? w : h), (unsigned)channels,
-                        lim, &nbytes, msg, msglen);
-  if (st != CODEC_OK) return st;
-  uint8_t *pixels = malloc(nbytes);
-  if (pixels == NULL) {
-    codec_msgf(msg, msglen, "out of memory for a %dx%d JPEG image", w, h);
-    return CODEC_NOMEM;
+/* The decode proper; owns the setjmp. On success d->pixels holds the stored (not yet upright)
+ * image described in out. */
+static enum codec_status decode_run(struct jpeg_dec *d, const uint8_t *buf, size_t len,
+                                    const struct codec_limits *lim, struct codec_image *out,
+                                    char *msg, size_t msglen) {
+  if (setjmp(d->jmp)) {
+    codec_msgf(msg, msglen, "%s", d->text);
+    return d->status;
   }
-  if (tjDecompress2(tj, buf, (unsigned long)len, pixels, w, 0, h,
-                    channels == 1 ? TJPF_GRAY : TJPF_RGB, DECODE_FLAGS) != 0) {
-    codec_msgf(msg, msglen, "the JPEG data is corrupt or truncated (libjpeg: %s)",
-               tjGetErrorStr2(tj));
-    free(pixels);
-    return CODEC_CORRUPT;
-  }
-  *out = (struct codec_image){.pixels = pixels,
-                              .width = w,
-                              .height = h,
+  jpeg_create_decompress(&d->cinfo);
+  set_limits(d);
+  jpeg_mem_src(&d->cinfo, buf, (unsigned long)len);
+  jpeg_read_header(&d->cinfo, TRUE); /* a file without a frame header is an error */
+  int o = codec_exif_orientation(buf, len), channels;
+  size_t nbytes;
+  enum codec_status st = check_header(&d->cinfo, o, lim, &channels, &nbytes, msg, msglen);
+  if (st != CODEC_OK) return st;
+  jpeg_start_decompress(&d->cinfo); /* reads every scan of a multi-scan file */
+  st = read_pixels(d, channels, nbytes, msg, msglen);
+  if (st != CODEC_OK) return st;
+  *out = (struct codec_image){.width = (int)d->cinfo.output_width,
+                              .height = (int)d->cinfo.output_height,
                               .channels = channels,
                               .depth = 8,
                               .format = CODEC_JPEG,
                               .orientation = o};
-  if (codec_orient(out, o) != CODEC_OK) {
-    codec_msgf(msg, msglen, "out of memory turning a %dx%d JPEG image upright", w, h);
-    return CODEC_NOMEM; /* codec_decode frees out */
-  }
   return CODEC_OK;
 }
 
@@ -88,14 +247,25 @@ enum codec_status codec_jpeg_decode(const uint8_t *buf, size_t len, const struct
     codec_msgf(msg, msglen, "the JPEG file is too large to decode");
     return CODEC_TOO_LARGE;
   }
-  tjhandle tj = tjInitDecompress();
-  if (tj == NULL) {
-    codec_msgf(msg, msglen, "could not start the JPEG decoder (%s)", tjGetErrorStr2(NULL));
-    return CODEC_NOMEM;
+  struct jpeg_dec d = {.pixels = NULL};
+  d.cinfo.err = jpeg_std_error(&d.err);
+  d.err.error_exit = on_error_exit;
+  d.err.emit_message = on_emit_message;
+  d.err.output_message = on_output_message;
+  d.cinfo.client_data = &d; /* jpeg_create_decompress keeps err and client_data */
+  enum codec_status st = decode_run(&d, buf, len, lim, out, msg, msglen);
+  jpeg_destroy_decompress(&d.cinfo);
+  if (st != CODEC_OK) {
+    codec_free(d.pixels);
+    return st;
   }
-  enum codec_status st = decode_with(tj, buf, len, lim, out, msg, msglen);
-  tjDestroy(tj);
-  return st;
+  out->pixels = d.pixels;
+  if (codec_orient(out, out->orientation) != CODEC_OK) {
+    codec_msgf(msg, msglen, "out of memory turning a %dx%d JPEG image upright", out->width,
+               out->height);
+    return CODEC_NOMEM; /* codec_decode frees out */
+  }
+  return CODEC_OK;
 }
 
 static unsigned sample_at(const uint8_t *p, int i, int depth) {
@@ -107,13 +277,13 @@ static unsigned sample_at(const uint8_t *p, int i, int depth) {
 
 /* Converts img to 8-bit gray (1, 2 channels) or RGB (3, 4): each output sample is
  * round(255 * (v * a + M * (M - a)) / M^2) with M = 255 or 65535 and a = M without alpha, i.e.
- * the colour composited over white, scaled to 8 bits, rounded once. Returns a malloc'd buffer of
+ * the colour composited over white, scaled to 8 bits, rounded once. Returns a buffer of
  * width * height * (1 or 3) bytes, or NULL. */
 static uint8_t *to_gray_or_rgb8(const struct codec_image *img) {
   int in_ch = img->channels, out_ch = in_ch <= 2 ? 1 : 3, alpha = in_ch == 2 || in_ch == 4;
   size_t npix = (size_t)img->width * (size_t)img->height, in_px = (size_t)in_ch * (img->depth / 8);
   uint64_t max = img->depth == 8 ? 255 : 65535, den = max * max;
-  uint8_t *dst = malloc(npix * (size_t)out_ch);
+  uint8_t *dst = codec_malloc(npix * (size_t)out_ch);
   if (dst == NULL) return NULL;
   for (size_t i = 0; i < npix; i++) {
     const uint8_t *p = img->pixels + i * in_px;
@@ -139,7 +309,7 @@ static enum codec_status compress_with(tjhandle tj, const uint8_t *src,
     tjFree(jpeg);
     return CODEC_UNSUPPORTED;
   }
-  *out = malloc(jlen); /* the caller frees with free(), not tjFree() */
+  *out = codec_malloc(jlen); /* the caller frees with free(), not tjFree() */
   if (*out == NULL) {
     tjFree(jpeg);
     codec_msgf(msg, msglen, "out of memory encoding the JPEG image");
@@ -173,6 +343,6 @@ enum codec_status codec_jpeg_encode(const struct codec_image *img, int quality, 
     st = compress_with(tj, direct ? img->pixels : converted, img, out_ch, quality, out, outlen, msg,
                        msglen);
   if (tj != NULL) tjDestroy(tj);
-  free(converted);
+  codec_free(converted);
   return st;
 }

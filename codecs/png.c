@@ -11,7 +11,12 @@
  * 1..4 channels of 8 or 16 bits in host byte order: palettes expand to RGB (RGBA with tRNS), gray
  * below 8 bits to 8 bits, tRNS to an alpha channel; interlaced files are deinterlaced. Running
  * out of data anywhere, including before IEND, is a corrupt file. Colour profiles, gamma and text
- * chunks are ignored: samples are passed through as stored. */
+ * chunks are ignored: samples are passed through as stored.
+ *
+ * Every allocation, libpng's and zlib's included (the *_struct_2 constructors get on_malloc and
+ * on_free), goes through codec_malloc, so any failed allocation makes the call CODEC_NOMEM. Two
+ * failures are survived: libpng drops an ancillary chunk it cannot allocate with a warning, and
+ * the encoder keeps its larger buffer when the final shrinking realloc fails. */
 #include <png.h>
 #include <setjmp.h>
 #include <stdio.h>
@@ -44,7 +49,7 @@ struct png_enc {
   struct png_ctx ctx;
   png_structp png;
   png_infop info;
-  uint8_t *data; /* the encoded file so far; malloc'd */
+  uint8_t *data; /* the encoded file so far; from codec_malloc */
   size_t len, cap;
 };
 
@@ -67,14 +72,14 @@ static void on_warning(png_structp png, png_const_charp text) {
 }
 
 static png_voidp on_malloc(png_structp png, png_alloc_size_t size) {
-  void *p = malloc(size);
+  void *p = codec_malloc(size);
   if (p == NULL) ((struct png_ctx *)png_get_mem_ptr(png))->oom = 1;
   return p;
 }
 
 static void on_free(png_structp png, png_voidp p) {
   (void)png;
-  free(p);
+  codec_free(p);
 }
 
 static void on_read(png_structp png, png_bytep data, size_t n) {
@@ -110,6 +115,12 @@ static void set_read_limits(png_structp png, const struct codec_limits *lim) {
                       h > PNG_UINT_31_MAX ? PNG_UINT_31_MAX : h);
   png_set_chunk_malloc_max(png, CHUNK_MALLOC_MAX);
   png_set_chunk_cache_max(png, CHUNK_CACHE_MAX);
+  /* Skip, without allocating, the chunks the decoder ignores: libpng only warns when one passes
+   * CHUNK_MALLOC_MAX and would first allocate (and zero) the length a text chunk claims, up to
+   * 2 GiB for a 41-byte file (fuzz/regressions/png). */
+  static const png_byte skip[] = "tEXt\0zTXt\0iTXt\0sPLT\0pCAL\0sCAL\0iCCP\0eXIf\0";
+  png_set_keep_unknown_chunks(png, PNG_HANDLE_CHUNK_NEVER, skip, (int)(sizeof(skip) - 1) / 5);
+  png_set_keep_unknown_chunks(png, PNG_HANDLE_CHUNK_NEVER, NULL, 0); /* and unknown ones */
 }
 
 /* Asks libpng for 1..4 channels of 8 or 16 bits in host byte order. */
@@ -144,7 +155,7 @@ static enum codec_status decode_run(struct png_dec *d, const struct codec_limits
                channels, depth);
     return CODEC_UNSUPPORTED;
   }
-  d->pixels = malloc(nbytes);
+  d->pixels = codec_malloc(nbytes);
   if (d->pixels == NULL) {
     codec_msgf(msg, msglen, "out of memory for a %ux%u PNG image", (unsigned)w, (unsigned)h);
     return CODEC_NOMEM;
@@ -180,7 +191,7 @@ enum codec_status codec_png_decode(const uint8_t *buf, size_t len, const struct 
     out->pixels = d.pixels;
     return CODEC_OK;
   }
-  free(d.pixels);
+  codec_free(d.pixels);
   if (d.ctx.err[0] == '\0') return st; /* decode_run wrote the sentence */
   if (st == CODEC_NOMEM)
     codec_msgf(msg, msglen, "out of memory decoding the PNG image");
@@ -199,7 +210,7 @@ static void on_write(png_structp png, png_bytep data, size_t n) {
       if (cap > SIZE_MAX / 2) png_error(png, "the encoded image is too large");
       cap *= 2;
     }
-    uint8_t *p = realloc(e->data, cap);
+    uint8_t *p = codec_realloc(e->data, cap);
     if (p == NULL) {
       e->ctx.oom = 1;
       png_error(png, "out of memory");
@@ -248,14 +259,14 @@ enum codec_status codec_png_encode(const struct codec_image *img, int compressio
   enum codec_status st = encode_run(&e, img, compression);
   png_destroy_write_struct(&e.png, &e.info);
   if (st != CODEC_OK) {
-    free(e.data);
+    codec_free(e.data);
     if (st == CODEC_NOMEM)
       codec_msgf(msg, msglen, "out of memory encoding the PNG image");
     else
       codec_msgf(msg, msglen, "libpng could not write the image: %s", e.ctx.err);
     return st;
   }
-  uint8_t *shrunk = realloc(e.data, e.len); /* give back the slack of the doubling */
+  uint8_t *shrunk = codec_realloc(e.data, e.len); /* give back the slack of the doubling */
   *out = shrunk != NULL ? shrunk : e.data;
   *outlen = e.len;
   return CODEC_OK;

@@ -60,7 +60,8 @@ struct gpu_times {  /* milliseconds, from CUDA events on the context's stream */
 
 /* Blurs src into dst (same shape, its own buffer) on ctx's device. When acc is not NULL the exact
  * reference is computed on the GPU too, and dst is measured against it as cpu_blur_image does.
- * t may be NULL. */
+ * When dst->data is NULL it is set to ctx's pinned staging buffer instead of copying the result
+ * out of it; that buffer is valid until the next call on ctx. t may be NULL. */
 enum gpu_status gpu_blur(struct gpu_ctx *ctx, const struct cpu_blur *b, const struct cpu_image *src,
                          struct cpu_image *dst, struct cpu_accuracy *acc, struct gpu_times *t);
 

@@ -3,8 +3,8 @@
 # as another user it uses sudo. The same script serves CI, the README and the Dockerfile.
 set -eu
 pkgs="build-essential pkg-config clang-format
-  libmicrohttpd-dev libjansson-dev libturbojpeg0-dev libpng-dev zlib1g-dev libcurl4-openssl-dev
-  python3-skimage gnuplot-nox"
+  libmicrohttpd-dev libjansson-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev libcurl4-openssl-dev
+  python3-skimage gnuplot-nox wrk clang libclang-rt-14-dev"
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 export DEBIAN_FRONTEND=noninteractive

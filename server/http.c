@@ -9,12 +9,31 @@
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
+#include <math.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+/* A TCP connection watched for its deadline. libmicrohttpd's timeout is an idle timeout, so a
+ * client that trickles a byte a second (slow headers, slow body, slow reading) would hold a
+ * connection for ever; the watchdog shuts down the socket of any connection past its absolute
+ * deadline, which makes libmicrohttpd close it. Entries are added and removed by libmicrohttpd's
+ * connection notifications (removal comes before it closes the socket) under watch_mu, so the
+ * watchdog never touches a socket number that has been reused. */
+struct conn_watch {
+  MHD_socket fd;
+  double deadline; /* api_now_ms() of the cut; INFINITY between requests (idle timeout) */
+  int suspended;   /* a job holds it: it gets WATCH_GRACE_MS to answer 503 itself */
+  struct conn_watch *prev, *next;
+};
+
+#define WATCH_PERIOD_MS 100
+#define WATCH_GRACE_MS  1000
 
 struct srv {
   struct MHD_Daemon *d;
@@ -23,7 +42,73 @@ struct srv {
   int inflight; /* requests between their first line and their completion (atomic) */
   int draining; /* responses say Connection: close (atomic) */
   int port;
+  pthread_mutex_t watch_mu;   /* guards watched and every entry's fields */
+  struct conn_watch *watched; /* open connections */
+  unsigned nconns;            /* their number */
+  pthread_t watchdog;
+  int watchdog_started;
+  int stop; /* tells the watchdog to end (atomic) */
 };
+
+static struct conn_watch *watch_of(struct MHD_Connection *c) {
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  return ci ? ci->socket_context : NULL;
+}
+
+/* Sets the connection's deadline (INFINITY: none) and whether a job holds it. */
+static void watch_set(struct srv *s, struct MHD_Connection *c, double deadline, int suspended) {
+  struct conn_watch *w = watch_of(c);
+  if (!w) return;
+  pthread_mutex_lock(&s->watch_mu);
+  w->deadline = deadline;
+  w->suspended = suspended;
+  pthread_mutex_unlock(&s->watch_mu);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx,
+                          enum MHD_ConnectionNotificationCode code) {
+  struct srv *s = cls;
+  struct conn_watch *w = *socket_ctx;
+  pthread_mutex_lock(&s->watch_mu);
+  if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (ci && (w = calloc(1, sizeof(*w))) != NULL) {
+      *w = (struct conn_watch){ci->connect_fd, api_now_ms() + 1e3 * s->cfg.request_timeout_s, 0,
+                               NULL, s->watched};
+      if (s->watched) s->watched->prev = w;
+      s->watched = w;
+      *socket_ctx = w;
+      /* the exact limit over all HTTP threads (libmicrohttpd divides its own among them) */
+      if (++s->nconns > s->cfg.max_conns) shutdown(ci->connect_fd, SHUT_RDWR);
+    }
+  } else if (w) {
+    s->nconns--;
+    if (w->prev) w->prev->next = w->next;
+    if (w->next) w->next->prev = w->prev;
+    if (s->watched == w) s->watched = w->next;
+    free(w);
+    *socket_ctx = NULL;
+  }
+  pthread_mutex_unlock(&s->watch_mu);
+}
+
+static void *watchdog_main(void *arg) {
+  struct srv *s = arg;
+  while (!__atomic_load_n(&s->stop, __ATOMIC_SEQ_CST)) {
+    nanosleep(&(struct timespec){0, WATCH_PERIOD_MS * 1000 * 1000}, NULL);
+    double now = api_now_ms();
+    pthread_mutex_lock(&s->watch_mu);
+    for (struct conn_watch *w = s->watched; w; w = w->next)
+      if (now > w->deadline + (w->suspended ? WATCH_GRACE_MS : 0)) {
+        shutdown(w->fd, SHUT_RDWR); /* libmicrohttpd sees the end and closes the connection */
+        w->deadline = INFINITY;
+      }
+    pthread_mutex_unlock(&s->watch_mu);
+  }
+  return NULL;
+}
 
 struct request {
   struct srv *srv;
@@ -38,6 +123,7 @@ struct request {
   pthread_mutex_t mu;        /* guards resp and suspended, shared with the worker */
   struct api_response *resp; /* the worker's response, not yet sent */
   int suspended;
+  double deadline; /* api_now_ms() by which the response must be ready */
 };
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
@@ -47,6 +133,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
   r->srv = s;
   r->conn = conn;
   r->uri = strdup(uri ? uri : "/");
+  r->deadline = api_now_ms() + 1e3 * s->cfg.request_timeout_s;
+  watch_set(s, conn, r->deadline, 0);
   pthread_mutex_init(&r->mu, NULL);
   __atomic_add_fetch(&s->inflight, 1, __ATOMIC_SEQ_CST);
   return r;
@@ -56,9 +144,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
                          enum MHD_RequestTerminationCode toe) {
   struct srv *s = cls;
   struct request *r = *req_cls;
-  (void)conn, (void)toe;
+  (void)toe;
   if (!r) return;
   *req_cls = NULL;
+  watch_set(s, conn, INFINITY, 0); /* idle until the next request: the idle timeout applies */
   __atomic_sub_fetch(&s->inflight, 1, __ATOMIC_SEQ_CST);
   api_response_free(r->resp);
   pthread_mutex_destroy(&r->mu);
@@ -91,6 +180,16 @@ static enum MHD_Result send_response(struct request *r, struct api_response *res
   MHD_destroy_response(m);
   api_response_free(resp);
   return ret;
+}
+
+/* Called by a worker thread: has the client closed its side? A suspended connection is not
+ * polled by libmicrohttpd, so the worker looks at the socket itself and skips the work. */
+static int client_gone(void *udata) {
+  struct request *r = udata;
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+  struct pollfd p = {ci ? ci->connect_fd : -1, POLLIN | POLLRDHUP, 0};
+  return ci && poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
 /* Called by a worker thread when the job is done. */
@@ -147,7 +246,9 @@ static enum MHD_Result submit(struct request *r, const char *method) {
                             MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept"),
                             r->body,
                             r->len,
-                            api_now_ms()};
+                            api_now_ms(),
+                            r->deadline,
+                            client_gone};
   r->submitted = 1;
   struct api_response *resp = api_handle(r->srv->api, &req, on_done, r);
   if (resp) return send_response(r, resp);
@@ -155,6 +256,7 @@ static enum MHD_Result submit(struct request *r, const char *method) {
   resp = r->resp; /* the job may already be done */
   r->resp = NULL;
   if (!resp) {
+    watch_set(r->srv, c, r->deadline, 1);
     MHD_suspend_connection(c);
     r->suspended = 1;
   }
@@ -177,10 +279,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   if (*upload_size > 0) {
     append(r, upload_data, *upload_size);
     *upload_size = 0;
+    /* libmicrohttpd cannot answer before the body is read (MHD_queue_response refuses): an
+     * oversized chunked body, or an upload past the request deadline, is cut off by closing
+     * the connection. */
+    if (r->too_large || api_now_ms() > r->deadline) return MHD_NO;
     return MHD_YES;
   }
   if (r->too_large) return too_large(r);
   if (!r->submitted) return submit(r, method);
+  watch_set(r->srv, conn, r->deadline, 0);
   pthread_mutex_lock(&r->mu); /* resumed: the worker left the response */
   struct api_response *resp = r->resp;
   r->resp = NULL;
@@ -197,6 +304,7 @@ struct srv *srv_new(const struct srv_config *cfg, struct api_ctx *api, char *err
   }
   s->api = api;
   s->cfg = *cfg;
+  pthread_mutex_init(&s->watch_mu, NULL);
   if (inet_pton(AF_INET, cfg->bind, &addr.sin_addr) != 1) {
     snprintf(err, errlen, "--bind %s is not an IPv4 address", cfg->bind);
     free(s);
@@ -208,8 +316,9 @@ struct srv *srv_new(const struct srv_config *cfg, struct api_ctx *api, char *err
       flags, (uint16_t)cfg->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, &addr,
       MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
       MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_TIMEOUT, cfg->timeout_s,
-      MHD_OPTION_CONNECTION_LIMIT, cfg->max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-      cfg->max_conns_ip, MHD_OPTION_END);
+      MHD_OPTION_CONNECTION_LIMIT, cfg->max_conns * (unsigned)cfg->threads,
+      MHD_OPTION_PER_IP_CONNECTION_LIMIT, cfg->max_conns_ip, MHD_OPTION_NOTIFY_CONNECTION,
+      on_connection, s, MHD_OPTION_END);
   if (!s->d) {
     snprintf(err, errlen, "cannot listen on %s:%d (in use, or not allowed)", cfg->bind, cfg->port);
     free(s);
@@ -217,6 +326,7 @@ struct srv *srv_new(const struct srv_config *cfg, struct api_ctx *api, char *err
   }
   const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
   s->port = info ? info->port : cfg->port;
+  s->watchdog_started = pthread_create(&s->watchdog, NULL, watchdog_main, s) == 0;
   return s;
 }
 
@@ -237,6 +347,9 @@ int srv_drain(struct srv *s, double timeout_s) {
 
 void srv_free(struct srv *s) {
   if (!s) return;
-  MHD_stop_daemon(s->d);
+  MHD_stop_daemon(s->d); /* closes every connection: the watch list empties */
+  __atomic_store_n(&s->stop, 1, __ATOMIC_SEQ_CST);
+  if (s->watchdog_started) pthread_join(s->watchdog, NULL);
+  pthread_mutex_destroy(&s->watch_mu);
   free(s);
 }

@@ -44,6 +44,7 @@ static const struct opt opts[] = {
   {"max-conns",        "BLURD_MAX_CONNS",        OPT_INT,  "1024",    1, 100000, "open connections in total"},
   {"max-conns-per-ip", "BLURD_MAX_CONNS_PER_IP", OPT_INT,  "64",      1, 100000, "open connections from one IP address"},
   {"drain-timeout",    "BLURD_DRAIN_TIMEOUT",    OPT_INT,  "30",      0, 3600,   "seconds to let requests finish after SIGTERM"},
+  {"request-timeout",  "BLURD_REQUEST_TIMEOUT",  OPT_INT,  "60",      1, 3600,   "seconds a request may take from its first line to its response"},
 };
 /* clang-format on */
 
@@ -181,7 +182,8 @@ int main(int argc, char **argv) {
                           (unsigned)NUM(&c, "timeout"),
                           (unsigned)NUM(&c, "max-conns"),
                           (unsigned)NUM(&c, "max-conns-per-ip"),
-                          ac.max_body};
+                          ac.max_body,
+                          (unsigned)NUM(&c, "request-timeout")};
   signal(SIGPIPE, SIG_IGN);
   if (pipe(sigpipe) != 0) return 1;
   struct api_ctx *api = api_new(&ac, err, sizeof(err));

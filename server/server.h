@@ -10,13 +10,14 @@
 struct api_ctx;
 
 struct srv_config {
-  const char *bind;      /* IPv4 address to listen on, e.g. "0.0.0.0" */
-  int port;              /* 0: any free port (see srv_port) */
-  int threads;           /* HTTP threads */
-  unsigned timeout_s;    /* idle connection timeout */
-  unsigned max_conns;    /* connections in total */
-  unsigned max_conns_ip; /* connections from one IP address */
-  size_t max_body;       /* request body bytes */
+  const char *bind;           /* IPv4 address to listen on, e.g. "0.0.0.0" */
+  int port;                   /* 0: any free port (see srv_port) */
+  int threads;                /* HTTP threads */
+  unsigned timeout_s;         /* idle connection timeout */
+  unsigned max_conns;         /* connections in total */
+  unsigned max_conns_ip;      /* connections from one IP address */
+  size_t max_body;            /* request body bytes */
+  unsigned request_timeout_s; /* from the request line to the response, whatever happens */
 };
 
 struct srv;

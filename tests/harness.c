@@ -3,7 +3,12 @@
 
 #include "test.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <signal.h>
 #include <strings.h>
 #include <sys/prctl.h>
@@ -24,6 +29,10 @@ static int read_port(int fd) {
 }
 
 void server_start(struct server *s, const char *const *args) {
+  server_start_env(s, args, NULL);
+}
+
+void server_start_env(struct server *s, const char *const *args, const char *const *env) {
   const char *bin = getenv("BLURD_BIN") ? getenv("BLURD_BIN") : "build/blurd";
   const char *argv[64] = {bin, "--bind", "127.0.0.1", "--port", "0"};
   int argc = 5, fds[2];
@@ -34,6 +43,7 @@ void server_start(struct server *s, const char *const *args) {
   ASSERT(s->pid >= 0);
   if (s->pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failing test aborts: take the server with it */
+    for (int i = 0; env && env[i]; i++) putenv((char *)env[i]);
     dup2(fds[1], 1);
     close(fds[0]);
     close(fds[1]);
@@ -181,4 +191,45 @@ uint8_t *fixture(const char *name, size_t *len) {
   fclose(f);
   *len = (size_t)n;
   return data;
+}
+
+long server_rss_kb(const struct server *s) {
+  char path[64], line[256];
+  long kb = -1;
+  snprintf(path, sizeof(path), "/proc/%d/status", (int)s->pid);
+  FILE *f = fopen(path, "r");
+  while (f && fgets(line, sizeof(line), f))
+    if (strncmp(line, "VmRSS:", 6) == 0) kb = atol(line + 6);
+  if (f) fclose(f);
+  return kb;
+}
+
+int connect_from(const struct server *s, const char *src) {
+  struct sockaddr_in from = {.sin_family = AF_INET}, to = {.sin_family = AF_INET};
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  inet_pton(AF_INET, src, &from.sin_addr);
+  inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+  to.sin_port = htons((uint16_t)s->port);
+  if (fd < 0 || bind(fd, (struct sockaddr *)&from, sizeof(from)) != 0 ||
+      connect(fd, (struct sockaddr *)&to, sizeof(to)) != 0) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+double wait_closed(int fd, double timeout_s) {
+  struct timespec t0, t1;
+  char buf[65536];
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double el = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+    if (el > timeout_s) return -1;
+    struct pollfd p = {fd, POLLIN, 0};
+    if (poll(&p, 1, 50) > 0) {
+      ssize_t n = recv(fd, buf, sizeof(buf), 0);
+      if (n <= 0) return el; /* EOF or reset: closed */
+    }
+  }
 }

@@ -25,6 +25,16 @@ struct http_resp {
 /* Starts blurd with --bind 127.0.0.1 --port 0 and the extra args (NULL-terminated), waits until
  * /healthz answers. Aborts the test on failure. */
 void server_start(struct server *s, const char *const *args);
+/* server_start with extra environment variables ("NAME=value", NULL-terminated). */
+void server_start_env(struct server *s, const char *const *args, const char *const *env);
+/* Resident memory of the server in kB (VmRSS), or -1. */
+long server_rss_kb(const struct server *s);
+/* A TCP connection to the server from the loopback address src (e.g. "127.0.0.2"), so that
+ * tests can play several clients; -1 on failure. */
+int connect_from(const struct server *s, const char *src);
+/* Waits up to timeout_s for the server to close fd (reading and dropping what it sends); returns
+ * the seconds it took, or -1 when it stayed open. */
+double wait_closed(int fd, double timeout_s);
 /* Sends sig and waits; returns the exit status, or 128+signal when killed. */
 int server_stop(struct server *s, int sig);
 

@@ -5,8 +5,14 @@
  * of libpng's own idea of the file. JPEG is lossy, so JPEG results are compared with a mean
  * absolute difference, except for flat images, which survive quality 100 exactly. The EXIF parser
  * is fed hand-made and randomly damaged segments, so ASan and valgrind see it read only inside
- * its buffer. Fixtures come from $BLURD_DATA, or tests/data when run from the repository root. */
+ * its buffer. The JPEG decoder's own limits (scans, memory, warnings) are checked on files that
+ * libjpeg's compressor writes here, in memory, with long scan scripts or a patched frame header.
+ * Allocation failures are injected with codec_test_fail_alloc() at every allocation of a decode
+ * or encode in turn; run under ASan or valgrind, that shows every failure path is leak-free.
+ * Fixtures come from $BLURD_DATA, or tests/data when run from the repository root. */
 #include <stdint.h>
+#include <stdio.h>
+#include <jpeglib.h>
 #include <turbojpeg.h>
 #include <zlib.h>
 
@@ -459,30 +465,33 @@ static void expect_limit(const char *file, struct codec_limits lim, enum codec_s
   codec_image_free(&img);
 }
 
-/* Each limit at the image's size passes, one below it fails, for PNG and JPEG. orient6.jpg is
- * stored 48x64 but upright 64x48: limits apply to the upright size. */
+/* Each limit one above the image's size, at it and one below it, alone and all three together,
+ * for PNG and JPEG: only below fails, with a sentence naming the value and the limit. orient6.jpg
+ * is stored 48x64 but upright 64x48: limits apply to the upright size. */
 static void test_limits(void) {
   static const struct {
     const char *file;
     uint32_t w, h;
-  } cases[] = {{"chelsea.png", 451, 300},
-               {"interlaced.png", RBW, RBH},
-               {"rocket.jpg", 640, 427},
+  } cases[] = {{"chelsea.png", 451, 300}, {"interlaced.png", RBW, RBH},  {"gray16.png", RW, RH},
+               {"rocket.jpg", 640, 427},  {"progressive.jpg", 451, 300}, {"gray.jpg", 480, 360},
                {"orient6.jpg", 64, 48}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const char *f = cases[i].file;
     uint32_t w = cases[i].w, h = cases[i].h;
     uint64_t px = (uint64_t)w * h;
-    char want[128];
-    expect_limit(f, (struct codec_limits){w, h, px}, CODEC_OK, "");
-    expect_limit(f, (struct codec_limits){0, 0, 0}, CODEC_OK, NULL);
-    snprintf(want, sizeof want, "width %u exceeds the limit of %u", w, w - 1);
-    expect_limit(f, (struct codec_limits){w - 1, 0, 0}, CODEC_TOO_LARGE, want);
-    snprintf(want, sizeof want, "height %u exceeds the limit of %u", h, h - 1);
-    expect_limit(f, (struct codec_limits){0, h - 1, 0}, CODEC_TOO_LARGE, want);
-    snprintf(want, sizeof want, "pixel count %llu (%ux%u) exceeds the limit of %llu",
+    char over_w[128], over_h[128], over_px[128];
+    snprintf(over_w, sizeof over_w, "width %u exceeds the limit of %u", w, w - 1);
+    snprintf(over_h, sizeof over_h, "height %u exceeds the limit of %u", h, h - 1);
+    snprintf(over_px, sizeof over_px, "pixel count %llu (%ux%u) exceeds the limit of %llu",
              (unsigned long long)px, w, h, (unsigned long long)px - 1);
-    expect_limit(f, (struct codec_limits){0, 0, px - 1}, CODEC_TOO_LARGE, want);
+    expect_limit(f, (struct codec_limits){0, 0, 0}, CODEC_OK, NULL);
+    for (int d = 1; d >= -1; d--) { /* each limit is the image's size + d */
+      enum codec_status want = d >= 0 ? CODEC_OK : CODEC_TOO_LARGE;
+      expect_limit(f, (struct codec_limits){w + d, 0, 0}, want, d >= 0 ? "" : over_w);
+      expect_limit(f, (struct codec_limits){0, h + d, 0}, want, d >= 0 ? "" : over_h);
+      expect_limit(f, (struct codec_limits){0, 0, px + d}, want, d >= 0 ? "" : over_px);
+      expect_limit(f, (struct codec_limits){w + d, h + d, px + d}, want, d >= 0 ? "" : over_w);
+    }
   }
 }
 
@@ -644,6 +653,310 @@ static void test_cmyk(void) {
   ASSERT_INT(decode_file("cmyk.jpg", NULL, &img, msg, sizeof msg), ==, CODEC_UNSUPPORTED);
   ASSERT_STR(msg, "CMYK JPEG images are not supported; convert the image to RGB first");
   ASSERT(img.pixels == NULL);
+}
+
+/* ---- JPEG limits: scans, memory, warnings, unsupported processes ---- */
+
+/* In the tests a libjpeg error is a failed test (its default error_exit would call exit()). */
+static void jpeg_test_error(j_common_ptr cinfo) {
+  char text[JMSG_LENGTH_MAX];
+  (*cinfo->err->format_message)(cinfo, text);
+  TEST_FAIL("libjpeg: %s", text);
+}
+
+static void jpeg_quiet(j_common_ptr cinfo) {
+  (void)cinfo;
+}
+
+/* A progressive scan script for one component with exactly n scans, 2 <= n <= 1 + 63 * 11: the DC
+ * scan, then every AC coefficient k in a band of its own, sent in s_k successive-approximation
+ * steps (first Al = s_k - 1, then refinements down to bit 0; libjpeg allows Al <= 10), the s_k
+ * spread as evenly as n allows. Returns n. */
+static int scan_script(jpeg_scan_info *scans, int n) {
+  int ac = n - 1, i = 0;
+  scans[i++] = (jpeg_scan_info){.comps_in_scan = 1, .Ss = 0, .Se = 0, .Ah = 0, .Al = 0};
+  for (int k = 1; k <= 63; k++) {
+    int steps = ac / 63 + (k <= ac % 63);
+    ASSERT(steps <= 11);
+    for (int al = steps - 1; al >= 0; al--)
+      scans[i++] = (jpeg_scan_info){
+          .comps_in_scan = 1, .Ss = k, .Se = k, .Ah = al == steps - 1 ? 0 : al + 1, .Al = al};
+  }
+  ASSERT_INT(i, ==, n);
+  return i;
+}
+
+static unsigned gray_pattern(int x, int y) { /* a ramp under a checkerboard of 4x4 squares */
+  return (unsigned)(x * 3 + y * 2 + (x / 4 + y / 4) % 2 * 64);
+}
+
+/* A w x h gray JPEG of gray_pattern() at quality 95, written by libjpeg with the nscans-scan
+ * script above (nscans 0: baseline). Returns a malloc'd file of *len bytes. */
+static uint8_t *gray_jpeg(int w, int h, int nscans, size_t *len) {
+  struct jpeg_compress_struct c;
+  struct jpeg_error_mgr err;
+  static jpeg_scan_info scans[64 * 11];
+  unsigned char *file = NULL, row[256];
+  unsigned long n = 0;
+  ASSERT(w <= 256);
+  c.err = jpeg_std_error(&err);
+  err.error_exit = jpeg_test_error;
+  jpeg_create_compress(&c);
+  jpeg_mem_dest(&c, &file, &n);
+  c.image_width = (JDIMENSION)w, c.image_height = (JDIMENSION)h;
+  c.input_components = 1, c.in_color_space = JCS_GRAYSCALE;
+  jpeg_set_defaults(&c);
+  jpeg_set_quality(&c, 95, TRUE);
+  if (nscans > 0) c.num_scans = scan_script(scans, nscans), c.scan_info = scans;
+  jpeg_start_compress(&c, TRUE);
+  for (JSAMPROW r = row; c.next_scanline < c.image_height; jpeg_write_scanlines(&c, &r, 1))
+    for (int x = 0; x < w; x++) row[x] = (unsigned char)gray_pattern(x, (int)c.next_scanline);
+  jpeg_finish_compress(&c);
+  jpeg_destroy_compress(&c);
+  *len = n;
+  return file;
+}
+
+/* Decodes buf with libjpeg's own defaults, where warnings are only counted, and returns their
+ * number and the number of scans; an error fails the test. */
+static long libjpeg_warnings(const uint8_t *buf, size_t len, int *nscans) {
+  struct jpeg_decompress_struct c;
+  struct jpeg_error_mgr err;
+  c.err = jpeg_std_error(&err);
+  err.error_exit = jpeg_test_error;
+  err.output_message = jpeg_quiet;
+  jpeg_create_decompress(&c);
+  jpeg_mem_src(&c, buf, (unsigned long)len);
+  jpeg_read_header(&c, TRUE);
+  jpeg_start_decompress(&c);
+  JSAMPARRAY row = (*c.mem->alloc_sarray)((j_common_ptr)&c, JPOOL_IMAGE,
+                                          c.output_width * (JDIMENSION)c.output_components, 1);
+  while (c.output_scanline < c.output_height) jpeg_read_scanlines(&c, row, 1);
+  jpeg_finish_decompress(&c);
+  long n = err.num_warnings;
+  if (nscans) *nscans = c.input_scan_number;
+  jpeg_destroy_decompress(&c);
+  return n;
+}
+
+/* 256 scans decode; 257 are refused although libjpeg reads them without complaint. (With fewer
+ * than 64 scans the script leaves coefficients out, so only the shape is checked.) */
+static void test_jpeg_scan_limit(void) {
+  static const int counts[] = {10, 255, 256, 257, 300, 694};
+  for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+    size_t len;
+    uint8_t *file = gray_jpeg(40, 24, counts[i], &len);
+    int scans = 0;
+    ASSERT_INT(libjpeg_warnings(file, len, &scans), ==, 0);
+    ASSERT_INT(scans, ==, counts[i]);
+    struct codec_image img;
+    char msg[256];
+    enum codec_status st = codec_decode(file, len, NULL, &img, msg, sizeof msg);
+    if (counts[i] <= 256) {
+      if (st != CODEC_OK) TEST_FAIL("%d scans: status %d (%s)", counts[i], (int)st, msg);
+      expect_shape(&img, 40, 24, 1, 8);
+      double sum = 0;
+      for (int y = 0; y < 24; y++)
+        for (int x = 0; x < 40; x++)
+          sum += fabs((double)sample(&img, x, y, 0) - gray_pattern(x, y));
+      if (counts[i] >= 64) ASSERT_DBL(sum / (40 * 24), <, 2.0); /* every coefficient sent */
+    } else {
+      ASSERT_INT(st, ==, CODEC_CORRUPT);
+      ASSERT_STR(msg, "the JPEG file has too many scans (more than 256)");
+      ASSERT(img.pixels == NULL);
+    }
+    codec_image_free(&img);
+    free(file);
+  }
+}
+
+/* Offset of the segment with marker m (its 0xff byte), walking the segments after SOI. */
+static size_t jpeg_segment(const uint8_t *b, size_t len, int m) {
+  for (size_t pos = 2; pos + 4 <= len && b[pos] == 0xff;
+       pos += 2 + ((size_t)b[pos + 2] << 8 | b[pos + 3]))
+    if (b[pos + 1] == m) return pos;
+  TEST_FAIL("no marker 0x%02x", m);
+}
+
+static void set_frame_size(uint8_t *b, size_t len, int sof, unsigned w, unsigned h) {
+  size_t at = jpeg_segment(b, len, sof); /* ff, marker, length (2), precision, height, width */
+  b[at + 5] = (uint8_t)(h >> 8), b[at + 6] = (uint8_t)h;
+  b[at + 7] = (uint8_t)(w >> 8), b[at + 8] = (uint8_t)w;
+}
+
+/* A progressive gray file whose frame header claims w x h needs libjpeg's whole-image buffer of
+ * ceil(w / 8) * ceil(h / 8) blocks of 128 bytes, all asked for before any scan is read. Over the
+ * 512 MiB cap the decode is too large; under it, the claim gets its memory and the 40x24 scans
+ * that follow are a corrupt file instead. No limits are given, so only the cap can refuse. */
+static void test_jpeg_memory_cap(void) {
+  static const struct {
+    unsigned side;
+    enum codec_status want;
+  } cases[] = {{65000, CODEC_TOO_LARGE}, /* 7.9 GiB */
+               {16800, CODEC_TOO_LARGE}, /* 2100^2 * 128 = 538 MiB */
+               {16000, CODEC_CORRUPT},   /* 2000^2 * 128 = 488 MiB */
+               {4000, CODEC_CORRUPT}};
+  size_t len;
+  uint8_t *file = gray_jpeg(40, 24, 10, &len);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    set_frame_size(file, len, 0xc2, cases[i].side, cases[i].side);
+    struct codec_image img;
+    char msg[256];
+    enum codec_status st = codec_decode(file, len, NULL, &img, msg, sizeof msg);
+    if (st != cases[i].want)
+      TEST_FAIL("%ux%u: status %d, expected %d (%s)", cases[i].side, cases[i].side, (int)st,
+                (int)cases[i].want, msg);
+    if (st == CODEC_TOO_LARGE)
+      ASSERT_STR(msg, "decoding this JPEG image needs more than 512 MiB of memory");
+    ASSERT(img.pixels == NULL);
+  }
+  free(file);
+}
+
+/* Damaged entropy-coded data: libjpeg decodes to the end with warnings only, and the policy of
+ * no warnings makes the file corrupt. The damage is 16 bytes a third of the way into the first
+ * scan overwritten with ff 00 (stuffed 0xff bytes, 64 one-bits), which these files' Huffman
+ * tables (libjpeg's, written by PIL) cannot decode. Arbitrary flips are not always noticed: the
+ * Huffman decoder often falls back into step, and JPEG has no checksum to tell. */
+static void test_jpeg_corrupt_data(void) {
+  static const char *files[] = {"gray.jpg", "orient6.jpg", "progressive.jpg"};
+  for (size_t f = 0; f < 3; f++) {
+    size_t len;
+    uint8_t *buf = read_fixture(files[f], &len);
+    ASSERT_INT(libjpeg_warnings(buf, len, NULL), ==, 0);
+    size_t sos = jpeg_segment(buf, len, 0xda);
+    size_t data = sos + 2 + ((size_t)buf[sos + 2] << 8 | buf[sos + 3]);
+    size_t mid = data + (len - data) / 3;
+    for (size_t k = 0; k < 16; k++) buf[mid + k] = k % 2 ? 0x00 : 0xff;
+    if (libjpeg_warnings(buf, len, NULL) == 0) TEST_FAIL("%s: no warning from libjpeg", files[f]);
+    struct codec_image img;
+    char msg[256];
+    ASSERT_INT(codec_decode(buf, len, NULL, &img, msg, sizeof msg), ==, CODEC_CORRUPT);
+    ASSERT(strncmp(msg, "the JPEG data is corrupt or truncated (libjpeg: Corrupt JPEG data", 65) ==
+           0);
+    ASSERT(img.pixels == NULL);
+    free(buf);
+  }
+}
+
+/* Processes libjpeg does not decode (lossless, 12-bit) are unsupported, not corrupt. */
+static void test_jpeg_unsupported(void) {
+  size_t len;
+  uint8_t *buf = read_fixture("gray.jpg", &len);
+  size_t sof = jpeg_segment(buf, len, 0xc0);
+  struct codec_image img;
+  char msg[256];
+  buf[sof + 1] = 0xc3; /* lossless */
+  ASSERT_INT(codec_decode(buf, len, NULL, &img, msg, sizeof msg), ==, CODEC_UNSUPPORTED);
+  ASSERT_STR(msg, "this kind of JPEG is not supported (libjpeg: Unsupported JPEG process: SOF "
+                  "type 0xc3)");
+  buf[sof + 1] = 0xc1, buf[sof + 4] = 12; /* extended sequential, 12-bit samples */
+  ASSERT_INT(codec_decode(buf, len, NULL, &img, msg, sizeof msg), ==, CODEC_UNSUPPORTED);
+  ASSERT_STR(msg, "this kind of JPEG is not supported (libjpeg: Unsupported JPEG data precision "
+                  "12)");
+  ASSERT(img.pixels == NULL);
+  free(buf);
+}
+
+/* ---- allocation failures ---- */
+
+static int same_image(const struct codec_image *a, const struct codec_image *b) {
+  return a->width == b->width && a->height == b->height && a->channels == b->channels &&
+         a->depth == b->depth && a->orientation == b->orientation &&
+         memcmp(a->pixels, b->pixels, image_bytes(a)) == 0;
+}
+
+/* Decodes name with allocation n failing, for n = 0, 1, 2, ... until a decode makes fewer than
+ * n + 1 allocations. Every decode that met the failure must be CODEC_NOMEM with a sentence and no
+ * image, except where *absorbed may count a failure libpng recovers from (an ancillary chunk it
+ * drops); then the image must be the same. Returns the number of allocations of one decode. */
+static long decode_failing_each(const char *name, int *absorbed) {
+  size_t len;
+  uint8_t *buf = read_fixture(name, &len);
+  struct codec_image want = load(name);
+  long n = 0;
+  for (*absorbed = 0;; n++) {
+    struct codec_image img;
+    char msg[256] = "";
+    ASSERT_INT(codec_test_fail_alloc(n), ==, -1);
+    enum codec_status st = codec_decode(buf, len, NULL, &img, msg, sizeof msg);
+    int failed = codec_test_fail_alloc(-1) == -1;
+    if (st == CODEC_OK) {
+      if (!same_image(&img, &want)) TEST_FAIL("%s, allocation %ld failing: other pixels", name, n);
+      codec_image_free(&img);
+      if (!failed) break;
+      ++*absorbed;
+      continue;
+    }
+    if (!failed || st != CODEC_NOMEM)
+      TEST_FAIL("%s, allocation %ld failing: status %d (%s)", name, n, (int)st, msg);
+    ASSERT(img.pixels == NULL);
+    ASSERT(msg[0] != '\0');
+  }
+  free(buf);
+  codec_image_free(&want);
+  return n;
+}
+
+/* The hook reaches libpng, zlib and libjpeg (many allocations a decode), and only libpng's
+ * ancillary chunks absorb a failure. */
+static void test_alloc_failures_decode(void) {
+  static const struct {
+    const char *file;
+    long min_allocs;
+    int absorbable;
+  } cases[] = {{"gray_alpha.png", 5, 0},   {"rgb16.png", 5, 0},     {"palette_trns.png", 5, 0},
+               {"interlaced.png", 5, 0},   {"astronaut.png", 5, 1}, {"rocket.jpg", 15, 0},
+               {"progressive.jpg", 15, 0}, {"gray.jpg", 15, 0},     {"orient6.jpg", 15, 0}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int absorbed;
+    long n = decode_failing_each(cases[i].file, &absorbed);
+    if (n < cases[i].min_allocs || (absorbed > 0 && !cases[i].absorbable))
+      TEST_FAIL("%s: %ld allocations, %d failures absorbed", cases[i].file, n, absorbed);
+  }
+  ASSERT_INT(codec_test_fail_alloc(-1), ==, -1);
+}
+
+/* Encodes img with allocation n failing, n = 0, 1, ... until an encode makes fewer than n + 1.
+ * A failed encode is CODEC_NOMEM with no output; one that absorbed the failure (the PNG
+ * encoder's final shrink) decodes to img. Returns the number of allocations of one encode. */
+static long encode_failing_each(const struct codec_image *img, const struct codec_encode_opts *o) {
+  long n = 0;
+  for (;; n++) {
+    uint8_t *file = (uint8_t *)&n;
+    size_t len = 1;
+    char msg[256] = "";
+    codec_test_fail_alloc(n);
+    enum codec_status st = codec_encode(img, o, &file, &len, msg, sizeof msg);
+    int failed = codec_test_fail_alloc(-1) == -1;
+    if (st == CODEC_OK) {
+      struct codec_image back;
+      ASSERT_INT(codec_decode(file, len, NULL, &back, NULL, 0), ==, CODEC_OK);
+      if (o->format == CODEC_PNG && !same_image(&back, img))
+        TEST_FAIL("PNG encode, allocation %ld failing: other pixels", n);
+      codec_image_free(&back);
+      free(file);
+      if (!failed) return n;
+      continue;
+    }
+    if (!failed || st != CODEC_NOMEM)
+      TEST_FAIL("encode, allocation %ld failing: status %d (%s)", n, (int)st, msg);
+    ASSERT(file == NULL && len == 0 && msg[0] != '\0');
+  }
+}
+
+static void test_alloc_failures_encode(void) {
+  static const char *files[] = {"rgb16.png", "gray1.png", "palette_trns.png"};
+  for (size_t f = 0; f < 3; f++) {
+    struct codec_image img = load(files[f]);
+    struct codec_encode_opts png = {.format = CODEC_PNG, .compression = 6};
+    struct codec_encode_opts jpeg = {.format = CODEC_JPEG, .quality = 90};
+    long n = encode_failing_each(&img, &png);
+    if (n < 5) TEST_FAIL("%s: PNG encode made only %ld allocations", files[f], n);
+    n = encode_failing_each(&img, &jpeg); /* the 8-bit copy (but for gray1) and the output */
+    ASSERT_INT(n, ==, img.depth == 8 && img.channels == 1 ? 1 : 2);
+    codec_image_free(&img);
+  }
 }
 
 /* A flat gray image survives JPEG quality 100 exactly (a flat RGB one within 1, from the YCbCr
@@ -999,6 +1312,12 @@ int main(void) {
   RUN(test_garbage_and_unknown);
   RUN(test_damaged_files);
   RUN(test_cmyk);
+  RUN(test_jpeg_scan_limit);
+  RUN(test_jpeg_memory_cap);
+  RUN(test_jpeg_corrupt_data);
+  RUN(test_jpeg_unsupported);
+  RUN(test_alloc_failures_decode);
+  RUN(test_alloc_failures_encode);
   RUN(test_jpeg_encode_flat);
   RUN(test_jpeg_encode_red_square);
   RUN(test_jpeg_encode_alpha16);

@@ -1,0 +1,91 @@
+/* fuzz.h: what the libFuzzer targets in fuzz/ share. Each target fuzz/X.c defines
+ * fuzz_X(data, size), the whole body of the target, and, unless FUZZ_NO_MAIN is defined, the
+ * libFuzzer entry LLVMFuzzerTestOneInput that calls it. tests/unit_fuzz.c defines FUZZ_NO_MAIN,
+ * includes every fuzz/X.c and replays the corpora and the regressions through the same fuzz_X,
+ * so a crash found by fuzzing stays fixed under `make test`.
+ *
+ * The targets check the contracts the headers state (sizes within limits, a sentence with every
+ * failure, part data inside the body, a response for every request) with FUZZ_CHECK, which
+ * aborts: libFuzzer then reports it like any crash. */
+#ifndef BLURD_FUZZ_H
+#define BLURD_FUZZ_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../codecs/codecs.h"
+
+#define FUZZ_CHECK(e)                                                                              \
+  do {                                                                                             \
+    if (!(e)) {                                                                                    \
+      fprintf(stderr, "%s:%d: fuzz check failed: %s\n", __FILE__, __LINE__, #e);                   \
+      abort();                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+/* The targets. Each returns what the input came to, for the replay test: the codec status (-1
+ * for an input the target skips), the api_error, or the HTTP status for the handler. */
+int fuzz_png(const uint8_t *data, size_t size);
+int fuzz_jpeg(const uint8_t *data, size_t size);
+int fuzz_multipart(const uint8_t *data, size_t size);
+int fuzz_params(const uint8_t *data, size_t size);
+int fuzz_handler(const uint8_t *data, size_t size);
+/* Frees the api context fuzz_handler creates on first use; safe to call twice. */
+void fuzz_handler_free(void);
+
+/* libFuzzer's entry points (the handler target alone has the second). */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+
+/* Encodes img as f, decodes the result and checks it: a PNG must give back exactly img, a JPEG
+ * the same size as 8-bit gray or RGB. */
+static inline void fuzz_round_trip(const struct codec_image *img, enum codec_format f,
+                                   const struct codec_limits *lim) {
+  struct codec_encode_opts o = {f, 75, 1}; /* quality 75 (4:2:0), zlib level 1 */
+  struct codec_image back;
+  uint8_t *enc = NULL;
+  size_t len = 0;
+  char msg[256] = "";
+  FUZZ_CHECK(codec_encode(img, &o, &enc, &len, msg, sizeof(msg)) == CODEC_OK);
+  FUZZ_CHECK(enc != NULL && len > 0 && codec_sniff(enc, len) == f);
+  FUZZ_CHECK(codec_decode(enc, len, lim, &back, msg, sizeof(msg)) == CODEC_OK);
+  FUZZ_CHECK(back.width == img->width && back.height == img->height && back.format == f);
+  if (f == CODEC_PNG) {
+    FUZZ_CHECK(back.channels == img->channels && back.depth == img->depth);
+    size_t bytes = (size_t)img->width * img->height * img->channels * (img->depth / 8);
+    FUZZ_CHECK(memcmp(back.pixels, img->pixels, bytes) == 0);
+  } else {
+    FUZZ_CHECK(back.channels == (img->channels <= 2 ? 1 : 3) && back.depth == 8);
+  }
+  codec_image_free(&back);
+  free(enc);
+}
+
+/* The codec targets: decodes data when it starts with the magic bytes of want (so that each
+ * target explores its own decoder), checks the image against the limits, and when it decodes,
+ * encodes it back as PNG and as JPEG. Returns the codec status, or -1 for a skipped input. */
+static inline int fuzz_codec(const uint8_t *data, size_t size, enum codec_format want) {
+  static const struct codec_limits lim = {4096, 4096, 4u << 20}; /* 4 Mpx */
+  struct codec_image img;
+  char msg[256] = "";
+  if (codec_sniff(data, size) != want) return -1;
+  enum codec_status st = codec_decode(data, size, &lim, &img, msg, sizeof(msg));
+  if (st != CODEC_OK) {
+    FUZZ_CHECK(img.pixels == NULL && msg[0] != 0);
+    return (int)st;
+  }
+  FUZZ_CHECK(img.pixels != NULL && img.format == want);
+  FUZZ_CHECK(img.width >= 1 && img.width <= 4096 && img.height >= 1 && img.height <= 4096);
+  FUZZ_CHECK((uint64_t)img.width * (uint64_t)img.height <= lim.max_pixels);
+  FUZZ_CHECK(img.channels >= 1 && img.channels <= 4 && (img.depth == 8 || img.depth == 16));
+  FUZZ_CHECK(img.orientation >= 1 && img.orientation <= 8);
+  fuzz_round_trip(&img, CODEC_PNG, &lim);
+  fuzz_round_trip(&img, CODEC_JPEG, &lim);
+  codec_image_free(&img);
+  return (int)st;
+}
+
+#endif
