@@ -12,6 +12,7 @@
 #define COL_R     32  /* output rows per column block (4 per thread) */
 #define COL_CH    32  /* taps per chunk in the column pass */
 #define REF_NOISE 1e-6
+static_assert(COL_R == 4 * 8, "a column block has 8 rows of threads with 4 outputs each");
 
 /* Row pass: pixel (x, y) of the packed input into the intermediate (or, for the reference, into
  * a plane of double4). */
@@ -66,7 +67,26 @@ __device__ __forceinline__ void pixel_error(const packed &out, int x, int y, con
   }
 }
 
-/* Column pass: a block of COL_W x 8 threads owns COL_W columns and COL_R output rows. */
+/* The reference's column taps for one chunk: this thread's 4 outputs are the adjacent rows
+ * 4 ty + q, so each staged row is read once from shared memory and added into all 4 sums with a
+ * sliding window of weights (wq[q] is the weight of row i for output q, 0 outside the chunk).
+ * The sums take the taps in the same order as one output at a time would. */
+template <class R>
+__device__ __forceinline__ void cols_slide(v4<R> *acc, const v4<R> *s, const R *w, int base, int n,
+                                           int ty, int tx) {
+  R wq[4] = {0, 0, 0, 0};
+  for (int i = 0; i < n + 3; i++) {
+    wq[3] = wq[2], wq[2] = wq[1], wq[1] = wq[0];
+    int k = base + i;
+    wq[0] = i < n ? w[k < 0 ? -k : k] : (R)0;
+    v4<R> v = s[(4 * ty + i) * COL_W + tx];
+#pragma unroll
+    for (int q = 0; q < 4; q++) v4_fma(acc[q], wq[q], v);
+  }
+}
+
+/* Column pass: a block of COL_W x 8 threads owns COL_W columns and COL_R output rows; a thread
+ * has 4 of them, rows ty + 8q (separable) or 4 ty + q (the reference, see cols_slide). */
 template <class R, bool REF>
 __global__ void sep_cols(mid m, const v4<double> *ref, packed out, const R *w, int r,
                          double *stats) {
@@ -90,16 +110,20 @@ __global__ void sep_cols(mid m, const v4<double> *ref, packed out, const R *w, i
     }
     __syncthreads();
     int kend = base + ch - 1 < r ? base + ch - 1 : r;
-    for (int q = 0; q < COL_R / 8; q++) {
-      int oy = ty + 8 * q;
-      for (int k = base; k <= kend; k++)
-        v4_fma(acc[q], w[k < 0 ? -k : k], s[(oy + k - base) * COL_W + tx]);
+    if (REF) {
+      cols_slide<R>(acc, s, w, base, kend - base + 1, ty, tx);
+    } else {
+      for (int q = 0; q < COL_R / 8; q++) {
+        int oy = ty + 8 * q;
+        for (int k = base; k <= kend; k++)
+          v4_fma(acc[q], w[k < 0 ? -k : k], s[(oy + k - base) * COL_W + tx]);
+      }
     }
     __syncthreads();
   }
   double sse = 0, max = 0;
   for (int q = 0; q < COL_R / 8; q++) {
-    int y = y0 + ty + 8 * q;
+    int y = y0 + (REF ? 4 * ty + q : ty + 8 * q);
     if (x >= out.w || y >= out.h) continue;
     if (REF) {
       v4<double> d;
