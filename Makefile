@@ -4,6 +4,7 @@
 #   make SAN=address,undefined test  the same under ASan/UBSan, built in build/san
 #   make fuzz / make load          the fuzz targets (FUZZ_SECONDS each) / the load test (wrk)
 #   make fmt / make fmt-check      clang-format the sources / check that they are formatted
+#   make test-web                  the demo page in headless Chromium (scripts/install-deps.sh --web)
 CC ?= cc
 NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
@@ -47,7 +48,11 @@ CU_OBJ :=
 BACKENDS := cpu only (nvcc not found: the CUDA backend is not built)
 endif
 
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
+# The demo page's files (web/), embedded into the binary as a generated C file.
+WEB_SRC := $(sort $(wildcard web/*))
+WEB_OBJ := $(BUILD)/gen/web_assets.o
+
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(WEB_OBJ) $(CU_OBJ)
 ifneq ($(NVCC),)
 # GPU-only programs: the GPU test suite and the benchmark (built everywhere, run on a GPU).
 GPU_BIN := $(BUILD)/tests/gpu_check $(BUILD)/bench
@@ -58,7 +63,7 @@ UNIT_BIN := $(UNIT_SRC:tests/%.c=$(BUILD)/tests/%)
 INTEG_BIN := $(INTEG_SRC:tests/%.c=$(BUILD)/tests/%)
 TOOL_BIN := $(TOOL_SRC:tools/%.c=$(BUILD)/%)
 
-.PHONY: all test unit integ fmt fmt-check clean report test-gpu bench fuzz load
+.PHONY: all test unit integ fmt fmt-check clean report test-gpu bench fuzz load test-web
 .SECONDARY:
 all: $(BUILD)/blurd $(UNIT_BIN) $(INTEG_BIN) $(TOOL_BIN) $(GPU_BIN)
 	@echo "blurd built in $(BUILD)/: backends $(BACKENDS)"
@@ -66,6 +71,13 @@ all: $(BUILD)/blurd $(UNIT_BIN) $(INTEG_BIN) $(TOOL_BIN) $(GPU_BIN)
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/gen/web_assets.c: $(WEB_SRC) scripts/embed-web.sh
+	@mkdir -p $(@D)
+	sh scripts/embed-web.sh $@ $(WEB_SRC)
+
+$(WEB_OBJ): $(BUILD)/gen/web_assets.c
+	$(CC) $(CFLAGS) -Iapi -c $< -o $@
 
 $(CU_BUILD)/%.o: %.cu
 	@mkdir -p $(@D)
@@ -101,6 +113,12 @@ test-gpu: all
 	$(BUILD)/tests/gpu_check
 	BLURD_BIN=$(BUILD)/blurd BLURD_EXPECT_BACKEND=cuda: $(BUILD)/tests/integ_blur
 	BLURD_BIN=$(BUILD)/blurd BLURD_EXPECT_BACKEND=cuda: $(BUILD)/tests/integ_hardening
+
+# The demo page in headless Chromium (tests/web/demo.test.mjs): needs node, npm and Debian's
+# chromium (scripts/install-deps.sh --web); installs playwright-core from the lock file.
+test-web: $(BUILD)/blurd
+	npm ci --prefix tests/web --no-audit --no-fund
+	BLURD_BIN=$(BUILD)/blurd node tests/web/demo.test.mjs
 
 # The libFuzzer targets, built with clang under ASan/UBSan, FUZZ_SECONDS each (fuzz/README.md).
 FUZZ_SECONDS ?= 60

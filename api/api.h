@@ -125,6 +125,10 @@ void api_response_free(struct api_response *resp);
 int api_response_header(struct api_response *resp, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* The path of route i (0, 1, ...) with the HTTP method it takes in *method, or NULL past the
+ * last route: the routes api_handle serves, for tests and tools. */
+const char *api_route(int i, const char **method);
+
 /* Monotonic clock in milliseconds. */
 double api_now_ms(void);
 

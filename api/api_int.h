@@ -1,7 +1,8 @@
 /* Internals shared by the files of api/: parameter tables and parsing (params.c), the
  * multipart/form-data parser (multipart.c), the backend with its job queue and workers
- * (backend.c), jobs (job.c) and response helpers (response.c). Nothing outside api/ includes
- * this header. */
+ * (backend.c), jobs (job.c), response helpers (response.c), the route table (handler.c), the
+ * OpenAPI description built from it (openapi.c) and the demo page's files (web.c). Nothing
+ * outside api/ includes this header. */
 #ifndef BLURD_API_INT_H
 #define BLURD_API_INT_H
 
@@ -162,6 +163,55 @@ struct api_ctx {
 
 /* Marks the GPU as lost and tells the server (once). */
 void api_fail(struct api_ctx *ctx);
+
+/* ---- routes ---- */
+
+struct route;
+
+/* Answers one request on route r: the response, or NULL when a job was queued (see api_handle).
+ * query is the raw query string without '?' ("" when none). */
+typedef struct api_response *(*route_fn)(struct api_ctx *ctx, const struct route *r,
+                                         const struct api_request *req, const char *query,
+                                         api_done_fn done, void *udata);
+
+/* A row of the route table: it dispatches requests and is all that /openapi.json knows, so a new
+ * row is described with no other change. */
+struct route {
+  const char *path;          /* "/blur" */
+  const char *method;        /* the HTTP method it takes (GET routes take HEAD too) */
+  const char *summary;       /* one sentence for /openapi.json */
+  const struct endpoint *ep; /* its parameters (query string, and params for uploads), or NULL */
+  const char *produces;      /* media type of its 200; NULL: an image upload answered with the
+                                image, or with JSON for Accept: application/json (job.c) */
+  unsigned flags;            /* ROUTE_* */
+  route_fn answer;
+};
+
+#define ROUTE_UNREADY 1u /* also answers 503 with the same document (/readyz) */
+
+extern const struct route api_routes[];
+extern const int api_nroutes;
+
+/* ---- /openapi.json and the demo page ---- */
+
+/* The OpenAPI 3.1 description of api_routes as a JSON object (new reference), or NULL when out
+ * of memory. */
+json_t *openapi_document(void);
+
+struct web_asset {           /* a file of web/, embedded at build time */
+  const char *name;          /* "index.html" */
+  const unsigned char *data; /* its bytes */
+  size_t len;
+};
+
+/* Generated from web/ by scripts/embed-web.sh; the last entry has a NULL name. */
+extern const struct web_asset api_web_assets[];
+
+/* The route that serves r's file of web/ ("/" is index.html): 200 with the file, its media type
+ * and a Content-Security-Policy that allows only this origin. */
+struct api_response *web_answer(struct api_ctx *ctx, const struct route *r,
+                                const struct api_request *req, const char *query, api_done_fn done,
+                                void *udata);
 
 /* ---- responses ---- */
 

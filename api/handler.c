@@ -1,5 +1,7 @@
-/* Routing and the endpoints that answer at once: /healthz, /readyz, /methods, and the parsing
- * and validation half of POST /blur, whose image work is queued as a job (job.c). */
+/* Routing and the endpoints that answer at once: /healthz, /readyz, /methods, /openapi.json, and
+ * the parsing and validation half of POST /blur and /convert, whose image work is queued as a job
+ * (job.c). The route table at the end is the one list of endpoints: it dispatches requests, and
+ * openapi.c describes it. */
 #include "api_int.h"
 
 #include <stdio.h>
@@ -45,11 +47,24 @@ void api_set_draining(struct api_ctx *ctx) {
   __atomic_store_n(&ctx->draining, 1, __ATOMIC_SEQ_CST);
 }
 
-static struct api_response *healthz(void) {
+/* The parameters every route_fn takes, for the routes that need few of them. */
+#define ROUTE_ARGS                                                                                 \
+  struct api_ctx *ctx, const struct route *r, const struct api_request *req, const char *query,    \
+      api_done_fn done, void *udata
+#define ROUTE_UNUSED (void)ctx, (void)r, (void)req, (void)query, (void)done, (void)udata
+
+static struct api_response *healthz(ROUTE_ARGS) {
+  ROUTE_UNUSED;
   return response_json(200, json_pack("{s:s}", "status", "ok"));
 }
 
-static struct api_response *readyz(struct api_ctx *ctx) {
+static struct api_response *openapi(ROUTE_ARGS) {
+  ROUTE_UNUSED;
+  return response_json(200, openapi_document());
+}
+
+static struct api_response *readyz(ROUTE_ARGS) {
+  ROUTE_UNUSED;
   int queued, running, cap, workers;
   backend_stats(ctx->backend, &queued, &running, &cap, &workers);
   int failed = api_failed(ctx), draining = __atomic_load_n(&ctx->draining, __ATOMIC_SEQ_CST);
@@ -62,7 +77,8 @@ static struct api_response *readyz(struct api_ctx *ctx) {
                                  "depth", queued, "capacity", cap, "running", running));
 }
 
-static struct api_response *methods(struct api_ctx *ctx) {
+static struct api_response *methods(ROUTE_ARGS) {
+  ROUTE_UNUSED;
   json_t *list = json_array();
   for (int m = 0; list && m <= CPU_NMETHODS; m++) {
     int is_auto = m == CPU_NMETHODS;
@@ -152,13 +168,13 @@ static enum api_error read_upload(const struct api_request *req, struct upload *
 }
 
 /* POST /blur and POST /convert: read the upload and the parameters, then queue the job. */
-static struct api_response *image_job(struct api_ctx *ctx, const struct api_request *req,
-                                      const char *query, int convert, api_done_fn done,
-                                      void *udata) {
+static struct api_response *image_job(ROUTE_ARGS) {
   char msg[512] = "";
   struct upload u;
   struct blur_params p = {0};
-  const struct endpoint *ep = convert ? &api_convert_endpoint : &api_blur_endpoint;
+  const struct endpoint *ep = r->ep;
+  int convert = ep == &api_convert_endpoint;
+  if (api_failed(ctx)) return api_error_response(API_GPU_LOST, NULL);
   enum api_error e = read_upload(req, &u, msg, sizeof(msg));
   if (e == API_OK) e = params_parse(ep, query, u.json, u.json_len, &p, msg, sizeof(msg));
   if (e == API_OK && (!u.image || u.len == 0)) {
@@ -175,25 +191,46 @@ static struct api_response *image_job(struct api_ctx *ctx, const struct api_requ
   return e == API_OK ? NULL : api_error_response(e, msg);
 }
 
-struct route {
-  const char *path;
-  const char *method; /* the HTTP method it takes (GET routes take HEAD too) */
+/* clang-format off */
+const struct route api_routes[] = {
+    {"/", "GET", "The demo page: upload an image, try the methods and compare them.", NULL,
+     "text/html; charset=utf-8", 0, web_answer},
+    {"/demo.js", "GET", "The demo page's script.", NULL, "text/javascript; charset=utf-8", 0,
+     web_answer},
+    {"/demo.css", "GET", "The demo page's style sheet.", NULL, "text/css; charset=utf-8", 0,
+     web_answer},
+    {"/healthz", "GET", "Liveness: 200 while the process serves.", NULL, "application/json", 0,
+     healthz},
+    {"/readyz", "GET", "Readiness: 200 when the workers take jobs, 503 while draining or after a "
+     "GPU failure; the backend, workers and queue.", NULL, "application/json", ROUTE_UNREADY,
+     readyz},
+    {"/methods", "GET", "Every method with its description, accuracy, parameters and backends, "
+     "and the configured limits.", NULL, "application/json", 0, methods},
+    {"/openapi.json", "GET", "This OpenAPI 3.1 description, generated from the route and "
+     "parameter tables.", NULL, "application/json", 0, openapi},
+    {"/blur", "POST", "Blurs the uploaded PNG or JPEG with a Gaussian of standard deviation "
+     "sigma; answers the image, with stage times and PSNR.", &api_blur_endpoint, NULL, 0,
+     image_job},
+    {"/convert", "POST", "Decodes the upload and encodes it again (format conversion), with no "
+     "filter.", &api_convert_endpoint, NULL, 0, image_job},
 };
+/* clang-format on */
+const int api_nroutes = sizeof(api_routes) / sizeof(api_routes[0]);
 
-static const struct route routes[] = {{"/healthz", "GET"},
-                                      {"/readyz", "GET"},
-                                      {"/methods", "GET"},
-                                      {"/blur", "POST"},
-                                      {"/convert", "POST"}};
+const char *api_route(int i, const char **method) {
+  if (i < 0 || i >= api_nroutes) return NULL;
+  *method = api_routes[i].method;
+  return api_routes[i].path;
+}
 
 struct api_response *api_handle(struct api_ctx *ctx, const struct api_request *req,
                                 api_done_fn done, void *udata) {
   const char *q = strchr(req->uri, '?');
   size_t plen = q ? (size_t)(q - req->uri) : strlen(req->uri);
   const struct route *r = NULL;
-  for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
-    if (strlen(routes[i].path) == plen && memcmp(routes[i].path, req->uri, plen) == 0)
-      r = &routes[i];
+  for (int i = 0; i < api_nroutes; i++)
+    if (strlen(api_routes[i].path) == plen && memcmp(api_routes[i].path, req->uri, plen) == 0)
+      r = &api_routes[i];
   if (!r) return api_error_response(API_NOT_FOUND, NULL);
   int get = strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0;
   if (strcmp(req->method, r->method) != 0 && !(get && strcmp(r->method, "GET") == 0)) {
@@ -204,9 +241,5 @@ struct api_response *api_handle(struct api_ctx *ctx, const struct api_request *r
       api_response_header(resp, "Allow", "%s", strcmp(r->method, "GET") ? r->method : "GET, HEAD");
     return resp;
   }
-  if (strcmp(r->path, "/healthz") == 0) return healthz();
-  if (strcmp(r->path, "/readyz") == 0) return readyz(ctx);
-  if (strcmp(r->path, "/methods") == 0) return methods(ctx);
-  if (api_failed(ctx)) return api_error_response(API_GPU_LOST, NULL);
-  return image_job(ctx, req, q ? q + 1 : "", strcmp(r->path, "/convert") == 0, done, udata);
+  return r->answer(ctx, r, req, q ? q + 1 : "", done, udata);
 }

@@ -27,6 +27,10 @@ for src in codecs/*.c cpu/*.c api/*.c; do
   # shellcheck disable=SC2086 # CFLAGS is a list of flags
   $CC $CFLAGS -c "$src" -o "${obj%.c}.o" &
 done
+# the demo page's files, embedded as the Makefile does (api/web.c serves them)
+sh scripts/embed-web.sh "$OUT/obj/web_assets.c" web/*
+# shellcheck disable=SC2086
+$CC $CFLAGS -Iapi -c "$OUT/obj/web_assets.c" -o "$OUT/obj/api_web_assets.o" &
 for pid in $(jobs -p); do wait "$pid"; done # set -e stops here if one failed
 for t in $TARGETS; do
   objs=("$OUT"/obj/codecs_*.o)

@@ -1,0 +1,304 @@
+/* GET /openapi.json: the OpenAPI 3.1 description of the service, built at run time from the
+ * tables the service itself runs on, so it cannot drift from them. Paths and operations come
+ * from the route table (api_routes: path, HTTP method, summary, media type); each route's
+ * parameters from its endpoint's param_spec table (type, range, choices, default, the methods
+ * it applies to), described as query parameters and, for image uploads, as the JSON object of
+ * the multipart field `params`; error responses from API_ERRORS. A new route or parameter needs
+ * no change here: a parameter type this file does not know becomes a string in the query and
+ * any JSON value in params. tests/integ_openapi.c checks the document against the server. */
+#include "api_int.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define API_DOC_VERSION "1.0.0" /* of the HTTP API described here */
+
+static const struct {
+  int status;
+  const char *code;
+  const char *msg;
+} errors[] = {
+#define X(e, status, code, msg) {status, code, msg},
+    API_ERRORS(X)
+#undef X
+};
+#define NERRORS (int)(sizeof(errors) / sizeof(errors[0]))
+
+static int is_upload(const struct route *r) {
+  return r->produces == NULL;
+}
+
+/* The default of s as a JSON value of its type. */
+static json_t *default_value(const struct param_spec *s) {
+  switch (s->type) {
+  case PT_NUMBER:
+    return json_real(strtod(s->def, NULL));
+  case PT_INT:
+    return json_integer(strtol(s->def, NULL, 10));
+  case PT_BOOL:
+    return json_boolean(strcmp(s->def, "true") == 0 || strcmp(s->def, "1") == 0);
+  default:
+    return json_string(s->def);
+  }
+}
+
+/* The JSON Schema of s's values: in a query string (in_query) or in the params object. */
+static json_t *param_schema(const struct param_spec *s, int in_query) {
+  json_t *o = json_object();
+  switch (s->type) {
+  case PT_NUMBER:
+  case PT_INT:
+    json_object_set_new(o, "type", json_string(s->type == PT_INT ? "integer" : "number"));
+    json_object_set_new(o, "minimum",
+                        s->type == PT_INT ? json_integer((json_int_t)s->min) : json_real(s->min));
+    json_object_set_new(o, "maximum",
+                        s->type == PT_INT ? json_integer((json_int_t)s->max) : json_real(s->max));
+    break;
+  case PT_BOOL:
+    json_object_set_new(o, "type", json_string("boolean"));
+    break;
+  case PT_ENUM: {
+    json_t *c = json_array();
+    for (int k = 0; s->choices[k]; k++) json_array_append_new(c, json_string(s->choices[k]));
+    json_object_set_new(o, "type", json_string("string"));
+    json_object_set_new(o, "enum", c);
+    break;
+  }
+  default: /* a type added after this file: its text in a query string, any JSON in params */
+    if (in_query) json_object_set_new(o, "type", json_string("string"));
+  }
+  if (s->def) json_object_set_new(o, "default", default_value(s));
+  return o;
+}
+
+/* s's sentence, whether it is required, and the methods it applies to when not all of them. */
+static json_t *param_doc(const struct endpoint *ep, const struct param_spec *s) {
+  char text[512];
+  size_t n = (size_t)snprintf(text, sizeof(text), "%s%s", s->def ? "" : "Required. ", s->doc);
+  if (ep->method_param >= 0 && s->methods) {
+    const struct param_spec *mp = &ep->params[ep->method_param];
+    const char *sep = " Only for ";
+    for (int m = 0; mp->choices[m] && n < sizeof(text); m++) /* past nmethods: auto and such */
+      if (m >= ep->nmethods || s->methods >> m & 1) {
+        n += (size_t)snprintf(text + n, sizeof(text) - n, "%s%s=%s", sep, mp->name, mp->choices[m]);
+        sep = ", ";
+      }
+    if (n < sizeof(text)) snprintf(text + n, sizeof(text) - n, ".");
+  }
+  return json_string(text);
+}
+
+/* The query parameters of route r. For an upload a parameter may come in params instead, so
+ * none is required in the query. */
+static json_t *query_params(const struct route *r) {
+  json_t *arr = json_array();
+  for (int i = 0; r->ep && i < r->ep->nparams; i++) {
+    const struct param_spec *s = &r->ep->params[i];
+    json_t *p = json_pack("{s:s, s:s, s:b, s:o, s:o}", "name", s->name, "in", "query", "required",
+                          !s->def && !is_upload(r), "description", param_doc(r->ep, s), "schema",
+                          param_schema(s, 1));
+    if (!s->def && is_upload(r)) json_object_set_new(p, "x-required", json_true());
+    json_array_append_new(arr, p);
+  }
+  return arr;
+}
+
+/* The JSON object of the multipart field params: the same parameters, typed. */
+static json_t *params_object(const struct endpoint *ep) {
+  json_t *props = json_object();
+  for (int i = 0; ep && i < ep->nparams; i++) {
+    json_t *sc = param_schema(&ep->params[i], 0);
+    json_object_set_new(sc, "description", param_doc(ep, &ep->params[i]));
+    json_object_set_new(props, ep->params[i].name, sc);
+  }
+  return json_pack("{s:s, s:o, s:b}", "type", "object", "properties", props, "additionalProperties",
+                   0);
+}
+
+static json_t *binary(const char *media) {
+  return json_pack("{s:s, s:s}", "type", "string", "contentMediaType", media);
+}
+
+/* The request body of an upload route: a form with image and params, or the raw image. */
+static json_t *upload_body(const struct route *r) {
+  json_t *form = json_pack(
+      "{s:s, s:[s], s:{s:o, s:o, s:{s:s, s:s, s:o, s:s}}, s:b}", "type", "object", "required",
+      "image", "properties", "image", binary("application/octet-stream"), "file",
+      binary("application/octet-stream"), "params", "type", "string", "contentMediaType",
+      "application/json", "contentSchema", params_object(r->ep), "description",
+      "The parameters as a JSON object; a key also in the query string must have the same "
+      "value there.",
+      "additionalProperties", 0);
+  json_object_set_new(json_object_get(json_object_get(form, "properties"), "file"), "description",
+                      json_string("Another name for image; send one of the two."));
+  return json_pack("{s:b, s:s, s:{s:{s:o}, s:{s:o}, s:{s:o}, s:{s:o}}}", "required", 1,
+                   "description", "A PNG or JPEG: in a multipart form, or as the raw body.",
+                   "content", "multipart/form-data", "schema", form, "image/png", "schema",
+                   binary("image/png"), "image/jpeg", "schema", binary("image/jpeg"),
+                   "application/octet-stream", "schema", binary("application/octet-stream"));
+}
+
+static json_t *header(const char *doc) {
+  return json_pack("{s:s, s:{s:s}}", "description", doc, "schema", "type", "string");
+}
+
+static int has_param(const struct endpoint *ep, const char *name) {
+  for (int i = 0; ep && i < ep->nparams; i++)
+    if (strcmp(ep->params[i].name, name) == 0) return 1;
+  return 0;
+}
+
+/* The 200 of an upload route: the image, or the JSON mode's object; the timing headers. */
+static json_t *image_ok(const struct route *r) {
+  json_t *h = json_pack(
+      "{s:o, s:o}", "Server-Timing",
+      header("Stage times, e.g. queue;dur=0.02, decode;dur=8.8, filter;dur=41.1, encode;dur=7.0, "
+             "total;dur=57.9 (ms); the CUDA backend adds upload, kernel and download."),
+      "X-Backend", header("Where it ran: cpu, or e.g. cuda:0 NVIDIA H200."));
+  if (r->ep && r->ep->method_param >= 0)
+    json_object_set_new(h, "X-Method", header("The method that ran (auto resolved)."));
+  if (has_param(r->ep, "psnr"))
+    json_object_set_new(h, "X-PSNR",
+                        header("PSNR against the exact result in dB, or inf; "
+                               "absent with psnr=false."));
+  return json_pack("{s:s, s:o, s:{s:{s:o}, s:{s:o}, s:{s:{s:s}}}}", "description",
+                   "The image (in the upload's format unless format says otherwise), or with "
+                   "Accept: application/json a JSON object with the image in base64.",
+                   "headers", h, "content", "image/png", "schema", binary("image/png"),
+                   "image/jpeg", "schema", binary("image/jpeg"), "application/json", "schema",
+                   "$ref", "#/components/schemas/ImageResult");
+}
+
+/* The 200 of a route that answers a document of type r->produces. */
+static json_t *document_ok(const struct route *r, const char *description) {
+  int is_json = strncmp(r->produces, "application/json", 16) == 0;
+  return json_pack("{s:s, s:{s:{s:{s:s}}}}", "description", description, "content", r->produces,
+                   "schema", "type", is_json ? "object" : "string");
+}
+
+/* Can route r answer error e? Every route: a wrong HTTP method, a body over the limit (refused
+ * before routing) and a bug. Upload routes: everything else. Nobody gets 404 (it is for paths
+ * not listed here) or 499 (the client has left). */
+static int error_applies(const struct route *r, int e) {
+  int st = errors[e].status;
+  if (st == 404 || st == 499) return 0;
+  return st == 405 || st == 413 || st == 500 || is_upload(r);
+}
+
+/* The error response for errors[e]'s status, naming every code it may carry. */
+static json_t *error_response(int e) {
+  char desc[1024] = "";
+  size_t n = 0;
+  for (int k = e; k < NERRORS; k++)
+    if (errors[k].status == errors[e].status && n < sizeof(desc))
+      n += (size_t)snprintf(desc + n, sizeof(desc) - n, "%s%s: %s", n ? " " : "", errors[k].code,
+                            errors[k].msg);
+  json_t *resp = json_pack("{s:s, s:{s:{s:{s:s}}}}", "description", desc, "content",
+                           "application/json", "schema", "$ref", "#/components/schemas/Error");
+  if (errors[e].status == 503)
+    json_object_set_new(resp, "headers", json_pack("{s:o}", "Retry-After", header("1")));
+  if (errors[e].status == 405)
+    json_object_set_new(resp, "headers",
+                        json_pack("{s:o}", "Allow", header("The methods the path takes.")));
+  return resp;
+}
+
+/* components/responses: Error400, Error404, ... (499 is only logged: nobody reads it). */
+static json_t *error_responses(void) {
+  json_t *o = json_object();
+  for (int e = 0; e < NERRORS; e++) {
+    char name[16];
+    snprintf(name, sizeof(name), "Error%d", errors[e].status);
+    if (errors[e].status != 499 && !json_object_get(o, name))
+      json_object_set_new(o, name, error_response(e));
+  }
+  return o;
+}
+
+/* Route r's error responses, as references to components/responses. */
+static void add_errors(json_t *responses, const struct route *r) {
+  for (int e = 0; e < NERRORS; e++) {
+    char status[8], ref[64];
+    snprintf(status, sizeof(status), "%d", errors[e].status);
+    snprintf(ref, sizeof(ref), "#/components/responses/Error%d", errors[e].status);
+    if (error_applies(r, e) && !json_object_get(responses, status))
+      json_object_set_new(responses, status, json_pack("{s:s}", "$ref", ref));
+  }
+}
+
+static json_t *responses(const struct route *r) {
+  json_t *o = json_object();
+  json_object_set_new(o, "200", is_upload(r) ? image_ok(r) : document_ok(r, r->summary));
+  if (r->flags & ROUTE_UNREADY)
+    json_object_set_new(o, "503", document_ok(r, "Not ready: the same document."));
+  add_errors(o, r);
+  return o;
+}
+
+/* "post_blur", "get_openapi_json", "get_root" for "/". */
+static json_t *operation_id(const char *method, const char *path) {
+  char id[128];
+  size_t n = (size_t)snprintf(id, sizeof(id), "%s_%s", method, path[1] ? path + 1 : "root");
+  for (size_t i = 0; i < n && i < sizeof(id); i++)
+    id[i] = isalnum((unsigned char)id[i]) ? (char)tolower((unsigned char)id[i]) : '_';
+  return json_string(id);
+}
+
+static json_t *operation(const struct route *r, const char *method) {
+  json_t *op = json_pack("{s:s, s:o, s:o}", "summary", r->summary, "operationId",
+                         operation_id(method, r->path), "responses", responses(r));
+  if (r->ep) json_object_set_new(op, "parameters", query_params(r));
+  if (is_upload(r)) json_object_set_new(op, "requestBody", upload_body(r));
+  return op;
+}
+
+/* Adds route r's operations to paths: its method, and HEAD beside GET. */
+static void add_route(json_t *paths, const struct route *r) {
+  char method[16];
+  json_t *item = json_object_get(paths, r->path);
+  if (!item) json_object_set_new(paths, r->path, item = json_object());
+  size_t i = 0;
+  for (; r->method[i] && i < sizeof(method) - 1; i++)
+    method[i] = (char)tolower((unsigned char)r->method[i]);
+  method[i] = 0;
+  json_object_set_new(item, method, operation(r, method));
+  if (strcmp(method, "get") == 0) json_object_set_new(item, "head", operation(r, "head"));
+}
+
+static json_t *error_schema(void) {
+  json_t *codes = json_array();
+  for (int e = 0; e < NERRORS; e++) json_array_append_new(codes, json_string(errors[e].code));
+  return json_pack("{s:s, s:[s], s:{s:{s:s, s:[sss], s:{s:{s:s}, s:{s:s, s:o}, s:{s:s}}}}}", "type",
+                   "object", "required", "error", "properties", "error", "type", "object",
+                   "required", "status", "code", "message", "properties", "status", "type",
+                   "integer", "code", "type", "string", "enum", codes, "message", "type", "string");
+}
+
+/* The JSON mode's object (job.c's json_body). */
+static json_t *image_result_schema(void) {
+  return json_pack(
+      "{s:s, s:[ssssssss], s:{s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s, s:{s:s}, s:s},"
+      " s:{s:s}, s:{s:s, s:s}, s:{s:s}, s:{s:s}, s:{s:[ss], s:s}, s:{s:s}}}",
+      "type", "object", "required", "width", "height", "channels", "bit_depth", "backend",
+      "timing_ms", "format", "image", "properties", "width", "type", "integer", "height", "type",
+      "integer", "channels", "type", "integer", "bit_depth", "type", "integer", "backend", "type",
+      "string", "timing_ms", "type", "object", "additionalProperties", "type", "number",
+      "description", "Stage times in ms, as in Server-Timing.", "format", "type", "string", "image",
+      "type", "string", "contentEncoding", "base64", "method", "type", "string", "sigma", "type",
+      "number", "psnr_db", "type", "number", "null", "description",
+      "PSNR in dB; null when the output is exact; absent with psnr=false.", "requested_method",
+      "type", "string");
+}
+
+json_t *openapi_document(void) {
+  json_t *paths = json_object();
+  for (int i = 0; paths && i < api_nroutes; i++) add_route(paths, &api_routes[i]);
+  return json_pack("{s:s, s:{s:s, s:s, s:s}, s:o, s:{s:{s:o, s:o}, s:o}}", "openapi", "3.1.0",
+                   "info", "title", "blurd", "version", API_DOC_VERSION, "description",
+                   "Gaussian blur (and more) over HTTP, on the GPU or the CPU. Parameters come "
+                   "in the query string or, in multipart uploads, in the JSON field params.",
+                   "paths", paths, "components", "schemas", "Error", error_schema(), "ImageResult",
+                   image_result_schema(), "responses", error_responses());
+}

@@ -1,0 +1,397 @@
+/* Keeps GET /openapi.json true, against the real binary. The document must be OpenAPI 3.1
+ * shaped; every route of the code (api_route) must be in it and every path in it must exist,
+ * taking exactly the HTTP methods it lists (the others get 405); every parameter it lists must be
+ * accepted with its default (or its minimum when required), in the query string and in params,
+ * and every choice of every enum too; every parameter the server accepts (its unknown_parameter
+ * message, and /methods) must be in it; the statuses the server answers must be listed for the
+ * route, and the JSON mode and the image headers must have what the document promises. Also
+ * checks the demo page's files: media types, the Content-Security-Policy, no other origin. */
+#include "harness.h"
+#include "test.h"
+
+#include "../api/api.h"
+
+#include <ctype.h>
+#include <jansson.h>
+#include <signal.h>
+#include <strings.h>
+
+static struct server srv;
+static uint8_t *img; /* a small PNG for uploads */
+static size_t img_len;
+
+static json_t *get_json(const char *path, long want_status) {
+  struct http_resp r;
+  ASSERT(http_request(&srv, "GET", path, NULL, NULL, NULL, 0, &r) == 0);
+  if (r.status != want_status) TEST_FAIL("GET %s: %ld: %.200s", path, r.status, r.body);
+  json_t *j = json_loads(r.body, 0, NULL);
+  if (!j) TEST_FAIL("GET %s: not JSON: %.200s", path, r.body);
+  http_resp_free(&r);
+  return j;
+}
+
+static json_t *doc; /* the document, fetched once */
+
+static json_t *op(const char *path, const char *method) {
+  return json_object_get(json_object_get(json_object_get(doc, "paths"), path), method);
+}
+
+static void test_shape(void) {
+  const char *v = json_string_value(json_object_get(doc, "openapi"));
+  ASSERT(v && strncmp(v, "3.1.", 4) == 0);
+  json_t *info = json_object_get(doc, "info");
+  ASSERT(json_is_string(json_object_get(info, "title")));
+  ASSERT(json_is_string(json_object_get(info, "version")));
+  ASSERT_INT(json_object_size(json_object_get(doc, "paths")), >, 5);
+  /* the error codes are API_ERRORS's, in order */
+  static const char *const codes[] = {
+#define X(e, status, code, msg) code,
+      API_ERRORS(X)
+#undef X
+  };
+  json_t *e =
+      json_object_get(json_object_get(json_object_get(doc, "components"), "schemas"), "Error");
+  json_t *en = json_object_get(
+      json_object_get(
+          json_object_get(json_object_get(json_object_get(e, "properties"), "error"), "properties"),
+          "code"),
+      "enum");
+  ASSERT_INT(json_array_size(en), ==, sizeof(codes) / sizeof(codes[0]));
+  for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
+    ASSERT_STR(json_string_value(json_array_get(en, i)), codes[i]);
+}
+
+static void lower(const char *s, char *out, size_t n) {
+  size_t i = 0;
+  for (; s[i] && i < n - 1; i++) out[i] = (char)tolower((unsigned char)s[i]);
+  out[i] = 0;
+}
+
+/* Every route of the code is in the document, and nothing else is. */
+static void test_routes_in_doc(void) {
+  const char *method, *path;
+  int n = 0, ops = 0;
+  for (int i = 0; (path = api_route(i, &method)) != NULL; i++, n++) {
+    char m[16];
+    lower(method, m, sizeof(m));
+    if (!op(path, m)) TEST_FAIL("route %s %s is not in /openapi.json", method, path);
+    if (strcmp(m, "get") == 0) ASSERT(op(path, "head"));
+  }
+  const char *p, *k;
+  json_t *item, *o;
+  json_object_foreach(json_object_get(doc, "paths"), p, item) {
+    json_object_foreach(item, k, o) ops += strcmp(k, "head") != 0;
+  }
+  ASSERT_INT(ops, ==, n);
+  fprintf(stderr, "    %d routes, all in the document\n", n);
+}
+
+/* Asserts that status is one of the responses the document lists for path and method. */
+static void expect_listed(const char *path, const char *m, long status) {
+  char st[8];
+  snprintf(st, sizeof(st), "%ld", status);
+  if (!json_object_get(json_object_get(op(path, m), "responses"), st))
+    TEST_FAIL("%s %s answered %ld, which /openapi.json does not list", m, path, status);
+}
+
+/* Every path in the document exists and takes exactly the methods it lists: the others get 405
+ * with an Allow header naming the listed ones. OPTIONS is left out: a CORS preflight may answer
+ * it on any path. */
+static void test_doc_paths_exist(void) {
+  static const char *const methods[] = {"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH"};
+  const char *p;
+  json_t *item;
+  struct http_resp r;
+  int checked = 0;
+  json_object_foreach(json_object_get(doc, "paths"), p, item) {
+    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++, checked++) {
+      char m[16], allow[64];
+      lower(methods[i], m, sizeof(m));
+      ASSERT(http_request(&srv, methods[i], p, NULL, NULL, NULL, 0, &r) == 0);
+      if (json_object_get(item, m)) {
+        if (r.status == 404 || r.status == 405) TEST_FAIL("%s %s: %ld", methods[i], p, r.status);
+        expect_listed(p, m, r.status);
+      } else {
+        if (r.status != 405) TEST_FAIL("%s %s: %ld, expected 405", methods[i], p, r.status);
+        ASSERT(http_header(&r, "Allow", allow, sizeof(allow)));
+        for (size_t k = 0; k < sizeof(methods) / sizeof(methods[0]); k++) {
+          char mk[16];
+          lower(methods[k], mk, sizeof(mk));
+          ASSERT_INT(strstr(allow, methods[k]) != NULL, ==, json_object_get(item, mk) != NULL);
+        }
+      }
+      http_resp_free(&r);
+    }
+  }
+  ASSERT(http_request(&srv, "GET", "/no-such-path", NULL, NULL, NULL, 0, &r) == 0);
+  ASSERT_INT(r.status, ==, 404);
+  http_resp_free(&r);
+  fprintf(stderr, "    %d path x method requests as the document says\n", checked);
+}
+
+/* The text a client would send for schema's value v (a default or a choice). */
+static void value_text(json_t *v, char *buf, size_t n) {
+  if (json_is_integer(v))
+    snprintf(buf, n, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+  else if (json_is_real(v))
+    snprintf(buf, n, "%.17g", json_real_value(v));
+  else if (json_is_boolean(v))
+    snprintf(buf, n, "%s", json_is_true(v) ? "true" : "false");
+  else
+    snprintf(buf, n, "%s", json_string_value(v) ? json_string_value(v) : "");
+}
+
+/* A value for parameter p: its default, else its minimum or first choice. Returns 0 when the
+ * document gives none of them. */
+static int param_value(json_t *p, char *buf, size_t n) {
+  json_t *s = json_object_get(p, "schema"), *v = json_object_get(s, "default");
+  if (!v) v = json_object_get(s, "minimum");
+  if (!v) v = json_array_get(json_object_get(s, "enum"), 0);
+  if (!v) return 0;
+  value_text(v, buf, n);
+  return 1;
+}
+
+static int is_required(json_t *p) {
+  return json_is_true(json_object_get(p, "required")) ||
+         json_is_true(json_object_get(p, "x-required"));
+}
+
+/* The query string of the required parameters of params other than skip, with their values;
+ * -1 when one has no value. */
+static int required_query(json_t *params, const char *skip, char *q, size_t n) {
+  json_t *p;
+  size_t i, len = 0;
+  q[0] = 0;
+  json_array_foreach(params, i, p) {
+    const char *name = json_string_value(json_object_get(p, "name"));
+    char v[64];
+    if (!is_required(p) || strcmp(name, skip) == 0) continue;
+    if (!param_value(p, v, sizeof(v))) return -1;
+    len += (size_t)snprintf(q + len, n - len, "%s%s=%s", len ? "&" : "", name, v);
+  }
+  return 0;
+}
+
+/* POSTs the small image to path?query (params JSON or NULL); returns the status. */
+static long post(const char *path, const char *query, const char *params, const char *accept,
+                 struct http_resp *r) {
+  char url[1024];
+  snprintf(url, sizeof(url), "%s?%s", path, query);
+  ASSERT(http_post_form(&srv, url, "image", img, img_len, params, accept, r) == 0);
+  return r->status;
+}
+
+static void expect_200(const char *path, const char *query, const char *params) {
+  struct http_resp r;
+  if (post(path, query, params, NULL, &r) != 200)
+    TEST_FAIL("POST %s?%s params %s: %ld %.300s", path, query, params ? params : "-", r.status,
+              r.body);
+  http_resp_free(&r);
+}
+
+/* Each parameter with its default (or minimum), in the query string and in params; each choice
+ * of each enum in the query string. */
+static int accept_params(const char *path, json_t *params) {
+  json_t *p, *c;
+  size_t i, k;
+  int n = 0;
+  json_array_foreach(params, i, p) {
+    const char *name = json_string_value(json_object_get(p, "name"));
+    char q[512], v[64], full[640], js[256];
+    if (required_query(params, name, q, sizeof(q)) < 0 || !param_value(p, v, sizeof(v))) {
+      fprintf(stderr, "    %s %s: no value to send, not tried\n", path, name);
+      continue;
+    }
+    snprintf(full, sizeof(full), "%s%s%s=%s", q, q[0] ? "&" : "", name, v);
+    expect_200(path, full, NULL);
+    json_t *j = json_object(), *def = json_object_get(json_object_get(p, "schema"), "default");
+    json_object_set_new(j, name, def ? json_incref(def) : json_string(v));
+    char *text = json_dumps(j, JSON_COMPACT);
+    snprintf(js, sizeof(js), "%s", text);
+    free(text);
+    json_decref(j);
+    expect_200(path, q, js);
+    n += 2;
+    json_array_foreach(json_object_get(json_object_get(p, "schema"), "enum"), k, c) {
+      snprintf(full, sizeof(full), "%s%s%s=%s", q, q[0] ? "&" : "", name, json_string_value(c));
+      expect_200(path, full, NULL);
+      n++;
+    }
+  }
+  return n;
+}
+
+/* Does the comma-separated list have name? */
+static int in_list(const char *list, const char *name) {
+  size_t n = strlen(name);
+  for (const char *s = strstr(list, name); s; s = strstr(s + 1, name))
+    if ((s == list || s[-1] == ' ') && (s[n] == ',' || s[n] == 0)) return 1;
+  return 0;
+}
+
+/* The names of what path accepts, from its unknown_parameter message ("...; /blur accepts: a,
+ * b, c."), in list. Returns how many. */
+static int server_names(const char *path, char *list, size_t n) {
+  struct http_resp r;
+  ASSERT_INT(post(path, "zz_no_such_param=1", NULL, NULL, &r), ==, 400);
+  expect_listed(path, "post", r.status);
+  json_t *j = json_loads(r.body, 0, NULL), *err = json_object_get(j, "error");
+  ASSERT_STR(json_string_value(json_object_get(err, "code")), "unknown_parameter");
+  const char *acc = strstr(json_string_value(json_object_get(err, "message")), "accepts: ");
+  ASSERT(acc);
+  snprintf(list, n, "%s", acc + 9);
+  list[strcspn(list, ".")] = 0; /* the full stop */
+  json_decref(j);
+  http_resp_free(&r);
+  int count = 1;
+  for (const char *c = list; *c; c++) count += *c == ',';
+  return count;
+}
+
+/* The document's parameters of path are exactly those the server accepts (its own list), those
+ * of the params field's schema, and those /methods gives path's methods. */
+static void same_names(const char *path, json_t *params, json_t *methods) {
+  char list[512];
+  json_t *p, *m, *mp;
+  size_t i, k;
+  int nlist = server_names(path, list, sizeof(list)), nmethods = 0;
+  json_t *form = json_object_get(
+      json_object_get(json_object_get(json_object_get(op(path, "post"), "requestBody"), "content"),
+                      "multipart/form-data"),
+      "schema");
+  json_t *props = json_object_get(
+      json_object_get(json_object_get(json_object_get(form, "properties"), "params"),
+                      "contentSchema"),
+      "properties");
+  json_t *from_methods = json_object();
+  json_array_foreach(methods, i, m) {
+    if (strcmp(json_string_value(json_object_get(m, "endpoint")), path) != 0) continue;
+    nmethods++;
+    json_array_foreach(json_object_get(m, "params"), k, mp) json_object_set_new(
+        from_methods, json_string_value(json_object_get(mp, "name")), json_true());
+  }
+  json_array_foreach(params, i, p) {
+    const char *name = json_string_value(json_object_get(p, "name"));
+    if (!in_list(list, name)) TEST_FAIL("%s: the server does not accept '%s'", path, name);
+    ASSERT(json_object_get(props, name));
+    if (nmethods) ASSERT(json_object_get(from_methods, name));
+  }
+  ASSERT_INT(json_array_size(params), ==, nlist);
+  ASSERT_INT(json_object_size(props), ==, nlist);
+  if (nmethods) ASSERT_INT(json_object_size(from_methods), ==, nlist);
+  json_decref(from_methods);
+  fprintf(stderr, "    %s: %d parameters (%d methods in /methods)\n", path, nlist, nmethods);
+}
+
+/* What the 200 promises: the JSON mode's required fields (and no field it does not name), the
+ * headers; and the statuses of a wrong media type and a corrupt image are listed. */
+static void check_responses(const char *path, json_t *params) {
+  struct http_resp r;
+  char q[512], buf[384];
+  const char *key;
+  json_t *v;
+  ASSERT(required_query(params, "", q, sizeof(q)) == 0);
+  json_t *res = json_object_get(json_object_get(json_object_get(doc, "components"), "schemas"),
+                                "ImageResult");
+  ASSERT_INT(post(path, q, NULL, "application/json", &r), ==, 200);
+  json_t *j = json_loads(r.body, 0, NULL), *f;
+  size_t i;
+  ASSERT(j);
+  json_array_foreach(json_object_get(res, "required"), i, f)
+      ASSERT(json_object_get(j, json_string_value(f)));
+  json_object_foreach(j, key, v) {
+    if (!json_object_get(json_object_get(res, "properties"), key))
+      TEST_FAIL("%s: JSON field '%s' is not in ImageResult", path, key);
+  }
+  json_decref(j);
+  http_resp_free(&r);
+  ASSERT_INT(post(path, q, NULL, NULL, &r), ==, 200);
+  json_object_foreach(
+      json_object_get(json_object_get(json_object_get(op(path, "post"), "responses"), "200"),
+                      "headers"),
+      key, v) {
+    if (!http_header(&r, key, buf, sizeof(buf))) TEST_FAIL("%s: no %s header", path, key);
+  }
+  http_resp_free(&r);
+  ASSERT(http_request(&srv, "POST", path, "text/plain", NULL, "hello", 5, &r) == 0);
+  ASSERT_INT(r.status, ==, 415);
+  expect_listed(path, "post", r.status);
+  http_resp_free(&r);
+  size_t len;
+  uint8_t *bad = fixture("truncated.png", &len);
+  char url[600];
+  snprintf(url, sizeof(url), "%s?%s", path, q);
+  ASSERT(http_post_form(&srv, url, "image", bad, len, NULL, NULL, &r) == 0);
+  ASSERT_INT(r.status, ==, 422);
+  expect_listed(path, "post", r.status);
+  http_resp_free(&r);
+  free(bad);
+}
+
+/* Every upload route (one with a requestBody): its parameters and responses. */
+static void test_params(void) {
+  json_t *methods = get_json("/methods", 200), *item;
+  const char *p;
+  int routes = 0, requests = 0;
+  json_object_foreach(json_object_get(doc, "paths"), p, item) {
+    json_t *post_op = json_object_get(item, "post");
+    if (!json_object_get(post_op, "requestBody")) continue;
+    json_t *params = json_object_get(post_op, "parameters");
+    ASSERT(json_is_array(params));
+    same_names(p, params, json_object_get(methods, "methods"));
+    requests += accept_params(p, params);
+    check_responses(p, params);
+    routes++;
+  }
+  ASSERT_INT(routes, >=, 2); /* /blur and /convert at least */
+  fprintf(stderr, "    %d upload routes, %d requests with documented values: all 200\n", routes,
+          requests);
+  json_decref(methods);
+}
+
+/* Each GET route answers 200 (or a status it lists) with a media type the document gives; the
+ * demo page's files carry the Content-Security-Policy and name no other origin. */
+static void test_get_routes_and_page(void) {
+  json_t *item;
+  const char *p;
+  struct http_resp r;
+  char ct[128], csp[384];
+  json_object_foreach(json_object_get(doc, "paths"), p, item) {
+    json_t *get = json_object_get(item, "get");
+    if (!get) continue;
+    ASSERT(http_request(&srv, "GET", p, NULL, NULL, NULL, 0, &r) == 0);
+    expect_listed(p, "get", r.status);
+    ASSERT(http_header(&r, "Content-Type", ct, sizeof(ct)));
+    json_t *content = json_object_get(
+        json_object_get(json_object_get(json_object_get(get, "responses"), "200"), "content"), ct);
+    if (!content) TEST_FAIL("GET %s: Content-Type %s is not in the document", p, ct);
+    if (strncmp(ct, "text/", 5) == 0) {
+      ASSERT(http_header(&r, "Content-Security-Policy", csp, sizeof(csp)));
+      ASSERT(strstr(csp, "default-src 'self'"));
+      ASSERT(!strstr(r.body, "http://") && !strstr(r.body, "https://"));
+      ASSERT_INT(r.len, >, 100);
+    }
+    http_resp_free(&r);
+  }
+  ASSERT(http_request(&srv, "GET", "/", NULL, NULL, NULL, 0, &r) == 0);
+  ASSERT_STR(http_header(&r, "Content-Type", ct, sizeof(ct)), "text/html; charset=utf-8");
+  ASSERT(strstr(r.body, "src=\"/demo.js\"") && strstr(r.body, "href=\"/demo.css\""));
+  http_resp_free(&r);
+}
+
+int main(void) {
+  img = fixture("red_square.png", &img_len);
+  server_start(&srv, NULL);
+  doc = get_json("/openapi.json", 200);
+  RUN(test_shape);
+  RUN(test_routes_in_doc);
+  RUN(test_doc_paths_exist);
+  RUN(test_params);
+  RUN(test_get_routes_and_page);
+  json_decref(doc);
+  ASSERT_INT(server_stop(&srv, SIGTERM), ==, 0);
+  free(img);
+  fprintf(stderr, "integ_openapi: ok\n");
+  return 0;
+}
