@@ -5,12 +5,14 @@
 // at the input's width with a PSNR above 30 dB and numeric stage times; the compare view must
 // have one row per /blur method of /methods with numeric times and one fastest row. Any other
 // console error, page error, failed request or HTTP error fails the test. Saves a screenshot to
-// docs/demo.png, and to $WEB_OUT/demo.png when WEB_OUT is set.
+// docs/demo.png, and to $WEB_OUT/demo.png when WEB_OUT is set. It also validates /openapi.json
+// against the OpenAPI 3.1 schema (tests/integ_openapi.c checks it against the server).
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Validator } from '@seriousme/openapi-schema-validator';
 import { chromium } from 'playwright-core';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -124,6 +126,9 @@ async function main() {
     args: ['--no-sandbox'], // root in CI containers
   });
   try {
+    const v = new Validator();
+    const res = await v.validate(await (await fetch(`${base}/openapi.json`)).json());
+    check(res.valid && v.version === '3.1', `/openapi.json is valid OpenAPI ${v.version}${res.valid ? '' : `: ${JSON.stringify(res.errors).slice(0, 500)}`}`);
     const methods = (await (await fetch(`${base}/methods`)).json()).methods
       .filter((m) => m.endpoint === '/blur').map((m) => m.name);
     const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
