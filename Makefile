@@ -5,6 +5,7 @@
 #   make fuzz / make load          the fuzz targets (FUZZ_SECONDS each) / the load test (wrk)
 #   make fmt / make fmt-check      clang-format the sources / check that they are formatted
 #   make test-web                  the demo page in headless Chromium (scripts/install-deps.sh --web)
+#   make check-deploy              lint the Dockerfile, check it and deploy/ against build/blurd
 CC ?= cc
 NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
@@ -63,7 +64,7 @@ UNIT_BIN := $(UNIT_SRC:tests/%.c=$(BUILD)/tests/%)
 INTEG_BIN := $(INTEG_SRC:tests/%.c=$(BUILD)/tests/%)
 TOOL_BIN := $(TOOL_SRC:tools/%.c=$(BUILD)/%)
 
-.PHONY: all test unit integ fmt fmt-check clean report test-gpu bench fuzz load test-web
+.PHONY: all test unit integ fmt fmt-check clean report test-gpu bench fuzz load test-web check-deploy
 .SECONDARY:
 all: $(BUILD)/blurd $(UNIT_BIN) $(INTEG_BIN) $(TOOL_BIN) $(GPU_BIN)
 	@echo "blurd built in $(BUILD)/: backends $(BACKENDS)"
@@ -137,6 +138,12 @@ bench: $(BUILD)/bench
 report: $(BUILD)/report
 	$(BUILD)/report docs
 	gnuplot tools/accuracy.gp
+
+# The Dockerfile (linted with dockerfile-utils) and deploy/'s compose file and Kubernetes
+# manifests, checked against each other and against build/blurd's defaults and routes.
+check-deploy: $(BUILD)/blurd
+	npm ci --prefix tests/deploy --no-audit --no-fund
+	PATH="$$PWD/tests/deploy/node_modules/.bin:$$PATH" python3 tests/deploy_check.py --blurd $(BUILD)/blurd
 
 FMT_SRC = $(wildcard */*.c */*.h */*.cu)
 fmt:

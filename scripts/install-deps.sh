@@ -1,18 +1,36 @@
 #!/bin/sh
-# Installs the Debian 12 packages that building and testing blurd need. Run as root (CI does);
-# as another user it uses sudo. The same script serves CI, the README and the Dockerfile.
-#   sh scripts/install-deps.sh          what building and `make test` need
-#   sh scripts/install-deps.sh --web    Chromium for `make test-web` (node and npm must be there)
+# Installs the packages that building and testing blurd need: on Debian 12 (CI, the README) and
+# on Ubuntu 24.04 (the Dockerfile's build stage). Run as root (CI and the Dockerfile do); as
+# another user it uses sudo. The same script serves CI, the README and the Dockerfile.
+#   sh scripts/install-deps.sh            what building and `make test` need
+#   sh scripts/install-deps.sh --runtime  only what build/blurd links, and curl for the
+#                                         container's health check (the Dockerfile's runtime stage)
+#   sh scripts/install-deps.sh --web      Chromium for `make test-web` (node and npm must be there)
+# `make test-web` and `make check-deploy` install their npm packages themselves, pinned by the
+# lock files in tests/web/ and tests/deploy/.
 set -eu
-pkgs="build-essential pkg-config clang-format
-  libmicrohttpd-dev libjansson-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev libcurl4-openssl-dev
-  python3-skimage gnuplot-nox wrk clang libclang-rt-14-dev"
-if [ "${1:-}" = "--web" ]; then
-  pkgs="chromium"
-elif [ $# -gt 0 ]; then
-  echo "usage: $0 [--web]" >&2
-  exit 2
+# shellcheck disable=SC1091
+. /etc/os-release
+if [ "$ID" = ubuntu ] && [ "$VERSION_ID" = 24.04 ]; then
+  jpeg=libjpeg-turbo8 turbojpeg=libturbojpeg mhd=libmicrohttpd12t64 png=libpng16-16t64
+  clang_rt=libclang-rt-18-dev
+else # Debian 12
+  jpeg=libjpeg62-turbo turbojpeg=libturbojpeg0 mhd=libmicrohttpd12 png=libpng16-16
+  clang_rt=libclang-rt-14-dev
 fi
+case "${1:-}" in
+"")
+  pkgs="build-essential pkg-config clang-format
+    libmicrohttpd-dev libjansson-dev libturbojpeg0-dev $jpeg-dev libpng-dev zlib1g-dev libcurl4-openssl-dev
+    python3-skimage python3-yaml gnuplot-nox wrk clang $clang_rt"
+  ;;
+--runtime) pkgs="$mhd libjansson4 $png $turbojpeg $jpeg zlib1g curl" ;;
+--web) pkgs="chromium" ;;
+*)
+  echo "usage: $0 [--runtime | --web]" >&2
+  exit 2
+  ;;
+esac
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 export DEBIAN_FRONTEND=noninteractive
