@@ -1,5 +1,6 @@
 /* Routing and the endpoints that answer at once: /healthz, /readyz, /methods, and the parsing
- * and validation half of POST /blur, whose image work is queued as a job (job.c). */
+ * and validation half of the image endpoints (POST /blur, /convert, /variance, /contrast,
+ * /convolve), whose image work is queued as a job (job.c). */
 #include "api_int.h"
 
 #include <stdio.h>
@@ -62,20 +63,68 @@ static struct api_response *readyz(struct api_ctx *ctx) {
                                  "depth", queued, "capacity", cap, "running", running));
 }
 
-static struct api_response *methods(struct api_ctx *ctx) {
-  json_t *list = json_array();
-  for (int m = 0; list && m <= CPU_NMETHODS; m++) {
+/* One entry of /methods (new reference). */
+static json_t *method_entry(const char *name, const struct endpoint *ep, const char *desc,
+                            const char *accuracy, int m) {
+  return json_pack("{s:s, s:s, s:s, s:s, s:o, s:o}", "name", name, "endpoint", ep->path,
+                   "description", desc, "accuracy", accuracy, "backends", backend_kinds(), "params",
+                   params_describe(ep, m));
+}
+
+static void blur_methods(json_t *list) {
+  for (int m = 0; m <= CPU_NMETHODS; m++) {
     int is_auto = m == CPU_NMETHODS;
     const char *name = is_auto ? "auto" : cpu_method_name(m);
     const char *desc = is_auto ? "the fastest method that reaches 48 dB for the request's sigma "
                                  "and image size, on this backend"
                                : cpu_method_desc(m);
-    json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:s, s:o, s:o}", "name", name,
-                                          "endpoint", "/blur", "description", desc, "accuracy",
-                                          is_auto ? ">= 48 dB" : cpu_method_accuracy(m), "backends",
-                                          backend_kinds(), "params",
-                                          params_describe(&api_blur_endpoint, is_auto ? -1 : m)));
+    json_array_append_new(list, method_entry(name, &api_blur_endpoint, desc,
+                                             is_auto ? ">= 48 dB" : cpu_method_accuracy(m),
+                                             is_auto ? -1 : m));
   }
+}
+
+/* The variance methods, with the map's normalisation and scaling. */
+static void variance_methods(json_t *list) {
+  for (int m = 0; m <= CPU_VAR_NMETHODS; m++) {
+    int is_auto = m == CPU_VAR_NMETHODS, exact = m == CPU_VAR_EXACT || is_auto;
+    json_t *e = method_entry(is_auto ? "auto" : cpu_var_method_name(m), &api_variance_endpoint,
+                             is_auto ? "exact: exact and O(1) per pixel at any radius"
+                                     : cpu_var_method_desc(m),
+                             exact ? "exact (integer sums; the same bits on every backend)"
+                                   : "float32; X-PSNR measures each request against exact",
+                             is_auto ? -1 : m);
+    json_object_set_new(e, "normalization",
+                        json_string("population: sum w (x - mean)^2 / W, W the total weight "
+                                    "(not W - 1); on luma (BT.601, integer), one map per image"));
+    json_object_set_new(e, "scale",
+                        json_pack("{s:{s:i, s:i}, s:{s:i, s:f}, s:s}", "8bit", "stddev", 256,
+                                  "variance", 4, "16bit", "stddev", 2, "variance", 1.0 / 16384,
+                                  "rule", "sample = min(65535, round(value * scale)); X-Scale"));
+    json_array_append_new(list, e);
+  }
+}
+
+static void image_methods(json_t *list) {
+  json_array_append_new(
+      list, method_entry("wallis", &api_contrast_endpoint,
+                         "Wallis statistical differencing on luma, colour kept: Y' = a m0 + (1 - "
+                         "a) m + (Y - m) b s0 / (s0 + b s), m and s the box mean and stddev",
+                         "double on the CPU; the GPU within 1 level", -1));
+  json_t *e = method_entry("convolve", &api_convolve_endpoint,
+                           "2-D convolution with a named or custom odd square kernel, replicate "
+                           "border, per channel, alpha copied",
+                           "float32 in a fixed order: the same bytes on every backend", -1);
+  json_t *names = json_array();
+  for (int i = 0; cpu_conv_names[i]; i++)
+    json_array_append_new(names, json_string(cpu_conv_names[i]));
+  json_object_set_new(e, "kernels", names);
+  json_array_append_new(list, e);
+}
+
+static struct api_response *methods(struct api_ctx *ctx) {
+  json_t *list = json_array();
+  if (list) blur_methods(list), variance_methods(list), image_methods(list);
   const struct api_config *c = &ctx->cfg;
   return response_json(
       200,
@@ -151,16 +200,24 @@ static enum api_error read_upload(const struct api_request *req, struct upload *
   return API_UNSUPPORTED_MEDIA;
 }
 
-/* POST /blur and POST /convert: read the upload and the parameters, then queue the job. */
+struct route {
+  const char *path;
+  const char *method;        /* the HTTP method it takes (GET routes take HEAD too) */
+  const struct endpoint *ep; /* image endpoints: the parameters; NULL for the others */
+  enum job_kind kind;        /* image endpoints: what the job does */
+};
+
+/* An image endpoint: read the upload and the parameters, then queue the job. */
 static struct api_response *image_job(struct api_ctx *ctx, const struct api_request *req,
-                                      const char *query, int convert, api_done_fn done,
+                                      const char *query, const struct route *rt, api_done_fn done,
                                       void *udata) {
   char msg[512] = "";
   struct upload u;
-  struct blur_params p = {0};
-  const struct endpoint *ep = convert ? &api_convert_endpoint : &api_blur_endpoint;
+  struct job_params *p = calloc(1, sizeof(*p)); /* large (a custom kernel): not on the stack */
+  if (!p) return api_error_response(API_OUT_OF_MEMORY, NULL);
+  p->kind = rt->kind;
   enum api_error e = read_upload(req, &u, msg, sizeof(msg));
-  if (e == API_OK) e = params_parse(ep, query, u.json, u.json_len, &p, msg, sizeof(msg));
+  if (e == API_OK) e = params_parse(rt->ep, query, u.json, u.json_len, &p->u, msg, sizeof(msg));
   if (e == API_OK && (!u.image || u.len == 0)) {
     snprintf(msg, sizeof(msg),
              "The request carries no image: send it in the form field 'image', or as the raw "
@@ -171,20 +228,21 @@ static struct api_response *image_job(struct api_ctx *ctx, const struct api_requ
     snprintf(msg, sizeof(msg), "The upload is neither a PNG nor a JPEG file.");
     e = API_UNSUPPORTED_MEDIA;
   }
-  if (e == API_OK) e = job_submit(ctx, req, u.image, u.len, &p, convert, done, udata);
+  if (e == API_OK) e = job_submit(ctx, req, u.image, u.len, p, done, udata);
+  free(p);
   return e == API_OK ? NULL : api_error_response(e, msg);
 }
 
-struct route {
-  const char *path;
-  const char *method; /* the HTTP method it takes (GET routes take HEAD too) */
+static const struct route routes[] = {
+    {"/healthz", "GET", NULL, JOB_BLUR},
+    {"/readyz", "GET", NULL, JOB_BLUR},
+    {"/methods", "GET", NULL, JOB_BLUR},
+    {"/blur", "POST", &api_blur_endpoint, JOB_BLUR},
+    {"/convert", "POST", &api_convert_endpoint, JOB_CONVERT},
+    {"/variance", "POST", &api_variance_endpoint, JOB_VARIANCE},
+    {"/contrast", "POST", &api_contrast_endpoint, JOB_CONTRAST},
+    {"/convolve", "POST", &api_convolve_endpoint, JOB_CONVOLVE},
 };
-
-static const struct route routes[] = {{"/healthz", "GET"},
-                                      {"/readyz", "GET"},
-                                      {"/methods", "GET"},
-                                      {"/blur", "POST"},
-                                      {"/convert", "POST"}};
 
 struct api_response *api_handle(struct api_ctx *ctx, const struct api_request *req,
                                 api_done_fn done, void *udata) {
@@ -208,5 +266,5 @@ struct api_response *api_handle(struct api_ctx *ctx, const struct api_request *r
   if (strcmp(r->path, "/readyz") == 0) return readyz(ctx);
   if (strcmp(r->path, "/methods") == 0) return methods(ctx);
   if (api_failed(ctx)) return api_error_response(API_GPU_LOST, NULL);
-  return image_job(ctx, req, q ? q + 1 : "", strcmp(r->path, "/convert") == 0, done, udata);
+  return image_job(ctx, req, q ? q + 1 : "", r, done, udata);
 }
