@@ -58,7 +58,7 @@ UNIT_BIN := $(UNIT_SRC:tests/%.c=$(BUILD)/tests/%)
 INTEG_BIN := $(INTEG_SRC:tests/%.c=$(BUILD)/tests/%)
 TOOL_BIN := $(TOOL_SRC:tools/%.c=$(BUILD)/%)
 
-.PHONY: all test unit integ fmt fmt-check clean report test-gpu bench fuzz load
+.PHONY: all test unit integ fmt fmt-check clean report test-gpu bench fuzz load report-variance
 .SECONDARY:
 all: $(BUILD)/blurd $(UNIT_BIN) $(INTEG_BIN) $(TOOL_BIN) $(GPU_BIN)
 	@echo "blurd built in $(BUILD)/: backends $(BACKENDS)"
@@ -119,6 +119,11 @@ bench: $(BUILD)/bench
 report: $(BUILD)/report
 	$(BUILD)/report docs
 	gnuplot tools/accuracy.gp
+
+# The local-variance accuracy table: every float32 method against exact on photographs and a
+# flat 200 +- 2 region (CPU; a few minutes): docs/variance_accuracy.md, .csv.
+report-variance: $(BUILD)/var_accuracy
+	$(BUILD)/var_accuracy docs
 
 FMT_SRC = $(wildcard */*.c */*.h */*.cu)
 fmt:
