@@ -35,9 +35,9 @@ static const char *const bool_choices[] = {"false", "true", NULL};
 
 /* The output parameters of the endpoints that return an image like their input's, for their
  * parameter struct T (which names these fields format, quality and compression). */
-#define COMPRESSION_PARAM(T)                                                                       \
+#define COMPRESSION_PARAM(T, def)                                                                  \
   {                                                                                                \
-    "compression", PT_INT, 0, 9, NULL, "6", offsetof(T, compression),                              \
+    "compression", PT_INT, 0, 9, NULL, def, offsetof(T, compression),                              \
         "PNG zlib compression level; ignored for JPEG.", 0                                         \
   }
 #define OUTPUT_PARAMS(T)                                                                           \
@@ -59,7 +59,7 @@ static const char *const bool_choices[] = {"false", "true", NULL};
        offsetof(T, quality),                                                                       \
        "JPEG quality; ignored for PNG.",                                                           \
        0},                                                                                         \
-      COMPRESSION_PARAM(T)
+      COMPRESSION_PARAM(T, "6")
 
 static const struct param_spec blur_params[] = {
     {"method", PT_ENUM, 0, 0, method_choices, "auto", OFF(method),
@@ -113,7 +113,9 @@ static const struct param_spec var_params[] = {
      0},
     {"format", PT_ENUM, 0, 0, png_choices, "png", VOFF(format),
      "Output format: the map is always a 16-bit gray PNG.", 0},
-    COMPRESSION_PARAM(struct var_params),
+    /* 3, not 6: a 16-bit map of fine texture compresses 2% less but 4.7 times faster (185
+     * against 869 ms for 1920x1080, where the filter takes 70 ms) */
+    COMPRESSION_PARAM(struct var_params, "3"),
     {"psnr", PT_BOOL, 0, 1, bool_choices, "true", VOFF(psnr),
      "Measure the map against the exact method's (X-PSNR); costs one exact run.", 0},
 };
