@@ -101,6 +101,7 @@ test-gpu: all
 	$(BUILD)/tests/gpu_check
 	BLURD_BIN=$(BUILD)/blurd BLURD_EXPECT_BACKEND=cuda: $(BUILD)/tests/integ_blur
 	BLURD_BIN=$(BUILD)/blurd BLURD_EXPECT_BACKEND=cuda: $(BUILD)/tests/integ_hardening
+	BLURD_BIN=$(BUILD)/blurd BLURD_EXPECT_BACKEND=cuda: $(BUILD)/tests/integ_local
 
 # The libFuzzer targets, built with clang under ASan/UBSan, FUZZ_SECONDS each (fuzz/README.md).
 FUZZ_SECONDS ?= 60
