@@ -145,7 +145,8 @@ enum gpu_status gpu_variance_bench(struct gpu_ctx *ctx, const struct cpu_var *v,
   if (st == GPU_OK) st = grow(ctx, &ctx->d_in, &ctx->in_cap, bytes);
   if (st == GPU_OK)
     st = status_of(ctx, cudaMemcpy(ctx->d_in, src->data, bytes, cudaMemcpyHostToDevice), "upload");
-  for (int i = -2; st == GPU_OK && i < reps; i++) { /* two warm-up runs */
+  /* two warm-up runs; one when a single timed run is asked for (a slow case: seconds) */
+  for (int i = reps > 1 ? -2 : -1; st == GPU_OK && i < reps; i++) {
     st = status_of(ctx, cudaEventRecord(ctx->ev[EV_UPLOADED], ctx->s), "event");
     if (st == GPU_OK) st = run_variance(ctx, v, src, 0);
     if (st == GPU_OK) st = status_of(ctx, cudaEventRecord(ctx->ev[EV_FILTERED], ctx->s), "event");
