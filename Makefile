@@ -64,7 +64,7 @@ UNIT_BIN := $(UNIT_SRC:tests/%.c=$(BUILD)/tests/%)
 INTEG_BIN := $(INTEG_SRC:tests/%.c=$(BUILD)/tests/%)
 TOOL_BIN := $(TOOL_SRC:tools/%.c=$(BUILD)/%)
 
-.PHONY: all test unit integ fmt fmt-check clean report test-gpu bench fuzz load test-web check-deploy
+.PHONY: all test unit integ fmt fmt-check clean report test-gpu bench fuzz load test-web check-deploy report-variance
 .SECONDARY:
 all: $(BUILD)/blurd $(UNIT_BIN) $(INTEG_BIN) $(TOOL_BIN) $(GPU_BIN)
 	@echo "blurd built in $(BUILD)/: backends $(BACKENDS)"
@@ -114,6 +114,7 @@ test-gpu: all
 	$(BUILD)/tests/gpu_check
 	BLURD_BIN=$(BUILD)/blurd BLURD_EXPECT_BACKEND=cuda: $(BUILD)/tests/integ_blur
 	BLURD_BIN=$(BUILD)/blurd BLURD_EXPECT_BACKEND=cuda: $(BUILD)/tests/integ_hardening
+	BLURD_BIN=$(BUILD)/blurd BLURD_EXPECT_BACKEND=cuda: $(BUILD)/tests/integ_local
 
 # The demo page in headless Chromium (tests/web/demo.test.mjs): needs node, npm and Debian's
 # chromium (scripts/install-deps.sh --web); installs playwright-core from the lock file.
@@ -144,6 +145,11 @@ report: $(BUILD)/report
 check-deploy: $(BUILD)/blurd
 	npm ci --prefix tests/deploy --no-audit --no-fund
 	PATH="$$PWD/tests/deploy/node_modules/.bin:$$PATH" python3 tests/deploy_check.py --blurd $(BUILD)/blurd
+
+# The local-variance accuracy table: every float32 method against exact on photographs and a
+# flat 200 +- 2 region (CPU; a few minutes): docs/variance_accuracy.md, .csv.
+report-variance: $(BUILD)/var_accuracy
+	$(BUILD)/var_accuracy docs
 
 FMT_SRC = $(wildcard */*.c */*.h */*.cu)
 fmt:

@@ -15,17 +15,18 @@
 
 /* ---- parameters ---- */
 
-enum param_type { PT_NUMBER, PT_INT, PT_BOOL, PT_ENUM };
+enum param_type { PT_NUMBER, PT_INT, PT_BOOL, PT_ENUM, PT_KERNEL };
 
 struct param_spec {
   const char *name;
   enum param_type type;
   double min, max;            /* PT_NUMBER and PT_INT: the accepted range, inclusive */
-  const char *const *choices; /* PT_ENUM: the accepted words, NULL-terminated */
+  const char *const *choices; /* PT_ENUM: the accepted words; PT_KERNEL: the kernel names */
   const char *def;            /* the default, as a client would write it; NULL: required */
-  size_t offset;              /* where the value goes: a double for PT_NUMBER, else an int */
-  const char *doc;            /* one sentence for /methods */
-  unsigned methods;           /* bit m set: applies to method m; 0: to every method */
+  size_t offset;    /* where the value goes: a double for PT_NUMBER, a struct api_kernel for
+                       PT_KERNEL, else an int */
+  const char *doc;  /* one sentence for /methods */
+  unsigned methods; /* bit m set: applies to method m; 0: to every method */
 };
 
 struct endpoint {
@@ -34,6 +35,12 @@ struct endpoint {
   int nparams;      /* at most MAX_PARAMS */
   int method_param; /* index of the parameter that picks the method, or -1 */
   int nmethods;     /* values of that parameter that name one method (the rest: auto) */
+  int given_offset; /* where params_parse stores an unsigned mask of the parameters the request
+                       gave (bit i: params[i]), or -1 */
+  /* Checks that need several parameters (threewise's radius) and derives values from them,
+   * after every parameter is parsed. Returns API_OK, or an error with a sentence in msg. NULL:
+   * nothing to check. */
+  enum api_error (*check)(void *params, char *msg, size_t msglen);
 };
 
 #define MAX_PARAMS 32
@@ -51,8 +58,48 @@ struct blur_params {
   int psnr;        /* compute the PSNR against the exact reference */
 };
 
+#define VAR_AUTO CPU_VAR_NMETHODS /* var_params.method for method=auto: exact */
+
+enum var_output { VAR_STDDEV, VAR_VARIANCE };
+
+struct var_params { /* POST /variance */
+  int method;       /* enum cpu_var_method, or VAR_AUTO */
+  int radius;       /* 1..CPU_VAR_RADIUS_MAX */
+  int window;       /* enum cpu_window */
+  int output;       /* enum var_output */
+  int format;       /* always 0: png (the only choice) */
+  int compression;  /* PNG zlib level */
+  int psnr;         /* measure the map against the exact one */
+};
+
+struct contrast_params { /* POST /contrast: struct cpu_contrast's fields, then the output's */
+  int radius;
+  double a, m0, b, s0;
+  int format, quality, compression; /* as in blur_params */
+};
+
+struct api_kernel { /* a PT_KERNEL value: a named kernel, or custom weights as given */
+  int named;        /* index in cpu_conv_names, or -1 for custom weights */
+  int size;         /* custom: the side, odd, 1..CPU_CONV_MAX */
+  double w[CPU_CONV_MAX * CPU_CONV_MAX]; /* custom: size*size weights, row-major */
+};
+
+struct conv_params { /* POST /convolve */
+  struct api_kernel kernel;
+  int normalize;                    /* custom kernels: divide by the sum when it is not 0 */
+  double bias;                      /* added to every sum; a named kernel's own when not given */
+  int format, quality, compression; /* as in blur_params */
+  unsigned given;                   /* the parameters the request gave (struct endpoint) */
+  struct cpu_conv conv;             /* the kernel to run, built by the endpoint's check */
+};
+
 extern const struct endpoint api_blur_endpoint;
 extern const struct endpoint api_convert_endpoint; /* format, quality, compression */
+extern const struct endpoint api_variance_endpoint;
+extern const struct endpoint api_contrast_endpoint;
+extern const struct endpoint api_convolve_endpoint;
+/* Every endpoint that takes parameters, NULL-terminated (for /methods and the OpenAPI text). */
+extern const struct endpoint *const api_endpoints[];
 
 #define PARAMS_JSON_MAX 16384 /* bytes of the params field */
 
@@ -106,6 +153,15 @@ struct backend_ops {
    * API_GPU_LOST (the device is lost: the process must restart). */
   enum api_error (*blur)(void *state, const struct cpu_blur *b, const struct cpu_image *src,
                          struct cpu_image *dst, struct cpu_accuracy *acc, struct stage_times *t);
+  /* Local variance (cpu_variance's conventions, no mean) of the gray plane src into var, the
+   * caller's width*height doubles. Errors as for blur. */
+  enum api_error (*variance)(void *state, const struct cpu_var *v, const struct cpu_image *src,
+                             double *var, struct stage_times *t);
+  /* cpu_contrast_image and cpu_convolve_image into dst (src's shape, the caller's buffer). */
+  enum api_error (*contrast)(void *state, const struct cpu_contrast *c, const struct cpu_image *src,
+                             struct cpu_image *dst, struct stage_times *t);
+  enum api_error (*convolve)(void *state, const struct cpu_conv *c, const struct cpu_image *src,
+                             struct cpu_image *dst, struct stage_times *t);
   /* The method `auto` stands for on this backend, for this sigma and image size. */
   enum cpu_method (*auto_method)(double sigma, int width, int height);
   /* The name clients see in X-Backend for work done by this worker. */
@@ -144,13 +200,23 @@ json_t *backend_kinds(void);
 
 /* ---- jobs ---- */
 
-/* Queues the image job of req on ctx's backend: a blur with p, or with convert set a decode
- * and encode only (p's format, quality and compression). The response goes to done(udata).
- * Returns API_OK, or API_QUEUE_FULL / API_SHUTTING_DOWN / API_OUT_OF_MEMORY (nothing was
- * queued). */
+enum job_kind { JOB_NONE, JOB_BLUR, JOB_CONVERT, JOB_VARIANCE, JOB_CONTRAST, JOB_CONVOLVE };
+
+struct job_params { /* what an image job does */
+  enum job_kind kind;
+  union {                            /* the kind's parameters, as its endpoint parsed them */
+    struct blur_params blur;         /* JOB_BLUR; JOB_CONVERT uses its output fields only */
+    struct var_params var;           /* JOB_VARIANCE */
+    struct contrast_params contrast; /* JOB_CONTRAST */
+    struct conv_params conv;         /* JOB_CONVOLVE */
+  } u;
+};
+
+/* Queues the image job of req on ctx's backend: decode, p's operation, encode. The response
+ * goes to done(udata). Returns API_OK, or API_QUEUE_FULL / API_SHUTTING_DOWN /
+ * API_OUT_OF_MEMORY (nothing was queued). */
 enum api_error job_submit(struct api_ctx *ctx, const struct api_request *req, const uint8_t *image,
-                          size_t len, const struct blur_params *p, int convert, api_done_fn done,
-                          void *udata);
+                          size_t len, const struct job_params *p, api_done_fn done, void *udata);
 
 /* ---- the context ---- */
 
@@ -185,6 +251,7 @@ struct route {
                                 image, or with JSON for Accept: application/json (job.c) */
   unsigned flags;            /* ROUTE_* */
   route_fn answer;
+  enum job_kind kind; /* image endpoints: what the job does */
 };
 
 #define ROUTE_UNREADY 1u /* also answers 503 with the same document (/readyz) */

@@ -48,13 +48,53 @@ static enum api_error cpu_blur(void *state, const struct cpu_blur *b, const stru
   return API_OK;
 }
 
+/* The stage times of a CPU filter that started at t0. */
+static struct stage_times cpu_times(double t0) {
+  return (struct stage_times){api_now_ms() - t0, -1, -1, -1, -1};
+}
+
+static enum api_error cpu_variance_op(void *state, const struct cpu_var *v,
+                                      const struct cpu_image *src, double *var,
+                                      struct stage_times *t) {
+  double t0 = api_now_ms();
+  if (cpu_variance(state, v, src, NULL, var) != 0) return API_OUT_OF_MEMORY;
+  *t = cpu_times(t0);
+  return API_OK;
+}
+
+static enum api_error cpu_contrast_op(void *state, const struct cpu_contrast *c,
+                                      const struct cpu_image *src, struct cpu_image *dst,
+                                      struct stage_times *t) {
+  double t0 = api_now_ms();
+  if (cpu_contrast_image(state, c, src, dst) != 0) return API_OUT_OF_MEMORY;
+  *t = cpu_times(t0);
+  return API_OK;
+}
+
+static enum api_error cpu_convolve_op(void *state, const struct cpu_conv *c,
+                                      const struct cpu_image *src, struct cpu_image *dst,
+                                      struct stage_times *t) {
+  double t0 = api_now_ms();
+  cpu_convolve_image(state, c, src, dst);
+  *t = cpu_times(t0);
+  return API_OK;
+}
+
 static const char *cpu_worker_name(void *state) {
   (void)state;
   return "cpu";
 }
 
-static const struct backend_ops cpu_ops = {
-    "cpu", cpu_worker_new, cpu_worker_free, cpu_blur, cpu_auto_method, cpu_worker_name, 0};
+static const struct backend_ops cpu_ops = {.kind = "cpu",
+                                           .worker_new = cpu_worker_new,
+                                           .worker_free = cpu_worker_free,
+                                           .blur = cpu_blur,
+                                           .variance = cpu_variance_op,
+                                           .contrast = cpu_contrast_op,
+                                           .convolve = cpu_convolve_op,
+                                           .auto_method = cpu_auto_method,
+                                           .worker_name = cpu_worker_name,
+                                           .lends_output = 0};
 
 /* ---- the CUDA backend ---- */
 
@@ -92,15 +132,18 @@ static void gpu_worker_free(void *state) {
   free(w);
 }
 
-static enum api_error gpu_blur_op(void *state, const struct cpu_blur *b,
-                                  const struct cpu_image *src, struct cpu_image *dst,
-                                  struct cpu_accuracy *acc, struct stage_times *t) {
-  struct gpu_worker *w = state;
-  struct gpu_times g;
+/* Counts a GPU call; the one BLURD_TEST_GPU_FAULT names gets a sticky error first. */
+static struct gpu_ctx *gpu_job_ctx(struct gpu_worker *w) {
   if (w->shared->fault_at &&
       __atomic_add_fetch(&w->shared->jobs, 1, __ATOMIC_SEQ_CST) == w->shared->fault_at)
-    gpu_inject_fault(w->ctx); /* a sticky error: the job below fails with it */
-  switch (gpu_blur(w->ctx, b, src, dst, acc, &g)) {
+    gpu_inject_fault(w->ctx); /* a sticky error: the job's call fails with it */
+  return w->ctx;
+}
+
+/* The api's error for a GPU call's status s, and on success its stage times into t. */
+static enum api_error gpu_result(enum gpu_status s, const struct gpu_times *g, int reference,
+                                 struct stage_times *t) {
+  switch (s) {
   case GPU_OK:
     break;
   case GPU_NO_MEMORY:
@@ -110,17 +153,54 @@ static enum api_error gpu_blur_op(void *state, const struct cpu_blur *b,
   case GPU_FATAL:
     return API_GPU_LOST;
   }
-  *t = (struct stage_times){g.upload + g.kernel + g.download, acc ? g.reference : -1, g.upload,
-                            g.kernel, g.download};
+  *t = (struct stage_times){g->upload + g->kernel + g->download, reference ? g->reference : -1,
+                            g->upload, g->kernel, g->download};
   return API_OK;
+}
+
+static enum api_error gpu_blur_op(void *state, const struct cpu_blur *b,
+                                  const struct cpu_image *src, struct cpu_image *dst,
+                                  struct cpu_accuracy *acc, struct stage_times *t) {
+  struct gpu_times g;
+  enum gpu_status s = gpu_blur(gpu_job_ctx(state), b, src, dst, acc, &g);
+  return gpu_result(s, &g, acc != NULL, t);
+}
+
+static enum api_error gpu_variance_op(void *state, const struct cpu_var *v,
+                                      const struct cpu_image *src, double *var,
+                                      struct stage_times *t) {
+  struct gpu_times g;
+  return gpu_result(gpu_variance(gpu_job_ctx(state), v, src, NULL, var, &g), &g, 0, t);
+}
+
+static enum api_error gpu_contrast_op(void *state, const struct cpu_contrast *c,
+                                      const struct cpu_image *src, struct cpu_image *dst,
+                                      struct stage_times *t) {
+  struct gpu_times g;
+  return gpu_result(gpu_contrast(gpu_job_ctx(state), c, src, dst, &g), &g, 0, t);
+}
+
+static enum api_error gpu_convolve_op(void *state, const struct cpu_conv *c,
+                                      const struct cpu_image *src, struct cpu_image *dst,
+                                      struct stage_times *t) {
+  struct gpu_times g;
+  return gpu_result(gpu_convolve(gpu_job_ctx(state), c, src, dst, &g), &g, 0, t);
 }
 
 static const char *gpu_worker_name(void *state) {
   return gpu_ctx_name(((struct gpu_worker *)state)->ctx);
 }
 
-static const struct backend_ops gpu_ops = {
-    "cuda", gpu_worker_new, gpu_worker_free, gpu_blur_op, gpu_auto_method, gpu_worker_name, 1};
+static const struct backend_ops gpu_ops = {.kind = "cuda",
+                                           .worker_new = gpu_worker_new,
+                                           .worker_free = gpu_worker_free,
+                                           .blur = gpu_blur_op,
+                                           .variance = gpu_variance_op,
+                                           .contrast = gpu_contrast_op,
+                                           .convolve = gpu_convolve_op,
+                                           .auto_method = gpu_auto_method,
+                                           .worker_name = gpu_worker_name,
+                                           .lends_output = 1};
 #endif
 
 /* ---- queue and workers ---- */

@@ -1,7 +1,7 @@
 /* Routing and the endpoints that answer at once: /healthz, /readyz, /methods, /openapi.json, and
- * the parsing and validation half of POST /blur and /convert, whose image work is queued as a job
- * (job.c). The route table at the end is the one list of endpoints: it dispatches requests, and
- * openapi.c describes it. */
+ * the parsing and validation half of the image endpoints (POST /blur, /convert, /variance,
+ * /contrast, /convolve), whose image work is queued as a job (job.c). The route table at the end is
+ * the one list of endpoints: it dispatches requests, and openapi.c describes it. */
 #include "api_int.h"
 
 #include <stdio.h>
@@ -77,21 +77,69 @@ static struct api_response *readyz(ROUTE_ARGS) {
                                  "depth", queued, "capacity", cap, "running", running));
 }
 
-static struct api_response *methods(ROUTE_ARGS) {
-  ROUTE_UNUSED;
-  json_t *list = json_array();
-  for (int m = 0; list && m <= CPU_NMETHODS; m++) {
+/* One entry of /methods (new reference). */
+static json_t *method_entry(const char *name, const struct endpoint *ep, const char *desc,
+                            const char *accuracy, int m) {
+  return json_pack("{s:s, s:s, s:s, s:s, s:o, s:o}", "name", name, "endpoint", ep->path,
+                   "description", desc, "accuracy", accuracy, "backends", backend_kinds(), "params",
+                   params_describe(ep, m));
+}
+
+static void blur_methods(json_t *list) {
+  for (int m = 0; m <= CPU_NMETHODS; m++) {
     int is_auto = m == CPU_NMETHODS;
     const char *name = is_auto ? "auto" : cpu_method_name(m);
     const char *desc = is_auto ? "the fastest method that reaches 48 dB for the request's sigma "
                                  "and image size, on this backend"
                                : cpu_method_desc(m);
-    json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:s, s:o, s:o}", "name", name,
-                                          "endpoint", "/blur", "description", desc, "accuracy",
-                                          is_auto ? ">= 48 dB" : cpu_method_accuracy(m), "backends",
-                                          backend_kinds(), "params",
-                                          params_describe(&api_blur_endpoint, is_auto ? -1 : m)));
+    json_array_append_new(list, method_entry(name, &api_blur_endpoint, desc,
+                                             is_auto ? ">= 48 dB" : cpu_method_accuracy(m),
+                                             is_auto ? -1 : m));
   }
+}
+
+/* The variance methods, with the map's normalisation and scaling. */
+static void variance_methods(json_t *list) {
+  for (int m = 0; m <= CPU_VAR_NMETHODS; m++) {
+    int is_auto = m == CPU_VAR_NMETHODS, exact = m == CPU_VAR_EXACT || is_auto;
+    json_t *e = method_entry(is_auto ? "auto" : cpu_var_method_name(m), &api_variance_endpoint,
+                             is_auto ? "exact: exact and O(1) per pixel at any radius"
+                                     : cpu_var_method_desc(m),
+                             exact ? "exact (integer sums; the same bits on every backend)"
+                                   : "float32; X-PSNR measures each request against exact",
+                             is_auto ? -1 : m);
+    json_object_set_new(e, "normalization",
+                        json_string("population: sum w (x - mean)^2 / W, W the total weight "
+                                    "(not W - 1); on luma (BT.601, integer), one map per image"));
+    json_object_set_new(e, "scale",
+                        json_pack("{s:{s:i, s:i}, s:{s:i, s:f}, s:s}", "8bit", "stddev", 256,
+                                  "variance", 4, "16bit", "stddev", 2, "variance", 1.0 / 16384,
+                                  "rule", "sample = min(65535, round(value * scale)); X-Scale"));
+    json_array_append_new(list, e);
+  }
+}
+
+static void image_methods(json_t *list) {
+  json_array_append_new(
+      list, method_entry("wallis", &api_contrast_endpoint,
+                         "Wallis statistical differencing on luma, colour kept: Y' = a m0 + (1 - "
+                         "a) m + (Y - m) b s0 / (s0 + b s), m and s the box mean and stddev",
+                         "double on the CPU; the GPU within 1 level", -1));
+  json_t *e = method_entry("convolve", &api_convolve_endpoint,
+                           "2-D convolution with a named or custom odd square kernel, replicate "
+                           "border, per channel, alpha copied",
+                           "float32 in a fixed order: the same bytes on every backend", -1);
+  json_t *names = json_array();
+  for (int i = 0; cpu_conv_names[i]; i++)
+    json_array_append_new(names, json_string(cpu_conv_names[i]));
+  json_object_set_new(e, "kernels", names);
+  json_array_append_new(list, e);
+}
+
+static struct api_response *methods(ROUTE_ARGS) {
+  ROUTE_UNUSED;
+  json_t *list = json_array();
+  if (list) blur_methods(list), variance_methods(list), image_methods(list);
   const struct api_config *c = &ctx->cfg;
   return response_json(
       200,
@@ -167,16 +215,16 @@ static enum api_error read_upload(const struct api_request *req, struct upload *
   return API_UNSUPPORTED_MEDIA;
 }
 
-/* POST /blur and POST /convert: read the upload and the parameters, then queue the job. */
+/* An image endpoint: read the upload and the parameters, then queue the job. */
 static struct api_response *image_job(ROUTE_ARGS) {
   char msg[512] = "";
-  struct upload u;
-  struct blur_params p = {0};
-  const struct endpoint *ep = r->ep;
-  int convert = ep == &api_convert_endpoint;
   if (api_failed(ctx)) return api_error_response(API_GPU_LOST, NULL);
+  struct upload u;
+  struct job_params *p = calloc(1, sizeof(*p)); /* large (a custom kernel): not on the stack */
+  if (!p) return api_error_response(API_OUT_OF_MEMORY, NULL);
+  p->kind = r->kind;
   enum api_error e = read_upload(req, &u, msg, sizeof(msg));
-  if (e == API_OK) e = params_parse(ep, query, u.json, u.json_len, &p, msg, sizeof(msg));
+  if (e == API_OK) e = params_parse(r->ep, query, u.json, u.json_len, &p->u, msg, sizeof(msg));
   if (e == API_OK && (!u.image || u.len == 0)) {
     snprintf(msg, sizeof(msg),
              "The request carries no image: send it in the form field 'image', or as the raw "
@@ -187,32 +235,40 @@ static struct api_response *image_job(ROUTE_ARGS) {
     snprintf(msg, sizeof(msg), "The upload is neither a PNG nor a JPEG file.");
     e = API_UNSUPPORTED_MEDIA;
   }
-  if (e == API_OK) e = job_submit(ctx, req, u.image, u.len, &p, convert, done, udata);
+  if (e == API_OK) e = job_submit(ctx, req, u.image, u.len, p, done, udata);
+  free(p);
   return e == API_OK ? NULL : api_error_response(e, msg);
 }
 
 /* clang-format off */
 const struct route api_routes[] = {
     {"/", "GET", "The demo page: upload an image, try the methods and compare them.", NULL,
-     "text/html; charset=utf-8", 0, web_answer},
+     "text/html; charset=utf-8", 0, web_answer, JOB_NONE},
     {"/demo.js", "GET", "The demo page's script.", NULL, "text/javascript; charset=utf-8", 0,
-     web_answer},
+     web_answer, JOB_NONE},
     {"/demo.css", "GET", "The demo page's style sheet.", NULL, "text/css; charset=utf-8", 0,
-     web_answer},
+     web_answer, JOB_NONE},
     {"/healthz", "GET", "Liveness: 200 while the process serves.", NULL, "application/json", 0,
-     healthz},
+     healthz, JOB_NONE},
     {"/readyz", "GET", "Readiness: 200 when the workers take jobs, 503 while draining or after a "
      "GPU failure; the backend, workers and queue.", NULL, "application/json", ROUTE_UNREADY,
-     readyz},
+     readyz, JOB_NONE},
     {"/methods", "GET", "Every method with its description, accuracy, parameters and backends, "
-     "and the configured limits.", NULL, "application/json", 0, methods},
+     "and the configured limits.", NULL, "application/json", 0, methods, JOB_NONE},
     {"/openapi.json", "GET", "This OpenAPI 3.1 description, generated from the route and "
-     "parameter tables.", NULL, "application/json", 0, openapi},
+     "parameter tables.", NULL, "application/json", 0, openapi, JOB_NONE},
     {"/blur", "POST", "Blurs the uploaded PNG or JPEG with a Gaussian of standard deviation "
      "sigma; answers the image, with stage times and PSNR.", &api_blur_endpoint, NULL, 0,
-     image_job},
+     image_job, JOB_BLUR},
     {"/convert", "POST", "Decodes the upload and encodes it again (format conversion), with no "
-     "filter.", &api_convert_endpoint, NULL, 0, image_job},
+     "filter.", &api_convert_endpoint, NULL, 0, image_job, JOB_CONVERT},
+    {"/variance", "POST", "Local variance or standard deviation map of the upload's luma (seed "
+     "004's methods and an exact one), as a 16-bit gray PNG.", &api_variance_endpoint, NULL, 0,
+     image_job, JOB_VARIANCE},
+    {"/contrast", "POST", "Local contrast enhancement (Wallis statistical differencing) on luma, "
+     "colour kept.", &api_contrast_endpoint, NULL, 0, image_job, JOB_CONTRAST},
+    {"/convolve", "POST", "2-D convolution with a named (seed 003) or custom odd square kernel.",
+     &api_convolve_endpoint, NULL, 0, image_job, JOB_CONVOLVE},
 };
 /* clang-format on */
 const int api_nroutes = sizeof(api_routes) / sizeof(api_routes[0]);

@@ -1,9 +1,11 @@
-/* The image job: runs on a backend worker, off the HTTP threads. It decodes the upload, filters
- * it on the worker's backend (/blur; /convert skips this), encodes the result and builds the
- * response with its stage times and PSNR, then hands the response to the server's callback. Each
- * stage is timed here, so every backend reports the same names. Between stages the job gives up
- * early when the request's deadline has passed (503 deadline_exceeded) or the client has hung
- * up (nobody would read the answer). */
+/* The image job: runs on a backend worker, off the HTTP threads. It decodes the upload, runs the
+ * job's operation on the worker's backend (a blur, a local variance map, local contrast or a
+ * convolution; /convert has none), encodes the result and builds the response with its stage
+ * times, PSNR and the operation's own metadata, then hands the response to the server's
+ * callback. Every kind shares the decode, encode, timing and response code; only the filter stage
+ * differs (filters[] below). Each stage is timed here, so every backend reports the same names.
+ * Between stages the job gives up early when the request's deadline has passed (503
+ * deadline_exceeded) or the client has hung up (nobody would read the answer). */
 #include "api_int.h"
 
 #include <math.h>
@@ -16,13 +18,11 @@ struct image_job {
   struct api_ctx *ctx;
   const uint8_t *image; /* the upload, owned by the server's request */
   size_t len;
-  struct blur_params p;
-  int convert;            /* /convert: decode and encode only */
-  int want_json;          /* answer with JSON (Accept: application/json) */
-  enum cpu_method method; /* the method that ran (auto resolved) */
-  int out_lent;           /* the filtered pixels are the worker's buffer, not ours to free */
-  double t_received;      /* when the server had the whole body */
-  double deadline;        /* api_now_ms() past which the job gives up; 0: none */
+  struct job_params p;
+  int want_json;     /* answer with JSON (Accept: application/json) */
+  int out_lent;      /* the filtered pixels are the worker's buffer, not ours to free */
+  double t_received; /* when the server had the whole body */
+  double deadline;   /* api_now_ms() past which the job gives up; 0: none */
   int (*client_gone)(void *udata);
   api_done_fn done;
   void *udata;
@@ -31,6 +31,13 @@ struct image_job {
 struct timing { /* stage times of one job, ms; negative when not applicable */
   double queue, decode, encode, total;
   struct stage_times st;
+};
+
+struct result {          /* what the filter stage tells the client besides the pixels */
+  const char *method;    /* X-Method (the method that ran, auto resolved), or NULL */
+  double psnr;           /* dB, INFINITY when identical; NAN when not measured */
+  double scale;          /* /variance: X-Scale; 0 otherwise */
+  double min, mean, max; /* /variance: the map's statistics, unscaled */
 };
 
 static enum api_error codec_error(enum codec_status s) {
@@ -70,8 +77,8 @@ static int stages(const struct timing *t, const char **names, double *ms) {
   return k;
 }
 
-static void add_headers(struct api_response *r, const struct image_job *j, const char *backend,
-                        double psnr, const struct timing *t) {
+static void add_headers(struct api_response *r, const char *backend, const struct result *res,
+                        const struct timing *t) {
   const char *names[9];
   double ms[9];
   char st[384];
@@ -81,14 +88,36 @@ static void add_headers(struct api_response *r, const struct image_job *j, const
     len += snprintf(st + len, sizeof(st) - len, "%s%s;dur=%.3f", i ? ", " : "", names[i], ms[i]);
   api_response_header(r, "Server-Timing", "%s", st);
   api_response_header(r, "X-Backend", "%s", backend);
-  if (j->convert) return;
-  if (j->p.psnr && isinf(psnr)) api_response_header(r, "X-PSNR", "inf");
-  if (j->p.psnr && !isinf(psnr)) api_response_header(r, "X-PSNR", "%.2f", psnr);
-  api_response_header(r, "X-Method", "%s", cpu_method_name(j->method));
+  if (isinf(res->psnr)) api_response_header(r, "X-PSNR", "inf");
+  if (isfinite(res->psnr)) api_response_header(r, "X-PSNR", "%.2f", res->psnr);
+  if (res->method) api_response_header(r, "X-Method", "%s", res->method);
+  if (res->scale > 0) api_response_header(r, "X-Scale", "%.17g", res->scale);
+}
+
+/* The JSON fields of the job's kind: the parameters that shaped the result. */
+static void kind_fields(json_t *o, const struct job_params *p, const struct result *res) {
+  const struct var_params *v = &p->u.var;
+  const struct contrast_params *c = &p->u.contrast;
+  int is_auto = (p->kind == JOB_BLUR && p->u.blur.method == METHOD_AUTO) ||
+                (p->kind == JOB_VARIANCE && v->method == VAR_AUTO);
+  if (is_auto) json_object_set_new(o, "requested_method", json_string("auto"));
+  if (p->kind == JOB_BLUR) json_object_set_new(o, "sigma", json_real(p->u.blur.sigma));
+  if (p->kind == JOB_VARIANCE)
+    json_object_update_new(o, json_pack("{s:i, s:s, s:s, s:f, s:f, s:f, s:f}", "radius", v->radius,
+                                        "window", v->window == CPU_WINDOW_BOX ? "box" : "triangle",
+                                        "output", v->output == VAR_STDDEV ? "stddev" : "variance",
+                                        "scale", res->scale, "min", res->min, "mean", res->mean,
+                                        "max", res->max));
+  if (p->kind == JOB_CONTRAST)
+    json_object_update_new(o, json_pack("{s:i, s:f, s:f, s:f, s:f}", "radius", c->radius, "a", c->a,
+                                        "m0", c->m0, "b", c->b, "s0", c->s0));
+  if (p->kind == JOB_CONVOLVE)
+    json_object_update_new(o, json_pack("{s:i, s:f}", "kernel_size", p->u.conv.conv.size, "bias",
+                                        (double)p->u.conv.conv.bias));
 }
 
 static json_t *json_body(const struct image_job *j, const struct codec_image *img,
-                         const char *backend, double psnr, const struct timing *t,
+                         const char *backend, const struct result *res, const struct timing *t,
                          const uint8_t *data, size_t len) {
   const char *names[9];
   double ms[9];
@@ -101,58 +130,209 @@ static json_t *json_body(const struct image_job *j, const struct codec_image *im
                               img->depth, "backend", backend, "timing_ms", timing, "format",
                               codec_format_name(img->format), "image", b64)
                   : NULL;
-  if (o && !j->convert) {
-    json_object_set_new(o, "method", json_string(cpu_method_name(j->method)));
-    json_object_set_new(o, "sigma", json_real(j->p.sigma));
-    if (j->p.psnr) json_object_set_new(o, "psnr_db", isinf(psnr) ? json_null() : json_real(psnr));
-    if (j->p.method == METHOD_AUTO) json_object_set_new(o, "requested_method", json_string("auto"));
-  }
+  if (o && res->method) json_object_set_new(o, "method", json_string(res->method));
+  if (o && !isnan(res->psnr))
+    json_object_set_new(o, "psnr_db", isinf(res->psnr) ? json_null() : json_real(res->psnr));
+  if (o) kind_fields(o, &j->p, res);
   free(b64);
   return o;
 }
 
-/* The filter stage: src into dst on the worker's backend. */
-static enum api_error filter(struct image_job *j, struct worker *w, const struct codec_image *in,
-                             struct codec_image *out, double *psnr, struct timing *t) {
+/* The filter stage of each kind: in into out (out is zeroed; whatever it holds afterwards is
+ * freed by the caller, unless out_lent), what the client is told in res. */
+typedef enum api_error (*filter_fn)(struct image_job *j, struct worker *w,
+                                    const struct codec_image *in, struct codec_image *out,
+                                    struct result *res, struct timing *t);
+
+static enum api_error blur_filter(struct image_job *j, struct worker *w,
+                                  const struct codec_image *in, struct codec_image *out,
+                                  struct result *res, struct timing *t) {
+  const struct blur_params *p = &j->p.u.blur;
   struct cpu_image src = {in->pixels, in->width, in->height, in->channels, in->depth};
   struct cpu_image dst = src;
   *out = *in;
   out->pixels = dst.data = w->ops->lends_output ? NULL : malloc(cpu_image_bytes(&src));
   if (!w->ops->lends_output && !out->pixels) return API_OUT_OF_MEMORY;
-  struct cpu_blur b = {j->p.method, j->p.sigma, j->p.truncate, j->p.coeffs};
-  if (j->p.method == METHOD_AUTO) b.method = w->ops->auto_method(j->p.sigma, in->width, in->height);
-  j->method = b.method;
+  struct cpu_blur b = {p->method, p->sigma, p->truncate, p->coeffs};
+  if (p->method == METHOD_AUTO) b.method = w->ops->auto_method(p->sigma, in->width, in->height);
+  res->method = cpu_method_name(b.method);
   struct cpu_accuracy acc;
-  enum api_error e = w->ops->blur(w->state, &b, &src, &dst, j->p.psnr ? &acc : NULL, &t->st);
-  *psnr = j->p.psnr ? acc.psnr : NAN;
+  enum api_error e = w->ops->blur(w->state, &b, &src, &dst, p->psnr ? &acc : NULL, &t->st);
+  if (p->psnr && e == API_OK) res->psnr = acc.psnr;
   j->out_lent = w->ops->lends_output;
   out->pixels = dst.data;
   return e;
 }
 
-/* Decodes, filters and encodes; on success *enc holds the encoded image and *res the pixels it
+/* /contrast and /convolve: the same shape out as in, on the worker's backend. */
+static enum api_error pixel_filter(struct image_job *j, struct worker *w,
+                                   const struct codec_image *in, struct codec_image *out,
+                                   struct result *res, struct timing *t) {
+  struct cpu_image src = {in->pixels, in->width, in->height, in->channels, in->depth};
+  struct cpu_image dst = src;
+  *out = *in;
+  out->pixels = dst.data = malloc(cpu_image_bytes(&src));
+  if (!out->pixels) return API_OUT_OF_MEMORY;
+  if (j->p.kind == JOB_CONTRAST) {
+    const struct contrast_params *p = &j->p.u.contrast;
+    struct cpu_contrast c = {p->radius, p->a, p->m0, p->b, p->s0};
+    res->method = "wallis";
+    return w->ops->contrast(w->state, &c, &src, &dst, &t->st);
+  }
+  const struct conv_params *p = &j->p.u.conv;
+  res->method = p->kernel.named >= 0 ? cpu_conv_names[p->kernel.named] : "custom";
+  return w->ops->convolve(w->state, &p->conv, &src, &dst, &t->st);
+}
+
+/* ---- /variance ---- */
+
+/* The gray plane the statistics run on: in itself when it is gray, else its luma in a buffer
+ * that *owned points to (the caller frees it). */
+static enum api_error luma_plane(const struct codec_image *in, struct cpu_image *plane,
+                                 void **owned) {
+  struct cpu_image src = {in->pixels, in->width, in->height, in->channels, in->depth};
+  *plane = src;
+  *owned = NULL;
+  if (in->channels == 1) return API_OK;
+  plane->channels = 1;
+  plane->data = *owned = malloc(cpu_image_bytes(plane));
+  if (!plane->data) return API_OUT_OF_MEMORY;
+  cpu_luma(&src, plane);
+  return API_OK;
+}
+
+/* Output sample = round(value * scale): the map's largest possible value (half the sample
+ * range, or its square) lands at or just under 65535. */
+static double var_scale(int depth, int output) {
+  if (depth == 8) return output == VAR_STDDEV ? 256 : 4;
+  return output == VAR_STDDEV ? 2 : 1.0 / 16384;
+}
+
+/* Turns a variance map into the requested values, in place: a variance below 0 (float
+ * cancellation) counts as 0, and stddev is its square root. */
+static void var_values(double *map, size_t n, int output) {
+  for (size_t i = 0; i < n; i++) {
+    double v = map[i] > 0 ? map[i] : 0;
+    map[i] = output == VAR_STDDEV ? sqrt(v) : v;
+  }
+}
+
+/* PSNR of map against ref, peak the largest possible value. */
+static double map_psnr(const double *map, const double *ref, size_t n, double peak) {
+  double se = 0;
+  for (size_t i = 0; i < n; i++) se += (map[i] - ref[i]) * (map[i] - ref[i]);
+  return se == 0 ? INFINITY : 10 * log10(peak * peak * (double)n / se);
+}
+
+/* The map's statistics into res, and the map scaled into a 16-bit gray image. */
+static enum api_error var_image(const double *map, int width, int height, struct result *res,
+                                struct codec_image *out) {
+  size_t n = (size_t)width * height;
+  uint16_t *px = malloc(n * sizeof(*px));
+  if (!px) return API_OUT_OF_MEMORY;
+  double sum = 0;
+  res->min = res->max = map[0];
+  for (size_t i = 0; i < n; i++) {
+    double s = floor(map[i] * res->scale + 0.5);
+    px[i] = s >= 65535 ? 65535 : s >= 0 ? (uint16_t)s : 0;
+    sum += map[i];
+    res->min = fmin(res->min, map[i]);
+    res->max = fmax(res->max, map[i]);
+  }
+  res->mean = sum / (double)n;
+  *out = (struct codec_image){(uint8_t *)px, width, height, 1, 16, CODEC_PNG, 1};
+  return API_OK;
+}
+
+/* The exact map of plane into ref and the PSNR of map against it (timed as `reference`). */
+static enum api_error var_reference(struct worker *w, struct cpu_var v,
+                                    const struct cpu_image *plane, const double *map, double *ref,
+                                    int output, struct result *res, struct timing *t) {
+  double t0 = api_now_ms(), half = plane->depth == 8 ? 127.5 : 32767.5;
+  struct stage_times st;
+  size_t n = (size_t)plane->width * plane->height;
+  v.method = CPU_VAR_EXACT;
+  enum api_error e = w->ops->variance(w->state, &v, plane, ref, &st);
+  if (e != API_OK) return e;
+  var_values(ref, n, output);
+  res->psnr = map_psnr(map, ref, n, output == VAR_STDDEV ? half : half * half);
+  t->st.reference = api_now_ms() - t0;
+  return API_OK;
+}
+
+static enum api_error var_filter(struct image_job *j, struct worker *w,
+                                 const struct codec_image *in, struct codec_image *out,
+                                 struct result *res, struct timing *t) {
+  const struct var_params *p = &j->p.u.var;
+  struct cpu_var v = {p->method == VAR_AUTO ? CPU_VAR_EXACT : (enum cpu_var_method)p->method,
+                      (enum cpu_window)p->window, p->radius};
+  size_t n = (size_t)in->width * in->height;
+  int measure = p->psnr && v.method != CPU_VAR_EXACT;
+  double *map = malloc(n * sizeof(*map)), *ref = measure ? malloc(n * sizeof(*ref)) : NULL;
+  struct cpu_image plane;
+  void *owned = NULL;
+  double t0 = api_now_ms();
+  enum api_error e = !map || (measure && !ref) ? API_OUT_OF_MEMORY : luma_plane(in, &plane, &owned);
+  double luma_ms = api_now_ms() - t0;
+  if (e == API_OK) e = w->ops->variance(w->state, &v, &plane, map, &t->st);
+  t->st.filter += luma_ms;
+  res->method = cpu_var_method_name(v.method);
+  res->scale = var_scale(in->depth, p->output);
+  if (e == API_OK) var_values(map, n, p->output);
+  if (e == API_OK && measure) e = var_reference(w, v, &plane, map, ref, p->output, res, t);
+  if (e == API_OK && p->psnr && !measure) res->psnr = INFINITY; /* exact is the reference */
+  if (e == API_OK) e = var_image(map, in->width, in->height, res, out);
+  free(owned);
+  free(ref);
+  free(map);
+  return e;
+}
+
+static const filter_fn filters[] = {[JOB_BLUR] = blur_filter,
+                                    [JOB_CONVERT] = NULL,
+                                    [JOB_VARIANCE] = var_filter,
+                                    [JOB_CONTRAST] = pixel_filter,
+                                    [JOB_CONVOLVE] = pixel_filter};
+
+/* How the result is encoded: the kind's format, quality and compression. */
+static struct codec_encode_opts encode_opts(const struct job_params *p, enum codec_format input) {
+  static const enum codec_format formats[] = {CODEC_NONE, CODEC_PNG, CODEC_JPEG};
+  const struct blur_params *b = &p->u.blur;
+  const struct contrast_params *c = &p->u.contrast;
+  const struct conv_params *k = &p->u.conv;
+  struct codec_encode_opts o = {CODEC_PNG, 90, p->u.var.compression}; /* JOB_VARIANCE */
+  if (p->kind == JOB_BLUR || p->kind == JOB_CONVERT)
+    o = (struct codec_encode_opts){formats[b->format], b->quality, b->compression};
+  if (p->kind == JOB_CONTRAST)
+    o = (struct codec_encode_opts){formats[c->format], c->quality, c->compression};
+  if (p->kind == JOB_CONVOLVE)
+    o = (struct codec_encode_opts){formats[k->format], k->quality, k->compression};
+  if (o.format == CODEC_NONE) o.format = input;
+  return o;
+}
+
+/* Decodes, filters and encodes; on success *enc holds the encoded image and *img the pixels it
  * came from (out, or in for /convert). */
 static enum api_error process(struct image_job *j, struct worker *w, struct codec_image *in,
-                              struct codec_image *out, const struct codec_image **res,
-                              uint8_t **enc, size_t *enclen, double *psnr, struct timing *t,
+                              struct codec_image *out, const struct codec_image **img,
+                              uint8_t **enc, size_t *enclen, struct result *res, struct timing *t,
                               char *msg, size_t msglen) {
   const struct api_config *cfg = &j->ctx->cfg;
   struct codec_limits lim = {cfg->max_width, cfg->max_height, cfg->max_pixels};
+  filter_fn filter = filters[j->p.kind];
   enum api_error e = still_wanted(j);
   if (e != API_OK) return e;
   double t0 = api_now_ms();
   e = codec_error(codec_decode(j->image, j->len, &lim, in, msg, msglen));
   t->decode = api_now_ms() - t0;
   if (e == API_OK) e = still_wanted(j);
-  if (e == API_OK && !j->convert) e = filter(j, w, in, out, psnr, t);
+  if (e == API_OK && filter) e = filter(j, w, in, out, res, t);
   if (e == API_OK) e = still_wanted(j);
   if (e != API_OK) return e;
-  static const enum codec_format formats[] = {CODEC_NONE, CODEC_PNG, CODEC_JPEG};
-  struct codec_encode_opts o = {j->p.format ? formats[j->p.format] : in->format, j->p.quality,
-                                j->p.compression};
-  struct codec_image *r = j->convert ? in : out;
+  struct codec_encode_opts o = encode_opts(&j->p, in->format);
+  struct codec_image *r = filter ? out : in;
   r->format = o.format;
-  *res = r;
+  *img = r;
   t0 = api_now_ms();
   e = codec_error(codec_encode(r, &o, enc, enclen, msg, msglen));
   t->encode = api_now_ms() - t0;
@@ -160,12 +340,12 @@ static enum api_error process(struct image_job *j, struct worker *w, struct code
 }
 
 static struct api_response *respond(struct image_job *j, const struct codec_image *img,
-                                    uint8_t **enc, size_t len, double psnr, struct timing *t,
-                                    const char *backend) {
+                                    uint8_t **enc, size_t len, const struct result *res,
+                                    struct timing *t, const char *backend) {
   t->total = api_now_ms() - j->t_received;
   struct api_response *r;
   if (j->want_json) {
-    r = response_json(200, json_body(j, img, backend, psnr, t, *enc, len));
+    r = response_json(200, json_body(j, img, backend, res, t, *enc, len));
   } else if ((r = calloc(1, sizeof(*r))) != NULL) {
     r->status = 200;
     r->content_type = codec_mime(img->format);
@@ -173,7 +353,7 @@ static struct api_response *respond(struct image_job *j, const struct codec_imag
     r->len = len;
     *enc = NULL;
   }
-  if (r) add_headers(r, j, backend, psnr, t);
+  if (r) add_headers(r, backend, res, t);
   return r;
 }
 
@@ -181,15 +361,15 @@ static void job_run(struct job *job, struct worker *w) {
   struct image_job *j = (struct image_job *)job;
   struct timing t = {api_now_ms() - job->t_queued, -1, -1, -1, {-1, -1, -1, -1, -1}};
   struct codec_image in = {0}, out = {0};
-  const struct codec_image *res = NULL;
+  const struct codec_image *img = NULL;
   uint8_t *enc = NULL;
   size_t enclen = 0;
-  double psnr = NAN;
+  struct result res = {NULL, NAN, 0, 0, 0, 0};
   char msg[256] = "";
-  enum api_error e = process(j, w, &in, &out, &res, &enc, &enclen, &psnr, &t, msg, sizeof(msg));
+  enum api_error e = process(j, w, &in, &out, &img, &enc, &enclen, &res, &t, msg, sizeof(msg));
   if (e == API_GPU_LOST) api_fail(j->ctx); /* the process will stop and be restarted */
   struct api_response *r =
-      e == API_OK ? respond(j, res, &enc, enclen, psnr, &t, w->ops->worker_name(w->state))
+      e == API_OK ? respond(j, img, &enc, enclen, &res, &t, w->ops->worker_name(w->state))
                   : api_error_response(e, msg);
   if (!r) r = api_error_response(API_OUT_OF_MEMORY, NULL);
   free(enc);
@@ -201,8 +381,7 @@ static void job_run(struct job *job, struct worker *w) {
 }
 
 enum api_error job_submit(struct api_ctx *ctx, const struct api_request *req, const uint8_t *image,
-                          size_t len, const struct blur_params *p, int convert, api_done_fn done,
-                          void *udata) {
+                          size_t len, const struct job_params *p, api_done_fn done, void *udata) {
   struct image_job *j = calloc(1, sizeof(*j));
   if (!j) return API_OUT_OF_MEMORY;
   *j = (struct image_job){.base = {job_run, 0},
@@ -210,9 +389,7 @@ enum api_error job_submit(struct api_ctx *ctx, const struct api_request *req, co
                           .image = image,
                           .len = len,
                           .p = *p,
-                          .convert = convert,
                           .want_json = req->accept && strstr(req->accept, "application/json"),
-                          .method = CPU_YVV,
                           .t_received = req->t_received,
                           .deadline = req->deadline,
                           .client_gone = req->client_gone,

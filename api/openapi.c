@@ -44,6 +44,20 @@ static json_t *default_value(const struct param_spec *s) {
   }
 }
 
+/* A PT_KERNEL value: one of the names, or rows of numbers (or size*size numbers, row-major).
+ * In a query string the matrix is its JSON text. */
+static json_t *kernel_schema(const struct param_spec *s, int in_query) {
+  if (in_query)
+    return json_pack("{s:s, s:s, s:[s, s]}", "type", "string", "description",
+                     "a kernel name, or the JSON text of an odd square matrix up to 31x31",
+                     "examples", s->choices[0], "[[0,-1,0],[-1,5,-1],[0,-1,0]]");
+  json_t *names = json_array();
+  for (int k = 0; s->choices[k]; k++) json_array_append_new(names, json_string(s->choices[k]));
+  return json_pack("{s:[{s:s, s:o}, {s:s, s:{s:s, s:{s:s}}}, {s:s, s:{s:s}}]}", "oneOf", "type",
+                   "string", "enum", names, "type", "array", "items", "type", "array", "items",
+                   "type", "number", "type", "array", "items", "type", "number");
+}
+
 /* The JSON Schema of s's values: in a query string (in_query) or in the params object. */
 static json_t *param_schema(const struct param_spec *s, int in_query) {
   json_t *o = json_object();
@@ -66,6 +80,10 @@ static json_t *param_schema(const struct param_spec *s, int in_query) {
     json_object_set_new(o, "enum", c);
     break;
   }
+  case PT_KERNEL: /* a name, or an odd square matrix: JSON text in a query string */
+    json_decref(o);
+    o = kernel_schema(s, in_query);
+    break;
   default: /* a type added after this file: its text in a query string, any JSON in params */
     if (in_query) json_object_set_new(o, "type", json_string("string"));
   }
@@ -277,7 +295,36 @@ static json_t *error_schema(void) {
 }
 
 /* The JSON mode's object (job.c's json_body). */
+static json_t *image_result_common(void);
+
+/* The fields one kind of image endpoint adds to the JSON mode: name, JSON type, sentence. */
+static const char *const kind_fields[][3] = {
+    {"radius", "integer", "/variance, /contrast: the window radius."},
+    {"window", "string", "/variance: triangle or box."},
+    {"output", "string", "/variance: stddev or variance."},
+    {"scale", "number", "/variance: PNG sample = min(65535, round(value * scale))."},
+    {"min", "number", "/variance: the map's smallest value, unscaled."},
+    {"mean", "number", "/variance: the map's mean, unscaled."},
+    {"max", "number", "/variance: the map's largest value, unscaled."},
+    {"a", "number", "/contrast: weight of the target mean."},
+    {"m0", "number", "/contrast: target mean."},
+    {"b", "number", "/contrast: gain weight."},
+    {"s0", "number", "/contrast: target standard deviation."},
+    {"kernel_size", "integer", "/convolve: the kernel's side."},
+    {"bias", "number", "/convolve: added to every sum."},
+};
+
 static json_t *image_result_schema(void) {
+  json_t *o = image_result_common();
+  json_t *props = json_object_get(o, "properties");
+  for (size_t i = 0; props && i < sizeof(kind_fields) / sizeof(kind_fields[0]); i++)
+    json_object_set_new(
+        props, kind_fields[i][0],
+        json_pack("{s:s, s:s}", "type", kind_fields[i][1], "description", kind_fields[i][2]));
+  return o;
+}
+
+static json_t *image_result_common(void) {
   return json_pack(
       "{s:s, s:[ssssssss], s:{s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s, s:{s:s}, s:s},"
       " s:{s:s}, s:{s:s, s:s}, s:{s:s}, s:{s:s}, s:{s:[ss], s:s}, s:{s:s}}}",

@@ -212,6 +212,105 @@ int cpu_blur_image(struct cpu_pool *pool, const struct cpu_blur *b, const struct
 int cpu_measure(struct cpu_pool *pool, double sigma, const struct cpu_image *src,
                 const struct cpu_image *out, struct cpu_accuracy *acc);
 
+/* ---- local statistics (seed 004), local contrast, convolution (seed 003) ----
+ * These work on one plane of integer samples: a gray image (channels 1), 8- or 16-bit. Colour
+ * uploads are reduced to luma first with cpu_luma(). Borders replicate the edge. */
+
+/* Local variance methods: enum name, API name, one-line description. All but exact compute in
+ * float32 (the precision of seed 004's GPU code) and are compared against exact. */
+/* clang-format off */
+#define CPU_VAR_METHODS(X)                                                                         \
+  X(NAIVE,     "naive",     "two passes over the window: the mean, then the mean squared deviation (float32, O(r^2))") \
+  X(KOENIG,    "koenig",    "E[x^2] - E[x]^2 from weighted sums in one pass (float32, O(r^2); loses all digits on flat bright regions)") \
+  X(WELFORD,   "welford",   "Welford's online update, weighted, one pass (float32, O(r^2))") \
+  X(PAIRWISE,  "pairwise",  "Chan, Golub and LeVeque's pairwise merges over the separable window (float32)") \
+  X(THREEWISE, "threewise", "seed 004's Algorithm 1: merges of three sparse taps, separable (float32; radius 2^k - 1)") \
+  X(EXACT,     "exact",     "running integer sums, O(1) per pixel at any radius; exact for 8- and 16-bit samples")
+/* clang-format on */
+
+enum cpu_var_method {
+#define X(e, name, desc) CPU_VAR_##e,
+  CPU_VAR_METHODS(X)
+#undef X
+      CPU_VAR_NMETHODS
+};
+
+/* API name of m ("exact"), or NULL when out of range. */
+const char *cpu_var_method_name(enum cpu_var_method m);
+/* One-line description of m. */
+const char *cpu_var_method_desc(enum cpu_var_method m);
+/* The method called name, or -1. */
+int cpu_var_method_from_name(const char *name);
+
+/* The window, per axis, over 2r + 1 samples; the 2-D weight is the product of the two axes'.
+ * triangle: seed 004's 1 2 ... n ... 2 1 with n = r + 1 (a box of n convolved with itself; total
+ * 2-D weight W = n^4); box: all ones (W = (2r + 1)^2). */
+enum cpu_window { CPU_WINDOW_TRIANGLE, CPU_WINDOW_BOX };
+
+#define CPU_VAR_RADIUS_MAX 127
+
+struct cpu_var { /* one local-variance request */
+  enum cpu_var_method method;
+  enum cpu_window window;
+  int radius; /* 1..CPU_VAR_RADIUS_MAX; threewise: 2^k - 1 */
+};
+
+/* Whether method m accepts radius r (threewise: r = 2^k - 1 only). */
+int cpu_var_radius_ok(enum cpu_var_method m, int r);
+
+/* Local weighted mean and variance of the gray plane src (channels 1, depth 8 or 16):
+ * mean = sum w x / W and var = sum w (x - mean)^2 / W, the population convention (divided by the
+ * total weight W, not W - 1). Writes width*height values to var and, when mean is not NULL, to
+ * mean. Float methods compute in float32 and widen; exact computes W S1 and W S2 - S1^2 in
+ * integers and divides once in double, so the same inputs give the same bits on every backend.
+ * Returns 0, or -1 when out of memory. */
+int cpu_variance(struct cpu_pool *pool, const struct cpu_var *v, const struct cpu_image *src,
+                 double *mean, double *var);
+
+/* Luma of src into dst (channels 1, same size and depth, dst->data allocated by the caller):
+ * gray is copied; colour is Y = (77 R + 150 G + 29 B + 128) >> 8 at 8 bits and
+ * (19595 R + 38470 G + 7471 B + 32768) >> 16 at 16 bits (BT.601 weights in integers, so the
+ * exact variance stays exact); alpha is ignored. */
+void cpu_luma(const struct cpu_image *src, struct cpu_image *dst);
+
+struct cpu_contrast { /* Wallis statistical differencing on luma */
+  int radius;         /* box window radius (libvips stdif's 11x11 is radius 5) */
+  double a;           /* weight of the target mean, 0..1 */
+  double m0;          /* target mean, in 8-bit levels (times 257 for 16-bit images) */
+  double b;           /* gain weight, 0..1 */
+  double s0;          /* target standard deviation, in 8-bit levels (times 257 at 16 bits) */
+};
+
+/* Local contrast enhancement: with m and s the box mean and standard deviation of luma Y
+ * (exact statistics), Y' = a m0 + (1 - a) m + (Y - m) b s0 / (s0 + b s), computed in double;
+ * colour is kept by adding Y' - Y to R, G and B (this leaves BT.601 chroma unchanged); results
+ * are rounded half up and clamped; alpha is copied. dst has src's shape and its own buffer.
+ * Returns 0, or -1 when out of memory. */
+int cpu_contrast_image(struct cpu_pool *pool, const struct cpu_contrast *c,
+                       const struct cpu_image *src, struct cpu_image *dst);
+
+#define CPU_CONV_MAX 31 /* largest kernel side */
+
+struct cpu_conv {                       /* a square convolution kernel */
+  int size;                             /* odd, 1..CPU_CONV_MAX */
+  float k[CPU_CONV_MAX * CPU_CONV_MAX]; /* size*size weights, row-major, already normalised */
+  float bias;                           /* added to every sum, in sample levels */
+};
+
+/* Seed 003's kernels by name: edge, sharpen, emboss, box, gauss3. Fills c and returns 0, or -1
+ * when name is not one of them. */
+int cpu_conv_named(const char *name, struct cpu_conv *c);
+/* Names of the named kernels, NULL-terminated. */
+extern const char *const cpu_conv_names[];
+
+/* out(x, y) = bias + sum k[j][i] in(x + i - size/2, y + j - size/2), replicate border, per
+ * colour channel (not premultiplied), alpha copied; rounded half up and clamped. The sum runs
+ * in float32 in a fixed order, row by row, left to right, each product and sum rounded on its
+ * own (no fused multiply-add): the GPU kernel gives the same bytes. dst has src's shape and its
+ * own buffer. */
+void cpu_convolve_image(struct cpu_pool *pool, const struct cpu_conv *c,
+                        const struct cpu_image *src, struct cpu_image *dst);
+
 #ifdef __cplusplus
 }
 #endif

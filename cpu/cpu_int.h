@@ -1,5 +1,6 @@
-/* Internals shared by the files of cpu/: sample access and the integer fir family (fir.c),
- * which cpu_blur_image() in image.c dispatches to. */
+/* Internals shared by the files of cpu/: sample access, the integer fir family (fir.c), which
+ * cpu_blur_image() in image.c dispatches to, and the local-variance entry points that
+ * variance.c dispatches to (and that tools/var_accuracy.c samples). */
 #ifndef BLURD_CPU_INT_H
 #define BLURD_CPU_INT_H
 
@@ -21,5 +22,16 @@ static inline void cpu_set_sample(struct cpu_image *img, size_t i, unsigned v) {
  * Returns 0, or -1 when out of memory. */
 int cpu_fir_image(struct cpu_pool *pool, const struct cpu_blur *b, const struct cpu_image *src,
                   struct cpu_image *dst);
+
+/* cpu_variance(), but the direct O(r^2) methods (naive, koenig, welford) compute only the rows
+ * y with y % row_step == 0 and leave the others untouched: the accuracy tool samples rows at
+ * large radii. Other methods compute every row. Returns 0, or -1 when out of memory. */
+int cpu_variance_sampled(struct cpu_pool *pool, const struct cpu_var *v,
+                         const struct cpu_image *src, int row_step, double *mean, double *var);
+
+/* The separable float32 methods, pairwise and threewise (var_merge.c). Returns 0, or -1 when
+ * out of memory or when threewise is given a radius that is not 2^k - 1. */
+int cpu_var_merge(struct cpu_pool *pool, const struct cpu_var *v, const struct cpu_image *src,
+                  double *mean, double *var);
 
 #endif

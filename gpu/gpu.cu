@@ -9,34 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { EV_START, EV_UPLOADED, EV_FILTERED, EV_MEASURED, EV_DONE, NEV };
-
-struct gpu_ctx {
-  int dev;
-  char name[128]; /* "cuda:0 NVIDIA H200" */
-  char err[256];  /* the last error, as a sentence */
-  cudaStream_t s;
-  cudaEvent_t ev[NEV];
-  void *h_in, *h_out; /* pinned staging, h_cap bytes each */
-  size_t h_cap;
-  double *h_stats;    /* pinned: sum of squared errors, largest error */
-  void *d_in, *d_out; /* packed images */
-  size_t in_cap, out_cap;
-  void *d_mid; /* the x pass's output, 8 or 16 bytes per pixel */
-  size_t mid_cap;
-  float4 *d_tmp; /* recursive methods' scratch, 16 bytes per pixel */
-  size_t tmp_cap;
-  void *d_carry; /* yvv_blocked's carries */
-  size_t carry_cap;
-  void *d_ref; /* the reference's intermediate, 32 bytes per pixel */
-  size_t ref_cap;
-  void *d_w; /* kernels: the method's, then the reference's */
-  size_t w_cap;
-  double *d_stats;  /* two doubles */
-  size_t bytes;     /* device bytes held */
-  int force_double; /* BLURD_GPU_PRECISION: -1 float, 1 double, 0 by sigma */
-};
-
 static int sticky(cudaError_t e) {
   switch (e) {
   case cudaErrorIllegalAddress:
@@ -55,8 +27,7 @@ static int sticky(cudaError_t e) {
   }
 }
 
-/* Records e with where it happened and says how bad it is. */
-static enum gpu_status status_of(struct gpu_ctx *ctx, cudaError_t e, const char *where) {
+enum gpu_status status_of(struct gpu_ctx *ctx, cudaError_t e, const char *where) {
   if (e == cudaSuccess) return GPU_OK;
   snprintf(ctx->err, sizeof(ctx->err), "%s: %s (%s)", where, cudaGetErrorString(e),
            cudaGetErrorName(e));
@@ -65,12 +36,6 @@ static enum gpu_status status_of(struct gpu_ctx *ctx, cudaError_t e, const char 
   cudaGetLastError(); /* clear a non-sticky error */
   return e == cudaErrorMemoryAllocation ? GPU_NO_MEMORY : GPU_ERROR;
 }
-
-#define CUDA_TRY(ctx, x)                                                                           \
-  do {                                                                                             \
-    enum gpu_status st_ = status_of(ctx, (x), #x);                                                 \
-    if (st_ != GPU_OK) return st_;                                                                 \
-  } while (0)
 
 int gpu_device_count(void) {
   int n = 0;
@@ -132,8 +97,9 @@ void gpu_ctx_free(struct gpu_ctx *ctx) {
   if (!ctx) return;
   cudaSetDevice(ctx->dev);
   if (ctx->s) cudaStreamSynchronize(ctx->s);
-  void *dev_bufs[] = {ctx->d_in,    ctx->d_out, ctx->d_mid, ctx->d_tmp,
-                      ctx->d_carry, ctx->d_ref, ctx->d_w,   ctx->d_stats};
+  void *dev_bufs[] = {ctx->d_in,    ctx->d_out,   ctx->d_mid,   ctx->d_tmp,   ctx->d_carry,
+                      ctx->d_ref,   ctx->d_w,     ctx->d_stats, ctx->d_lv[0], ctx->d_lv[1],
+                      ctx->d_lv[2], ctx->d_lv[3], ctx->d_var,   ctx->d_mean,  ctx->d_gray};
   for (size_t i = 0; i < sizeof(dev_bufs) / sizeof(dev_bufs[0]); i++) cudaFree(dev_bufs[i]);
   cudaFreeHost(ctx->h_in);
   cudaFreeHost(ctx->h_out);
@@ -158,7 +124,7 @@ const char *gpu_ctx_error(const struct gpu_ctx *ctx) {
 
 /* Makes *p hold at least need bytes of device memory (growing by a quarter, so that slightly
  * larger images do not reallocate every time). */
-static enum gpu_status grow(struct gpu_ctx *ctx, void **p, size_t *cap, size_t need) {
+enum gpu_status grow(struct gpu_ctx *ctx, void **p, size_t *cap, size_t need) {
   if (need <= *cap) return GPU_OK;
   CUDA_TRY(ctx, cudaStreamSynchronize(ctx->s));
   cudaFree(*p);
@@ -175,7 +141,7 @@ static enum gpu_status grow(struct gpu_ctx *ctx, void **p, size_t *cap, size_t n
   return GPU_OK;
 }
 
-static enum gpu_status grow_host(struct gpu_ctx *ctx, size_t need) {
+enum gpu_status grow_host(struct gpu_ctx *ctx, size_t need) {
   if (need <= ctx->h_cap) return GPU_OK;
   CUDA_TRY(ctx, cudaStreamSynchronize(ctx->s));
   cudaFreeHost(ctx->h_in);
@@ -186,11 +152,6 @@ static enum gpu_status grow_host(struct gpu_ctx *ctx, size_t need) {
   CUDA_TRY(ctx, cudaMallocHost(&ctx->h_out, want));
   ctx->h_cap = want;
   return GPU_OK;
-}
-
-static packed packed_of(void *p, const struct cpu_image *img) {
-  packed k = {p, img->width, img->height, img->channels, img->depth};
-  return k;
 }
 
 /* Uploads n bytes of host data to the kernel buffer at byte offset off. */
@@ -338,13 +299,13 @@ static enum gpu_status run_reference(struct gpu_ctx *ctx, double sigma,
   return GPU_OK;
 }
 
-static double elapsed(const struct gpu_ctx *ctx, int a, int b) {
+double elapsed(const struct gpu_ctx *ctx, int a, int b) {
   float ms = 0;
   return cudaEventElapsedTime(&ms, ctx->ev[a], ctx->ev[b]) == cudaSuccess ? ms : -1;
 }
 
 /* Makes d_in and d_out hold bytes each. */
-static enum gpu_status grow_images(struct gpu_ctx *ctx, size_t bytes) {
+enum gpu_status grow_images(struct gpu_ctx *ctx, size_t bytes) {
   enum gpu_status st = grow(ctx, &ctx->d_in, &ctx->in_cap, bytes);
   return st == GPU_OK ? grow(ctx, &ctx->d_out, &ctx->out_cap, bytes) : st;
 }
@@ -386,7 +347,7 @@ enum gpu_status gpu_blur(struct gpu_ctx *ctx, const struct cpu_blur *b, const st
   return GPU_OK;
 }
 
-static int cmp_double(const void *a, const void *b) {
+int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
 }

@@ -79,6 +79,29 @@ enum cpu_method gpu_auto_method(double sigma, int width, int height);
  * tests/gpu_check.c; README). 16-bit images always use double. */
 #define GPU_FLOAT_SIGMA_MAX 20.0
 
+/* ---- local statistics, contrast and convolution (the twins of cpu_variance,
+ * cpu_contrast_image and cpu_convolve_image; same arguments and conventions) ---- */
+
+/* Local mean (when mean is not NULL) and variance of the gray plane src on ctx's device, into
+ * host arrays of width*height doubles. exact gives the same bits as cpu_variance; the float32
+ * methods stay within the tolerance tests/gpu_check.c states. t may be NULL (upload, kernel,
+ * download are filled; reference is 0). */
+enum gpu_status gpu_variance(struct gpu_ctx *ctx, const struct cpu_var *v,
+                             const struct cpu_image *src, double *mean, double *var,
+                             struct gpu_times *t);
+/* cpu_contrast_image on the GPU: within one level of the CPU twin. */
+enum gpu_status gpu_contrast(struct gpu_ctx *ctx, const struct cpu_contrast *c,
+                             const struct cpu_image *src, struct cpu_image *dst,
+                             struct gpu_times *t);
+/* cpu_convolve_image on the GPU, a shared-memory tile with halo (seed 003): the same bytes. */
+enum gpu_status gpu_convolve(struct gpu_ctx *ctx, const struct cpu_conv *c,
+                             const struct cpu_image *src, struct cpu_image *dst,
+                             struct gpu_times *t);
+/* For benchmarks: uploads src once, runs the variance kernels reps times and stores the median
+ * kernel time (CUDA events) in *ms. */
+enum gpu_status gpu_variance_bench(struct gpu_ctx *ctx, const struct cpu_var *v,
+                                   const struct cpu_image *src, int reps, double *ms);
+
 /* Tests only: launches a kernel that writes through an invalid address, which leaves ctx's
  * device with a sticky error (cudaErrorIllegalAddress) for the rest of the process. */
 enum gpu_status gpu_inject_fault(struct gpu_ctx *ctx);

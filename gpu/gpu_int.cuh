@@ -1,6 +1,7 @@
-/* Internals shared by the .cu files of gpu/: device views of images, 4-lane pixel values,
- * loads with premultiplication and stores with un-premultiplication and rounding (the same
- * formulas as cpu/image.c), and the host launch functions of every kernel family. */
+/* Internals shared by the .cu files of gpu/: the context and its host helpers (gpu.cu, used by
+ * local.cu too), device views of images, 4-lane pixel values, loads with premultiplication and
+ * stores with un-premultiplication and rounding (the same formulas as cpu/image.c), and the
+ * host launch functions of every kernel family. */
 #ifndef BLURD_GPU_INT_CUH
 #define BLURD_GPU_INT_CUH
 
@@ -10,6 +11,62 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+/* ---- the context (gpu.cu) ---- */
+
+enum { EV_START, EV_UPLOADED, EV_FILTERED, EV_MEASURED, EV_DONE, NEV };
+
+struct gpu_ctx {
+  int dev;
+  char name[128]; /* "cuda:0 NVIDIA H200" */
+  char err[256];  /* the last error, as a sentence */
+  cudaStream_t s;
+  cudaEvent_t ev[NEV];
+  void *h_in, *h_out; /* pinned staging, h_cap bytes each */
+  size_t h_cap;
+  double *h_stats;    /* pinned: sum of squared errors, largest error */
+  void *d_in, *d_out; /* packed images */
+  size_t in_cap, out_cap;
+  void *d_mid; /* the x pass's output, 8 or 16 bytes per pixel */
+  size_t mid_cap;
+  float4 *d_tmp; /* recursive methods' scratch, 16 bytes per pixel */
+  size_t tmp_cap;
+  void *d_carry; /* yvv_blocked's carries */
+  size_t carry_cap;
+  void *d_ref; /* the reference's intermediate, 32 bytes per pixel */
+  size_t ref_cap;
+  void *d_w; /* kernels: the method's, then the reference's */
+  size_t w_cap;
+  double *d_stats; /* two doubles */
+  void *d_lv[4];   /* local statistics' scratch: exact's row sums, the merge methods' lines */
+  size_t lv_cap[4];
+  void *d_var, *d_mean; /* local variance and mean: float (float methods) or double (exact) */
+  size_t var_cap, mean_cap;
+  void *d_gray; /* contrast: the luma plane */
+  size_t gray_cap;
+  size_t bytes;     /* device bytes held */
+  int force_double; /* BLURD_GPU_PRECISION: -1 float, 1 double, 0 by sigma */
+};
+
+/* Records e with where it happened and says how bad it is: GPU_FATAL for a sticky error. */
+enum gpu_status status_of(struct gpu_ctx *ctx, cudaError_t e, const char *where);
+
+#define CUDA_TRY(ctx, x)                                                                           \
+  do {                                                                                             \
+    enum gpu_status st_ = status_of(ctx, (x), #x);                                                 \
+    if (st_ != GPU_OK) return st_;                                                                 \
+  } while (0)
+
+/* Makes *p hold at least need bytes of device memory; *cap is its size. */
+enum gpu_status grow(struct gpu_ctx *ctx, void **p, size_t *cap, size_t need);
+/* Makes both pinned staging buffers hold at least need bytes. */
+enum gpu_status grow_host(struct gpu_ctx *ctx, size_t need);
+/* Makes d_in and d_out hold bytes each. */
+enum gpu_status grow_images(struct gpu_ctx *ctx, size_t bytes);
+/* Milliseconds between events a and b of ctx, or -1. */
+double elapsed(const struct gpu_ctx *ctx, int a, int b);
+/* qsort comparison of doubles. */
+int cmp_double(const void *a, const void *b);
+
 static inline unsigned div_up(unsigned a, unsigned b) {
   return (a + b - 1) / b;
 }
@@ -18,6 +75,11 @@ struct packed {    /* an interleaved 8- or 16-bit image on the device */
   void *p;         /* width*height*c samples */
   int w, h, c, depth;
 };
+
+static inline packed packed_of(void *p, const struct cpu_image *img) {
+  packed k = {p, img->width, img->height, img->channels, img->depth};
+  return k;
+}
 
 /* 4 lanes, one per channel (alpha, when there is one, is lane c-1; unused lanes stay 0). */
 template <class R> struct v4 {
@@ -193,5 +255,35 @@ cudaError_t launch_recursive(enum rec_kind kind, const rec_params &p, int use_do
 #define BLOCKED_B_FLOAT 32
 #define BLOCKED_B_DOUBLE 16
 size_t blocked_carry_bytes(int w, int h, int use_double);
+
+/* ---- local statistics, contrast and convolution (kernels_local.cu) ---- */
+
+/* naive, koenig or welford: every tap of the window for each pixel, float32, into var and (when
+ * not NULL) mean, w*h floats each. tri: the triangle window, else the box. */
+cudaError_t launch_var_direct(enum cpu_var_method m, packed in, int r, int tri, float *var,
+                              float *mean, cudaStream_t s);
+
+/* Bytes of each of the 4 scratch lines launch_var_merge needs. */
+size_t var_merge_bytes(int w, int h, int r);
+/* pairwise or threewise: passes of merges along x then y over extended lines, float32. */
+cudaError_t launch_var_merge(enum cpu_var_method m, packed in, int r, int tri, void *const buf[4],
+                             float *var, float *mean, cudaStream_t s);
+
+/* Bytes of the row sums launch_var_exact needs in d_s1 and d_s2. */
+size_t var_exact_bytes(int w, int h, int depth, size_t *s2_bytes);
+/* exact: running integer sums along x (into d_s1, d_s2), then along y with the division, into
+ * var and (when not NULL) mean, w*h doubles each: the bits of cpu_variance. */
+cudaError_t launch_var_exact(packed in, int r, int tri, void *d_s1, void *d_s2, double *var,
+                             double *mean, cudaStream_t s);
+
+/* The luma plane of in (cpu_luma): gray has one channel, in's size and depth. */
+cudaError_t launch_luma(packed in, packed gray, cudaStream_t s);
+/* Wallis statistical differencing (cpu_contrast_image) from the luma plane's exact mean and
+ * variance, colour moved with luma, alpha copied. */
+cudaError_t launch_contrast(packed in, packed gray, const double *mean, const double *var,
+                            const struct cpu_contrast &c, packed out, cudaStream_t s);
+/* cpu_convolve_image: a shared-memory tile with halo, the same float32 operations in the same
+ * order. */
+cudaError_t launch_convolve(packed in, packed out, const struct cpu_conv &c, cudaStream_t s);
 
 #endif

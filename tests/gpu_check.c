@@ -4,7 +4,13 @@
  * CPU's measurement of the same output; single against double precision across sigma (the data
  * behind GPU_FLOAT_SIGMA_MAX); an out-of-memory job that fails alone; and, with --fault, a sticky
  * error that is reported as fatal. --quick runs the small cases only, --sanitize fewer still
- * (for compute-sanitizer, which slows every kernel down). */
+ * (for compute-sanitizer, which slows every kernel down).
+ *
+ * Local statistics, contrast and convolution (issue 5) against cpu_variance, cpu_contrast_image
+ * and cpu_convolve_image: exact variance and convolution bit for bit; the float32 variance
+ * methods bit for bit too, and within var_tol of exact; contrast within 1 level (it has matched
+ * bit for bit). `--local` runs only that section; `--sanitize local` only its odd
+ * sizes. */
 #include "test.h"
 
 #include "../codecs/codecs.h"
@@ -58,6 +64,7 @@ static unsigned sample(const struct cpu_image *img, size_t i) {
 }
 
 static int failures;
+static int local_only; /* --local, or --sanitize local: only the issue 5 section */
 
 /* Difference of sample i between two outputs in levels. With alpha and premultiplied set, colour
  * is compared premultiplied (colour x alpha / max), as the PSNR compares it: the colour of a
@@ -230,6 +237,242 @@ static void test_out_of_memory(void) {
   codec_image_free(&p);
 }
 
+/* ---- local statistics, contrast and convolution (issue 5) ---- */
+
+/* The most a float32 method's variance may differ from exact, relative to exact (or to one
+ * level squared where exact is smaller): |v - exact| / max(exact, 1 level^2). Measured on an H200
+ * over the cases of this file (largest: naive 4.8e-4, koenig 5.07, welford 4.1e-3, pairwise
+ * 2.6e-5, threewise 2.2e-5) and rounded up. koenig's E[x^2] - E[x]^2 loses its digits where the
+ * mean is large against the spread, hence its bound. The float methods must also give the CPU
+ * twin's bits: both spell the same float32 operations in the same order. */
+static const double var_tol[CPU_VAR_NMETHODS] = {
+    [CPU_VAR_NAIVE] = 1e-3,    [CPU_VAR_KOENIG] = 10,      [CPU_VAR_WELFORD] = 1e-2,
+    [CPU_VAR_PAIRWISE] = 1e-4, [CPU_VAR_THREEWISE] = 1e-4, [CPU_VAR_EXACT] = 0,
+};
+
+/* Values whose bits differ between a and b (n doubles each). */
+static size_t count_diff(const double *a, const double *b, size_t n) {
+  size_t d = 0;
+  for (size_t i = 0; i < n; i++) d += memcmp(&a[i], &b[i], sizeof(double)) != 0;
+  return d;
+}
+
+/* One variance method on one image, GPU against the CPU twin, and against exact (ev). */
+static void compare_var(const struct cpu_image *img, const char *label, const struct cpu_var *v,
+                        const double *ev) {
+  size_t n = (size_t)img->width * img->height;
+  double *cv = malloc(n * sizeof(double)), *cm = malloc(n * sizeof(double));
+  double *gv = malloc(n * sizeof(double)), *gm = malloc(n * sizeof(double));
+  ASSERT(cv && cm && gv && gm);
+  struct gpu_times t;
+  ASSERT(cpu_variance(pool, v, img, cm, cv) == 0);
+  if (gpu_variance(ctx, v, img, gm, gv, &t) != GPU_OK)
+    TEST_FAIL("%s %s: %s", label, cpu_var_method_name(v->method), gpu_ctx_error(ctx));
+  size_t dv = count_diff(gv, cv, n), dm = count_diff(gm, cm, n);
+  double level2 = img->depth == 16 ? 257.0 * 257.0 : 1.0, rel = 0;
+  for (size_t i = 0; i < n; i++) {
+    double e = fabs(gv[i] - ev[i]) / (ev[i] > level2 ? ev[i] : level2);
+    rel = e > rel || isnan(e) ? e : rel;
+  }
+  int ok = dv == 0 && dm == 0 && rel <= var_tol[v->method];
+  printf("%-4s var %-14s %-9s %-8s r %3d  differ from CPU: var %zu mean %zu of %zu  max rel err vs "
+         "exact %.3g (tol %.3g)  kernel %.3f ms\n",
+         ok ? "ok" : "FAIL", label, cpu_var_method_name(v->method),
+         v->window == CPU_WINDOW_BOX ? "box" : "triangle", v->radius, dv, dm, n, rel,
+         var_tol[v->method], t.kernel);
+  failures += !ok;
+  free(cv), free(cm), free(gv), free(gm);
+}
+
+/* Every method, both windows, the given radii; the O(r^2) methods up to direct_max. */
+static void sweep_var(const struct cpu_image *img, const char *label, const int *radii, int nr,
+                      int direct_max) {
+  size_t n = (size_t)img->width * img->height;
+  double *ev = malloc(n * sizeof(double));
+  ASSERT(ev);
+  for (int win = 0; win < 2; win++)
+    for (int k = 0; k < nr; k++) {
+      struct cpu_var ex = {CPU_VAR_EXACT, win ? CPU_WINDOW_BOX : CPU_WINDOW_TRIANGLE, radii[k]};
+      ASSERT(cpu_variance(pool, &ex, img, NULL, ev) == 0);
+      for (int m = 0; m < CPU_VAR_NMETHODS; m++) {
+        struct cpu_var v = ex;
+        v.method = (enum cpu_var_method)m;
+        int direct = m == CPU_VAR_NAIVE || m == CPU_VAR_KOENIG || m == CPU_VAR_WELFORD;
+        if (!cpu_var_radius_ok(v.method, v.radius) || (direct && v.radius > direct_max)) continue;
+        compare_var(img, label, &v, ev);
+      }
+    }
+  free(ev);
+}
+
+/* The Wallis defaults of libvips' stdif at radius r, GPU against CPU: within 1 level. */
+static void compare_contrast(const struct cpu_image *img, const char *label, int r) {
+  struct cpu_contrast c = {r, 0.5, 128, 0.5, 50};
+  struct cpu_image a = *img, b = *img;
+  size_t bytes = cpu_image_bytes(img), n = bytes / (size_t)(img->depth / 8);
+  a.data = malloc(bytes), b.data = malloc(bytes);
+  ASSERT(a.data && b.data);
+  struct gpu_times t;
+  ASSERT(cpu_contrast_image(pool, &c, img, &a) == 0);
+  if (gpu_contrast(ctx, &c, img, &b, &t) != GPU_OK)
+    TEST_FAIL("%s contrast: %s", label, gpu_ctx_error(ctx));
+  unsigned maxd = 0;
+  size_t diffs = 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned d = (unsigned)abs((int)sample(&a, i) - (int)sample(&b, i));
+    maxd = d > maxd ? d : maxd;
+    diffs += d != 0;
+  }
+  int ok = maxd <= 1;
+  printf("%-4s contrast %-14s r %2d  max diff %u (%zu of %zu samples)  kernel %.3f ms\n",
+         ok ? "ok" : "FAIL", label, r, maxd, diffs, n, t.kernel);
+  failures += !ok;
+  free(a.data), free(b.data);
+}
+
+/* One kernel on one image, GPU against CPU: the same bytes. */
+static void compare_conv(const struct cpu_image *img, const char *label, const struct cpu_conv *c,
+                         const char *kname) {
+  struct cpu_image a = *img, b = *img;
+  size_t bytes = cpu_image_bytes(img);
+  a.data = malloc(bytes), b.data = malloc(bytes);
+  ASSERT(a.data && b.data);
+  struct gpu_times t;
+  cpu_convolve_image(pool, c, img, &a);
+  if (gpu_convolve(ctx, c, img, &b, &t) != GPU_OK)
+    TEST_FAIL("%s convolve %s: %s", label, kname, gpu_ctx_error(ctx));
+  size_t diffs = 0;
+  for (size_t i = 0; i < bytes; i++) diffs += ((uint8_t *)a.data)[i] != ((uint8_t *)b.data)[i];
+  printf("%-4s convolve %-14s %-8s %2dx%-2d  %zu of %zu bytes differ  kernel %.3f ms\n",
+         diffs ? "FAIL" : "ok", label, kname, c->size, c->size, diffs, bytes, t.kernel);
+  failures += diffs != 0;
+  free(a.data), free(b.data);
+}
+
+/* A size x size kernel of pseudo-random weights summing to about 1, with a bias. */
+static struct cpu_conv random_kernel(int size, float bias) {
+  struct cpu_conv c;
+  memset(&c, 0, sizeof(c));
+  c.size = size, c.bias = bias;
+  unsigned s = 12345u + (unsigned)size;
+  double sum = 0;
+  for (int i = 0; i < size * size; i++) {
+    s = s * 1103515245u + 12345u;
+    c.k[i] = (float)((s >> 8) % 2001) / 1000.0f - 0.7f;
+    sum += c.k[i];
+  }
+  for (int i = 0; i < size * size; i++) c.k[i] = (float)(c.k[i] / sum);
+  return c;
+}
+
+/* Every named kernel and three custom ones (1x1, 5x5, 31x31); under the sanitizers, edge and
+ * 31x31 only (the smallest and the widest halo). */
+static void sweep_conv(const struct cpu_image *img, const char *label) {
+  for (int i = 0; cpu_conv_names[i] && (quick < 2 || i == 0); i++) {
+    struct cpu_conv c;
+    ASSERT(cpu_conv_named(cpu_conv_names[i], &c) == 0);
+    compare_conv(img, label, &c, cpu_conv_names[i]);
+  }
+  const int sizes[] = {1, 5, 31};
+  for (int i = quick > 1 ? 2 : 0; i < 3; i++) {
+    struct cpu_conv c = random_kernel(sizes[i], i == 0 ? -7.5f : 0);
+    compare_conv(img, label, &c, "custom");
+  }
+}
+
+/* A 16-bit photograph: camera's samples in the high byte, astronaut's red in the low byte. */
+static struct cpu_image photo16(const struct codec_image *hi, const struct codec_image *lo) {
+  struct cpu_image img = {NULL, hi->width, hi->height, 1, 16};
+  img.data = malloc(cpu_image_bytes(&img));
+  ASSERT(img.data && lo->width == hi->width && lo->height == hi->height);
+  for (size_t i = 0; i < (size_t)hi->width * hi->height; i++)
+    ((uint16_t *)img.data)[i] =
+        (uint16_t)(hi->pixels[i * hi->channels] << 8 | lo->pixels[i * lo->channels]);
+  return img;
+}
+
+/* Odd sizes (1x1, 1xN, Nx1, widths that are no multiple of any block), 8 and 16 bits. */
+static void local_odd_sizes(void) {
+  struct codec_image cam = photo("camera.png"), g16 = photo("gray16.png");
+  struct codec_image astro = photo("astronaut.png"), ga16 = photo("gray_alpha16.png");
+  const int sizes[][2] = {{1, 1}, {1, 37}, {37, 1}, {65, 3}, {33, 17}, {2001, 3}};
+  const int all[] = {1, 3, 7, 15, 63}, few[] = {1, 3};
+  int nr = quick > 1 ? 2 : 5;
+  for (int i = 0; i < 6; i++)
+    for (int d = 0; d < 2; d++) {
+      char label[32];
+      snprintf(label, sizeof(label), "%dx%d/%d", sizes[i][0], sizes[i][1], d ? 16 : 8);
+      struct cpu_image img = tile(d ? &g16 : &cam, sizes[i][0], sizes[i][1], 1);
+      sweep_var(&img, label, quick > 1 ? few : all, nr, 63);
+      free(img.data);
+      for (int c = 1; c <= 4; c++) {           /* gray, gray+alpha, RGB, RGBA */
+        if (i % 2 != c % 2 && i > 1) continue; /* every size meets two channel counts */
+        img = tile(d ? &ga16 : &astro, sizes[i][0], sizes[i][1], c);
+        snprintf(label, sizeof(label), "%dx%dx%d/%d", sizes[i][0], sizes[i][1], c, d ? 16 : 8);
+        if (quick < 2) compare_contrast(&img, label, 1);
+        compare_contrast(&img, label, 5);
+        sweep_conv(&img, label);
+        free(img.data);
+      }
+    }
+  codec_image_free(&cam), codec_image_free(&g16), codec_image_free(&astro);
+  codec_image_free(&ga16);
+}
+
+static void local_photographs(void) {
+  struct codec_image cam = photo("camera.png"), astro = photo("astronaut.png");
+  struct codec_image hd = photo("gray_1080p.jpg");
+  struct cpu_image img = {cam.pixels, cam.width, cam.height, 1, 8};
+  const int radii[] = {1, 3, 7, 15, 63}, hd_radii[] = {7, 63, 127};
+  sweep_var(&img, "camera.png", radii, 5, 63);
+  struct cpu_image c16 = photo16(&cam, &astro);
+  sweep_var(&c16, "camera16", radii, 5, 15);
+  struct cpu_image hdi = {hd.pixels, hd.width, hd.height, 1, 8};
+  sweep_var(&hdi, "gray_1080p.jpg", hd_radii, 3, 0);
+  const char *names[] = {"astronaut.png", "camera.png",       "coffee.png",
+                         "rgba16.png",    "gray_alpha16.png", "gray16.png"};
+  for (int i = 0; i < 6; i++) {
+    struct codec_image p = photo(names[i]);
+    struct cpu_image pi = {p.pixels, p.width, p.height, p.channels, p.depth};
+    const int cr[] = {1, 5, 15};
+    for (int k = 0; k < 3; k++) compare_contrast(&pi, names[i], cr[k]);
+    sweep_conv(&pi, names[i]);
+    codec_image_free(&p);
+  }
+  compare_contrast(&c16, "camera16", 5);
+  sweep_conv(&c16, "camera16");
+  free(c16.data);
+  codec_image_free(&cam), codec_image_free(&astro), codec_image_free(&hd);
+}
+
+/* 8192x8192: exact at the largest radius (the 128-bit numerator for 8-bit input) and a box. */
+static void local_8k(void) {
+  struct codec_image hd = photo("gray_1080p.jpg");
+  struct cpu_image img = tile(&hd, 8192, 8192, 1);
+  size_t n = (size_t)8192 * 8192;
+  double *ev = malloc(n * sizeof(double));
+  ASSERT(ev);
+  const struct cpu_var vs[] = {{CPU_VAR_EXACT, CPU_WINDOW_TRIANGLE, 127},
+                               {CPU_VAR_EXACT, CPU_WINDOW_BOX, 7},
+                               {CPU_VAR_THREEWISE, CPU_WINDOW_TRIANGLE, 63}};
+  for (int i = 0; i < 3; i++) {
+    struct cpu_var ex = vs[i];
+    ex.method = CPU_VAR_EXACT;
+    ASSERT(cpu_variance(pool, &ex, &img, NULL, ev) == 0);
+    compare_var(&img, "8192x8192", &vs[i], ev);
+  }
+  free(ev);
+  free(img.data);
+  codec_image_free(&hd);
+}
+
+static void test_local(void) {
+  local_odd_sizes();
+  if (quick) return;
+  local_photographs();
+  local_8k();
+}
+
 /* In a process of its own: a sticky error is reported as fatal, and stays. */
 static int fault(void) {
   struct gpu_ctx *g = gpu_ctx_new(0, NULL, 0);
@@ -253,14 +496,17 @@ int main(int argc, char **argv) {
           : strcmp(argv[1], "--quick") == 0    ? 1
           : strcmp(argv[1], "--sanitize") == 0 ? 2
                                                : 0;
+  local_only =
+      argc > 1 && (strcmp(argv[1], "--local") == 0 || (argc > 2 && strcmp(argv[2], "local") == 0));
   ASSERT(gpu_device_count() > 0);
   pool = cpu_pool_new(16);
   char err[256];
   ctx = gpu_ctx_new(0, err, sizeof(err));
   if (!ctx) TEST_FAIL("%s", err);
   printf("device: %s\n", gpu_ctx_name(ctx));
-  test_odd_sizes();
-  if (!quick) {
+  if (!local_only) test_odd_sizes();
+  test_local();
+  if (!quick && !local_only) {
     test_photographs();
     test_8k();
     test_precision();

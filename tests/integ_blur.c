@@ -108,10 +108,13 @@ static void test_methods(void) {
     }
   }
   ASSERT_INT(found, ==, 2);
-  /* every method, auto included, with its accuracy and only the parameters it takes */
-  ASSERT_INT(json_array_size(json_object_get(j, "methods")), ==, 9);
+  /* every method, auto included, with its accuracy and only the parameters it takes (the other
+   * endpoints' entries are tested in integ_local.c) */
+  int blur = 0;
   json_array_foreach(json_object_get(j, "methods"), i, m) {
     const char *name = json_string_value(json_object_get(m, "name"));
+    if (strcmp(json_string_value(json_object_get(m, "endpoint")), "/blur") != 0) continue;
+    blur++;
     ASSERT(strlen(json_string_value(json_object_get(m, "accuracy"))) > 5);
     int coeffs = 0, truncate = 0;
     json_t *p;
@@ -124,6 +127,7 @@ static void test_methods(void) {
     ASSERT_INT(truncate, ==,
                !strncmp(name, "fir", 3) || !strcmp(name, "separable") || !strcmp(name, "auto"));
   }
+  ASSERT_INT(blur, ==, 9);
   json_decref(j);
   http_resp_free(&r);
 }

@@ -141,12 +141,13 @@ static void value_text(json_t *v, char *buf, size_t n) {
     snprintf(buf, n, "%s", json_string_value(v) ? json_string_value(v) : "");
 }
 
-/* A value for parameter p: its default, else its minimum or first choice. Returns 0 when the
- * document gives none of them. */
+/* A value for parameter p: its default, else its minimum, first choice or first example.
+ * Returns 0 when the document gives none of them. */
 static int param_value(json_t *p, char *buf, size_t n) {
   json_t *s = json_object_get(p, "schema"), *v = json_object_get(s, "default");
   if (!v) v = json_object_get(s, "minimum");
   if (!v) v = json_array_get(json_object_get(s, "enum"), 0);
+  if (!v) v = json_array_get(json_object_get(s, "examples"), 0);
   if (!v) return 0;
   value_text(v, buf, n);
   return 1;

@@ -213,6 +213,80 @@ static void test_errors(void) {
   api_response_free(r);
 }
 
+/* /variance: defaults, and threewise's radii. */
+static void test_variance_params(void) {
+  struct var_params v;
+  char msg[512] = "";
+  const struct endpoint *ep = &api_variance_endpoint;
+  ASSERT_INT(params_parse(ep, "", NULL, 0, &v, msg, sizeof(msg)), ==, API_OK);
+  ASSERT_INT(v.method, ==, VAR_AUTO);
+  ASSERT_INT(v.radius, ==, 7);
+  ASSERT_INT(v.window, ==, CPU_WINDOW_TRIANGLE);
+  ASSERT_INT(v.output, ==, VAR_STDDEV);
+  ASSERT_INT(v.compression, ==, 3);
+  ASSERT_INT(v.psnr, ==, 1);
+  ASSERT_INT(params_parse(ep, "method=threewise&radius=15&window=box&output=variance", NULL, 0, &v,
+                          msg, sizeof(msg)),
+             ==, API_OK);
+  ASSERT_INT(v.method, ==, CPU_VAR_THREEWISE);
+  ASSERT_INT(v.window, ==, CPU_WINDOW_BOX);
+  ASSERT_INT(v.output, ==, VAR_VARIANCE);
+  ASSERT_INT(params_parse(ep, "method=threewise&radius=5", NULL, 0, &v, msg, sizeof(msg)), ==,
+             API_BAD_PARAMETER);
+  ASSERT(strstr(msg, "1 3 7 15 31 63 127") && strstr(msg, "got 5"));
+  ASSERT_INT(params_parse(ep, "radius=5", NULL, 0, &v, msg, sizeof(msg)), ==, API_OK);
+  ASSERT_INT(params_parse(ep, "method=box", NULL, 0, &v, msg, sizeof(msg)), ==, API_UNKNOWN_METHOD);
+  ASSERT_INT(params_parse(ep, "format=jpeg", NULL, 0, &v, msg, sizeof(msg)), ==, API_BAD_PARAMETER);
+}
+
+static enum api_error parse_conv(const char *query, const char *json, struct conv_params *p,
+                                 char *msg) {
+  memset(p, 0x5a, sizeof(*p));
+  return params_parse(&api_convolve_endpoint, query, json, json ? strlen(json) : 0, p, msg, 512);
+}
+
+/* /convolve: the kernel parameter type, normalising, and the named kernels' bias. */
+static void test_kernel_params(void) {
+  static struct conv_params p, q; /* large */
+  char msg[512] = "";
+  ASSERT_INT(parse_conv("kernel=emboss", NULL, &p, msg), ==, API_OK);
+  ASSERT_INT(p.kernel.named, ==, 2);
+  ASSERT_DBL(p.conv.bias, ==, 128); /* the kernel's own */
+  ASSERT_INT(parse_conv("kernel=emboss&bias=0", NULL, &p, msg), ==, API_OK);
+  ASSERT_DBL(p.conv.bias, ==, 0); /* a given bias overrides it */
+  ASSERT_INT(parse_conv("kernel=%5B1,2,1,2,4,2,1,2,1%5D", NULL, &p, msg), ==, API_OK);
+  ASSERT_INT(parse_conv("", "{\"kernel\": [[1,2,1],[2,4,2],[1,2,1]]}", &q, msg), ==, API_OK);
+  ASSERT_INT(p.conv.size, ==, 3);
+  ASSERT(memcmp(p.conv.k, q.conv.k, 9 * sizeof(float)) == 0);
+  ASSERT_DBL(p.conv.k[4], ==, 0.25f);
+  ASSERT_INT(parse_conv("normalize=false", "{\"kernel\": \"[1,2,1,2,4,2,1,2,1]\"}", &p, msg), ==,
+             API_OK);
+  ASSERT_DBL(p.conv.k[4], ==, 4);
+  ASSERT_INT(parse_conv("kernel=[-1,-1,-1,-1,8,-1,-1,-1,-1]", NULL, &p, msg), ==, API_OK);
+  ASSERT_DBL(p.conv.k[4], ==, 8); /* sum 0: left as it is */
+  ASSERT_INT(parse_conv("kernel=[5]", NULL, &p, msg), ==, API_OK);
+  ASSERT_DBL(p.conv.k[0], ==, 1);
+  ASSERT_INT(parse_conv("kernel=edge", "{\"kernel\": \"edge\"}", &p, msg), ==, API_OK);
+  ASSERT_INT(
+      parse_conv("kernel=[1,1,1,1,1,1,1,1,1]", "{\"kernel\": [[1,1,1],[1,1,1],[1,1,1]]}", &p, msg),
+      ==, API_OK);
+  static const char *const bad[] = {"kernel=[1,2,3,4]", "kernel=[]",         "kernel=[[1],[2]]",
+                                    "kernel=[1,2,3",    "kernel=[1,true,3]", "kernel=Edge",
+                                    "kernel=1",         "kernel=[[1,2,3]]",  "kernel=[1e400]"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    enum api_error e = parse_conv(bad[i], NULL, &p, msg);
+    if (e != API_BAD_PARAMETER) TEST_FAIL("'%s': error %d (%s)", bad[i], e, msg);
+    ASSERT(strstr(msg, "kernel"));
+  }
+  ASSERT_INT(parse_conv("", NULL, &p, msg), ==, API_MISSING_PARAMETER);
+  ASSERT_INT(parse_conv("kernel=edge", "{\"kernel\": \"box\"}", &p, msg), ==,
+             API_CONFLICTING_PARAMETER);
+  json_t *d = params_describe(&api_convolve_endpoint, -1);
+  ASSERT_STR(json_string_value(json_object_get(json_array_get(d, 0), "type")), "kernel");
+  json_decref(d);
+  for (int i = 0; api_endpoints[i]; i++) ASSERT(api_endpoints[i]->nparams <= MAX_PARAMS);
+}
+
 int main(void) {
   RUN(test_defaults);
   RUN(test_ranges);
@@ -221,6 +295,8 @@ int main(void) {
   RUN(test_multipart);
   RUN(test_base64);
   RUN(test_errors);
+  RUN(test_variance_params);
+  RUN(test_kernel_params);
   fprintf(stderr, "unit_api: all passed\n");
   return 0;
 }

@@ -6,7 +6,17 @@
  * the CPU twin of yvv (all cores) on 1920x1080, for the GPU/CPU ratio that seed 002 claims.
  *
  * Usage: bench [sizes (1920x1080,3840x2160,8192x8192)] [sigmas (0.5,1,2,3,12,40,100)]
- *              [reps (10)] [methods (all)] */
+ *              [reps (10)] [methods (all)]
+ *
+ * `bench variance` times the local-variance methods instead (seed 004): every method side by
+ * side on gray 8-bit images tiled from the photograph, triangle window, median kernel time of
+ * the repetitions (CUDA events, variance only, no mean), as CSV on stdout:
+ * size,method,radius,ms,gpix_s,reps. The O(r^2) methods are skipped where one run would pass
+ * VAR_CASE_MS (the time is estimated from the method's previous case) and run once (after one
+ * warm-up) where it would pass VAR_ONCE_MS. The speed-ups the seed claims, and exact's
+ * against naive and threewise, follow on stderr.
+ *
+ * Usage: bench variance [sizes (1920x1080,8192x8192)] [radii (7,15,31,63,127)] [reps (10)] */
 #include "../codecs/codecs.h"
 #include "../cpu/cpu.h"
 #include "../gpu/gpu.h"
@@ -18,7 +28,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define FIR_BUDGET 2e12 /* taps x pixels beyond which a fir-family case is skipped */
+#define FIR_BUDGET  2e12   /* taps x pixels beyond which a fir-family case is skipped */
+#define VAR_CASE_MS 9000.0 /* an O(r^2) variance case whose one run would take longer: skipped */
+#define VAR_ONCE_MS 200.0  /* one that would take longer than this runs once */
+#define VAR_MAX_R   8
 
 static double now_ms(void) {
   struct timespec ts;
@@ -57,7 +70,99 @@ static int parse_list(const char *s, double *out, int max) {
   return n;
 }
 
+/* A w x h gray 8-bit image tiled (mirrored) from the photograph's first channel. */
+static struct cpu_image gray(const struct codec_image *p, int w, int h) {
+  struct cpu_image img = {malloc((size_t)w * h), w, h, 1, 8};
+  if (!img.data) exit(1);
+  for (int y = 0; y < h; y++)
+    for (int x = 0; x < w; x++) {
+      int px = (x / p->width) % 2 ? p->width - 1 - x % p->width : x % p->width;
+      int py = (y / p->height) % 2 ? p->height - 1 - y % p->height : y % p->height;
+      ((uint8_t *)img.data)[(size_t)y * w + x] =
+          p->pixels[((size_t)py * p->width + px) * p->channels];
+    }
+  return img;
+}
+
+/* Taps a pixel of an O(r^2) method reads (naive reads the window twice), or 0 for the others. */
+static double direct_taps(int m, int r) {
+  double t = (2.0 * r + 1) * (2.0 * r + 1);
+  return m == CPU_VAR_NAIVE ? 2 * t : m == CPU_VAR_KOENIG || m == CPU_VAR_WELFORD ? t : 0;
+}
+
+/* Prints how many times faster method a is than method b at each radius (from ms[method][k]). */
+static void var_ratio(const char *size, const char *what, double ms[][VAR_MAX_R], int a, int b,
+                      const double *radii, int nr) {
+  fprintf(stderr, "%s %-20s", size, what);
+  for (int k = 0; k < nr; k++)
+    if (ms[a][k] > 0 && ms[b][k] > 0)
+      fprintf(stderr, "  r%g %.3gx", radii[k], ms[b][k] / ms[a][k]);
+    else
+      fprintf(stderr, "  r%g -", radii[k]);
+  fprintf(stderr, "\n");
+}
+
+/* One size: every method at every radius, then the ratios. rate[m] carries the taps per ms each
+ * O(r^2) method reached last, to estimate the next case. */
+static int var_size(struct gpu_ctx *ctx, const struct cpu_image *img, const double *radii, int nr,
+                    int reps, double *rate) {
+  char size[32];
+  double ms[CPU_VAR_NMETHODS][VAR_MAX_R] = {{0}};
+  double px = (double)img->width * img->height;
+  snprintf(size, sizeof(size), "%dx%d", img->width, img->height);
+  for (int k = 0; k < nr; k++)
+    for (int m = 0; m < CPU_VAR_NMETHODS; m++) {
+      struct cpu_var v = {m, CPU_WINDOW_TRIANGLE, (int)radii[k]};
+      if (!cpu_var_radius_ok(m, v.radius)) continue;
+      double work = direct_taps(m, v.radius) * px, est = rate[m] > 0 ? work / rate[m] : 0;
+      if (est > VAR_CASE_MS) {
+        printf("%s,%s,%d,skipped,skipped,0\n", size, cpu_var_method_name(m), v.radius);
+        fprintf(stderr, "bench: %s %s r %d skipped: one run would take about %.0f ms\n", size,
+                cpu_var_method_name(m), v.radius, est);
+        continue;
+      }
+      int n = est > VAR_ONCE_MS ? 1 : reps;
+      if (gpu_variance_bench(ctx, &v, img, n, &ms[m][k]) != GPU_OK) {
+        fprintf(stderr, "bench: %s r %d: %s\n", cpu_var_method_name(m), v.radius,
+                gpu_ctx_error(ctx));
+        return 1;
+      }
+      if (work > 0) rate[m] = work / ms[m][k];
+      printf("%s,%s,%d,%.4f,%.3f,%d\n", size, cpu_var_method_name(m), v.radius, ms[m][k],
+             px / (ms[m][k] * 1e6), n);
+      fflush(stdout);
+    }
+  var_ratio(size, "threewise/naive", ms, CPU_VAR_THREEWISE, CPU_VAR_NAIVE, radii, nr);
+  var_ratio(size, "threewise/pairwise", ms, CPU_VAR_THREEWISE, CPU_VAR_PAIRWISE, radii, nr);
+  var_ratio(size, "exact/naive", ms, CPU_VAR_EXACT, CPU_VAR_NAIVE, radii, nr);
+  var_ratio(size, "exact/threewise", ms, CPU_VAR_EXACT, CPU_VAR_THREEWISE, radii, nr);
+  var_ratio(size, "exact/pairwise", ms, CPU_VAR_EXACT, CPU_VAR_PAIRWISE, radii, nr);
+  return 0;
+}
+
+static int var_main(int argc, char **argv, const struct codec_image *photo, struct gpu_ctx *ctx) {
+  const char *sizes = argc > 2 ? argv[2] : "1920x1080,8192x8192";
+  double radii[VAR_MAX_R], rate[CPU_VAR_NMETHODS] = {0};
+  int nr = parse_list(argc > 3 ? argv[3] : "7,15,31,63,127", radii, VAR_MAX_R);
+  int reps = argc > 4 ? atoi(argv[4]) : 10;
+  fprintf(stderr, "bench: speed-ups are (time of the second) / (time of the first)\n");
+  printf("size,method,radius,ms,gpix_s,reps\n");
+  for (const char *s = sizes; *s;) {
+    int w, h, used = 0;
+    if (sscanf(s, "%dx%d%n", &w, &h, &used) != 2) break;
+    s += used + (s[used] == ',');
+    struct cpu_image img = gray(photo, w, h);
+    int rc = var_size(ctx, &img, radii, nr, reps, rate);
+    free(img.data);
+    if (rc) return rc;
+  }
+  gpu_ctx_free(ctx);
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  int var_mode = argc > 1 && strcmp(argv[1], "variance") == 0, var_argc = argc;
+  if (var_mode) argc = 1; /* the blur benchmark's arguments do not apply */
   const char *sizes = argc > 1 ? argv[1] : "1920x1080,3840x2160,8192x8192";
   double sigmas[16];
   int ns = parse_list(argc > 2 ? argv[2] : "0.5,1,2,3,12,40,100", sigmas, 16);
@@ -73,6 +178,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   fprintf(stderr, "bench: %s\n", gpu_ctx_name(ctx));
+  if (var_mode) return var_main(var_argc, argv, &photo, ctx);
   printf("size,method,sigma,ms,gpix_s\n");
   for (const char *s = sizes; *s;) {
     int w, h, used = 0;

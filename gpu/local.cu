@@ -1,0 +1,230 @@
+/* The host side of local statistics, contrast and convolution on the GPU (gpu_variance,
+ * gpu_contrast, gpu_convolve, gpu_variance_bench). A job follows gpu_blur's shape: the input is
+ * copied into the context's pinned staging and uploaded, the kernels of kernels_local.cu run
+ * from buffers that only grow, the result comes back through pinned staging, and CUDA events on
+ * the context's stream time each part. The float methods' results come back as float32 and are
+ * widened here; exact's come back as the doubles the kernels computed. */
+#include "gpu_int.cuh"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CONTRAST_RADIUS_MAX 1000 /* the x pass stages 2r + 2 halo samples in shared memory */
+
+/* A refused request: the device is untouched. */
+static enum gpu_status refuse(struct gpu_ctx *ctx, const char *why) {
+  snprintf(ctx->err, sizeof(ctx->err), "%s", why);
+  return GPU_ERROR;
+}
+
+static int depth_ok(const struct cpu_image *img) {
+  return (img->depth == 8 || img->depth == 16) && img->width > 0 && img->height > 0;
+}
+
+static enum gpu_status check_var(struct gpu_ctx *ctx, const struct cpu_var *v,
+                                 const struct cpu_image *src) {
+  if (!depth_ok(src) || src->channels != 1)
+    return refuse(ctx, "local variance takes one gray plane of 8 or 16 bits");
+  if (!cpu_var_radius_ok(v->method, v->radius) ||
+      (v->window != CPU_WINDOW_TRIANGLE && v->window != CPU_WINDOW_BOX))
+    return refuse(ctx, "local variance: this method does not take this radius or window");
+  return GPU_OK;
+}
+
+/* Bytes of one result plane: float32 for the float methods, double for exact. */
+static size_t var_elem(const struct cpu_var *v) {
+  return v->method == CPU_VAR_EXACT ? sizeof(double) : sizeof(float);
+}
+
+/* exact's two planes of row sums in d_lv[0], d_lv[1]. */
+static enum gpu_status grow_exact(struct gpu_ctx *ctx, const struct cpu_image *img) {
+  size_t s2 = 0, s1 = var_exact_bytes(img->width, img->height, img->depth, &s2);
+  enum gpu_status st = grow(ctx, &ctx->d_lv[0], &ctx->lv_cap[0], s1);
+  return st == GPU_OK ? grow(ctx, &ctx->d_lv[1], &ctx->lv_cap[1], s2) : st;
+}
+
+/* The method's kernels from d_in into d_var, and into d_mean when want_mean. */
+static enum gpu_status run_variance(struct gpu_ctx *ctx, const struct cpu_var *v,
+                                    const struct cpu_image *img, int want_mean) {
+  size_t plane = (size_t)img->width * img->height * var_elem(v);
+  enum gpu_status st = grow(ctx, &ctx->d_var, &ctx->var_cap, plane);
+  if (st == GPU_OK && want_mean) st = grow(ctx, &ctx->d_mean, &ctx->mean_cap, plane);
+  packed in = packed_of(ctx->d_in, img);
+  int tri = v->window == CPU_WINDOW_TRIANGLE;
+  void *mean = want_mean ? ctx->d_mean : NULL;
+  cudaError_t e = cudaSuccess;
+  if (st != GPU_OK) return st;
+  if (v->method == CPU_VAR_EXACT) {
+    if ((st = grow_exact(ctx, img)) != GPU_OK) return st;
+    e = launch_var_exact(in, v->radius, tri, ctx->d_lv[0], ctx->d_lv[1], (double *)ctx->d_var,
+                         (double *)mean, ctx->s);
+  } else if (v->method == CPU_VAR_PAIRWISE || v->method == CPU_VAR_THREEWISE) {
+    size_t line = var_merge_bytes(img->width, img->height, v->radius);
+    for (int i = 0; i < 4 && st == GPU_OK; i++)
+      st = grow(ctx, &ctx->d_lv[i], &ctx->lv_cap[i], line);
+    if (st != GPU_OK) return st;
+    e = launch_var_merge(v->method, in, v->radius, tri, ctx->d_lv, (float *)ctx->d_var,
+                         (float *)mean, ctx->s);
+  } else {
+    e = launch_var_direct(v->method, in, v->radius, tri, (float *)ctx->d_var, (float *)mean,
+                          ctx->s);
+  }
+  return status_of(ctx, e, "local variance kernels");
+}
+
+/* Copies src to pinned staging (at least host_need bytes) and uploads it to d_in, between the
+ * events EV_START and EV_UPLOADED. */
+static enum gpu_status upload(struct gpu_ctx *ctx, const struct cpu_image *src, size_t host_need) {
+  size_t bytes = cpu_image_bytes(src);
+  CUDA_TRY(ctx, cudaSetDevice(ctx->dev));
+  enum gpu_status st = grow_host(ctx, bytes > host_need ? bytes : host_need);
+  if (st == GPU_OK) st = grow(ctx, &ctx->d_in, &ctx->in_cap, bytes);
+  if (st != GPU_OK) return st;
+  memcpy(ctx->h_in, src->data, bytes);
+  CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_START], ctx->s));
+  CUDA_TRY(ctx, cudaMemcpyAsync(ctx->d_in, ctx->h_in, bytes, cudaMemcpyHostToDevice, ctx->s));
+  CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_UPLOADED], ctx->s));
+  return GPU_OK;
+}
+
+/* After the kernels: downloads n[i] bytes of d[i] into h_out one after the other (EV_MEASURED to
+ * EV_DONE), waits, and fills t. */
+static enum gpu_status download(struct gpu_ctx *ctx, void *const d[2], const size_t n[2],
+                                struct gpu_times *t) {
+  CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_FILTERED], ctx->s));
+  CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_MEASURED], ctx->s)); /* no reference here */
+  for (int i = 0; i < 2 && d[i]; i++)
+    CUDA_TRY(ctx, cudaMemcpyAsync((char *)ctx->h_out + (i ? n[0] : 0), d[i], n[i],
+                                  cudaMemcpyDeviceToHost, ctx->s));
+  CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_DONE], ctx->s));
+  CUDA_TRY(ctx, cudaEventSynchronize(ctx->ev[EV_DONE])); /* a blocking-sync event */
+  if (t) {
+    t->upload = elapsed(ctx, EV_START, EV_UPLOADED);
+    t->kernel = elapsed(ctx, EV_UPLOADED, EV_FILTERED);
+    t->reference = 0;
+    t->download = elapsed(ctx, EV_MEASURED, EV_DONE);
+  }
+  return GPU_OK;
+}
+
+/* Copies the n values of a result plane out of staging, widening float32 to double. */
+static void widen(const void *h, size_t n, int is_double, double *out) {
+  if (is_double) {
+    memcpy(out, h, n * sizeof(double));
+    return;
+  }
+  for (size_t i = 0; i < n; i++) out[i] = ((const float *)h)[i];
+}
+
+enum gpu_status gpu_variance(struct gpu_ctx *ctx, const struct cpu_var *v,
+                             const struct cpu_image *src, double *mean, double *var,
+                             struct gpu_times *t) {
+  enum gpu_status st = check_var(ctx, v, src);
+  size_t px = (size_t)src->width * src->height, plane = px * var_elem(v);
+  if (st == GPU_OK) st = upload(ctx, src, plane * (mean ? 2 : 1));
+  if (st == GPU_OK) st = run_variance(ctx, v, src, mean != NULL);
+  void *d[2] = {ctx->d_var, mean ? ctx->d_mean : NULL};
+  size_t n[2] = {plane, plane};
+  if (st == GPU_OK) st = download(ctx, d, n, t);
+  if (st != GPU_OK) return st;
+  int dbl = v->method == CPU_VAR_EXACT;
+  widen(ctx->h_out, px, dbl, var);
+  if (mean) widen((char *)ctx->h_out + plane, px, dbl, mean);
+  return GPU_OK;
+}
+
+enum gpu_status gpu_variance_bench(struct gpu_ctx *ctx, const struct cpu_var *v,
+                                   const struct cpu_image *src, int reps, double *ms) {
+  enum gpu_status st = check_var(ctx, v, src);
+  if (st != GPU_OK || reps < 1) return st != GPU_OK ? st : refuse(ctx, "reps < 1");
+  double *times = (double *)calloc((size_t)reps, sizeof(double));
+  if (!times) return GPU_NO_MEMORY;
+  size_t bytes = cpu_image_bytes(src);
+  st = status_of(ctx, cudaSetDevice(ctx->dev), "device");
+  if (st == GPU_OK) st = grow(ctx, &ctx->d_in, &ctx->in_cap, bytes);
+  if (st == GPU_OK)
+    st = status_of(ctx, cudaMemcpy(ctx->d_in, src->data, bytes, cudaMemcpyHostToDevice), "upload");
+  /* two warm-up runs; one when a single timed run is asked for (a slow case: seconds) */
+  for (int i = reps > 1 ? -2 : -1; st == GPU_OK && i < reps; i++) {
+    st = status_of(ctx, cudaEventRecord(ctx->ev[EV_UPLOADED], ctx->s), "event");
+    if (st == GPU_OK) st = run_variance(ctx, v, src, 0);
+    if (st == GPU_OK) st = status_of(ctx, cudaEventRecord(ctx->ev[EV_FILTERED], ctx->s), "event");
+    if (st == GPU_OK) st = status_of(ctx, cudaEventSynchronize(ctx->ev[EV_FILTERED]), "kernels");
+    if (st == GPU_OK && i >= 0) times[i] = elapsed(ctx, EV_UPLOADED, EV_FILTERED);
+  }
+  if (st == GPU_OK) {
+    qsort(times, (size_t)reps, sizeof(double), cmp_double);
+    *ms = times[reps / 2];
+  }
+  free(times);
+  return st;
+}
+
+/* Hands the image in h_out to dst: copied, or lent when dst->data is NULL (as gpu_blur). */
+static void deliver(struct gpu_ctx *ctx, const struct cpu_image *src, struct cpu_image *dst) {
+  if (dst->data)
+    memcpy(dst->data, ctx->h_out, cpu_image_bytes(src));
+  else
+    dst->data = ctx->h_out;
+}
+
+static int image_ok(const struct cpu_image *img) {
+  return depth_ok(img) && img->channels >= 1 && img->channels <= 4;
+}
+
+/* Luma into d_gray, its exact box statistics into d_mean and d_var, then the formula. */
+static enum gpu_status run_contrast(struct gpu_ctx *ctx, const struct cpu_contrast *c,
+                                    const struct cpu_image *src) {
+  size_t px = (size_t)src->width * src->height;
+  struct cpu_image g = {NULL, src->width, src->height, 1, src->depth};
+  enum gpu_status st = grow(ctx, &ctx->d_out, &ctx->out_cap, cpu_image_bytes(src));
+  if (st == GPU_OK) st = grow(ctx, &ctx->d_gray, &ctx->gray_cap, cpu_image_bytes(&g));
+  if (st == GPU_OK) st = grow(ctx, &ctx->d_var, &ctx->var_cap, px * sizeof(double));
+  if (st == GPU_OK) st = grow(ctx, &ctx->d_mean, &ctx->mean_cap, px * sizeof(double));
+  if (st == GPU_OK) st = grow_exact(ctx, &g);
+  if (st != GPU_OK) return st;
+  packed in = packed_of(ctx->d_in, src), gray = packed_of(ctx->d_gray, &g);
+  CUDA_TRY(ctx, launch_luma(in, gray, ctx->s));
+  CUDA_TRY(ctx, launch_var_exact(gray, c->radius, 0, ctx->d_lv[0], ctx->d_lv[1],
+                                 (double *)ctx->d_var, (double *)ctx->d_mean, ctx->s));
+  CUDA_TRY(ctx, launch_contrast(in, gray, (const double *)ctx->d_mean, (const double *)ctx->d_var,
+                                *c, packed_of(ctx->d_out, src), ctx->s));
+  return GPU_OK;
+}
+
+enum gpu_status gpu_contrast(struct gpu_ctx *ctx, const struct cpu_contrast *c,
+                             const struct cpu_image *src, struct cpu_image *dst,
+                             struct gpu_times *t) {
+  if (!image_ok(src)) return refuse(ctx, "contrast takes 1 to 4 channels of 8 or 16 bits");
+  if (c->radius < 0 || c->radius > CONTRAST_RADIUS_MAX)
+    return refuse(ctx, "contrast: radius out of range");
+  size_t bytes = cpu_image_bytes(src);
+  enum gpu_status st = upload(ctx, src, bytes);
+  if (st == GPU_OK) st = run_contrast(ctx, c, src);
+  void *d[2] = {ctx->d_out, NULL};
+  size_t n[2] = {bytes, 0};
+  if (st == GPU_OK) st = download(ctx, d, n, t);
+  if (st == GPU_OK) deliver(ctx, src, dst);
+  return st;
+}
+
+enum gpu_status gpu_convolve(struct gpu_ctx *ctx, const struct cpu_conv *c,
+                             const struct cpu_image *src, struct cpu_image *dst,
+                             struct gpu_times *t) {
+  if (!image_ok(src)) return refuse(ctx, "convolve takes 1 to 4 channels of 8 or 16 bits");
+  if (c->size < 1 || c->size > CPU_CONV_MAX || c->size % 2 == 0)
+    return refuse(ctx, "convolve: the kernel side must be odd, 1 to 31");
+  size_t bytes = cpu_image_bytes(src);
+  enum gpu_status st = upload(ctx, src, bytes);
+  if (st == GPU_OK) st = grow(ctx, &ctx->d_out, &ctx->out_cap, bytes);
+  if (st == GPU_OK)
+    st = status_of(
+        ctx, launch_convolve(packed_of(ctx->d_in, src), packed_of(ctx->d_out, src), *c, ctx->s),
+        "convolve kernel");
+  void *d[2] = {ctx->d_out, NULL};
+  size_t n[2] = {bytes, 0};
+  if (st == GPU_OK) st = download(ctx, d, n, t);
+  if (st == GPU_OK) deliver(ctx, src, dst);
+  return st;
+}
