@@ -70,6 +70,7 @@ struct gpu_shared { /* what every GPU worker shares */
 struct gpu_worker {
   struct gpu_ctx *ctx;
   struct gpu_shared *shared;
+  size_t bytes; /* gpu_ctx_bytes after the last job, for /metrics (atomic) */
 };
 
 static int gpu_worker_new(void *shared, int index, void **state, char *err, size_t errlen) {
@@ -100,7 +101,9 @@ static enum api_error gpu_blur_op(void *state, const struct cpu_blur *b,
   if (w->shared->fault_at &&
       __atomic_add_fetch(&w->shared->jobs, 1, __ATOMIC_SEQ_CST) == w->shared->fault_at)
     gpu_inject_fault(w->ctx); /* a sticky error: the job below fails with it */
-  switch (gpu_blur(w->ctx, b, src, dst, acc, &g)) {
+  enum gpu_status st = gpu_blur(w->ctx, b, src, dst, acc, &g);
+  __atomic_store_n(&w->bytes, gpu_ctx_bytes(w->ctx), __ATOMIC_RELAXED); /* read by /metrics */
+  switch (st) {
   case GPU_OK:
     break;
   case GPU_NO_MEMORY:
@@ -290,6 +293,22 @@ void backend_stats(struct backend *b, int *queued, int *running, int *capacity, 
   *capacity = b->cap;
   *workers = b->nworkers;
   pthread_mutex_unlock(&b->mu);
+}
+
+int backend_gpu_memory(struct backend *b, int dev, size_t *held, size_t *used, size_t *total) {
+#ifdef BLURD_CUDA
+  struct gpu_device_info info;
+  if (dev < 0 || dev >= b->ndev || gpu_device_info(dev, &info) != 0) return -1;
+  *held = 0;
+  for (int i = dev; i < b->nworkers; i += b->ndev) /* worker i uses device i % ndev */
+    *held += __atomic_load_n(&((struct gpu_worker *)b->workers[i].state)->bytes, __ATOMIC_RELAXED);
+  *used = info.mem_free ? info.mem_total - info.mem_free : 0;
+  *total = info.mem_total;
+  return 0;
+#else
+  (void)b, (void)dev, (void)held, (void)used, (void)total;
+  return -1;
+#endif
 }
 
 json_t *backend_devices(struct backend *b) {

@@ -1,11 +1,38 @@
-/* Routing and the endpoints that answer at once: /healthz, /readyz, /methods, and the parsing
- * and validation half of POST /blur, whose image work is queued as a job (job.c). */
+/* Routing and the endpoints that answer at once: /healthz, /readyz, /methods, /metrics, and the
+ * parsing and validation half of POST /blur, whose image work is queued as a job (job.c). */
 #include "api_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+/* A copy of s, or NULL when s is NULL or empty; *oom is set when the copy failed. */
+static char *copy_option(const char *s, int *oom) {
+  char *c = s && *s ? strdup(s) : NULL;
+  if (s && *s && !c) *oom = 1;
+  return c;
+}
+
+/* What the api keeps besides the backend: metrics, the access log, the id seed, key and CORS. */
+static int setup(struct api_ctx *ctx, const struct api_config *cfg, char *err, size_t errlen) {
+  int oom = 0;
+  ctx->log_fd = access_log_open(cfg->access_log, err, errlen);
+  if (ctx->log_fd == -2) return -1;
+  if (getrandom(&ctx->id_seed, sizeof(ctx->id_seed), GRND_NONBLOCK) != sizeof(ctx->id_seed))
+    ctx->id_seed = (uint64_t)time(NULL) << 20 ^ (uint64_t)getpid(); /* entropy not ready yet */
+  ctx->metrics = metrics_new();
+  ctx->api_key = copy_option(cfg->api_key, &oom);
+  ctx->cors = copy_option(cfg->cors_origins, &oom);
+  if (!ctx->metrics || oom) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  return 0;
+}
 
 struct api_ctx *api_new(const struct api_config *cfg, char *err, size_t errlen) {
   struct api_ctx *ctx = calloc(1, sizeof(*ctx));
@@ -14,9 +41,9 @@ struct api_ctx *api_new(const struct api_config *cfg, char *err, size_t errlen) 
     return NULL;
   }
   ctx->cfg = *cfg;
-  ctx->backend = backend_new(cfg, err, errlen);
-  if (!ctx->backend) {
-    free(ctx);
+  ctx->log_fd = -1;
+  if (setup(ctx, cfg, err, errlen) != 0 || !(ctx->backend = backend_new(cfg, err, errlen))) {
+    api_free(ctx);
     return NULL;
   }
   return ctx;
@@ -25,6 +52,10 @@ struct api_ctx *api_new(const struct api_config *cfg, char *err, size_t errlen) 
 void api_free(struct api_ctx *ctx) {
   if (!ctx) return;
   backend_free(ctx->backend);
+  metrics_free(ctx->metrics);
+  access_log_close(ctx->log_fd);
+  free(ctx->api_key);
+  free(ctx->cors);
   free(ctx);
 }
 
@@ -175,25 +206,27 @@ static struct api_response *image_job(struct api_ctx *ctx, const struct api_requ
   return e == API_OK ? NULL : api_error_response(e, msg);
 }
 
-struct route {
-  const char *path;
-  const char *method; /* the HTTP method it takes (GET routes take HEAD too) */
-};
+static const struct route routes[] = {{"/healthz", "GET"}, {"/readyz", "GET"},
+                                      {"/methods", "GET"}, {"/metrics", "GET"},
+                                      {"/blur", "POST"},   {"/convert", "POST"}};
 
-static const struct route routes[] = {{"/healthz", "GET"},
-                                      {"/readyz", "GET"},
-                                      {"/methods", "GET"},
-                                      {"/blur", "POST"},
-                                      {"/convert", "POST"}};
+size_t route_path_len(const char *uri) {
+  const char *q = strchr(uri, '?');
+  return q ? (size_t)(q - uri) : strlen(uri);
+}
+
+const struct route *route_find(const char *uri) {
+  size_t plen = route_path_len(uri);
+  for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
+    if (strlen(routes[i].path) == plen && memcmp(routes[i].path, uri, plen) == 0) return &routes[i];
+  return NULL;
+}
 
 struct api_response *api_handle(struct api_ctx *ctx, const struct api_request *req,
                                 api_done_fn done, void *udata) {
   const char *q = strchr(req->uri, '?');
-  size_t plen = q ? (size_t)(q - req->uri) : strlen(req->uri);
-  const struct route *r = NULL;
-  for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
-    if (strlen(routes[i].path) == plen && memcmp(routes[i].path, req->uri, plen) == 0)
-      r = &routes[i];
+  const struct route *r = route_find(req->uri);
+  if (req->trace) req->trace->endpoint = r ? r->path : NULL;
   if (!r) return api_error_response(API_NOT_FOUND, NULL);
   int get = strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0;
   if (strcmp(req->method, r->method) != 0 && !(get && strcmp(r->method, "GET") == 0)) {
@@ -207,6 +240,7 @@ struct api_response *api_handle(struct api_ctx *ctx, const struct api_request *r
   if (strcmp(r->path, "/healthz") == 0) return healthz();
   if (strcmp(r->path, "/readyz") == 0) return readyz(ctx);
   if (strcmp(r->path, "/methods") == 0) return methods(ctx);
+  if (strcmp(r->path, "/metrics") == 0) return metrics_response(ctx);
   if (api_failed(ctx)) return api_error_response(API_GPU_LOST, NULL);
   return image_job(ctx, req, q ? q + 1 : "", strcmp(r->path, "/convert") == 0, done, udata);
 }

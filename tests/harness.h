@@ -22,8 +22,9 @@ struct http_resp {
   double seconds; /* wall time of the request */
 };
 
-/* Starts blurd with --bind 127.0.0.1 --port 0 and the extra args (NULL-terminated), waits until
- * /healthz answers. Aborts the test on failure. */
+/* Starts blurd with --bind 127.0.0.1 --port 0 --access-log off and the extra args
+ * (NULL-terminated; they may override those), waits until /healthz answers. Aborts the test on
+ * failure. */
 void server_start(struct server *s, const char *const *args);
 /* server_start with extra environment variables ("NAME=value", NULL-terminated). */
 void server_start_env(struct server *s, const char *const *args, const char *const *env);
