@@ -127,6 +127,28 @@ int http_request(const struct server *s, const char *method, const char *path, c
   return rc;
 }
 
+int http_request_h(const struct server *s, const char *method, const char *path,
+                   const char *const *headers, const void *body, size_t len, struct http_resp *r) {
+  char url[1024];
+  struct curl_slist *hl = curl_slist_append(NULL, "Expect:");
+  CURL *c = curl_easy_init();
+  ASSERT(c);
+  snprintf(url, sizeof(url), "%s%s", s->base, path);
+  curl_easy_setopt(c, CURLOPT_URL, url);
+  curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+  if (body) {
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+  }
+  for (int i = 0; headers && headers[i]; i++) hl = curl_slist_append(hl, headers[i]);
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+  if (strcmp(method, "HEAD") == 0) curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+  int rc = perform(c, r);
+  curl_slist_free_all(hl);
+  curl_easy_cleanup(c);
+  return rc;
+}
+
 int http_post_form(const struct server *s, const char *path, const char *field, const void *img,
                    size_t len, const char *params, const char *accept, struct http_resp *r) {
   char url[1024], h[256];

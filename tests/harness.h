@@ -43,6 +43,9 @@ int server_stop(struct server *s, int sig);
  * HTTP response came (connection refused, reset). */
 int http_request(const struct server *s, const char *method, const char *path, const char *ctype,
                  const char *accept, const void *body, size_t len, struct http_resp *r);
+/* http_request with extra request headers ("Name: value", NULL-terminated; may be NULL). */
+int http_request_h(const struct server *s, const char *method, const char *path,
+                   const char *const *headers, const void *body, size_t len, struct http_resp *r);
 /* POST of a multipart form: the image in field (e.g. "image"), params JSON or NULL. */
 int http_post_form(const struct server *s, const char *path, const char *field, const void *img,
                    size_t len, const char *params, const char *accept, struct http_resp *r);
