@@ -169,7 +169,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
   if (!r) return;
   *req_cls = NULL;
   if (r->started && !r->observed) /* no response was sent: the client left, or the body was cut */
-    observe(r, r->too_large && !r->no_memory ? 413 : 499, 0);
+    observe(r, r->no_memory ? 503 : r->too_large ? 413 : 499, 0);
   watch_set(s, conn, INFINITY, 0); /* idle until the next request: the idle timeout applies */
   __atomic_sub_fetch(&s->inflight, 1, __ATOMIC_SEQ_CST);
   api_response_free(r->resp);
