@@ -80,7 +80,7 @@ struct api_header {
 
 struct api_response {
   int status;
-  const char *content_type; /* static string */
+  const char *content_type; /* static string; NULL for a response without a body (204) */
   uint8_t *body;            /* owned, malloc'd; may be NULL when len is 0 */
   size_t len;
   int nheaders;
