@@ -22,6 +22,7 @@
   X(BAD_JSON,            400, "invalid_json",          "The params field is not a valid JSON object.") \
   X(BAD_MULTIPART,       400, "invalid_multipart",     "The multipart/form-data body is malformed.") \
   X(MISSING_IMAGE,       400, "missing_image",         "The request carries no image.")             \
+  X(UNAUTHORIZED,        401, "unauthorized",          "This endpoint needs the API key, as 'Authorization: Bearer KEY' or 'X-API-Key: KEY'.") \
   X(NOT_FOUND,           404, "not_found",             "There is no such endpoint.")                \
   X(METHOD_NOT_ALLOWED,  405, "method_not_allowed",    "This endpoint does not accept that HTTP method.") \
   X(BODY_TOO_LARGE,      413, "body_too_large",        "The request body is larger than the configured limit.") \
@@ -55,19 +56,22 @@ enum api_backend_kind { API_BACKEND_AUTO, API_BACKEND_CPU, API_BACKEND_GPU };
 
 struct api_config {
   enum api_backend_kind backend;
-  int workers;         /* job workers (per GPU with the CUDA backend); 0: one per core */
-  int queue;           /* jobs that may wait for a worker; more get 503 */
-  size_t max_body;     /* bytes */
-  uint64_t max_pixels; /* width*height */
-  uint32_t max_width;  /* pixels */
-  uint32_t max_height; /* pixels */
+  int workers;            /* job workers (per GPU with the CUDA backend); 0: one per core */
+  int queue;              /* jobs that may wait for a worker; more get 503 */
+  size_t max_body;        /* bytes */
+  uint64_t max_pixels;    /* width*height */
+  uint32_t max_width;     /* pixels */
+  uint32_t max_height;    /* pixels */
+  const char *access_log; /* path of the JSON-lines access log; "-": stderr; NULL or "off": none */
+  const char *api_key;    /* requests outside the open routes must carry it; NULL or "": none */
+  const char *cors_origins; /* comma-separated origins allowed by CORS, or "*"; NULL or "": none */
   /* Called once, from a worker, when the GPU fails for good (a sticky CUDA error): the process
    * must stop and be restarted. May be NULL. */
   void (*on_fatal)(void *arg);
   void *on_fatal_arg;
 };
 
-#define API_MAX_HEADERS 8
+#define API_MAX_HEADERS 16
 
 struct api_header {
   char name[32];
@@ -76,11 +80,25 @@ struct api_header {
 
 struct api_response {
   int status;
-  const char *content_type; /* static string */
+  const char *content_type; /* static string; NULL for a response without a body (204) */
   uint8_t *body;            /* owned, malloc'd; may be NULL when len is 0 */
   size_t len;
   int nheaders;
   struct api_header headers[API_MAX_HEADERS];
+};
+
+#define API_REQUEST_ID_MAX 128 /* characters of a request id */
+#define API_TRACE_STAGES   16  /* stage times one request can carry */
+
+/* The api's notes on one request, read back by api_observe for the metrics and the access log.
+ * The server keeps one per request, zeroed, and never looks inside. */
+struct api_trace {
+  const char *endpoint;  /* static route path, NULL for an unknown path ("other") */
+  const char *algorithm; /* static name of the method that ran, NULL when none did */
+  int admitted;          /* api_admit counted the request as in flight */
+  int nstages;
+  const char *stage[API_TRACE_STAGES]; /* static stage names ("decode") */
+  double stage_ms[API_TRACE_STAGES];
 };
 
 struct api_request {
@@ -93,6 +111,21 @@ struct api_request {
   double t_received; /* api_now_ms() when the body was complete */
   double deadline;   /* api_now_ms() past which the answer is 503 deadline_exceeded; 0: none */
   int (*client_gone)(void *udata); /* has the client hung up? (skips the work); may be NULL */
+  const char *authorization;       /* Authorization header, or NULL */
+  const char *api_key;             /* X-API-Key header, or NULL */
+  const char *origin;              /* Origin header, or NULL */
+  const char *cors_method;         /* Access-Control-Request-Method header (preflights), or NULL */
+  const char *id;                  /* the request id (api_request_id), or NULL */
+  const char *remote;              /* the client's address as text, or NULL */
+  double t_start;                  /* api_now_ms() at the request line */
+  struct api_trace *trace;         /* where the api takes notes for api_observe; may be NULL */
+};
+
+/* What the server knows once it has answered (or given up on) a request. */
+struct api_outcome {
+  int status;            /* of the response sent; 499 when the client left before one */
+  size_t request_bytes;  /* body bytes received */
+  size_t response_bytes; /* body bytes of the response */
 };
 
 struct api_ctx;
@@ -108,6 +141,21 @@ const char *api_backend_name(const struct api_ctx *ctx);
 int api_failed(struct api_ctx *ctx);
 /* From now on /readyz answers 503 and new jobs get 503 shutting_down. */
 void api_set_draining(struct api_ctx *ctx);
+
+/* The request id for a request whose X-Request-Id header is given (may be NULL): given itself when
+ * it is 1 to API_REQUEST_ID_MAX printable ASCII characters, else 16 new hex digits, unique in
+ * this process. Writes it to out (API_REQUEST_ID_MAX + 1 bytes). */
+void api_request_id(struct api_ctx *ctx, const char *given, char *out);
+/* Called once the headers are in (req has no body yet; its trace is zeroed): counts the request
+ * as in flight, and returns a response to send at once (401 without the API key, 204 to a CORS
+ * preflight, 404 for a preflight of an unknown path), or NULL to read the body and go on with
+ * api_handle. The caller owns the response. */
+struct api_response *api_admit(struct api_ctx *ctx, const struct api_request *req);
+/* Adds the CORS headers req's Origin earns to resp (every response, from the api or not). */
+void api_finish(struct api_ctx *ctx, const struct api_request *req, struct api_response *resp);
+/* Called once per admitted request when it is answered: counts it in the metrics, records its
+ * stage times and writes its access-log line. */
+void api_observe(struct api_ctx *ctx, const struct api_request *req, const struct api_outcome *o);
 
 typedef void (*api_done_fn)(void *udata, struct api_response *resp);
 

@@ -1,8 +1,9 @@
 /* Internals shared by the files of api/: parameter tables and parsing (params.c), the
  * multipart/form-data parser (multipart.c), the backend with its job queue and workers
  * (backend.c), jobs (job.c), response helpers (response.c), the route table (handler.c), the
- * OpenAPI description built from it (openapi.c) and the demo page's files (web.c). Nothing
- * outside api/ includes this header. */
+ * OpenAPI description built from it (openapi.c), the demo page's files (web.c), metrics
+ * (metrics.c), request ids and the access log (accesslog.c), the API key and CORS (guard.c).
+ * Nothing outside api/ includes this header. */
 #ifndef BLURD_API_INT_H
 #define BLURD_API_INT_H
 
@@ -193,6 +194,10 @@ void backend_free(struct backend *b);
 const char *backend_name(const struct backend *b);
 /* Jobs waiting, jobs running, queue capacity, workers. */
 void backend_stats(struct backend *b, int *queued, int *running, int *capacity, int *workers);
+/* GPU memory of device index dev (0 .. devices-1): bytes the workers' contexts hold, and the
+ * device's used and total bytes (all processes). Returns 0, or -1 when there is no such device
+ * (always for the CPU backend). */
+int backend_gpu_memory(struct backend *b, int dev, size_t *held, size_t *used, size_t *total);
 /* The devices the backend uses, as a JSON array (new reference); empty for the CPU. */
 json_t *backend_devices(struct backend *b);
 /* The backends this build has: "cpu", and "cuda" when compiled with nvcc. */
@@ -218,13 +223,42 @@ struct job_params { /* what an image job does */
 enum api_error job_submit(struct api_ctx *ctx, const struct api_request *req, const uint8_t *image,
                           size_t len, const struct job_params *p, api_done_fn done, void *udata);
 
+/* ---- metrics ---- */
+
+struct metrics;
+
+struct metrics *metrics_new(void);
+void metrics_free(struct metrics *m);
+/* Counts one answered request; endpoint and algorithm are static strings or NULL. */
+void metrics_count(struct metrics *m, const char *endpoint, const char *algorithm, int status);
+/* Records one stage time (ms) of a job; stage is a static string. */
+void metrics_stage(struct metrics *m, const char *stage, double ms);
+/* Requests admitted and not yet answered: delta +1 or -1. */
+void metrics_in_flight(struct metrics *m, int delta);
+/* GET /metrics: the Prometheus text exposition of ctx. */
+struct api_response *metrics_response(struct api_ctx *ctx);
+
+/* ---- the access log ---- */
+
+/* Opens the log that path names (see api_config.access_log). Returns its descriptor, -1 for no
+ * log, or -2 with a sentence in err. */
+int access_log_open(const char *path, char *err, size_t errlen);
+/* Closes fd unless it is stderr or none. */
+void access_log_close(int fd);
+
 /* ---- the context ---- */
 
 struct api_ctx {
   struct api_config cfg;
   struct backend *backend;
-  int draining; /* atomic */
-  int failed;   /* atomic: the GPU is lost */
+  struct metrics *metrics;
+  int log_fd;        /* the access log, or -1 */
+  uint64_t id_seed;  /* random, per process: generated request ids differ between runs */
+  uint64_t id_count; /* request ids generated (atomic) */
+  char *api_key;     /* owned copy, or NULL */
+  char *cors;        /* owned copy of the allowed origins, or NULL */
+  int draining;      /* atomic */
+  int failed;        /* atomic: the GPU is lost */
 };
 
 /* Marks the GPU as lost and tells the server (once). */
@@ -259,6 +293,11 @@ struct route {
 extern const struct route api_routes[];
 extern const int api_nroutes;
 
+/* The route whose path is the path of uri (before any '?'), or NULL. */
+const struct route *route_find(const char *uri);
+/* Length of the path of uri (before any '?'). */
+size_t route_path_len(const char *uri);
+
 /* ---- /openapi.json and the demo page ---- */
 
 /* The OpenAPI 3.1 description of api_routes as a JSON object (new reference), or NULL when out
@@ -282,6 +321,8 @@ struct api_response *web_answer(struct api_ctx *ctx, const struct route *r,
 
 /* ---- responses ---- */
 
+/* A response with no body (204); NULL when out of memory. */
+struct api_response *response_empty(int status);
 /* A response with a JSON body (takes a reference to body's ownership: body is decref'd). */
 struct api_response *response_json(int status, json_t *body);
 /* Base64 (RFC 4648, padded) of data as a new NUL-terminated string, or NULL. */

@@ -110,6 +110,7 @@ struct gpu_shared { /* what every GPU worker shares */
 struct gpu_worker {
   struct gpu_ctx *ctx;
   struct gpu_shared *shared;
+  size_t bytes; /* gpu_ctx_bytes after the last job, for /metrics (atomic) */
 };
 
 static int gpu_worker_new(void *shared, int index, void **state, char *err, size_t errlen) {
@@ -140,9 +141,11 @@ static struct gpu_ctx *gpu_job_ctx(struct gpu_worker *w) {
   return w->ctx;
 }
 
-/* The api's error for a GPU call's status s, and on success its stage times into t. */
-static enum api_error gpu_result(enum gpu_status s, const struct gpu_times *g, int reference,
-                                 struct stage_times *t) {
+/* The api's error for the status s of a GPU call on worker w, and on success its stage times
+ * into t. Notes the device memory w holds, for /metrics. */
+static enum api_error gpu_result(struct gpu_worker *w, enum gpu_status s, const struct gpu_times *g,
+                                 int reference, struct stage_times *t) {
+  __atomic_store_n(&w->bytes, gpu_ctx_bytes(w->ctx), __ATOMIC_RELAXED);
   switch (s) {
   case GPU_OK:
     break;
@@ -163,28 +166,28 @@ static enum api_error gpu_blur_op(void *state, const struct cpu_blur *b,
                                   struct cpu_accuracy *acc, struct stage_times *t) {
   struct gpu_times g;
   enum gpu_status s = gpu_blur(gpu_job_ctx(state), b, src, dst, acc, &g);
-  return gpu_result(s, &g, acc != NULL, t);
+  return gpu_result(state, s, &g, acc != NULL, t);
 }
 
 static enum api_error gpu_variance_op(void *state, const struct cpu_var *v,
                                       const struct cpu_image *src, double *var,
                                       struct stage_times *t) {
   struct gpu_times g;
-  return gpu_result(gpu_variance(gpu_job_ctx(state), v, src, NULL, var, &g), &g, 0, t);
+  return gpu_result(state, gpu_variance(gpu_job_ctx(state), v, src, NULL, var, &g), &g, 0, t);
 }
 
 static enum api_error gpu_contrast_op(void *state, const struct cpu_contrast *c,
                                       const struct cpu_image *src, struct cpu_image *dst,
                                       struct stage_times *t) {
   struct gpu_times g;
-  return gpu_result(gpu_contrast(gpu_job_ctx(state), c, src, dst, &g), &g, 0, t);
+  return gpu_result(state, gpu_contrast(gpu_job_ctx(state), c, src, dst, &g), &g, 0, t);
 }
 
 static enum api_error gpu_convolve_op(void *state, const struct cpu_conv *c,
                                       const struct cpu_image *src, struct cpu_image *dst,
                                       struct stage_times *t) {
   struct gpu_times g;
-  return gpu_result(gpu_convolve(gpu_job_ctx(state), c, src, dst, &g), &g, 0, t);
+  return gpu_result(state, gpu_convolve(gpu_job_ctx(state), c, src, dst, &g), &g, 0, t);
 }
 
 static const char *gpu_worker_name(void *state) {
@@ -370,6 +373,22 @@ void backend_stats(struct backend *b, int *queued, int *running, int *capacity, 
   *capacity = b->cap;
   *workers = b->nworkers;
   pthread_mutex_unlock(&b->mu);
+}
+
+int backend_gpu_memory(struct backend *b, int dev, size_t *held, size_t *used, size_t *total) {
+#ifdef BLURD_CUDA
+  struct gpu_device_info info;
+  if (dev < 0 || dev >= b->ndev || gpu_device_info(dev, &info) != 0) return -1;
+  *held = 0;
+  for (int i = dev; i < b->nworkers; i += b->ndev) /* worker i uses device i % ndev */
+    *held += __atomic_load_n(&((struct gpu_worker *)b->workers[i].state)->bytes, __ATOMIC_RELAXED);
+  *used = info.mem_free ? info.mem_total - info.mem_free : 0;
+  *total = info.mem_total;
+  return 0;
+#else
+  (void)b, (void)dev, (void)held, (void)used, (void)total;
+  return -1;
+#endif
 }
 
 json_t *backend_devices(struct backend *b) {

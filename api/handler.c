@@ -1,13 +1,41 @@
-/* Routing and the endpoints that answer at once: /healthz, /readyz, /methods, /openapi.json, and
- * the parsing and validation half of the image endpoints (POST /blur, /convert, /variance,
- * /contrast, /convolve), whose image work is queued as a job (job.c). The route table at the end is
- * the one list of endpoints: it dispatches requests, and openapi.c describes it. */
+/* Routing and the endpoints that answer at once: /healthz, /readyz, /methods, /metrics,
+ * /openapi.json, and the parsing and validation half of the image endpoints (POST /blur, /convert,
+ * /variance, /contrast, /convolve), whose image work is queued as a job (job.c). The route table
+ * at the end is the one list of endpoints: it dispatches requests, metrics and the access log
+ * name them, and openapi.c describes them. */
 #include "api_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+/* A copy of s, or NULL when s is NULL or empty; *oom is set when the copy failed. */
+static char *copy_option(const char *s, int *oom) {
+  char *c = s && *s ? strdup(s) : NULL;
+  if (s && *s && !c) *oom = 1;
+  return c;
+}
+
+/* What the api keeps besides the backend: metrics, the access log, the id seed, key and CORS. */
+static int setup(struct api_ctx *ctx, const struct api_config *cfg, char *err, size_t errlen) {
+  int oom = 0;
+  ctx->log_fd = access_log_open(cfg->access_log, err, errlen);
+  if (ctx->log_fd == -2) return -1;
+  if (getrandom(&ctx->id_seed, sizeof(ctx->id_seed), GRND_NONBLOCK) != sizeof(ctx->id_seed))
+    ctx->id_seed = (uint64_t)time(NULL) << 20 ^ (uint64_t)getpid(); /* entropy not ready yet */
+  ctx->metrics = metrics_new();
+  ctx->api_key = copy_option(cfg->api_key, &oom);
+  ctx->cors = copy_option(cfg->cors_origins, &oom);
+  if (!ctx->metrics || oom) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  return 0;
+}
 
 struct api_ctx *api_new(const struct api_config *cfg, char *err, size_t errlen) {
   struct api_ctx *ctx = calloc(1, sizeof(*ctx));
@@ -16,9 +44,9 @@ struct api_ctx *api_new(const struct api_config *cfg, char *err, size_t errlen) 
     return NULL;
   }
   ctx->cfg = *cfg;
-  ctx->backend = backend_new(cfg, err, errlen);
-  if (!ctx->backend) {
-    free(ctx);
+  ctx->log_fd = -1;
+  if (setup(ctx, cfg, err, errlen) != 0 || !(ctx->backend = backend_new(cfg, err, errlen))) {
+    api_free(ctx);
     return NULL;
   }
   return ctx;
@@ -27,6 +55,10 @@ struct api_ctx *api_new(const struct api_config *cfg, char *err, size_t errlen) 
 void api_free(struct api_ctx *ctx) {
   if (!ctx) return;
   backend_free(ctx->backend);
+  metrics_free(ctx->metrics);
+  access_log_close(ctx->log_fd);
+  free(ctx->api_key);
+  free(ctx->cors);
   free(ctx);
 }
 
@@ -134,6 +166,11 @@ static void image_methods(json_t *list) {
     json_array_append_new(names, json_string(cpu_conv_names[i]));
   json_object_set_new(e, "kernels", names);
   json_array_append_new(list, e);
+}
+
+static struct api_response *metrics(ROUTE_ARGS) {
+  ROUTE_UNUSED;
+  return metrics_response(ctx);
 }
 
 static struct api_response *methods(ROUTE_ARGS) {
@@ -255,6 +292,9 @@ const struct route api_routes[] = {
      readyz, JOB_NONE},
     {"/methods", "GET", "Every method with its description, accuracy, parameters and backends, "
      "and the configured limits.", NULL, "application/json", 0, methods, JOB_NONE},
+    {"/metrics", "GET", "Prometheus metrics: requests by endpoint, method and status, stage "
+     "latency histograms, queue, in-flight and GPU memory gauges, backend info.", NULL,
+     "text/plain; version=0.0.4; charset=utf-8", 0, metrics, JOB_NONE},
     {"/openapi.json", "GET", "This OpenAPI 3.1 description, generated from the route and "
      "parameter tables.", NULL, "application/json", 0, openapi, JOB_NONE},
     {"/blur", "POST", "Blurs the uploaded PNG or JPEG with a Gaussian of standard deviation "
@@ -279,14 +319,24 @@ const char *api_route(int i, const char **method) {
   return api_routes[i].path;
 }
 
+size_t route_path_len(const char *uri) {
+  const char *q = strchr(uri, '?');
+  return q ? (size_t)(q - uri) : strlen(uri);
+}
+
+const struct route *route_find(const char *uri) {
+  size_t plen = route_path_len(uri);
+  for (int i = 0; i < api_nroutes; i++)
+    if (strlen(api_routes[i].path) == plen && memcmp(api_routes[i].path, uri, plen) == 0)
+      return &api_routes[i];
+  return NULL;
+}
+
 struct api_response *api_handle(struct api_ctx *ctx, const struct api_request *req,
                                 api_done_fn done, void *udata) {
   const char *q = strchr(req->uri, '?');
-  size_t plen = q ? (size_t)(q - req->uri) : strlen(req->uri);
-  const struct route *r = NULL;
-  for (int i = 0; i < api_nroutes; i++)
-    if (strlen(api_routes[i].path) == plen && memcmp(api_routes[i].path, req->uri, plen) == 0)
-      r = &api_routes[i];
+  const struct route *r = route_find(req->uri);
+  if (req->trace) req->trace->endpoint = r ? r->path : NULL;
   if (!r) return api_error_response(API_NOT_FOUND, NULL);
   int get = strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0;
   if (strcmp(req->method, r->method) != 0 && !(get && strcmp(r->method, "GET") == 0)) {

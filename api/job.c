@@ -24,6 +24,7 @@ struct image_job {
   double t_received; /* when the server had the whole body */
   double deadline;   /* api_now_ms() past which the job gives up; 0: none */
   int (*client_gone)(void *udata);
+  struct api_trace *trace; /* the server's notes on the request, or NULL */
   api_done_fn done;
   void *udata;
 };
@@ -357,6 +358,19 @@ static struct api_response *respond(struct image_job *j, const struct codec_imag
   return r;
 }
 
+/* Copies the stage times into the request's trace, for the metrics and the access log; a job that
+ * failed gets its total here. */
+static void note_stages(struct image_job *j, struct timing *t) {
+  const char *names[9];
+  double ms[9];
+  if (!j->trace) return;
+  if (t->total < 0) t->total = api_now_ms() - j->t_received;
+  int n = stages(t, names, ms);
+  for (int i = 0; i < n && i < API_TRACE_STAGES; i++)
+    j->trace->stage[i] = names[i], j->trace->stage_ms[i] = ms[i];
+  j->trace->nstages = n < API_TRACE_STAGES ? n : API_TRACE_STAGES;
+}
+
 static void job_run(struct job *job, struct worker *w) {
   struct image_job *j = (struct image_job *)job;
   struct timing t = {api_now_ms() - job->t_queued, -1, -1, -1, {-1, -1, -1, -1, -1}};
@@ -372,6 +386,8 @@ static void job_run(struct job *job, struct worker *w) {
       e == API_OK ? respond(j, img, &enc, enclen, &res, &t, w->ops->worker_name(w->state))
                   : api_error_response(e, msg);
   if (!r) r = api_error_response(API_OUT_OF_MEMORY, NULL);
+  if (j->trace && res.method) j->trace->algorithm = res.method;
+  note_stages(j, &t);
   free(enc);
   if (j->out_lent) out.pixels = NULL;
   codec_image_free(&out);
@@ -393,6 +409,7 @@ enum api_error job_submit(struct api_ctx *ctx, const struct api_request *req, co
                           .t_received = req->t_received,
                           .deadline = req->deadline,
                           .client_gone = req->client_gone,
+                          .trace = req->trace,
                           .done = done,
                           .udata = udata};
   if (backend_submit(ctx->backend, &j->base) != 0) {

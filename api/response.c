@@ -37,6 +37,12 @@ double api_now_ms(void) {
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+struct api_response *response_empty(int status) {
+  struct api_response *r = calloc(1, sizeof(*r));
+  if (r) r->status = status; /* no content type, no body */
+  return r;
+}
+
 struct api_response *response_json(int status, json_t *body) {
   struct api_response *r = calloc(1, sizeof(*r));
   char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;

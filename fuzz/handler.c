@@ -111,8 +111,8 @@ static int check_response(const struct api_response *resp) {
                  json_is_string(json_object_get(err, "code")) &&
                  json_is_string(json_object_get(err, "message")));
     json_decref(j);
-  } else if (strncmp(resp->content_type, "text/", 5) == 0) { /* the demo page's files */
-    FUZZ_CHECK(resp->status == 200);
+  } else if (strncmp(resp->content_type, "text/", 5) == 0) { /* the demo page, /metrics */
+    FUZZ_CHECK(resp->status == 200 && memchr(resp->body, 0, resp->len) == NULL);
   } else {
     static const struct codec_limits lim = {MAX_SIDE, MAX_SIDE, MAX_PIXELS};
     struct codec_image img;

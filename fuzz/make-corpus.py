@@ -198,6 +198,7 @@ def handler(img):
         "healthz": request("GET", "/healthz"),
         "readyz-head": request("HEAD", "/readyz"),
         "methods": request("GET", "/methods?x=1", "", "application/json"),
+        "metrics": request("GET", "/metrics"),
     }
     for name, data in seeds.items():
         write("handler", name, data)

@@ -1,13 +1,16 @@
 /* libmicrohttpd glue. One struct request per HTTP request, created by the URI log callback (so
  * the raw request target, query string included, is kept as the client sent it) and freed in
- * one place, the request-completed callback. A request whose work is queued suspends its
+ * one place, the request-completed callback. Once the headers are in, the api admits the request
+ * (API key, CORS preflight) before its body is read. A request whose work is queued suspends its
  * connection; the worker's callback stores the response and resumes it, and the next call of
- * the access handler sends it. */
+ * the access handler sends it. Every response carries the request's X-Request-Id and is reported
+ * back to the api (api_observe) for the metrics and the access log. */
 #include "server.h"
 
 #include "../api/api.h"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
 #include <microhttpd.h>
 #include <math.h>
 #include <poll.h>
@@ -116,14 +119,23 @@ struct request {
   char *uri;     /* raw request target */
   uint8_t *body; /* the body so far */
   size_t len, cap;
-  int started;               /* the access handler has seen the headers */
-  int too_large;             /* the body passed max_body: it is dropped, the answer is 413 */
-  int no_memory;             /* the body could not be stored: the answer is 503 */
-  int submitted;             /* handed to the api */
-  pthread_mutex_t mu;        /* guards resp and suspended, shared with the worker */
-  struct api_response *resp; /* the worker's response, not yet sent */
+  int started;                /* the access handler has seen the headers */
+  int too_large;              /* the body passed max_body: it is dropped, the answer is 413 */
+  int no_memory;              /* the body could not be stored: the answer is 503 */
+  int submitted;              /* handed to the api */
+  pthread_mutex_t mu;         /* guards resp and suspended, shared with the worker */
+  struct api_response *resp;  /* the worker's response, not yet sent */
+  struct api_response *early; /* api_admit's answer, sent once the (empty) body is read */
   int suspended;
-  double deadline; /* api_now_ms() by which the response must be ready */
+  double deadline;                 /* api_now_ms() by which the response must be ready */
+  double t_start;                  /* api_now_ms() at the request line */
+  size_t received;                 /* body bytes received, kept or dropped */
+  int observed;                    /* reported to api_observe */
+  struct api_request req;          /* what the api sees: headers from the first call, then body */
+  struct api_trace trace;          /* the api's notes, handed back to api_observe */
+  char method[16];                 /* HTTP method, for the log */
+  char id[API_REQUEST_ID_MAX + 1]; /* X-Request-Id */
+  char remote[INET6_ADDRSTRLEN];   /* the client's address */
 };
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
@@ -133,11 +145,20 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
   r->srv = s;
   r->conn = conn;
   r->uri = strdup(uri ? uri : "/");
-  r->deadline = api_now_ms() + 1e3 * s->cfg.request_timeout_s;
+  r->t_start = api_now_ms();
+  r->deadline = r->t_start + 1e3 * s->cfg.request_timeout_s;
   watch_set(s, conn, r->deadline, 0);
   pthread_mutex_init(&r->mu, NULL);
   __atomic_add_fetch(&s->inflight, 1, __ATOMIC_SEQ_CST);
   return r;
+}
+
+/* Reports the answer to the api, once. */
+static void observe(struct request *r, int status, size_t response_bytes) {
+  if (r->observed) return;
+  r->observed = 1;
+  struct api_outcome o = {status, r->received, response_bytes};
+  api_observe(r->srv->api, &r->req, &o);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
@@ -147,9 +168,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
   (void)toe;
   if (!r) return;
   *req_cls = NULL;
+  if (r->started && !r->observed) /* no response was sent: the client left, or the body was cut */
+    observe(r, r->no_memory ? 503 : r->too_large ? 413 : 499, 0);
   watch_set(s, conn, INFINITY, 0); /* idle until the next request: the idle timeout applies */
   __atomic_sub_fetch(&s->inflight, 1, __ATOMIC_SEQ_CST);
   api_response_free(r->resp);
+  api_response_free(r->early);
   pthread_mutex_destroy(&r->mu);
   free(r->body);
   free(r->uri);
@@ -161,6 +185,8 @@ static enum MHD_Result send_response(struct request *r, struct api_response *res
                       "\"message\":\"The service could not build a response.\"}}";
   struct MHD_Response *m;
   int status = resp ? resp->status : 500;
+  size_t len = resp ? resp->len : sizeof(oom) - 1;
+  api_finish(r->srv->api, &r->req, resp);
   if (resp) {
     m = MHD_create_response_from_buffer(resp->len, resp->body, MHD_RESPMEM_MUST_FREE);
     if (m) resp->body = NULL; /* MHD frees it */
@@ -171,7 +197,9 @@ static enum MHD_Result send_response(struct request *r, struct api_response *res
     api_response_free(resp);
     return MHD_NO;
   }
-  MHD_add_response_header(m, "Content-Type", resp ? resp->content_type : "application/json");
+  if (!resp || resp->content_type)
+    MHD_add_response_header(m, "Content-Type", resp ? resp->content_type : "application/json");
+  MHD_add_response_header(m, "X-Request-Id", r->id);
   for (int i = 0; resp && i < resp->nheaders; i++)
     MHD_add_response_header(m, resp->headers[i].name, resp->headers[i].value);
   if (__atomic_load_n(&r->srv->draining, __ATOMIC_SEQ_CST))
@@ -179,6 +207,7 @@ static enum MHD_Result send_response(struct request *r, struct api_response *res
   enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)status, m);
   MHD_destroy_response(m);
   api_response_free(resp);
+  observe(r, status, len);
   return ret;
 }
 
@@ -214,6 +243,7 @@ static enum MHD_Result too_large(struct request *r) {
 
 static void append(struct request *r, const char *data, size_t n) {
   size_t max = r->srv->cfg.max_body;
+  r->received += n;
   if (r->too_large || n > max - r->len) {
     r->too_large = 1;
     free(r->body);
@@ -237,20 +267,50 @@ static void append(struct request *r, const char *data, size_t n) {
   r->len += n;
 }
 
-/* The body is complete: hand the request to the api. */
-static enum MHD_Result submit(struct request *r, const char *method) {
+/* The client's address as text in r->remote. */
+static void remote_address(struct request *r) {
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+  if (sa && sa->sa_family == AF_INET)
+    inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, r->remote, sizeof(r->remote));
+  else if (sa && sa->sa_family == AF_INET6)
+    inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, r->remote,
+              sizeof(r->remote));
+}
+
+/* The headers are in: fill what the api sees of the request (its body comes in submit). */
+static void begin(struct request *r, const char *method) {
   struct MHD_Connection *c = r->conn;
-  struct api_request req = {method,
-                            r->uri,
-                            MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type"),
-                            MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept"),
-                            r->body,
-                            r->len,
-                            api_now_ms(),
-                            r->deadline,
-                            client_gone};
+#define HEADER(name) MHD_lookup_connection_value(c, MHD_HEADER_KIND, name)
+  snprintf(r->method, sizeof(r->method), "%s", method);
+  api_request_id(r->srv->api, HEADER("X-Request-Id"), r->id);
+  remote_address(r);
+  r->req = (struct api_request){.method = r->method,
+                                .uri = r->uri,
+                                .content_type = HEADER("Content-Type"),
+                                .accept = HEADER("Accept"),
+                                .deadline = r->deadline,
+                                .client_gone = client_gone,
+                                .authorization = HEADER("Authorization"),
+                                .api_key = HEADER("X-API-Key"),
+                                .origin = HEADER("Origin"),
+                                .cors_method = HEADER("Access-Control-Request-Method"),
+                                .id = r->id,
+                                .remote = r->remote,
+                                .t_start = r->t_start,
+                                .trace = &r->trace};
+#undef HEADER
+}
+
+/* The body is complete: hand the request to the api. */
+static enum MHD_Result submit(struct request *r) {
+  struct MHD_Connection *c = r->conn;
+  r->req.body = r->body;
+  r->req.body_len = r->len;
+  r->req.t_received = api_now_ms();
   r->submitted = 1;
-  struct api_response *resp = api_handle(r->srv->api, &req, on_done, r);
+  struct api_response *resp = api_handle(r->srv->api, &r->req, on_done, r);
   if (resp) return send_response(r, resp);
   pthread_mutex_lock(&r->mu);
   resp = r->resp; /* the job may already be done */
@@ -264,17 +324,38 @@ static enum MHD_Result submit(struct request *r, const char *method) {
   return resp ? send_response(r, resp) : MHD_YES;
 }
 
+static enum MHD_Result send_early(struct request *r) {
+  struct api_response *resp = r->early;
+  r->early = NULL;
+  return send_response(r, resp);
+}
+
+/* The first call of the access handler: the headers are in, the body (if any) is not. */
+static enum MHD_Result headers_in(struct request *r, const char *method) {
+  struct MHD_Connection *c = r->conn;
+  r->started = 1;
+  begin(r, method);
+  const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+  r->early = api_admit(r->srv->api, &r->req);
+  /* An answer sent now closes the connection (libmicrohttpd cannot tell where an unread body
+   * ends): when there is no body, it waits for the next call and the connection stays open. */
+  if (r->early && ((cl && strtoull(cl, NULL, 10) > 0) ||
+                   MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding")))
+    return send_early(r);
+  if (!r->early && cl && strtoull(cl, NULL, 10) > r->srv->cfg.max_body) return too_large(r);
+  return MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_size, void **req_cls) {
   struct request *r = *req_cls;
   (void)cls, (void)url, (void)version;
   if (!r) return MHD_NO; /* out of memory in on_uri */
-  if (!r->started) {
-    r->started = 1;
-    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
-    if (cl && strtoull(cl, NULL, 10) > r->srv->cfg.max_body) return too_large(r);
-    return MHD_YES;
+  if (!r->started) return headers_in(r, method);
+  if (*upload_size > 0 && r->early) { /* a body after all (chunked): refuse it unread */
+    *upload_size = 0;
+    return send_early(r);
   }
   if (*upload_size > 0) {
     append(r, upload_data, *upload_size);
@@ -285,8 +366,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (r->too_large || api_now_ms() > r->deadline) return MHD_NO;
     return MHD_YES;
   }
+  if (r->early) return send_early(r);
   if (r->too_large) return too_large(r);
-  if (!r->submitted) return submit(r, method);
+  if (!r->submitted) return submit(r);
   watch_set(r->srv, conn, r->deadline, 0);
   pthread_mutex_lock(&r->mu); /* resumed: the worker left the response */
   struct api_response *resp = r->resp;

@@ -45,6 +45,10 @@ static const struct opt opts[] = {
   {"max-conns-per-ip", "BLURD_MAX_CONNS_PER_IP", OPT_INT,  "64",      1, 100000, "open connections from one IP address"},
   {"drain-timeout",    "BLURD_DRAIN_TIMEOUT",    OPT_INT,  "30",      0, 3600,   "seconds to let requests finish after SIGTERM"},
   {"request-timeout",  "BLURD_REQUEST_TIMEOUT",  OPT_INT,  "60",      1, 3600,   "seconds a request may take from its first line to its response"},
+  {"access-log",       "BLURD_ACCESS_LOG",       OPT_STR,  "-",       0, 0,      "JSON-lines access log: a file, - for stderr, or off"},
+  {"api-key",          "BLURD_API_KEY",          OPT_STR,  "",        0, 0,      "requests (but health, metrics, methods) need this key"},
+  {"api-key-file",     "BLURD_API_KEY_FILE",     OPT_STR,  "",        0, 0,      "read the API key from this file (keeps it out of ps)"},
+  {"cors-origins",     "BLURD_CORS_ORIGINS",     OPT_STR,  "",        0, 0,      "origins allowed by CORS, comma-separated, or *"},
 };
 /* clang-format on */
 
@@ -55,7 +59,7 @@ static void usage(FILE *f) {
              "present).\n\noptions (each also read from its environment variable):\n");
   for (int i = 0; i < NOPTS; i++)
     fprintf(f, "  --%-17s %-23s %s (default %s)\n", opts[i].name, opts[i].env, opts[i].help,
-            opts[i].def);
+            *opts[i].def ? opts[i].def : "none");
   fprintf(f, "  --help                                    print this and exit\n");
 }
 
@@ -134,6 +138,40 @@ static int backend_kind(const char *s, enum api_backend_kind *k) {
   return *k != API_BACKEND_AUTO || strcmp(s, "auto") == 0 ? 0 : -1;
 }
 
+#define KEY_MAX 4096 /* bytes of an API key */
+
+/* The API key from --api-key or --api-key-file (trailing blanks and newlines dropped) into key;
+ * "" when neither is set. Returns 0, or -1 after saying what is wrong. */
+static int read_api_key(const struct config *c, char *key, size_t cap) {
+  const char *text = TEXT(c, "api-key"), *path = TEXT(c, "api-key-file");
+  size_t n = 0;
+  if (*text && *path) {
+    fprintf(stderr, "blurd: give --api-key or --api-key-file, not both\n");
+    return -1;
+  }
+  if (*path) {
+    FILE *f = fopen(path, "r");
+    n = f ? fread(key, 1, cap - 1, f) : 0;
+    if (!f || ferror(f) || !feof(f)) {
+      fprintf(stderr, "blurd: --api-key-file %s: %s\n", path,
+              f ? "not readable, or too long" : strerror(errno));
+      if (f) fclose(f);
+      return -1;
+    }
+    fclose(f);
+  } else {
+    n = strlen(text) < cap ? strlen(text) : 0;
+    memcpy(key, text, n);
+  }
+  while (n > 0 && (key[n - 1] == '\n' || key[n - 1] == '\r' || key[n - 1] == ' ')) n--;
+  key[n] = 0;
+  if ((*text || *path) && (n == 0 || strlen(key) != n)) {
+    fprintf(stderr, "blurd: the API key is empty, too long or holds a NUL byte\n");
+    return -1;
+  }
+  return 0;
+}
+
 static int sigpipe[2] = {-1, -1};
 
 static void on_signal(int sig) {
@@ -176,6 +214,11 @@ int main(int argc, char **argv) {
   ac.max_width = (uint32_t)NUM(&c, "max-width");
   ac.max_height = (uint32_t)NUM(&c, "max-height");
   ac.on_fatal = on_gpu_lost;
+  static char key[KEY_MAX];
+  if (read_api_key(&c, key, sizeof(key)) != 0) return 2;
+  ac.api_key = key;
+  ac.access_log = TEXT(&c, "access-log");
+  ac.cors_origins = TEXT(&c, "cors-origins");
   struct srv_config sc = {TEXT(&c, "bind"),
                           (int)NUM(&c, "port"),
                           (int)NUM(&c, "http-threads"),

@@ -34,8 +34,9 @@ void server_start(struct server *s, const char *const *args) {
 
 void server_start_env(struct server *s, const char *const *args, const char *const *env) {
   const char *bin = getenv("BLURD_BIN") ? getenv("BLURD_BIN") : "build/blurd";
-  const char *argv[64] = {bin, "--bind", "127.0.0.1", "--port", "0"};
-  int argc = 5, fds[2];
+  /* no access log unless a test asks for one (a later flag wins), to keep test output short */
+  const char *argv[64] = {bin, "--bind", "127.0.0.1", "--port", "0", "--access-log", "off"};
+  int argc = 7, fds[2];
   for (int i = 0; args && args[i] && argc < 63; i++) argv[argc++] = args[i];
   argv[argc] = NULL;
   ASSERT(pipe(fds) == 0);
@@ -118,6 +119,28 @@ int http_request(const struct server *s, const char *method, const char *path, c
   hl = curl_slist_append(hl, ctype ? h1 : "Content-Type:");
   if (accept) snprintf(h2, sizeof(h2), "Accept: %s", accept), hl = curl_slist_append(hl, h2);
   hl = curl_slist_append(hl, "Expect:");
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+  if (strcmp(method, "HEAD") == 0) curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+  int rc = perform(c, r);
+  curl_slist_free_all(hl);
+  curl_easy_cleanup(c);
+  return rc;
+}
+
+int http_request_h(const struct server *s, const char *method, const char *path,
+                   const char *const *headers, const void *body, size_t len, struct http_resp *r) {
+  char url[1024];
+  struct curl_slist *hl = curl_slist_append(NULL, "Expect:");
+  CURL *c = curl_easy_init();
+  ASSERT(c);
+  snprintf(url, sizeof(url), "%s%s", s->base, path);
+  curl_easy_setopt(c, CURLOPT_URL, url);
+  curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+  if (body) {
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+  }
+  for (int i = 0; headers && headers[i]; i++) hl = curl_slist_append(hl, headers[i]);
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
   if (strcmp(method, "HEAD") == 0) curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
   int rc = perform(c, r);

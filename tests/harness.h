@@ -22,8 +22,9 @@ struct http_resp {
   double seconds; /* wall time of the request */
 };
 
-/* Starts blurd with --bind 127.0.0.1 --port 0 and the extra args (NULL-terminated), waits until
- * /healthz answers. Aborts the test on failure. */
+/* Starts blurd with --bind 127.0.0.1 --port 0 --access-log off and the extra args
+ * (NULL-terminated; they may override those), waits until /healthz answers. Aborts the test on
+ * failure. */
 void server_start(struct server *s, const char *const *args);
 /* server_start with extra environment variables ("NAME=value", NULL-terminated). */
 void server_start_env(struct server *s, const char *const *args, const char *const *env);
@@ -42,6 +43,9 @@ int server_stop(struct server *s, int sig);
  * HTTP response came (connection refused, reset). */
 int http_request(const struct server *s, const char *method, const char *path, const char *ctype,
                  const char *accept, const void *body, size_t len, struct http_resp *r);
+/* http_request with extra request headers ("Name: value", NULL-terminated; may be NULL). */
+int http_request_h(const struct server *s, const char *method, const char *path,
+                   const char *const *headers, const void *body, size_t len, struct http_resp *r);
 /* POST of a multipart form: the image in field (e.g. "image"), params JSON or NULL. */
 int http_post_form(const struct server *s, const char *path, const char *field, const void *img,
                    size_t len, const char *params, const char *accept, struct http_resp *r);

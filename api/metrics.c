@@ -1,0 +1,273 @@
+/* Metrics: the counters, histograms and gauges behind GET /metrics, in the Prometheus text
+ * exposition format 0.0.4. Answered requests are counted by (endpoint, method, status) and job
+ * stage times land in one histogram per stage name. Both tables are fixed arrays whose slots are
+ * claimed with compare-and-swap on first use, so recording takes no lock and allocates nothing,
+ * and a new endpoint, algorithm or stage gets its series without a line of code here: the names
+ * come from the route table and the jobs (api_trace). Gauges (queue, workers, in flight, GPU
+ * memory, backend) are read when /metrics is rendered. */
+#include "api_int.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define LABELS      64   /* distinct endpoint and algorithm names */
+#define SERIES      1024 /* distinct (endpoint, method, status) */
+#define STAGES      24   /* distinct stage names */
+#define MAX_DEVICES 16   /* GPUs listed */
+
+/* Upper bounds of the stage histograms' buckets, in seconds (+Inf follows). */
+static const double bucket_le[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                   0.25,   0.5,   1,      2.5,   5,    10,    30,   60};
+#define NBUCKETS (sizeof(bucket_le) / sizeof(bucket_le[0]) + 1)
+
+struct histogram {
+  uint64_t bucket[NBUCKETS]; /* observations per bucket, not cumulative (atomic) */
+  uint64_t sum_ns;           /* sum of the observations (atomic) */
+};
+
+struct metrics {
+  const char *label[LABELS]; /* interned endpoint and algorithm names (atomic) */
+  uint32_t key[SERIES];      /* (endpoint+1) << 24 | (method+1) << 16 | status; 0: free (atomic) */
+  uint64_t count[SERIES];    /* requests of the series in key (atomic) */
+  const char *stage[STAGES]; /* stage names, interned (atomic) */
+  struct histogram hist[STAGES];
+  uint64_t dropped;  /* observations that found no free slot (atomic) */
+  int in_flight;     /* admitted requests not yet answered (atomic) */
+  double start_time; /* Unix time of metrics_new */
+};
+
+struct metrics *metrics_new(void) {
+  struct metrics *m = calloc(1, sizeof(*m));
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  if (m) m->start_time = ts.tv_sec + ts.tv_nsec / 1e9;
+  return m;
+}
+
+void metrics_free(struct metrics *m) {
+  free(m);
+}
+
+/* The index of name in slot[0..n), claiming a free slot for it; -1 when all are taken. */
+static int intern(const char **slot, int n, const char *name) {
+  for (int i = 0; i < n; i++) {
+    const char *p = __atomic_load_n(&slot[i], __ATOMIC_ACQUIRE);
+    if (!p &&
+        __atomic_compare_exchange_n(&slot[i], &p, name, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+      return i;
+    if (p == name || strcmp(p, name) == 0) return i; /* p: the name another thread stored */
+  }
+  return -1;
+}
+
+/* The counter of series key, claiming a slot for it (open addressing); NULL when full. */
+static uint64_t *series(struct metrics *m, uint32_t key) {
+  uint32_t h = (key * 2654435761u) % SERIES;
+  for (uint32_t i = 0; i < SERIES; i++) {
+    uint32_t s = (h + i) % SERIES, cur = __atomic_load_n(&m->key[s], __ATOMIC_ACQUIRE);
+    if (cur == 0 &&
+        __atomic_compare_exchange_n(&m->key[s], &cur, key, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+      return &m->count[s];
+    if (cur == key) return &m->count[s];
+  }
+  return NULL;
+}
+
+void metrics_count(struct metrics *m, const char *endpoint, const char *algorithm, int status) {
+  int e = intern(m->label, LABELS, endpoint ? endpoint : "other");
+  int a = intern(m->label, LABELS, algorithm ? algorithm : "none");
+  uint64_t *c =
+      e < 0 || a < 0 || status < 0 || status > 999
+          ? NULL
+          : series(m, (uint32_t)(e + 1) << 24 | (uint32_t)(a + 1) << 16 | (uint32_t)status);
+  __atomic_add_fetch(c ? c : &m->dropped, 1, __ATOMIC_RELAXED);
+}
+
+void metrics_stage(struct metrics *m, const char *stage, double ms) {
+  int s = intern(m->stage, STAGES, stage);
+  if (s < 0 || !(ms >= 0)) {
+    __atomic_add_fetch(&m->dropped, 1, __ATOMIC_RELAXED);
+    return;
+  }
+  size_t b = 0;
+  while (b < NBUCKETS - 1 && ms / 1e3 > bucket_le[b]) b++;
+  __atomic_add_fetch(&m->hist[s].bucket[b], 1, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&m->hist[s].sum_ns, (uint64_t)(ms * 1e6 + 0.5), __ATOMIC_RELAXED);
+}
+
+void metrics_in_flight(struct metrics *m, int delta) {
+  __atomic_add_fetch(&m->in_flight, delta, __ATOMIC_RELAXED);
+}
+
+/* ---- rendering ---- */
+
+struct text { /* a growing string */
+  char *p;
+  size_t len, cap;
+  int oom;
+};
+
+static void put(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void put(struct text *t, const char *fmt, ...) {
+  va_list ap;
+  for (int pass = 0; pass < 2 && !t->oom; pass++) {
+    va_start(ap, fmt);
+    int n = vsnprintf(t->p + t->len, t->cap - t->len, fmt, ap);
+    va_end(ap);
+    if (n < 0) t->oom = 1;
+    if (n < 0 || (size_t)n < t->cap - t->len) {
+      t->len += n > 0 ? (size_t)n : 0;
+      return;
+    }
+    size_t cap = (t->cap + (size_t)n + 1) * 2;
+    char *p = realloc(t->p, cap);
+    if (!p) t->oom = 1;
+    if (p) t->p = p, t->cap = cap;
+  }
+}
+
+/* A label value with '\\', '"' and newlines escaped, as the format wants. */
+static void put_label(struct text *t, const char *v) {
+  for (; *v; v++) {
+    if (*v == '\\' || *v == '"')
+      put(t, "\\%c", *v);
+    else if (*v == '\n')
+      put(t, "\\n");
+    else
+      put(t, "%c", *v);
+  }
+}
+
+static void put_family(struct text *t, const char *name, const char *type, const char *help) {
+  put(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void render_requests(struct text *t, struct metrics *m) {
+  put_family(t, "blurd_requests_total", "counter",
+             "Requests answered, by endpoint (the route, or other), method (the algorithm that "
+             "ran, or none) and HTTP status.");
+  for (int s = 0; s < SERIES; s++) {
+    uint32_t key = __atomic_load_n(&m->key[s], __ATOMIC_ACQUIRE);
+    if (!key) continue;
+    put(t, "blurd_requests_total{endpoint=\"");
+    put_label(t, __atomic_load_n(&m->label[(key >> 24) - 1], __ATOMIC_ACQUIRE));
+    put(t, "\",method=\"");
+    put_label(t, __atomic_load_n(&m->label[((key >> 16) & 0xff) - 1], __ATOMIC_ACQUIRE));
+    put(t, "\",status=\"%u\"} %llu\n", key & 0xffff,
+        (unsigned long long)__atomic_load_n(&m->count[s], __ATOMIC_RELAXED));
+  }
+}
+
+/* One histogram; the count is the sum of the buckets, so +Inf always equals _count. */
+static void render_histogram(struct text *t, const char *stage, const struct histogram *h) {
+  uint64_t cum = 0;
+  for (size_t b = 0; b < NBUCKETS; b++) {
+    cum += __atomic_load_n(&h->bucket[b], __ATOMIC_RELAXED);
+    put(t, "blurd_stage_seconds_bucket{stage=\"");
+    put_label(t, stage);
+    if (b < NBUCKETS - 1)
+      put(t, "\",le=\"%g\"} %llu\n", bucket_le[b], (unsigned long long)cum);
+    else
+      put(t, "\",le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+  }
+  put(t, "blurd_stage_seconds_sum{stage=\"");
+  put_label(t, stage);
+  put(t, "\"} %.9f\n", __atomic_load_n(&h->sum_ns, __ATOMIC_RELAXED) / 1e9);
+  put(t, "blurd_stage_seconds_count{stage=\"");
+  put_label(t, stage);
+  put(t, "\"} %llu\n", (unsigned long long)cum);
+}
+
+static void render_stages(struct text *t, struct metrics *m) {
+  put_family(t, "blurd_stage_seconds", "histogram",
+             "Time image jobs spent in each stage (the names of Server-Timing).");
+  for (int s = 0; s < STAGES; s++) {
+    const char *name = __atomic_load_n(&m->stage[s], __ATOMIC_ACQUIRE);
+    if (name) render_histogram(t, name, &m->hist[s]);
+  }
+}
+
+static void put_gauge(struct text *t, const char *name, const char *help, double v) {
+  put_family(t, name, "gauge", help);
+  put(t, "%s %.17g\n", name, v);
+}
+
+static void render_gauges(struct text *t, struct api_ctx *ctx) {
+  int queued, running, cap, workers;
+  backend_stats(ctx->backend, &queued, &running, &cap, &workers);
+  int ready = !api_failed(ctx) && !__atomic_load_n(&ctx->draining, __ATOMIC_SEQ_CST);
+  put_gauge(t, "blurd_queue_depth", "Jobs waiting for a worker.", queued);
+  put_gauge(t, "blurd_queue_capacity", "Jobs that may wait for a worker.", cap);
+  put_gauge(t, "blurd_jobs_running", "Jobs on a worker now.", running);
+  put_gauge(t, "blurd_workers", "Job workers.", workers);
+  put_gauge(t, "blurd_in_flight", "Requests being handled (headers read, not yet answered).",
+            __atomic_load_n(&ctx->metrics->in_flight, __ATOMIC_RELAXED));
+  put_gauge(t, "blurd_ready", "1 while /readyz answers 200.", ready && workers > 0);
+  put_gauge(t, "blurd_start_time_seconds", "Unix time the process started.",
+            ctx->metrics->start_time);
+  put_family(t, "blurd_metrics_dropped_total", "counter",
+             "Observations not recorded because a metrics table was full.");
+  put(t, "blurd_metrics_dropped_total %llu\n",
+      (unsigned long long)__atomic_load_n(&ctx->metrics->dropped, __ATOMIC_RELAXED));
+}
+
+/* GPU memory by device, only with the CUDA backend. */
+static void render_gpu(struct text *t, struct api_ctx *ctx) {
+  size_t held[MAX_DEVICES], used[MAX_DEVICES], total[MAX_DEVICES];
+  int n = 0;
+  while (n < MAX_DEVICES && backend_gpu_memory(ctx->backend, n, &held[n], &used[n], &total[n]) == 0)
+    n++;
+  if (n == 0) return;
+  static const char *const names[] = {"blurd_gpu_memory_used_bytes",
+                                      "blurd_gpu_device_memory_used_bytes",
+                                      "blurd_gpu_device_memory_total_bytes"};
+  static const char *const help[] = {
+      "Device memory the workers' CUDA contexts hold (buffers grow to the largest image).",
+      "Device memory in use on the GPU, by every process (total minus free).",
+      "Device memory of the GPU."};
+  const size_t *v[] = {held, used, total};
+  for (int k = 0; k < 3; k++) {
+    put_family(t, names[k], "gauge", help[k]);
+    for (int d = 0; d < n; d++) put(t, "%s{device=\"%d\"} %zu\n", names[k], d, v[k][d]);
+  }
+}
+
+static void render_info(struct text *t, struct api_ctx *ctx) {
+  put_family(t, "blurd_backend_info", "gauge", "The backend that runs the jobs (always 1).");
+  put(t, "blurd_backend_info{backend=\"");
+  put_label(t, backend_name(ctx->backend));
+  put(t, "\"} 1\n");
+  put_family(t, "blurd_build_info", "gauge",
+             "The backends compiled in and the compiler (always 1).");
+#ifdef BLURD_CUDA
+  put(t, "blurd_build_info{backends=\"cpu,cuda\",compiler=\"");
+#else
+  put(t, "blurd_build_info{backends=\"cpu\",compiler=\"");
+#endif
+  put_label(t, __VERSION__);
+  put(t, "\"} 1\n");
+}
+
+struct api_response *metrics_response(struct api_ctx *ctx) {
+  struct text t = {malloc(16384), 0, 16384, 0};
+  t.oom = !t.p;
+  render_requests(&t, ctx->metrics);
+  render_stages(&t, ctx->metrics);
+  render_gauges(&t, ctx);
+  render_gpu(&t, ctx);
+  render_info(&t, ctx);
+  struct api_response *r = t.oom ? NULL : calloc(1, sizeof(*r));
+  if (!r) {
+    free(t.p);
+    return api_error_response(API_OUT_OF_MEMORY, NULL);
+  }
+  r->status = 200;
+  r->content_type = "text/plain; version=0.0.4; charset=utf-8";
+  r->body = (uint8_t *)t.p;
+  r->len = t.len;
+  return r;
+}
