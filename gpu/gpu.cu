@@ -347,25 +347,20 @@ enum gpu_status gpu_blur(struct gpu_ctx *ctx, const struct cpu_blur *b, const st
   return GPU_OK;
 }
 
-int cmp_double(const void *a, const void *b) {
+static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
 }
 
-enum gpu_status gpu_bench(struct gpu_ctx *ctx, const struct cpu_blur *b,
-                          const struct cpu_image *src, int reps, double *ms) {
-  size_t bytes = cpu_image_bytes(src);
+enum gpu_status bench_median(struct gpu_ctx *ctx, int warmups, int reps,
+                             enum gpu_status (*run)(struct gpu_ctx *ctx, const void *arg),
+                             const void *arg, double *ms) {
   double *times = (double *)calloc((size_t)reps, sizeof(double));
   if (!times) return GPU_NO_MEMORY;
-  CUDA_TRY(ctx, cudaSetDevice(ctx->dev));
-  enum gpu_status st = grow_images(ctx, bytes);
-  if (st == GPU_OK)
-    st =
-        status_of(ctx, cudaMemcpyAsync(ctx->d_in, src->data, bytes, cudaMemcpyHostToDevice, ctx->s),
-                  "upload");
-  for (int i = -2; st == GPU_OK && i < reps; i++) { /* two warm-up runs */
+  enum gpu_status st = GPU_OK;
+  for (int i = -warmups; st == GPU_OK && i < reps; i++) {
     st = status_of(ctx, cudaEventRecord(ctx->ev[EV_UPLOADED], ctx->s), "event");
-    if (st == GPU_OK) st = run_method(ctx, b, src);
+    if (st == GPU_OK) st = run(ctx, arg);
     if (st == GPU_OK) st = status_of(ctx, cudaEventRecord(ctx->ev[EV_FILTERED], ctx->s), "event");
     if (st == GPU_OK) st = status_of(ctx, cudaEventSynchronize(ctx->ev[EV_FILTERED]), "kernels");
     if (st == GPU_OK && i >= 0) times[i] = elapsed(ctx, EV_UPLOADED, EV_FILTERED);
@@ -376,6 +371,29 @@ enum gpu_status gpu_bench(struct gpu_ctx *ctx, const struct cpu_blur *b,
   }
   free(times);
   return st;
+}
+
+struct blur_run { /* the arguments of run_method, for bench_median */
+  const struct cpu_blur *b;
+  const struct cpu_image *src;
+};
+
+static enum gpu_status run_blur(struct gpu_ctx *ctx, const void *arg) {
+  const struct blur_run *r = (const struct blur_run *)arg;
+  return run_method(ctx, r->b, r->src);
+}
+
+enum gpu_status gpu_bench(struct gpu_ctx *ctx, const struct cpu_blur *b,
+                          const struct cpu_image *src, int reps, double *ms) {
+  size_t bytes = cpu_image_bytes(src);
+  struct blur_run r = {b, src};
+  CUDA_TRY(ctx, cudaSetDevice(ctx->dev));
+  enum gpu_status st = grow_images(ctx, bytes);
+  if (st == GPU_OK)
+    st =
+        status_of(ctx, cudaMemcpyAsync(ctx->d_in, src->data, bytes, cudaMemcpyHostToDevice, ctx->s),
+                  "upload");
+  return st == GPU_OK ? bench_median(ctx, 2, reps, run_blur, &r, ms) : st; /* two warm-ups */
 }
 
 /* The GPU rule for `auto`, from docs/gpu_bench.md (H200): separable (58.9 dB) is the fastest

@@ -64,15 +64,18 @@ enum gpu_status grow_host(struct gpu_ctx *ctx, size_t need);
 enum gpu_status grow_images(struct gpu_ctx *ctx, size_t bytes);
 /* Milliseconds between events a and b of ctx, or -1. */
 double elapsed(const struct gpu_ctx *ctx, int a, int b);
-/* qsort comparison of doubles. */
-int cmp_double(const void *a, const void *b);
+/* For the benchmarks: runs run(ctx, arg) warmups times, then reps times between CUDA events, and
+ * stores the median time in *ms. */
+enum gpu_status bench_median(struct gpu_ctx *ctx, int warmups, int reps,
+                             enum gpu_status (*run)(struct gpu_ctx *ctx, const void *arg),
+                             const void *arg, double *ms);
 
 static inline unsigned div_up(unsigned a, unsigned b) {
   return (a + b - 1) / b;
 }
 
-struct packed {    /* an interleaved 8- or 16-bit image on the device */
-  void *p;         /* width*height*c samples */
+struct packed { /* an interleaved 8- or 16-bit image on the device */
+  void *p;      /* width*height*c samples */
   int w, h, c, depth;
 };
 
@@ -82,9 +85,7 @@ static inline packed packed_of(void *p, const struct cpu_image *img) {
 }
 
 /* 4 lanes, one per channel (alpha, when there is one, is lane c-1; unused lanes stay 0). */
-template <class R> struct v4 {
-  R l[4];
-};
+template <class R> struct v4 { R l[4]; };
 
 template <class R> __device__ __forceinline__ v4<R> v4_zero() {
   v4<R> v = {{0, 0, 0, 0}};
@@ -129,8 +130,8 @@ template <class R> __device__ __forceinline__ v4<R> load_px(const packed &im, in
 }
 
 /* Stores 4 lanes into pixel (x, y): colour divided by alpha, rounded half up, clamped. */
-template <class R> __device__ __forceinline__ void store_px(const packed &im, int x, int y,
-                                                            const v4<R> &v) {
+template <class R>
+__device__ __forceinline__ void store_px(const packed &im, int x, int y, const v4<R> &v) {
   R max = (R)((1 << im.depth) - 1);
   size_t i = ((size_t)y * im.w + x) * im.c;
   int alpha = im.c == 2 || im.c == 4;
@@ -177,8 +178,8 @@ template <class R> __device__ __forceinline__ v4<R> load_mid(const mid &m, int x
   return v;
 }
 
-template <class R> __device__ __forceinline__ void store_mid(const mid &m, int x, int y,
-                                                             const v4<R> &v) {
+template <class R>
+__device__ __forceinline__ void store_mid(const mid &m, int x, int y, const v4<R> &v) {
   size_t i = (size_t)y * m.w + x;
   if (m.half) {
     __half2 a = __floats2half2_rn((float)v.l[0], (float)v.l[1]);
@@ -206,8 +207,8 @@ template <class R> __device__ __forceinline__ v4<R> pass_load(const pass_io &io,
   return io.vertical ? load_mid<R>(io.m, line, i) : load_px<R>(io.img, i, line);
 }
 
-template <class R> __device__ __forceinline__ void pass_store(const pass_io &io, int line, int i,
-                                                              const v4<R> &v) {
+template <class R>
+__device__ __forceinline__ void pass_store(const pass_io &io, int line, int i, const v4<R> &v) {
   if (io.vertical)
     store_px<R>(io.img, line, i, v);
   else
@@ -226,22 +227,21 @@ cudaError_t launch_fir(int variant, packed in, packed out, const uint32_t *d_a, 
                        cudaStream_t s);
 
 /* Separable FIR through shared memory, weights d_w[0..r] in R precision. */
-cudaError_t launch_separable(packed in, packed out, mid m, const float *d_w, int r,
-                             cudaStream_t s);
+cudaError_t launch_separable(packed in, packed out, mid m, const float *d_w, int r, cudaStream_t s);
 
 /* The exact reference in double and the error of out against it: d_stats[0] += sum of squared
  * errors, d_stats[1] = max(d_stats[1], largest error) (as a positive double's bits). */
 cudaError_t launch_reference(packed in, packed out, void *d_ref, const double *d_w, int r,
                              double *d_stats, cudaStream_t s);
 
-struct rec_params {          /* everything the recursive kernels need, passed by value */
-  double b, a[3], m[3][3];   /* Young-van Vliet */
+struct rec_params {        /* everything the recursive kernels need, passed by value */
+  double b, a[3], m[3][3]; /* Young-van Vliet */
   double d_a[5], d_bc[4], d_ba[5], d_gc, d_ga; /* Deriche */
-  int radius;                /* yvv2way: the centre pixel's FIR radius */
-  double w[64];              /* yvv2way: its kernel, when radius < 64 */
-  const double *d_w;         /* yvv2way: its kernel in device memory otherwise */
-  double bt[3][3], bc[3][3], bta[3][3]; /* yvv_blocked carry matrices (cpu_yvv_blocked) */
-  double mp[3][32], me[3][32]; /* yvv_blocked: zero-state carries as dot products */
+  int radius;                                  /* yvv2way: the centre pixel's FIR radius */
+  double w[64];                                /* yvv2way: its kernel, when radius < 64 */
+  const double *d_w;                           /* yvv2way: its kernel in device memory otherwise */
+  double bt[3][3], bc[3][3], bta[3][3];        /* yvv_blocked carry matrices (cpu_yvv_blocked) */
+  double mp[3][32], me[3][32];                 /* yvv_blocked: zero-state carries as dot products */
 };
 
 enum rec_kind { REC_YVV, REC_YVV2WAY, REC_DERICHE, REC_YVV_BLOCKED };
@@ -252,7 +252,7 @@ cudaError_t launch_recursive(enum rec_kind kind, const rec_params &p, int use_do
                              packed out, mid m, float4 *d_tmp, void *d_carry, cudaStream_t s);
 
 /* yvv_blocked's block length in samples (float, double) and the bytes its carries need. */
-#define BLOCKED_B_FLOAT 32
+#define BLOCKED_B_FLOAT  32
 #define BLOCKED_B_DOUBLE 16
 size_t blocked_carry_bytes(int w, int h, int use_double);
 

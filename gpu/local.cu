@@ -134,31 +134,28 @@ enum gpu_status gpu_variance(struct gpu_ctx *ctx, const struct cpu_var *v,
   return GPU_OK;
 }
 
+struct var_run { /* the arguments of run_variance, for bench_median */
+  const struct cpu_var *v;
+  const struct cpu_image *src;
+};
+
+static enum gpu_status run_var(struct gpu_ctx *ctx, const void *arg) {
+  const struct var_run *r = (const struct var_run *)arg;
+  return run_variance(ctx, r->v, r->src, 0);
+}
+
 enum gpu_status gpu_variance_bench(struct gpu_ctx *ctx, const struct cpu_var *v,
                                    const struct cpu_image *src, int reps, double *ms) {
   enum gpu_status st = check_var(ctx, v, src);
   if (st != GPU_OK || reps < 1) return st != GPU_OK ? st : refuse(ctx, "reps < 1");
-  double *times = (double *)calloc((size_t)reps, sizeof(double));
-  if (!times) return GPU_NO_MEMORY;
   size_t bytes = cpu_image_bytes(src);
+  struct var_run r = {v, src};
   st = status_of(ctx, cudaSetDevice(ctx->dev), "device");
   if (st == GPU_OK) st = grow(ctx, &ctx->d_in, &ctx->in_cap, bytes);
   if (st == GPU_OK)
     st = status_of(ctx, cudaMemcpy(ctx->d_in, src->data, bytes, cudaMemcpyHostToDevice), "upload");
   /* two warm-up runs; one when a single timed run is asked for (a slow case: seconds) */
-  for (int i = reps > 1 ? -2 : -1; st == GPU_OK && i < reps; i++) {
-    st = status_of(ctx, cudaEventRecord(ctx->ev[EV_UPLOADED], ctx->s), "event");
-    if (st == GPU_OK) st = run_variance(ctx, v, src, 0);
-    if (st == GPU_OK) st = status_of(ctx, cudaEventRecord(ctx->ev[EV_FILTERED], ctx->s), "event");
-    if (st == GPU_OK) st = status_of(ctx, cudaEventSynchronize(ctx->ev[EV_FILTERED]), "kernels");
-    if (st == GPU_OK && i >= 0) times[i] = elapsed(ctx, EV_UPLOADED, EV_FILTERED);
-  }
-  if (st == GPU_OK) {
-    qsort(times, (size_t)reps, sizeof(double), cmp_double);
-    *ms = times[reps / 2];
-  }
-  free(times);
-  return st;
+  return st == GPU_OK ? bench_median(ctx, reps > 1 ? 2 : 1, reps, run_var, &r, ms) : st;
 }
 
 /* Hands the image in h_out to dst: copied, or lent when dst->data is NULL (as gpu_blur). */

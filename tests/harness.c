@@ -5,6 +5,8 @@
 
 #include <arpa/inet.h>
 #include <curl/curl.h>
+#include <jansson.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -104,27 +106,11 @@ static int perform(CURL *c, struct http_resp *r) {
 
 int http_request(const struct server *s, const char *method, const char *path, const char *ctype,
                  const char *accept, const void *body, size_t len, struct http_resp *r) {
-  char url[1024], h1[256], h2[256];
-  struct curl_slist *hl = NULL;
-  CURL *c = curl_easy_init();
-  ASSERT(c);
-  snprintf(url, sizeof(url), "%s%s", s->base, path);
-  curl_easy_setopt(c, CURLOPT_URL, url);
-  curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-  if (body) {
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-  }
-  snprintf(h1, sizeof(h1), "Content-Type: %s", ctype ? ctype : "");
-  hl = curl_slist_append(hl, ctype ? h1 : "Content-Type:");
-  if (accept) snprintf(h2, sizeof(h2), "Accept: %s", accept), hl = curl_slist_append(hl, h2);
-  hl = curl_slist_append(hl, "Expect:");
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
-  if (strcmp(method, "HEAD") == 0) curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-  int rc = perform(c, r);
-  curl_slist_free_all(hl);
-  curl_easy_cleanup(c);
-  return rc;
+  char h1[256], h2[256];
+  const char *headers[3] = {"Content-Type:", NULL, NULL};
+  if (ctype) snprintf(h1, sizeof(h1), "Content-Type: %s", ctype), headers[0] = h1;
+  if (accept) snprintf(h2, sizeof(h2), "Accept: %s", accept), headers[1] = h2;
+  return http_request_h(s, method, path, headers, body, len, r);
 }
 
 int http_request_h(const struct server *s, const char *method, const char *path,
@@ -255,4 +241,22 @@ double wait_closed(int fd, double timeout_s) {
       if (n <= 0) return el; /* EOF or reset: closed */
     }
   }
+}
+
+double http_header_num(const struct http_resp *r, const char *name) {
+  char buf[384];
+  if (!http_header(r, name, buf, sizeof(buf))) TEST_FAIL("no %s header", name);
+  return strcmp(buf, "inf") == 0 ? INFINITY : atof(buf);
+}
+
+void http_expect_error(const struct http_resp *r, long status, const char *code) {
+  if (r->status != status)
+    TEST_FAIL("status %ld, expected %ld; body %.300s", r->status, status, r->body);
+  json_t *j = json_loads(r->body, 0, NULL);
+  ASSERT(j);
+  json_t *e = json_object_get(j, "error");
+  ASSERT_INT(json_integer_value(json_object_get(e, "status")), ==, status);
+  ASSERT_STR(json_string_value(json_object_get(e, "code")), code);
+  ASSERT(strlen(json_string_value(json_object_get(e, "message"))) > 10);
+  json_decref(j);
 }

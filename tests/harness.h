@@ -51,6 +51,10 @@ int http_post_form(const struct server *s, const char *path, const char *field, 
                    size_t len, const char *params, const char *accept, struct http_resp *r);
 /* Value of header name (case-insensitive) copied to buf, or NULL. */
 const char *http_header(const struct http_resp *r, const char *name, char *buf, size_t n);
+/* Header name of r as a number ("inf" is INFINITY); fails the test when it is missing. */
+double http_header_num(const struct http_resp *r, const char *name);
+/* Asserts that r is the JSON error body of this status and code, with a message. */
+void http_expect_error(const struct http_resp *r, long status, const char *code);
 void http_resp_free(struct http_resp *r);
 
 struct http_buf { /* a growing NUL-terminated buffer */

@@ -35,25 +35,6 @@ static void decode_body(const struct http_resp *r, struct codec_image *img) {
   if (st != CODEC_OK) TEST_FAIL("response body is not an image: %s", msg);
 }
 
-static double header_num(const struct http_resp *r, const char *name) {
-  char buf[384];
-  if (!http_header(r, name, buf, sizeof(buf))) TEST_FAIL("no %s header", name);
-  return strcmp(buf, "inf") == 0 ? INFINITY : atof(buf);
-}
-
-/* Asserts a JSON error body with this status and code. */
-static void expect_error(const struct http_resp *r, long status, const char *code) {
-  if (r->status != status)
-    TEST_FAIL("status %ld, expected %ld; body %.300s", r->status, status, r->body);
-  json_t *j = json_loads(r->body, 0, NULL);
-  ASSERT(j);
-  json_t *e = json_object_get(j, "error");
-  ASSERT_INT(json_integer_value(json_object_get(e, "status")), ==, status);
-  ASSERT_STR(json_string_value(json_object_get(e, "code")), code);
-  ASSERT(strlen(json_string_value(json_object_get(e, "message"))) > 10);
-  json_decref(j);
-}
-
 static void post_fixture(const char *name, const char *query, struct http_resp *r) {
   size_t len;
   uint8_t *img = fixture(name, &len);
@@ -77,10 +58,10 @@ static void test_health(void) {
   json_decref(j);
   http_resp_free(&r);
   ASSERT(http_request(&srv, "GET", "/nope", NULL, NULL, NULL, 0, &r) == 0);
-  expect_error(&r, 404, "not_found");
+  http_expect_error(&r, 404, "not_found");
   http_resp_free(&r);
   ASSERT(http_request(&srv, "GET", "/blur?sigma=2", NULL, NULL, NULL, 0, &r) == 0);
-  expect_error(&r, 405, "method_not_allowed");
+  http_expect_error(&r, 405, "method_not_allowed");
   ASSERT_STR(http_header(&r, "Allow", buf, sizeof(buf)), "POST");
   http_resp_free(&r);
 }
@@ -149,7 +130,7 @@ static void expect_blur(const struct http_resp *r, const char *mime, const char 
     ASSERT_INT(out.channels, ==, in.channels);
     ASSERT_INT(out.depth, ==, in.depth);
   }
-  ASSERT_DBL(header_num(r, "X-PSNR"), >=, min_psnr);
+  ASSERT_DBL(http_header_num(r, "X-PSNR"), >=, min_psnr);
   if (method) { /* NULL: any concrete method (what auto chose depends on the backend) */
     ASSERT_STR(http_header(r, "X-Method", buf, sizeof(buf)), method);
   } else {
@@ -205,7 +186,7 @@ static void test_every_method(void) {
   expect_blur(&r, "image/png", "camera.png", "fir", 40);
   http_resp_free(&r);
   post_fixture("camera.png", "sigma=5&method=yvv&truncate=3", &r);
-  expect_error(&r, 400, "invalid_parameter");
+  http_expect_error(&r, 400, "invalid_parameter");
   ASSERT(strstr(r.body, "truncate does not apply to method yvv"));
   http_resp_free(&r);
 }
@@ -259,17 +240,17 @@ static void test_params_json(void) {
   ASSERT_INT(r.status, ==, 200);
   http_resp_free(&r);
   ASSERT(http_post_form(&srv, "/blur?sigma=3", "image", img, len, "{\"sigma\": 5}", NULL, &r) == 0);
-  expect_error(&r, 400, "conflicting_parameter");
+  http_expect_error(&r, 400, "conflicting_parameter");
   http_resp_free(&r);
   ASSERT(http_post_form(&srv, "/blur", "image", img, len, "{\"sigma\": ", NULL, &r) == 0);
-  expect_error(&r, 400, "invalid_json");
+  http_expect_error(&r, 400, "invalid_json");
   http_resp_free(&r);
   ASSERT(http_post_form(&srv, "/blur", "image", img, len, "[3]", NULL, &r) == 0);
-  expect_error(&r, 400, "invalid_json");
+  http_expect_error(&r, 400, "invalid_json");
   http_resp_free(&r);
   ASSERT(http_post_form(&srv, "/blur", "image", img, len, "{\"sigma\": 3, \"radius\": 2}", NULL,
                         &r) == 0);
-  expect_error(&r, 400, "unknown_parameter");
+  http_expect_error(&r, 400, "unknown_parameter");
   http_resp_free(&r);
   ASSERT(http_post_form(&srv, "/blur", "image", img, len, "{\"sigma\": \"3\", \"psnr\": false}",
                         NULL, &r) == 0);
@@ -305,7 +286,7 @@ static void test_param_errors(void) {
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     struct http_resp r;
     post_fixture("camera.png", cases[i].query, &r);
-    expect_error(&r, cases[i].status, cases[i].code);
+    http_expect_error(&r, cases[i].status, cases[i].code);
     if (strcmp(cases[i].code, "unknown_method") == 0) {
       ASSERT(strstr(r.body, "separable"));
       ASSERT(strstr(r.body, "yvv"));
@@ -318,24 +299,24 @@ static void test_bad_uploads(void) {
   struct http_resp r;
   const char gif[] = "GIF89a\x01\x00\x01\x00\x00\x00\x00;";
   ASSERT(http_request(&srv, "POST", "/blur?sigma=2", "image/png", NULL, gif, sizeof(gif), &r) == 0);
-  expect_error(&r, 415, "unsupported_media_type");
+  http_expect_error(&r, 415, "unsupported_media_type");
   http_resp_free(&r);
   ASSERT(http_request(&srv, "POST", "/blur?sigma=2", "text/plain", NULL, "hello", 5, &r) == 0);
-  expect_error(&r, 415, "unsupported_media_type");
+  http_expect_error(&r, 415, "unsupported_media_type");
   http_resp_free(&r);
   ASSERT(http_request(&srv, "POST", "/blur?sigma=2", NULL, NULL, "", 0, &r) == 0);
-  expect_error(&r, 400, "missing_image");
+  http_expect_error(&r, 400, "missing_image");
   http_resp_free(&r);
   ASSERT(http_request(&srv, "POST", "/blur?sigma=2", "multipart/form-data; boundary=xyz", NULL,
                       "--xyz\r\nno headers", 18, &r) == 0);
-  expect_error(&r, 400, "invalid_multipart");
+  http_expect_error(&r, 400, "invalid_multipart");
   http_resp_free(&r);
   const char *bad[][2] = {{"truncated.png", "undecodable_image"},
                           {"truncated.jpg", "undecodable_image"},
                           {"cmyk.jpg", "unsupported_image"}};
   for (int i = 0; i < 3; i++) {
     post_fixture(bad[i][0], "sigma=2", &r);
-    expect_error(&r, 422, bad[i][1]);
+    http_expect_error(&r, 422, bad[i][1]);
     http_resp_free(&r);
   }
 }
@@ -427,7 +408,7 @@ static void test_json_mode(void) {
   expect_backend(json_string_value(json_object_get(j, "backend")));
   ASSERT_STR(json_string_value(json_object_get(j, "format")), "png");
   double psnr = json_number_value(json_object_get(j, "psnr_db"));
-  ASSERT_NEAR(psnr, header_num(&r, "X-PSNR"), 0.005);
+  ASSERT_NEAR(psnr, http_header_num(&r, "X-PSNR"), 0.005);
   ASSERT_DBL(psnr, >=, 55);
   json_t *t = json_object_get(j, "timing_ms");
   const char *stages[] = {"queue", "decode", "filter", "reference", "encode", "total"};
@@ -454,12 +435,12 @@ static void test_limits(void) {
   server_start(&s, args);
   uint8_t *img = fixture("astronaut.png", &len); /* 791 kB, 512x512 = 262144 pixels */
   ASSERT(http_request(&s, "POST", "/blur?sigma=2", "image/png", NULL, img, len, &r) == 0);
-  expect_error(&r, 413, "body_too_large");
+  http_expect_error(&r, 413, "body_too_large");
   http_resp_free(&r);
   free(img);
   img = fixture("camera.png", &len); /* 139 kB, 512x512 */
   ASSERT(http_request(&s, "POST", "/blur?sigma=2", "image/png", NULL, img, len, &r) == 0);
-  expect_error(&r, 422, "image_too_large");
+  http_expect_error(&r, 422, "image_too_large");
   http_resp_free(&r);
   free(img);
   ASSERT_INT(server_stop(&s, SIGTERM), ==, 0);
@@ -544,7 +525,7 @@ static void test_queue_full(void) {
     ok += resp[i].status == 200;
     if (resp[i].status == 503) {
       busy++;
-      expect_error(&resp[i], 503, "queue_full");
+      http_expect_error(&resp[i], 503, "queue_full");
       ASSERT_STR(resp[i].headers, "1");
     }
     http_resp_free(&resp[i]);

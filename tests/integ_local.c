@@ -28,23 +28,6 @@ static void decode(const void *data, size_t len, struct codec_image *img) {
     TEST_FAIL("not an image: %s", msg);
 }
 
-static double header_num(const struct http_resp *r, const char *name) {
-  char buf[384];
-  if (!http_header(r, name, buf, sizeof(buf))) TEST_FAIL("no %s header", name);
-  return strcmp(buf, "inf") == 0 ? INFINITY : atof(buf);
-}
-
-static void expect_error(const struct http_resp *r, long status, const char *code) {
-  if (r->status != status)
-    TEST_FAIL("status %ld, expected %ld; body %.300s", r->status, status, r->body);
-  json_t *j = json_loads(r->body, 0, NULL);
-  ASSERT(j);
-  json_t *e = json_object_get(j, "error");
-  ASSERT_STR(json_string_value(json_object_get(e, "code")), code);
-  ASSERT(strlen(json_string_value(json_object_get(e, "message"))) > 10);
-  json_decref(j);
-}
-
 /* Asserts a 200 image answer with the timing and backend headers; decodes it into out. */
 static void expect_image(const struct http_resp *r, const char *mime, struct codec_image *out) {
   char buf[384];
@@ -144,11 +127,11 @@ static void check_variance(const uint8_t *img, size_t len, const struct var_case
   ASSERT_INT(out.height, ==, in.height);
   ASSERT_INT(out.channels, ==, 1);
   ASSERT_INT(out.depth, ==, 16);
-  double scale = header_num(&r, "X-Scale");
+  double scale = http_header_num(&r, "X-Scale");
   ASSERT_DBL(scale, ==, expected_scale(in.depth, c->stddev));
   int exact = !strcmp(c->method, "exact") || !strcmp(c->method, "auto");
   ASSERT_STR(http_header(&r, "X-Method", buf, sizeof(buf)), exact ? "exact" : c->method);
-  double psnr = header_num(&r, "X-PSNR");
+  double psnr = http_header_num(&r, "X-PSNR");
   if (exact) {
     ASSERT(isinf(psnr));
     double *twin = exact_twin(&in, c);
@@ -254,7 +237,8 @@ static void test_variance_json(void) {
   j = json_loads(r.body, 0, NULL);
   ASSERT(json_number_value(json_object_get(j, "max")) <= 127.5 * 127.5);
   ASSERT_DBL(json_number_value(json_object_get(j, "psnr_db")), >=, 100);
-  ASSERT_NEAR(json_number_value(json_object_get(j, "psnr_db")), header_num(&r, "X-PSNR"), 0.005);
+  ASSERT_NEAR(json_number_value(json_object_get(j, "psnr_db")), http_header_num(&r, "X-PSNR"),
+              0.005);
   ASSERT_DBL(json_number_value(json_object_get(json_object_get(j, "timing_ms"), "reference")), >=,
              0);
   json_decref(j);
@@ -496,7 +480,7 @@ static void test_errors(void) {
     int last = i == sizeof(cases) / sizeof(cases[0]);
     const char *path = last ? "/convolve" : cases[i].path;
     post_fixture(path, "camera.png", last ? big : cases[i].params, &r);
-    expect_error(&r, last ? 400 : cases[i].status, last ? "invalid_parameter" : cases[i].code);
+    http_expect_error(&r, last ? 400 : cases[i].status, last ? "invalid_parameter" : cases[i].code);
     const char *says = last ? "got 33x33" : cases[i].says;
     if (!strstr(r.body, says)) TEST_FAIL("%s: '%s' does not say '%s'", path, r.body, says);
     http_resp_free(&r);
@@ -508,16 +492,16 @@ static void test_errors(void) {
   ASSERT_INT(r.status, ==, 200);
   http_resp_free(&r);
   ASSERT(http_request(&srv, "GET", "/variance", NULL, NULL, NULL, 0, &r) == 0);
-  expect_error(&r, 405, "method_not_allowed");
+  http_expect_error(&r, 405, "method_not_allowed");
   http_resp_free(&r);
   ASSERT(http_request(&srv, "POST", "/contrast", "text/plain", NULL, "hello", 5, &r) == 0);
-  expect_error(&r, 415, "unsupported_media_type");
+  http_expect_error(&r, 415, "unsupported_media_type");
   http_resp_free(&r);
   post_fixture("/convolve?kernel=box", "truncated.png", NULL, &r);
-  expect_error(&r, 422, "undecodable_image");
+  http_expect_error(&r, 422, "undecodable_image");
   http_resp_free(&r);
   ASSERT(http_request(&srv, "POST", "/variance", NULL, NULL, "", 0, &r) == 0);
-  expect_error(&r, 400, "missing_image");
+  http_expect_error(&r, 400, "missing_image");
   http_resp_free(&r);
 }
 

@@ -223,15 +223,6 @@ static void blur(const struct server *s, const char *query, const char *const *h
   ASSERT(http_request_h(s, "POST", path, h, image, image_len, r) == 0);
 }
 
-static void expect_error(const struct http_resp *r, long status, const char *code) {
-  if (r->status != status)
-    TEST_FAIL("status %ld, expected %ld: %.300s", r->status, status, r->body);
-  json_t *j = json_loads(r->body, 0, NULL);
-  ASSERT(j);
-  ASSERT_STR(json_string_value(json_object_get(json_object_get(j, "error"), "code")), code);
-  json_decref(j);
-}
-
 /* The request id of r (asserting there is one). */
 static const char *id_of(const struct http_resp *r, char *buf, size_t n) {
   if (!http_header(r, "X-Request-Id", buf, n)) TEST_FAIL("no X-Request-Id (status %ld)", r->status);
@@ -258,14 +249,14 @@ static void test_metrics(void) {
     http_resp_free(&r);
   }
   blur(&s, "method=yvv", NULL, &r); /* no sigma: 400 */
-  expect_error(&r, 400, "missing_parameter");
+  http_expect_error(&r, 400, "missing_parameter");
   http_resp_free(&r);
   blur(&s, "sigma=3&method=auto", NULL, &r);
   ASSERT_INT(r.status, ==, 200);
   ASSERT(http_header(&r, "X-Method", method, sizeof(method)) && strcmp(method, "auto") != 0);
   http_resp_free(&r);
   ASSERT(http_request(&s, "GET", "/no/such/path?x=1", NULL, NULL, NULL, 0, &r) == 0);
-  expect_error(&r, 404, "not_found");
+  http_expect_error(&r, 404, "not_found");
   http_resp_free(&r);
   struct scrape *m1 = scrape(&s);
   const char *ok_yvv[] = {"endpoint=\"/blur\"", "method=\"yvv\"", "status=\"200\"", NULL};
@@ -363,7 +354,7 @@ static void test_access_log(void) {
   blur(&s, "sigma=2&method=separable", given, &r[0]);
   ASSERT_INT(r[0].status, ==, 200);
   blur(&s, "method=deriche", NULL, &r[1]);
-  expect_error(&r[1], 400, "missing_parameter");
+  http_expect_error(&r[1], 400, "missing_parameter");
   ASSERT(http_request(&s, "GET", "/nope?q=1", NULL, NULL, NULL, 0, &r[2]) == 0);
   ASSERT(http_request(&s, "GET", "/readyz", NULL, NULL, NULL, 0, &r[3]) == 0);
   ASSERT_INT(server_stop(&s, SIGTERM), ==, 0);
@@ -431,14 +422,14 @@ static void test_request_ids(void) {
   /* errors carry it too: the api's (405) and the server's own (413 before the body) */
   const char *h[] = {"X-Request-Id: err-1", NULL};
   ASSERT(http_request_h(&s, "GET", "/blur", h, NULL, 0, &r) == 0);
-  expect_error(&r, 405, "method_not_allowed");
+  http_expect_error(&r, 405, "method_not_allowed");
   ASSERT_STR(id_of(&r, id, sizeof(id)), "err-1");
   http_resp_free(&r);
   ASSERT_INT(server_stop(&s, SIGTERM), ==, 0);
   const char *args[] = {"--max-body", "1K", NULL};
   server_start(&s, args);
   blur(&s, "sigma=2", h, &r);
-  expect_error(&r, 413, "body_too_large");
+  http_expect_error(&r, 413, "body_too_large");
   ASSERT_STR(id_of(&r, id, sizeof(id)), "err-1");
   http_resp_free(&r);
   ASSERT_INT(server_stop(&s, SIGTERM), ==, 0);
@@ -470,7 +461,7 @@ static void test_api_key(void) {
                                         "X-API-Key: S3CRET-KEY"};
   for (int i = 0; i < 9; i++) {
     status_with(&s, "POST", "/blur?sigma=2", refused[i], &r);
-    expect_error(&r, 401, "unauthorized");
+    http_expect_error(&r, 401, "unauthorized");
     ASSERT(http_header(&r, "WWW-Authenticate", buf, sizeof(buf)));
     ASSERT(strncmp(buf, "Bearer", 6) == 0);
     id_of(&r, buf, sizeof(buf));
@@ -536,7 +527,7 @@ static void test_cors(void) {
   ASSERT(!http_header(&r, "Vary", buf, sizeof(buf)));
   http_resp_free(&r);
   preflight(&s, "/blur", "https://a.example", &r);
-  expect_error(&r, 405, "method_not_allowed");
+  http_expect_error(&r, 405, "method_not_allowed");
   ASSERT(!http_header(&r, "Access-Control-Allow-Origin", buf, sizeof(buf)));
   http_resp_free(&r);
   ASSERT_INT(server_stop(&s, SIGTERM), ==, 0);
@@ -568,7 +559,7 @@ static void test_cors(void) {
   /* a 401 to an allowed origin carries the header, so the page can read the error */
   const char *a_no_key[] = {"Origin: https://a.example", NULL};
   blur(&s, "sigma=2", a_no_key, &r);
-  expect_error(&r, 401, "unauthorized");
+  http_expect_error(&r, 401, "unauthorized");
   ASSERT_STR(http_header(&r, "Access-Control-Allow-Origin", buf, sizeof(buf)), "https://a.example");
   http_resp_free(&r);
   /* preflights: no key needed (browsers send none), 204 with the methods and headers */
@@ -593,7 +584,7 @@ static void test_cors(void) {
   ASSERT(!http_header(&r, "Access-Control-Allow-Methods", buf, sizeof(buf)));
   http_resp_free(&r);
   preflight(&s, "/nope", "https://a.example", &r);
-  expect_error(&r, 404, "not_found");
+  http_expect_error(&r, 404, "not_found");
   http_resp_free(&r);
   ASSERT_INT(server_stop(&s, SIGTERM), ==, 0);
 
