@@ -1,8 +1,8 @@
-/* fuzz/params.c: libFuzzer target for the /blur parameters (api/params.c): the query string,
- * percent escapes, the JSON text of the params field, and the checks between them. The input is
- * split at its first NUL or newline: before it the query string, after it the JSON text (no
- * separator: no params field). Accepted values must be in range; every error is a 400 with a
- * sentence. */
+/* fuzz/params.c: libFuzzer target for the parameters of every image endpoint (api/params.c):
+ * the query string, percent escapes, the JSON text of the params field (with /convolve's kernel
+ * matrices), and the checks between them. The input is split at its first NUL or newline: before
+ * it the query string, after it the JSON text (no separator: no params field); each endpoint
+ * parses it. Accepted values must be in range; every error is a 400 with a sentence. */
 #include "fuzz.h"
 
 #include "../api/api_int.h"
@@ -20,23 +20,56 @@ static void check_blur_params(const struct blur_params *p) {
   FUZZ_CHECK(p->psnr == 0 || p->psnr == 1);
 }
 
+static void check_var_params(const struct var_params *p) {
+  FUZZ_CHECK(p->method >= 0 && p->method <= VAR_AUTO);
+  FUZZ_CHECK(p->radius >= 1 && p->radius <= CPU_VAR_RADIUS_MAX);
+  FUZZ_CHECK(p->method == VAR_AUTO || cpu_var_radius_ok(p->method, p->radius));
+  FUZZ_CHECK(p->window == CPU_WINDOW_TRIANGLE || p->window == CPU_WINDOW_BOX);
+  FUZZ_CHECK(p->output == VAR_STDDEV || p->output == VAR_VARIANCE);
+}
+
+static void check_conv_params(const struct conv_params *p) {
+  const struct cpu_conv *c = &p->conv;
+  FUZZ_CHECK(c->size >= 1 && c->size <= CPU_CONV_MAX && c->size % 2 == 1);
+  for (int i = 0; i < c->size * c->size; i++) FUZZ_CHECK(isfinite(c->k[i]));
+  FUZZ_CHECK(isfinite(c->bias));
+}
+
+/* Parses the input as ep's parameters into out and checks the result. */
+static enum api_error parse_as(const struct endpoint *ep, const char *query, const char *json,
+                               size_t json_len, struct job_params *out) {
+  char msg[512] = "";
+  memset(out, 0x5a, sizeof(*out));
+  enum api_error e = params_parse(ep, query, json, json_len, &out->u, msg, sizeof(msg));
+  if (e != API_OK) {
+    FUZZ_CHECK(api_error_status(e) == 400 && msg[0] != 0);
+  } else if (ep == &api_blur_endpoint) {
+    check_blur_params(&out->u.blur);
+  } else if (ep == &api_variance_endpoint) {
+    check_var_params(&out->u.var);
+  } else if (ep == &api_convolve_endpoint) {
+    check_conv_params(&out->u.conv);
+  }
+  return e;
+}
+
 int fuzz_params(const uint8_t *data, size_t size) {
   size_t qlen = 0;
   while (qlen < size && data[qlen] != 0 && data[qlen] != '\n') qlen++;
   char *query = strndup((const char *)data, qlen);
   const char *json = qlen < size ? (const char *)data + qlen + 1 : NULL;
   size_t json_len = json ? size - qlen - 1 : 0;
-  struct blur_params p;
-  char msg[512] = "";
-  if (!query) return -1;
-  memset(&p, 0x5a, sizeof(p));
-  enum api_error e = params_parse(&api_blur_endpoint, query, json, json_len, &p, msg, sizeof(msg));
-  if (e == API_OK)
-    check_blur_params(&p);
-  else
-    FUZZ_CHECK(api_error_status(e) == 400 && msg[0] != 0);
+  struct job_params *p = malloc(sizeof(*p)); /* large (a custom kernel): not on the stack */
+  enum api_error blur = API_INTERNAL;
+  if (!query || !p) goto done;
+  for (int i = 0; api_endpoints[i]; i++) {
+    enum api_error e = parse_as(api_endpoints[i], query, json, json_len, p);
+    if (api_endpoints[i] == &api_blur_endpoint) blur = e;
+  }
+done:
+  free(p);
   free(query);
-  return (int)e;
+  return (int)blur;
 }
 
 #ifndef FUZZ_NO_MAIN
