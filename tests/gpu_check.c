@@ -12,6 +12,7 @@
  * bit for bit). `--local` runs only that section; `--sanitize local` only its odd
  * sizes. */
 #include "test.h"
+#include "fixtures.h"
 
 #include "../codecs/codecs.h"
 #include "../cpu/cpu.h"
@@ -22,15 +23,6 @@
 static struct cpu_pool *pool;
 static struct gpu_ctx *ctx;
 static int quick;
-
-static struct codec_image photo(const char *name) {
-  char path[512];
-  struct codec_image img;
-  snprintf(path, sizeof(path), "%s/%s", getenv("BLURD_DATA") ? getenv("BLURD_DATA") : "tests/data",
-           name);
-  if (codec_decode_file(path, &img) != CODEC_OK) TEST_FAIL("cannot decode %s", path);
-  return img;
-}
 
 /* A w x h image with c channels cut from a photograph, mirrored where it runs out; with 4
  * channels from an RGB photograph, alpha is a diagonal ramp. */
@@ -59,10 +51,6 @@ static struct cpu_image tile(const struct codec_image *p, int w, int h, int c) {
   return img;
 }
 
-static unsigned sample(const struct cpu_image *img, size_t i) {
-  return img->depth == 16 ? ((uint16_t *)img->data)[i] : ((uint8_t *)img->data)[i];
-}
-
 static int failures;
 static int local_only; /* --local, or --sanitize local: only the issue 5 section */
 
@@ -72,11 +60,11 @@ static int local_only; /* --local, or --sanitize local: only the issue 5 section
 static double pixel_diff(const struct cpu_image *x, const struct cpu_image *y, size_t i,
                          int premultiplied) {
   int c = x->channels, k = (int)(i % (size_t)c);
-  double a = sample(x, i), b = sample(y, i);
+  double a = image_sample(x, i), b = image_sample(y, i);
   if (premultiplied && (c == 2 || c == 4) && k < c - 1) {
     double max = (1 << x->depth) - 1;
-    a *= sample(x, i - (size_t)k + (size_t)c - 1) / max;
-    b *= sample(y, i - (size_t)k + (size_t)c - 1) / max;
+    a *= image_sample(x, i - (size_t)k + (size_t)c - 1) / max;
+    b *= image_sample(y, i - (size_t)k + (size_t)c - 1) / max;
   }
   return fabs(a - b);
 }
@@ -129,7 +117,8 @@ static void sweep(const struct cpu_image *img, const char *label, const double *
 }
 
 static void test_odd_sizes(void) {
-  struct codec_image astro = photo("astronaut.png"), g16 = photo("gray_alpha16.png");
+  struct codec_image astro = fixture_photo("astronaut.png"),
+                     g16 = fixture_photo("gray_alpha16.png");
   const double all[] = {0.5, 1, 3, 12, 40, 100, 300}, few[] = {1, 12};
   const double *sigmas = quick > 1 ? few : all; /* --sanitize: few, the tools are slow */
   int ns = quick > 1 ? 2 : 7;
@@ -152,12 +141,12 @@ static void test_photographs(void) {
   const char *names[] = {"camera.png", "astronaut.png", "red_square.png", "rgba16.png"};
   const double sigmas[] = {0.5, 1, 3, 12, 40, 100, 300};
   for (int i = 0; i < 4; i++) {
-    struct codec_image p = photo(names[i]);
+    struct codec_image p = fixture_photo(names[i]);
     struct cpu_image img = {p.pixels, p.width, p.height, p.channels, p.depth};
     sweep(&img, names[i], sigmas, 7, 12);
     codec_image_free(&p);
   }
-  struct codec_image astro = photo("astronaut.png");
+  struct codec_image astro = fixture_photo("astronaut.png");
   struct cpu_image img = tile(&astro, 1023, 777, 4);
   sweep(&img, "1023x777x4", sigmas, 7, 3);
   free(img.data);
@@ -165,7 +154,7 @@ static void test_photographs(void) {
 }
 
 static void test_8k(void) {
-  struct codec_image p = photo("photo_1080p.jpg");
+  struct codec_image p = fixture_photo("photo_1080p.jpg");
   struct cpu_image img = tile(&p, 8192, 8192, 4);
   const double few[] = {1}, more[] = {3, 12, 100};
   for (int m = 0; m < CPU_NMETHODS; m++) {
@@ -180,7 +169,7 @@ static void test_8k(void) {
 /* Single against double precision for the recursive methods: the largest difference from the
  * double-precision CPU twin, per sigma. */
 static void test_precision(void) {
-  struct codec_image p = photo("astronaut.png");
+  struct codec_image p = fixture_photo("astronaut.png");
   struct cpu_image img = tile(&p, 512, 512, 3), c = img, d = img; /* RGB: raw comparison */
   c.data = malloc(cpu_image_bytes(&img));
   d.data = malloc(cpu_image_bytes(&img));
@@ -217,7 +206,7 @@ static void test_precision(void) {
 /* A job that cannot get device memory fails alone: the next one on the same context works. */
 static void test_out_of_memory(void) {
   struct gpu_ctx *g = gpu_ctx_new(0, NULL, 0);
-  struct codec_image p = photo("astronaut.png");
+  struct codec_image p = fixture_photo("astronaut.png");
   struct cpu_image img = tile(&p, 4096, 4096, 4), out = img;
   out.data = malloc(cpu_image_bytes(&img));
   size_t fr = 0, tot = 0;
@@ -319,7 +308,7 @@ static void compare_contrast(const struct cpu_image *img, const char *label, int
   unsigned maxd = 0;
   size_t diffs = 0;
   for (size_t i = 0; i < n; i++) {
-    unsigned d = (unsigned)abs((int)sample(&a, i) - (int)sample(&b, i));
+    unsigned d = (unsigned)abs((int)image_sample(&a, i) - (int)image_sample(&b, i));
     maxd = d > maxd ? d : maxd;
     diffs += d != 0;
   }
@@ -393,8 +382,9 @@ static struct cpu_image photo16(const struct codec_image *hi, const struct codec
 
 /* Odd sizes (1x1, 1xN, Nx1, widths that are no multiple of any block), 8 and 16 bits. */
 static void local_odd_sizes(void) {
-  struct codec_image cam = photo("camera.png"), g16 = photo("gray16.png");
-  struct codec_image astro = photo("astronaut.png"), ga16 = photo("gray_alpha16.png");
+  struct codec_image cam = fixture_photo("camera.png"), g16 = fixture_photo("gray16.png");
+  struct codec_image astro = fixture_photo("astronaut.png"),
+                     ga16 = fixture_photo("gray_alpha16.png");
   const int sizes[][2] = {{1, 1}, {1, 37}, {37, 1}, {65, 3}, {33, 17}, {2001, 3}};
   const int all[] = {1, 3, 7, 15, 63}, few[] = {1, 3};
   int nr = quick > 1 ? 2 : 5;
@@ -420,8 +410,8 @@ static void local_odd_sizes(void) {
 }
 
 static void local_photographs(void) {
-  struct codec_image cam = photo("camera.png"), astro = photo("astronaut.png");
-  struct codec_image hd = photo("gray_1080p.jpg");
+  struct codec_image cam = fixture_photo("camera.png"), astro = fixture_photo("astronaut.png");
+  struct codec_image hd = fixture_photo("gray_1080p.jpg");
   struct cpu_image img = {cam.pixels, cam.width, cam.height, 1, 8};
   const int radii[] = {1, 3, 7, 15, 63}, hd_radii[] = {7, 63, 127};
   sweep_var(&img, "camera.png", radii, 5, 63);
@@ -432,7 +422,7 @@ static void local_photographs(void) {
   const char *names[] = {"astronaut.png", "camera.png",       "coffee.png",
                          "rgba16.png",    "gray_alpha16.png", "gray16.png"};
   for (int i = 0; i < 6; i++) {
-    struct codec_image p = photo(names[i]);
+    struct codec_image p = fixture_photo(names[i]);
     struct cpu_image pi = {p.pixels, p.width, p.height, p.channels, p.depth};
     const int cr[] = {1, 5, 15};
     for (int k = 0; k < 3; k++) compare_contrast(&pi, names[i], cr[k]);
@@ -447,7 +437,7 @@ static void local_photographs(void) {
 
 /* 8192x8192: exact at the largest radius (the 128-bit numerator for 8-bit input) and a box. */
 static void local_8k(void) {
-  struct codec_image hd = photo("gray_1080p.jpg");
+  struct codec_image hd = fixture_photo("gray_1080p.jpg");
   struct cpu_image img = tile(&hd, 8192, 8192, 1);
   size_t n = (size_t)8192 * 8192;
   double *ev = malloc(n * sizeof(double));

@@ -3,6 +3,7 @@
  * pitfall), constant images, odd sizes, the plane machinery against the one-line statements of
  * each method, and PSNR floors on real photographs. */
 #include "test.h"
+#include "fixtures.h"
 
 #include "../codecs/codecs.h"
 #include "../cpu/cpu.h"
@@ -284,15 +285,6 @@ static void test_constant(void) {
     }
 }
 
-static struct codec_image photo(const char *name) {
-  char path[512];
-  struct codec_image img;
-  snprintf(path, sizeof(path), "%s/%s", getenv("BLURD_DATA") ? getenv("BLURD_DATA") : "tests/data",
-           name);
-  if (codec_decode_file(path, &img) != CODEC_OK) TEST_FAIL("cannot decode %s", path);
-  return img;
-}
-
 /* The fir family's exact result, evaluated as the GPU does: for each output pixel the direct
  * 2-D double sum sum_i a[i] (sum_j a[j] x[y+i][x+j]), replicate border. */
 static unsigned fir_direct(const struct cpu_image *img, int ch, int x, int y, const uint32_t *a,
@@ -355,7 +347,7 @@ static void test_planes_match_lines(void) {
 /* fir, fir_shared and fir_mwpt give the same bytes; the fir family equals the direct 2-D
  * integer sum with alpha (exact premultiplied division) and in 16 bits too. */
 static void test_fir_family(void) {
-  struct codec_image img = photo("rgba16.png");
+  struct codec_image img = fixture_photo("rgba16.png");
   struct cpu_image src = {img.pixels, img.width, img.height, img.channels, img.depth};
   struct cpu_image out[3];
   for (int m = 0; m < 3; m++) {
@@ -390,7 +382,7 @@ static void test_photo_accuracy(void) {
                   : m == CPU_YVV2WAY                   ? 20
                                                        : 58;
   for (int i = 0; i < 2; i++) {
-    struct codec_image img = photo(names[i]);
+    struct codec_image img = fixture_photo(names[i]);
     struct cpu_image src = {img.pixels, img.width, img.height, img.channels, img.depth};
     struct cpu_image dst = new_image(img.width, img.height, img.channels, img.depth);
     for (int s = 0; s < 8; s++)

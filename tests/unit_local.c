@@ -5,6 +5,7 @@
  * images, replicate borders and rounding on hand-computed images, contrast on flat images, and
  * odd sizes. */
 #include "test.h"
+#include "fixtures.h"
 
 #include "../codecs/codecs.h"
 #include "../cpu/cpu.h"
@@ -151,20 +152,6 @@ static double max_rel(const struct cpu_image *img, enum cpu_var_method m, enum c
   return worst;
 }
 
-static struct cpu_image photo_luma(const char *name) {
-  char path[512];
-  struct codec_image c;
-  snprintf(path, sizeof(path), "%s/%s", getenv("BLURD_DATA") ? getenv("BLURD_DATA") : "tests/data",
-           name);
-  if (codec_decode_file(path, &c) != CODEC_OK) TEST_FAIL("cannot decode %s", path);
-  struct cpu_image src = {c.pixels, c.width, c.height, c.channels, c.depth};
-  struct cpu_image y = {malloc((size_t)c.width * c.height * (c.depth / 8)), c.width, c.height, 1,
-                        c.depth};
-  cpu_luma(&src, &y);
-  codec_image_free(&c);
-  return y;
-}
-
 /* The float32 methods against exact on a photograph, within the bounds docs/variance_accuracy.md
  * measures (with a margin), at radii 1, 3 and 7 and both windows. */
 static void test_float_accuracy(void) {
@@ -175,7 +162,7 @@ static void test_float_accuracy(void) {
       [CPU_VAR_PAIRWISE] = 5e-5, [CPU_VAR_THREEWISE] = 5e-5,
   };
 
-  struct cpu_image img = photo_luma("camera.png");
+  struct cpu_image img = fixture_luma("camera.png");
   const int radii[] = {1, 3, 7};
   for (int m = 0; m < CPU_VAR_EXACT; m++)
     for (int win = 0; win < 2; win++)
@@ -253,10 +240,6 @@ static struct cpu_image flat(int w, int h, int channels, int depth, const unsign
   return img;
 }
 
-static unsigned sample(const struct cpu_image *img, size_t i) {
-  return img->depth == 16 ? ((uint16_t *)img->data)[i] : ((uint8_t *)img->data)[i];
-}
-
 /* Named kernels on flat images: box and gauss3 keep the value, sharpen keeps it, edge gives 0,
  * emboss gives its bias; alpha is copied. */
 static void test_named_flat(void) {
@@ -273,7 +256,7 @@ static void test_named_flat(void) {
         unsigned want = rgba[i % 4];
         if (i % 4 != 3 && !strcmp(cpu_conv_names[k], "edge")) want = 0;
         if (i % 4 != 3 && !strcmp(cpu_conv_names[k], "emboss")) want = 128;
-        ASSERT_INT(sample(&out, i), ==, want);
+        ASSERT_INT(image_sample(&out, i), ==, want);
       }
     }
     free(img.data), free(out.data);
@@ -356,13 +339,13 @@ static void test_contrast_flat(void) {
   ASSERT_INT(cpu_contrast_image(pool, &c, &a, &oa), ==, 0);
   ASSERT_INT(cpu_contrast_image(pool, &c, &b, &ob), ==, 0);
   ASSERT_INT(cpu_contrast_image(pool, &c, &d, &od), ==, 0);
-  ASSERT_INT(sample(&oa, 0), ==, 114); /* 0.5 128 + 0.5 100 */
-  ASSERT_INT(sample(&oa, 1), ==, 33);  /* alpha */
+  ASSERT_INT(image_sample(&oa, 0), ==, 114); /* 0.5 128 + 0.5 100 */
+  ASSERT_INT(image_sample(&oa, 1), ==, 33);  /* alpha */
   /* Y = (77 100 + 150 150 + 29 50 + 128) >> 8 = 124, Y' = 64 + 62 = 126: every channel + 2 */
-  ASSERT_INT(sample(&ob, 0), ==, 102);
-  ASSERT_INT(sample(&ob, 1), ==, 152);
-  ASSERT_INT(sample(&ob, 2), ==, 52);
-  ASSERT_INT(sample(&od, 12), ==, 114 * 257); /* m0 and s0 scale by 257 at 16 bits */
+  ASSERT_INT(image_sample(&ob, 0), ==, 102);
+  ASSERT_INT(image_sample(&ob, 1), ==, 152);
+  ASSERT_INT(image_sample(&ob, 2), ==, 52);
+  ASSERT_INT(image_sample(&od, 12), ==, 114 * 257); /* m0 and s0 scale by 257 at 16 bits */
   free(a.data), free(b.data), free(d.data), free(oa.data), free(ob.data), free(od.data);
 }
 

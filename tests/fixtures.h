@@ -1,0 +1,42 @@
+/* Test images for the unit tests, the GPU test suite and the tools: photographs decoded from
+ * tests/data (or $BLURD_DATA), their luma as /variance computes it, and one sample of an 8- or
+ * 16-bit image. Include after test.h. */
+#ifndef BLURD_FIXTURES_H
+#define BLURD_FIXTURES_H
+
+#include "../codecs/codecs.h"
+#include "../cpu/cpu.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* The decoded photograph name; fails the test when it cannot be read. Free with
+ * codec_image_free(). */
+static inline struct codec_image fixture_photo(const char *name) {
+  char path[512];
+  struct codec_image img;
+  snprintf(path, sizeof(path), "%s/%s", getenv("BLURD_DATA") ? getenv("BLURD_DATA") : "tests/data",
+           name);
+  if (codec_decode_file(path, &img) != CODEC_OK) TEST_FAIL("cannot decode %s", path);
+  return img;
+}
+
+/* The luma of photograph name (cpu_luma), a gray plane the caller frees (its data). */
+static inline struct cpu_image fixture_luma(const char *name) {
+  struct codec_image c = fixture_photo(name);
+  struct cpu_image src = {c.pixels, c.width, c.height, c.channels, c.depth};
+  struct cpu_image y = {malloc((size_t)c.width * c.height * (c.depth / 8)), c.width, c.height, 1,
+                        c.depth};
+  ASSERT(y.data);
+  cpu_luma(&src, &y);
+  codec_image_free(&c);
+  return y;
+}
+
+/* Sample i (counting every channel) of img. */
+static inline unsigned image_sample(const struct cpu_image *img, size_t i) {
+  return img->depth == 16 ? ((uint16_t *)img->data)[i] : ((uint8_t *)img->data)[i];
+}
+
+#endif
