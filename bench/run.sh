@@ -15,7 +15,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1 |
 # the recursive methods in each precision, whatever the sigma
 for p in float double; do
   BLURD_GPU_PRECISION=$p "$bin/bench" 8192x8192 2,12,100 10 |
-    awk -F, -v p=$p 'NR > 1 && $2 ~ /yvv|deriche/ { $2 = $2 "@" p; print }' OFS=,
+    awk -F, -v p=$p 'NR > 1 && $2 ~ /yvv|deriche/ && $2 !~ /^cpu/ { $2 = $2 "@" p; print }' OFS=,
 done | sed '1i size,method,sigma,ms,gpix_s' > "$dir/precision.csv"
 nvcc -O2 -o /tmp/npp_peer bench/npp_peer.c -lnppif -lnppc && /tmp/npp_peer "$sizes" 1,3,12,40,100 > "$dir/npp.csv"
 python3 bench/peers.py "$sizes" 1,3,12,40,100 > "$dir/peers.csv"

@@ -45,6 +45,7 @@ struct gpu_ctx {
   size_t gray_cap;
   size_t bytes;     /* device bytes held */
   int force_double; /* BLURD_GPU_PRECISION: -1 float, 1 double, 0 by sigma */
+  int bench;        /* gpu_bench: kernel time only, after the host's preparation */
 };
 
 /* Records e with where it happened and says how bad it is: GPU_FATAL for a sticky error. */
@@ -112,21 +113,45 @@ __device__ __forceinline__ unsigned raw_sample(const packed &im, size_t i) {
   return im.depth == 16 ? ((const uint16_t *)im.p)[i] : ((const uint8_t *)im.p)[i];
 }
 
+/* An 8-bit RGBA pixel as 4 lanes, colour premultiplied by alpha / 255. */
+template <class R> __device__ __forceinline__ v4<R> px_of_rgba8(uchar4 q) {
+  v4<R> v = {{(R)q.x, (R)q.y, (R)q.z, (R)q.w}};
+  R a = v.l[3] * (R)(1.0 / 255);
+#pragma unroll
+  for (int k = 0; k < 3; k++) v.l[k] *= a;
+  return v;
+}
+
 /* Pixel (x, y) as 4 lanes, colour premultiplied by alpha / max (as cpu/image.c loads it). */
 template <class R> __device__ __forceinline__ v4<R> load_px(const packed &im, int x, int y) {
   v4<R> v = v4_zero<R>();
   size_t i = ((size_t)y * im.w + x) * im.c;
   if (im.c == 4 && im.depth == 8) {
-    uchar4 q = *(const uchar4 *)((const uint8_t *)im.p + i);
-    v.l[0] = q.x, v.l[1] = q.y, v.l[2] = q.z, v.l[3] = q.w;
+    return px_of_rgba8<R>(*(const uchar4 *)((const uint8_t *)im.p + i));
   } else {
-    for (int k = 0; k < im.c; k++) v.l[k] = (R)raw_sample(im, i + k);
+#pragma unroll
+    for (int k = 0; k < 4; k++) /* fixed bounds: the lanes stay in registers */
+      if (k < im.c) v.l[k] = (R)raw_sample(im, i + k);
   }
   if (im.c == 2 || im.c == 4) {
-    R a = v.l[im.c - 1] * (im.depth == 16 ? (R)(1.0 / 65535) : (R)(1.0 / 255));
-    for (int k = 0; k < im.c - 1; k++) v.l[k] *= a;
+    R a = (im.c == 4 ? v.l[3] : v.l[1]) * (im.depth == 16 ? (R)(1.0 / 65535) : (R)(1.0 / 255));
+#pragma unroll
+    for (int k = 0; k < 3; k++)
+      if (k < im.c - 1) v.l[k] *= a;
   }
   return v;
+}
+
+/* A lane as a sample of max: rounded half up, clamped. */
+template <class R> __device__ __forceinline__ unsigned sample_of(R t, R max) {
+  return (unsigned)(t <= 0 ? (R)0 : t >= max ? max : floor(t + (R)0.5));
+}
+
+/* 4 lanes as an 8-bit RGBA pixel: colour divided by alpha (transparent: 0), rounded, clamped. */
+template <class R> __device__ __forceinline__ uchar4 rgba8_of_px(const v4<R> &v) {
+  R a = v.l[3], inv = a >= (R)0.5 ? (R)255 / a : (R)0;
+  return make_uchar4(sample_of(v.l[0] * inv, (R)255), sample_of(v.l[1] * inv, (R)255),
+                     sample_of(v.l[2] * inv, (R)255), sample_of(a, (R)255));
 }
 
 /* Stores 4 lanes into pixel (x, y): colour divided by alpha, rounded half up, clamped. */
@@ -135,23 +160,19 @@ __device__ __forceinline__ void store_px(const packed &im, int x, int y, const v
   R max = (R)((1 << im.depth) - 1);
   size_t i = ((size_t)y * im.w + x) * im.c;
   int alpha = im.c == 2 || im.c == 4;
-  R a = v.l[im.c - 1], inv = a >= (R)0.5 ? max / a : (R)0; /* transparent: colour 0 */
-  unsigned q[4];
-  for (int k = 0; k < im.c; k++) {
-    R t = v.l[k];
-    if (alpha && k < im.c - 1) t *= inv; /* one division per pixel */
-    t = t <= 0 ? (R)0 : t >= max ? max : floor(t + (R)0.5);
-    q[k] = (unsigned)t;
-  }
   if (im.c == 4 && im.depth == 8) {
-    *(uchar4 *)((uint8_t *)im.p + i) = make_uchar4(q[0], q[1], q[2], q[3]);
-  } else {
-    for (int k = 0; k < im.c; k++) {
-      if (im.depth == 16)
-        ((uint16_t *)im.p)[i + k] = (uint16_t)q[k];
-      else
-        ((uint8_t *)im.p)[i + k] = (uint8_t)q[k];
-    }
+    *(uchar4 *)((uint8_t *)im.p + i) = rgba8_of_px<R>(v);
+    return;
+  }
+  R a = im.c == 4 ? v.l[3] : v.l[1], inv = alpha && a >= (R)0.5 ? max / a : (R)0;
+#pragma unroll
+  for (int k = 0; k < 4; k++) { /* fixed bounds: the lanes stay in registers */
+    if (k >= im.c) break;
+    unsigned q = sample_of(alpha && k < im.c - 1 ? v.l[k] * inv : v.l[k], max); /* 1 division */
+    if (im.depth == 16)
+      ((uint16_t *)im.p)[i + k] = (uint16_t)q;
+    else
+      ((uint8_t *)im.p)[i + k] = (uint8_t)q;
   }
 }
 
@@ -163,14 +184,19 @@ struct mid {
   int half; /* 1: 4 halves per pixel, 0: 4 floats */
 };
 
+/* 4 halves as 4 lanes. */
+template <class R> __device__ __forceinline__ v4<R> v4_of_half4(uint2 raw) {
+  __half2 a = *(__half2 *)&raw.x, b = *(__half2 *)&raw.y;
+  float2 fa = __half22float2(a), fb = __half22float2(b);
+  v4<R> v = {{fa.x, fa.y, fb.x, fb.y}};
+  return v;
+}
+
 template <class R> __device__ __forceinline__ v4<R> load_mid(const mid &m, int x, int y) {
   size_t i = (size_t)y * m.w + x;
   v4<R> v;
   if (m.half) {
-    uint2 raw = ((const uint2 *)m.p)[i];
-    __half2 a = *(__half2 *)&raw.x, b = *(__half2 *)&raw.y;
-    float2 fa = __half22float2(a), fb = __half22float2(b);
-    v.l[0] = fa.x, v.l[1] = fa.y, v.l[2] = fb.x, v.l[3] = fb.y;
+    v = v4_of_half4<R>(((const uint2 *)m.p)[i]);
   } else {
     float4 f = ((const float4 *)m.p)[i];
     v.l[0] = f.x, v.l[1] = f.y, v.l[2] = f.z, v.l[3] = f.w;
@@ -234,6 +260,10 @@ cudaError_t launch_separable(packed in, packed out, mid m, const float *d_w, int
 cudaError_t launch_reference(packed in, packed out, void *d_ref, const double *d_w, int r,
                              double *d_stats, cudaStream_t s);
 
+/* yvv_blocked's block length in samples (float, double). */
+#define BLOCKED_B_FLOAT  64
+#define BLOCKED_B_DOUBLE 32
+
 struct rec_params {        /* everything the recursive kernels need, passed by value */
   double b, a[3], m[3][3]; /* Young-van Vliet */
   double d_a[5], d_bc[4], d_ba[5], d_gc, d_ga; /* Deriche */
@@ -241,7 +271,10 @@ struct rec_params {        /* everything the recursive kernels need, passed by v
   double w[64];                                /* yvv2way: its kernel, when radius < 64 */
   const double *d_w;                           /* yvv2way: its kernel in device memory otherwise */
   double bt[3][3], bc[3][3], bta[3][3];        /* yvv_blocked carry matrices (cpu_yvv_blocked) */
-  double mp[3][32], me[3][32];                 /* yvv_blocked: zero-state carries as dot products */
+  union {                                      /* yvv_blocked: zero-state carries as dot */
+    double d[3][BLOCKED_B_DOUBLE];             /* products, in the pass's precision */
+    float f[3][BLOCKED_B_FLOAT];
+  } mp, me;
 };
 
 enum rec_kind { REC_YVV, REC_YVV2WAY, REC_DERICHE, REC_YVV_BLOCKED };
@@ -251,9 +284,7 @@ enum rec_kind { REC_YVV, REC_YVV2WAY, REC_DERICHE, REC_YVV_BLOCKED };
 cudaError_t launch_recursive(enum rec_kind kind, const rec_params &p, int use_double, packed in,
                              packed out, mid m, float4 *d_tmp, void *d_carry, cudaStream_t s);
 
-/* yvv_blocked's block length in samples (float, double) and the bytes its carries need. */
-#define BLOCKED_B_FLOAT  32
-#define BLOCKED_B_DOUBLE 16
+/* The bytes yvv_blocked's carries need. */
 size_t blocked_carry_bytes(int w, int h, int use_double);
 
 /* ---- local statistics, contrast and convolution (kernels_local.cu) ---- */

@@ -3,9 +3,11 @@
  *  - yvv2way: seed 000's Algorithm 1, three threads per line;
  *  - deriche: one thread per line, causal plus anti-causal;
  *  - yvv_blocked: block-parallel with exact carries (cpu_yvv_blocked_line, after Nehab et al.
- *    2011): one thread per block of B samples for the zero-state carries, one thread per line to
- *    fix them, one thread per block again for the output, so the whole GPU works whatever the
- *    image's shape.
+ *    2011). Tiles of 32 lines x B samples pass through shared memory (coalesced along image rows
+ *    in both passes); one thread per line and channel computes a block's zero-state carries,
+ *    one thread per line and channel fixes them along the line, and one thread per line and
+ *    channel filters each block again from its true states, in place in the tile. The whole
+ *    GPU works whatever the image's shape.
  * Each runs in R = float or double; the line functions of cpu/gauss.c are their statements. */
 #include "gpu_int.cuh"
 
@@ -154,124 +156,259 @@ template <class R> __global__ void yvv2way_lines(pass_io io, rec_params p, float
 
 /* ---- yvv_blocked ---- */
 
-/* Carries: six planes of v4<R>, each nb x lines (block-major, so that threads of neighbouring
- * lines touch neighbouring addresses): S0..S2 the causal state before each block (first its
- * zero-state last outputs), E0..E2 the anti-causal state after it (first its zero-state first
- * outputs). */
+/* Carries, R per line and lane (channel), in six planes of nb x 4 x lines values (so that the
+ * threads of neighbouring lines touch neighbouring addresses): S0..S2 the causal state before
+ * each block (first its zero-state last outputs), E0..E2 the anti-causal state after it (first
+ * its zero-state first outputs). Slot nb-1 holds the last block's states, set by the fix. */
 template <class R> struct carries {
-  v4<R> *p;
+  R *p;
   int lines, nb;
-  __device__ __forceinline__ v4<R> &s(int i, int blk, int line) const {
-    return p[((size_t)i * nb + blk) * lines + line];
+  __device__ __forceinline__ R &s(int i, int blk, int c, int line) const {
+    return p[(((size_t)i * nb + blk) * 4 + c) * lines + line];
   }
-  __device__ __forceinline__ v4<R> &e(int i, int blk, int line) const {
-    return p[((size_t)(3 + i) * nb + blk) * lines + line];
+  __device__ __forceinline__ R &e(int i, int blk, int c, int line) const {
+    return s(3 + i, blk, c, line);
   }
 };
 
-/* Zero-state carries of every block but the last, as dot products with the block's input. */
-template <class R, int B> __global__ void blocked_carries(pass_io io, rec_params p, carries<R> cr) {
-  int line = blockIdx.x * blockDim.x + threadIdx.x, blk = blockIdx.y;
-  if (line >= io.lines || blk >= cr.nb - 1) return;
-  v4<R> P[3], E[3];
-  for (int i = 0; i < 3; i++) P[i] = E[i] = v4_zero<R>();
-#pragma unroll 4
-  for (int j = 0; j < B; j++) {
-    v4<R> x = pass_load<R>(io, line, blk * B + j);
+/* A tile of TILE_LINES lines x B samples of a pass (V: 0 the x pass, 1 the y pass) in shared
+ * memory, stored by image rows: tile row y, lane c, tile column x at y * (4 TX + 1) + c TX + x,
+ * TX being the tile's width (B for the x pass, TILE_LINES for the y pass). Loads and stores go
+ * one pixel per thread along image rows (coalesced); the filters read one line per thread of a
+ * warp, one warp per lane, and neither pattern has bank conflicts. */
+#define TILE_LINES   32
+#define TILE_THREADS (4 * TILE_LINES)
+
+template <int B> struct tile_shape { /* B: 32 or 64 */
+  static const int x = 32 * (4 * B + 1), y = B * (4 * 32 + 1), size = x > y ? x : y;
+};
+
+template <class R, int B, int V> struct tile {
+  static const int tx = V ? TILE_LINES : B, stride = 4 * tx + 1, shift = tx == 64 ? 6 : 5;
+  R *s;
+  /* sample j of line l, lane c */
+  __device__ __forceinline__ R &at(int l, int j, int c) const {
+    return V ? s[j * stride + c * tx + l] : s[l * stride + c * tx + j];
+  }
+  __device__ __forceinline__ void put(int k, const v4<R> &v) const {
+    int x = k & (tx - 1), y = k >> shift;
 #pragma unroll
-    for (int i = 0; i < 3; i++) {
-      v4_fma(P[i], (R)p.mp[i][j], x);
-      v4_fma(E[i], (R)p.me[i][j], x);
+    for (int c = 0; c < 4; c++) s[y * stride + c * tx + x] = v.l[c];
+  }
+  /* Lines l0.. of the pass's source, samples i0 .. i0+len-1, into the tile. Every load of the
+   * thread is issued before the first one is waited for: raw (4 bytes a pixel for 8-bit RGBA, 8
+   * for the half intermediate), else 8 pixels at a time. */
+  __device__ __forceinline__ void load(const pass_io &io, int l0, int i0, int len) const {
+    const int all = TILE_LINES * B / TILE_THREADS, per = 8;
+    if (V ? io.m.half : io.img.c == 4 && io.img.depth == 8) {
+      uint2 raw[all];
+#pragma unroll
+      for (int a = 0; a < all; a++) {
+        int k = threadIdx.x + a * TILE_THREADS, x = k & (tx - 1), y = k >> shift;
+        int l = V ? x : y, j = V ? y : x;
+        raw[a] = make_uint2(0, 0);
+        if (l0 + l < io.lines && j < len) {
+          if (V)
+            raw[a] = ((const uint2 *)io.m.p)[(size_t)(i0 + j) * io.m.w + l0 + l];
+          else
+            raw[a].x = ((const unsigned *)io.img.p)[(size_t)(l0 + l) * io.img.w + i0 + j];
+        }
+      }
+#pragma unroll
+      for (int a = 0; a < all; a++) {
+        uchar4 q = *(uchar4 *)&raw[a].x;
+        put(threadIdx.x + a * TILE_THREADS, V ? v4_of_half4<R>(raw[a]) : px_of_rgba8<R>(q));
+      }
+      return;
+    }
+#pragma unroll
+    for (int a0 = 0; a0 < all; a0 += per) {
+      v4<R> v[per];
+#pragma unroll
+      for (int a = 0; a < per; a++) {
+        int k = threadIdx.x + (a0 + a) * TILE_THREADS, x = k & (tx - 1), y = k >> shift;
+        int l = V ? x : y, j = V ? y : x;
+        if (l0 + l < io.lines && j < len)
+          v[a] = V ? load_mid<R>(io.m, l0 + l, i0 + j) : load_px<R>(io.img, i0 + j, l0 + l);
+      }
+#pragma unroll
+      for (int a = 0; a < per; a++) put(threadIdx.x + (a0 + a) * TILE_THREADS, v[a]);
     }
   }
-  for (int i = 0; i < 3; i++) cr.s(i, blk, line) = P[i], cr.e(i, blk, line) = E[i];
-}
-
-template <class R>
-__device__ __forceinline__ void mat3(const double m[3][3], const v4<R> x[3], v4<R> y[3]) {
+  /* The tile into the pass's destination. */
+  __device__ __forceinline__ void store(const pass_io &io, int l0, int i0, int len) const {
 #pragma unroll
-  for (int i = 0; i < 3; i++)
+    for (int a = 0; a < TILE_LINES * B / TILE_THREADS; a++) {
+      int k = threadIdx.x + a * TILE_THREADS, x = k & (tx - 1), y = k >> shift;
+      int l = V ? x : y, j = V ? y : x;
+      if (l0 + l >= io.lines || j >= len) continue;
+      v4<R> v;
 #pragma unroll
-    for (int j = 0; j < 3; j++) v4_fma(y[i], (R)m[i][j], x[j]);
-}
-
-/* One thread per line and channel (four neighbouring lanes share a line): fix the causal states
- * left to right, filter the last block in full (with Triggs-Sdika), then fix the anti-causal
- * states right to left. The carries of a block do not depend on the previous block's fix, so the
- * loads run ahead of the serial chain of 3x3 products. */
-template <class R, int B> __global__ void blocked_fix(pass_io io, rec_params p, carries<R> cr) {
-  int t = blockIdx.x * blockDim.x + threadIdx.x, line = t >> 2, c = t & 3;
-  bool live = line < io.lines;
-  if (!live) line = io.lines - 1; /* keep the whole warp for the shuffles below */
-  yvv_k<R> k(p);
-  R s0, s1, s2, x0 = pass_load<R>(io, line, 0).l[c];
-  s0 = s1 = s2 = x0;
-#pragma unroll 4
-  for (int blk = 0; blk < cr.nb - 1; blk++) {
-    R n0 = cr.s(0, blk, line).l[c], n1 = cr.s(1, blk, line).l[c], n2 = cr.s(2, blk, line).l[c];
-    if (live)
-      cr.s(0, blk, line).l[c] = s0, cr.s(1, blk, line).l[c] = s1, cr.s(2, blk, line).l[c] = s2;
-    R q[3] = {s0, s1, s2};
-    n0 += (R)p.bt[0][0] * q[0] + (R)p.bt[0][1] * q[1] + (R)p.bt[0][2] * q[2];
-    n1 += (R)p.bt[1][0] * q[0] + (R)p.bt[1][1] * q[1] + (R)p.bt[1][2] * q[2];
-    n2 += (R)p.bt[2][0] * q[0] + (R)p.bt[2][1] * q[1] + (R)p.bt[2][2] * q[2];
-    s0 = n0, s1 = n1, s2 = n2;
+      for (int c = 0; c < 4; c++) v.l[c] = s[y * stride + c * tx + x];
+      if (V)
+        store_px<R>(io.img, l0 + l, i0 + j, v);
+      else
+        store_mid<R>(io.m, i0 + j, l0 + l, v);
+    }
   }
-  int l0 = (cr.nb - 1) * B, len = io.n - l0;
-  R u[B + 3]; /* u[0..2]: the state before the block, oldest first */
-  u[0] = s2, u[1] = s1, u[2] = s0;
+};
+
+/* The zero-state carries' weights in R: mp (and me) for float or double. */
+template <class R> __device__ __forceinline__ R mp_w(const rec_params &p, int i, int j);
+template <> __device__ __forceinline__ float mp_w<float>(const rec_params &p, int i, int j) {
+  return p.mp.f[i][j];
+}
+template <> __device__ __forceinline__ double mp_w<double>(const rec_params &p, int i, int j) {
+  return p.mp.d[i][j];
+}
+template <class R> __device__ __forceinline__ R me_w(const rec_params &p, int i, int j);
+template <> __device__ __forceinline__ float me_w<float>(const rec_params &p, int i, int j) {
+  return p.me.f[i][j];
+}
+template <> __device__ __forceinline__ double me_w<double>(const rec_params &p, int i, int j) {
+  return p.me.d[i][j];
+}
+
+/* The tile (first line, block along the lines) of a launch over ng line groups x nbk blocks, in
+ * the order that keeps neighbouring thread blocks on neighbouring addresses: along the rows. */
+template <int V> __device__ __forceinline__ void blocked_at(int ng, int nbk, int *l0, int *blk) {
+  int a = V ? ng : nbk, i = (int)(blockIdx.x % a), o = (int)(blockIdx.x / a);
+  *l0 = (V ? i : o) * TILE_LINES, *blk = V ? o : i;
+}
+
+/* Zero-state carries of every block but the last, as dot products with the block's input. */
+template <class R, int B, int V>
+__global__ void __launch_bounds__(TILE_THREADS, 6)
+    blocked_carries(pass_io io, rec_params p, carries<R> cr, int ng) {
+  __shared__ R sm[tile_shape<B>::size];
+  int l0, blk, l = threadIdx.x & 31, c = threadIdx.x >> 5;
+  blocked_at<V>(ng, cr.nb - 1, &l0, &blk);
+  tile<R, B, V> t = {sm};
+  t.load(io, l0, blk * B, B);
+  __syncthreads();
+  if (l0 + l >= io.lines || c >= io.img.c) return;
+  R P[3] = {0, 0, 0}, E[3] = {0, 0, 0};
+#pragma unroll
+  for (int j = 0; j < B; j++) {
+    R x = t.at(l, j, c);
+#pragma unroll
+    for (int i = 0; i < 3; i++) P[i] += mp_w<R>(p, i, j) * x, E[i] += me_w<R>(p, i, j) * x;
+  }
+  for (int i = 0; i < 3; i++) cr.s(i, blk, c, l0 + l) = P[i], cr.e(i, blk, c, l0 + l) = E[i];
+}
+
+#define FIX_AHEAD 16 /* blocks whose carries are loaded before the serial chain uses them */
+
+/* One thread per line and lane: fix the causal states left to right, filter the last block (with
+ * Triggs-Sdika) for its first outputs, then fix the anti-causal states right to left. The carries
+ * of FIX_AHEAD blocks are loaded at once, ahead of the chain of 3x3 products. */
+template <class R, int B> __global__ void blocked_fix(pass_io io, rec_params p, carries<R> cr) {
+  int line = blockIdx.x * blockDim.x + threadIdx.x, c = blockIdx.y, nb = cr.nb;
+  if (line >= io.lines) return;
+  yvv_k<R> k(p);
+  R s[3], bt[3][3], bc[3][3], ba[3][3];
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++)
+      bt[i][j] = (R)p.bt[i][j], bc[i][j] = (R)p.bc[i][j], ba[i][j] = (R)p.bta[i][j];
+  s[0] = s[1] = s[2] = pass_load<R>(io, line, 0).l[c];
+  for (int b0 = 0; b0 < nb - 1; b0 += FIX_AHEAD) {
+    R n[FIX_AHEAD][3];
+#pragma unroll
+    for (int a = 0; a < FIX_AHEAD; a++)
+      for (int i = 0; i < 3; i++) n[a][i] = b0 + a < nb - 1 ? cr.s(i, b0 + a, c, line) : (R)0;
+#pragma unroll
+    for (int a = 0; a < FIX_AHEAD; a++) {
+      if (b0 + a >= nb - 1) break;
+      for (int i = 0; i < 3; i++) cr.s(i, b0 + a, c, line) = s[i];
+      R q[3] = {s[0], s[1], s[2]};
+      for (int i = 0; i < 3; i++)
+        s[i] = n[a][i] + bt[i][0] * q[0] + bt[i][1] * q[1] + bt[i][2] * q[2];
+    }
+  }
+  int l0 = (nb - 1) * B, len = io.n - l0;
+  for (int i = 0; i < 3; i++) cr.s(i, nb - 1, c, line) = s[i];
+  R u[B + 3]; /* u[0..2]: the state before the last block, oldest first */
+  u[0] = s[2], u[1] = s[1], u[2] = s[0];
   for (int i = 0; i < len; i++)
     u[3 + i] =
         k.b * pass_load<R>(io, line, l0 + i).l[c] + k.a1 * u[2 + i] + k.a2 * u[1 + i] + k.a3 * u[i];
   R d0 = u[2 + len], d1 = u[1 + len], d2 = u[len], edge = pass_load<R>(io, line, io.n - 1).l[c];
   d0 -= edge, d1 -= edge, d2 -= edge;
   R v[B + 2]; /* v[len-1..len+1]: the Triggs-Sdika values */
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < 3; i++) {
     v[len - 1 + i] = k.b * (k.m[i][0] * d0 + k.m[i][1] * d1 + k.m[i][2] * d2) + edge;
+    cr.e(i, nb - 1, c, line) = v[len - 1 + i];
+  }
   for (int i = len - 2; i >= 0; i--)
     v[i] = k.b * u[3 + i] + k.a1 * v[i + 1] + k.a2 * v[i + 2] + k.a3 * v[i + 3];
-  for (int i = 0; i < len; i++) { /* lane c holds channel c: gather the pixel in lane 0 */
-    v4<R> px;
-    int base = threadIdx.x & ~3;
-    for (int j = 0; j < 4; j++) px.l[j] = __shfl_sync(0xffffffff, v[i], base + j);
-    if (live && c == 0) pass_store<R>(io, line, l0 + i, px);
-  }
-  R e0 = v[0], e1 = v[1], e2 = v[2]; /* block nb-1's first outputs: the state after nb-2 */
-#pragma unroll 4
-  for (int blk = cr.nb - 2; blk >= 0; blk--) {
-    R c0 = cr.e(0, blk, line).l[c], c1 = cr.e(1, blk, line).l[c], c2 = cr.e(2, blk, line).l[c];
-    R q[3] = {cr.s(0, blk, line).l[c], cr.s(1, blk, line).l[c], cr.s(2, blk, line).l[c]};
-    R n[3] = {e0, e1, e2};
-    if (live)
-      cr.e(0, blk, line).l[c] = e0, cr.e(1, blk, line).l[c] = e1, cr.e(2, blk, line).l[c] = e2;
-    c0 += (R)p.bc[0][0] * q[0] + (R)p.bc[0][1] * q[1] + (R)p.bc[0][2] * q[2];
-    c1 += (R)p.bc[1][0] * q[0] + (R)p.bc[1][1] * q[1] + (R)p.bc[1][2] * q[2];
-    c2 += (R)p.bc[2][0] * q[0] + (R)p.bc[2][1] * q[1] + (R)p.bc[2][2] * q[2];
-    c0 += (R)p.bta[0][0] * n[0] + (R)p.bta[0][1] * n[1] + (R)p.bta[0][2] * n[2];
-    c1 += (R)p.bta[1][0] * n[0] + (R)p.bta[1][1] * n[1] + (R)p.bta[1][2] * n[2];
-    c2 += (R)p.bta[2][0] * n[0] + (R)p.bta[2][1] * n[1] + (R)p.bta[2][2] * n[2];
-    e0 = c0, e1 = c1, e2 = c2;
+  R e[3] = {v[0], v[1], v[2]}; /* the last block's first outputs: the state after block nb-2 */
+  for (int b0 = nb - 2; b0 >= 0; b0 -= FIX_AHEAD) {
+    R n[FIX_AHEAD][3], q[FIX_AHEAD][3];
+#pragma unroll
+    for (int a = 0; a < FIX_AHEAD; a++)
+      for (int i = 0; i < 3; i++) {
+        n[a][i] = b0 - a >= 0 ? cr.e(i, b0 - a, c, line) : (R)0;
+        q[a][i] = b0 - a >= 0 ? cr.s(i, b0 - a, c, line) : (R)0;
+      }
+#pragma unroll
+    for (int a = 0; a < FIX_AHEAD; a++) {
+      if (b0 - a < 0) break;
+      for (int i = 0; i < 3; i++) cr.e(i, b0 - a, c, line) = e[i];
+      R r[3] = {e[0], e[1], e[2]};
+      for (int i = 0; i < 3; i++)
+        e[i] = n[a][i] + bc[i][0] * q[a][0] + bc[i][1] * q[a][1] + bc[i][2] * q[a][2] +
+               ba[i][0] * r[0] + ba[i][1] * r[1] + ba[i][2] * r[2];
+    }
   }
 }
 
-/* Every block but the last again, from its true states: causal, then anti-causal. */
-template <class R, int B> __global__ void blocked_apply(pass_io io, rec_params p, carries<R> cr) {
-  int line = blockIdx.x * blockDim.x + threadIdx.x, blk = blockIdx.y;
-  if (line >= io.lines || blk >= cr.nb - 1) return;
-  yvv_k<R> k(p);
-  v4<R> u[B], s1 = cr.s(0, blk, line), s2 = cr.s(1, blk, line), s3 = cr.s(2, blk, line);
+/* Block blk of line l, lane c, in the tile (len samples, FULL: len == B) from its true states
+ * s (causal, before it) and e (anti-causal, after it): causal, then anti-causal; the last block
+ * (top = len - 1) starts from the Triggs-Sdika values, its last sample being the first of them. */
+template <class R, int B, int V, bool FULL>
+__device__ __forceinline__ void blocked_filter(const tile<R, B, V> &t, const yvv_k<R> &k, int l,
+                                               int c, int len, int top, R s1, R s2, R s3, R e1,
+                                               R e2, R e3) {
 #pragma unroll
-  for (int j = 0; j < B; j++) {
-    u[j] = k.step(pass_load<R>(io, line, blk * B + j), s1, s2, s3);
-    s3 = s2, s2 = s1, s1 = u[j];
-  }
-  v4<R> e1 = cr.e(0, blk, line), e2 = cr.e(1, blk, line), e3 = cr.e(2, blk, line);
+  for (int j = 0; j < B; j++) /* in place: the causal outputs wait in the tile */
+    if (FULL || j < len) {
+      R u = k.b * t.at(l, j, c) + k.a3 * s3 + k.a2 * s2 + k.a1 * s1; /* s1 last: short chain */
+      t.at(l, j, c) = u;
+      s3 = s2, s2 = s1, s1 = u;
+    }
+  if (!FULL && top < len) t.at(l, top, c) = e1;
 #pragma unroll
-  for (int j = B - 1; j >= 0; j--) {
-    v4<R> v = k.step(u[j], e1, e2, e3);
-    pass_store<R>(io, line, blk * B + j, v);
-    e3 = e2, e2 = e1, e1 = v;
+  for (int j = B - 1; j >= 0; j--)
+    if (FULL || j < top) {
+      R v = k.b * t.at(l, j, c) + k.a3 * e3 + k.a2 * e2 + k.a1 * e1;
+      t.at(l, j, c) = v;
+      e3 = e2, e2 = e1, e1 = v;
+    }
+}
+
+/* Every block from its true states. */
+template <class R, int B, int V>
+__global__ void __launch_bounds__(TILE_THREADS, 6)
+    blocked_apply(pass_io io, rec_params p, carries<R> cr, int ng) {
+  __shared__ R sm[tile_shape<B>::size];
+  int l0, blk, l = threadIdx.x & 31, c = threadIdx.x >> 5;
+  blocked_at<V>(ng, cr.nb, &l0, &blk);
+  int last = blk == cr.nb - 1, len = last ? io.n - blk * B : B;
+  int live = l0 + l < io.lines && c < io.img.c, line = live ? l0 + l : 0;
+  R s1 = cr.s(0, blk, c, line), s2 = cr.s(1, blk, c, line), s3 = cr.s(2, blk, c, line);
+  R e1 = cr.e(0, blk, c, line), e2 = cr.e(1, blk, c, line), e3 = cr.e(2, blk, c, line);
+  tile<R, B, V> t = {sm};
+  t.load(io, l0, blk * B, len);
+  __syncthreads();
+  if (live) {
+    yvv_k<R> k(p);
+    if (last)
+      blocked_filter<R, B, V, false>(t, k, l, c, len, len - 1, s1, s2, s3, e1, e2, e3);
+    else
+      blocked_filter<R, B, V, true>(t, k, l, c, B, B, s1, s2, s3, e1, e2, e3);
   }
+  __syncthreads();
+  t.store(io, l0, blk * B, len);
 }
 
 size_t blocked_carry_bytes(int w, int h, int use_double) {
@@ -280,13 +417,22 @@ size_t blocked_carry_bytes(int w, int h, int use_double) {
   return 6 * (x > y ? x : y) * 4 * (use_double ? sizeof(double) : sizeof(float));
 }
 
+template <class R, int B, int V>
+static void blocked_pass(const pass_io &io, const rec_params &p, void *d_carry, cudaStream_t s) {
+  carries<R> cr = {(R *)d_carry, io.lines, (int)div_up(io.n, B)};
+  int ng = (int)div_up(io.lines, TILE_LINES);
+  if (cr.nb > 1)
+    blocked_carries<R, B, V><<<(unsigned)ng *(cr.nb - 1), TILE_THREADS, 0, s>>>(io, p, cr, ng);
+  blocked_fix<R, B><<<dim3(div_up(io.lines, 128), io.img.c), 128, 0, s>>>(io, p, cr);
+  blocked_apply<R, B, V><<<(unsigned)ng * cr.nb, TILE_THREADS, 0, s>>>(io, p, cr, ng);
+}
+
 template <class R, int B>
 static void blocked_pass(const pass_io &io, const rec_params &p, void *d_carry, cudaStream_t s) {
-  carries<R> cr = {(v4<R> *)d_carry, io.lines, (int)div_up(io.n, B)};
-  dim3 grid(div_up(io.lines, LINES_PER_BLOCK), cr.nb > 1 ? cr.nb - 1 : 1);
-  if (cr.nb > 1) blocked_carries<R, B><<<grid, LINES_PER_BLOCK, 0, s>>>(io, p, cr);
-  blocked_fix<R, B><<<div_up(4 * io.lines, 64), 64, 0, s>>>(io, p, cr); /* 4 lanes a line */
-  if (cr.nb > 1) blocked_apply<R, B><<<grid, LINES_PER_BLOCK, 0, s>>>(io, p, cr);
+  if (io.vertical)
+    blocked_pass<R, B, 1>(io, p, d_carry, s);
+  else
+    blocked_pass<R, B, 0>(io, p, d_carry, s);
 }
 
 template <class R>
@@ -304,10 +450,8 @@ static void one_pass(enum rec_kind kind, const pass_io &io, const rec_params &p,
     yvv2way_lines<R><<<div_up(io.lines, 32), dim3(32, 3), 0, s>>>(io, p, tmp);
     break;
   case REC_YVV_BLOCKED:
-    if (sizeof(R) == sizeof(double))
-      blocked_pass<R, BLOCKED_B_DOUBLE>(io, p, d_carry, s);
-    else
-      blocked_pass<R, BLOCKED_B_FLOAT>(io, p, d_carry, s);
+    blocked_pass<R, sizeof(R) == sizeof(double) ? BLOCKED_B_DOUBLE : BLOCKED_B_FLOAT>(io, p,
+                                                                                      d_carry, s);
     break;
   }
 }

@@ -119,15 +119,18 @@ static void sweep(const struct cpu_image *img, const char *label, const double *
 static void test_odd_sizes(void) {
   struct codec_image astro = fixture_photo("astronaut.png"),
                      g16 = fixture_photo("gray_alpha16.png");
-  const double all[] = {0.5, 1, 3, 12, 40, 100, 300}, few[] = {1, 12};
+  const double all[] = {0.5, 1, 3, 12, 40, 100, 300}, few[] = {1, 12, 40};
   const double *sigmas = quick > 1 ? few : all; /* --sanitize: few, the tools are slow */
-  int ns = quick > 1 ? 2 : 7;
-  const int sizes[][3] = {{1, 1, 4}, {1, 37, 3}, {37, 1, 4}, {2, 2, 1}, {33, 17, 2}};
-  for (int i = 0; i < 5; i++) {
+  int ns = quick > 1 ? 3 : 7;
+  /* the last two: several of yvv_blocked's blocks along both axes, the last one partial (8-bit
+   * RGBA is loaded raw, RGB through the general path) */
+  const int sizes[][3] = {{1, 1, 4},   {1, 37, 3},    {37, 1, 4},  {2, 2, 1},
+                          {33, 17, 2}, {300, 130, 4}, {130, 70, 3}};
+  for (int i = 0; i < 7; i++) {
     char label[32];
     snprintf(label, sizeof(label), "%dx%dx%d", sizes[i][0], sizes[i][1], sizes[i][2]);
     struct cpu_image img = tile(&astro, sizes[i][0], sizes[i][1], sizes[i][2]);
-    sweep(&img, label, sigmas, ns, 100);
+    sweep(&img, label, sigmas, ns, i < 5 ? 100 : 12);
     free(img.data);
   }
   struct cpu_image img = tile(&g16, 45, 31, 2);
