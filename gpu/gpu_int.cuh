@@ -124,15 +124,12 @@ template <class R> __device__ __forceinline__ v4<R> px_of_rgba8(uchar4 q) {
 
 /* Pixel (x, y) as 4 lanes, colour premultiplied by alpha / max (as cpu/image.c loads it). */
 template <class R> __device__ __forceinline__ v4<R> load_px(const packed &im, int x, int y) {
-  v4<R> v = v4_zero<R>();
   size_t i = ((size_t)y * im.w + x) * im.c;
-  if (im.c == 4 && im.depth == 8) {
-    return px_of_rgba8<R>(*(const uchar4 *)((const uint8_t *)im.p + i));
-  } else {
+  if (im.c == 4 && im.depth == 8) return px_of_rgba8<R>(*(const uchar4 *)((const uint8_t *)im.p + i));
+  v4<R> v = v4_zero<R>();
 #pragma unroll
-    for (int k = 0; k < 4; k++) /* fixed bounds: the lanes stay in registers */
-      if (k < im.c) v.l[k] = (R)raw_sample(im, i + k);
-  }
+  for (int k = 0; k < 4; k++) /* fixed bounds: the lanes stay in registers */
+    if (k < im.c) v.l[k] = (R)raw_sample(im, i + k);
   if (im.c == 2 || im.c == 4) {
     R a = (im.c == 4 ? v.l[3] : v.l[1]) * (im.depth == 16 ? (R)(1.0 / 65535) : (R)(1.0 / 255));
 #pragma unroll

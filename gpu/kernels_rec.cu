@@ -253,20 +253,14 @@ template <class R, int B, int V> struct tile {
   }
 };
 
-/* The zero-state carries' weights in R: mp (and me) for float or double. */
-template <class R> __device__ __forceinline__ R mp_w(const rec_params &p, int i, int j);
-template <> __device__ __forceinline__ float mp_w<float>(const rec_params &p, int i, int j) {
-  return p.mp.f[i][j];
-}
-template <> __device__ __forceinline__ double mp_w<double>(const rec_params &p, int i, int j) {
-  return p.mp.d[i][j];
-}
-template <class R> __device__ __forceinline__ R me_w(const rec_params &p, int i, int j);
-template <> __device__ __forceinline__ float me_w<float>(const rec_params &p, int i, int j) {
-  return p.me.f[i][j];
-}
-template <> __device__ __forceinline__ double me_w<double>(const rec_params &p, int i, int j) {
-  return p.me.d[i][j];
+/* Weight j of zero-state carry i (me: the anti-causal one, else mp), kept in the pass's
+ * precision. */
+template <class R>
+__device__ __forceinline__ R carry_w(const rec_params &p, bool me, int i, int j) {
+  if constexpr (sizeof(R) == sizeof(double))
+    return me ? p.me.d[i][j] : p.mp.d[i][j];
+  else
+    return me ? p.me.f[i][j] : p.mp.f[i][j];
 }
 
 /* The tile (first line, block along the lines) of a launch over ng line groups x nbk blocks, in
@@ -292,7 +286,8 @@ __global__ void __launch_bounds__(TILE_THREADS, 6)
   for (int j = 0; j < B; j++) {
     R x = t.at(l, j, c);
 #pragma unroll
-    for (int i = 0; i < 3; i++) P[i] += mp_w<R>(p, i, j) * x, E[i] += me_w<R>(p, i, j) * x;
+    for (int i = 0; i < 3; i++)
+      P[i] += carry_w<R>(p, false, i, j) * x, E[i] += carry_w<R>(p, true, i, j) * x;
   }
   for (int i = 0; i < 3; i++) cr.s(i, blk, c, l0 + l) = P[i], cr.e(i, blk, c, l0 + l) = E[i];
 }
