@@ -151,24 +151,30 @@ void cpu_fir_line(const double *w, int radius, const double *in, double *out, in
 void cpu_deriche_line(const struct cpu_deriche *c, const double *in, double *out, int n);
 #define CPU_BLOCK_MAX 64 /* longest block of the block-parallel filter */
 
-struct cpu_yvv_blocked { /* carry matrices of the block-parallel Young-van Vliet filter */
+struct cpu_yvv_blocked { /* the block-parallel Young-van Vliet filter, as a cascade */
   int b;                 /* block length */
-  double t[3][3];        /* causal state after a block from the state before it (zero input) */
-  double c[3][3];        /* first 3 anti-causal outputs of a block from its causal start state */
-  double ta[3][3];       /* first 3 anti-causal outputs from the state after the block */
-  double mp[3][CPU_BLOCK_MAX]; /* zero-state last 3 causal outputs: mp[i] . x (u[b-1-i]) */
-  double me[3][CPU_BLOCK_MAX]; /* zero-state first 3 outputs of both passes: me[i] . x */
+  /* w[k] = p w[k-1] + q x[k], u[k] = g w[k] + c1 u[k-1] + c2 u[k-2] (q = 1 - p, g = 1 - c1 - c2):
+   * the direct form's poles in two sections of unit gain, which single precision keeps accurate
+   * at large sigma where the direct form is not. States are (w, u[k], u[k-1]) after sample k,
+   * and the same for the anti-causal pass (w, v[k], v[k+1]) entering sample k-1 from the right. */
+  double p, q, g, c1, c2;
+  double t[3][3];  /* the state after a block from the state before it (zero input), both ways */
+  double c[3][3];  /* the anti-causal state before a block from its causal state before it */
+  double ts[3][3]; /* Triggs-Sdika: the anti-causal state entering the last sample from the
+                      causal state after it, both less the last sample's value */
+  double mp[3][CPU_BLOCK_MAX]; /* zero-state causal state after a block: mp[i] . x */
+  double me[3][CPU_BLOCK_MAX]; /* zero-state anti-causal state before it, both passes: me[i] . x */
 };
 
-/* The carry matrices of c for blocks of b <= CPU_BLOCK_MAX samples. States are (u[-1], u[-2],
- * u[-3]) before a block (causal) and (v[b], v[b+1], v[b+2]) after it (anti-causal). */
-void cpu_yvv_blocked_matrices(const struct cpu_yvv *c, int b, struct cpu_yvv_blocked *m);
+/* The carry matrices of c for blocks of b <= CPU_BLOCK_MAX samples, with the cascade's
+ * coefficients rounded to single precision when single. */
+void cpu_yvv_blocked_matrices(const struct cpu_yvv *c, int b, int single,
+                              struct cpu_yvv_blocked *m);
 /* Young-van Vliet over one line, block-parallel (Nehab, Maximo, Lima & Hoppe 2011): every block
  * but the last filters from a zero state, the carries are fixed block to block with the
  * matrices, the last block applies Triggs-Sdika, and every block then filters again from its
  * true states. Equal to cpu_yvv_line up to rounding; the GPU's yvv_blocked follows it. */
-void cpu_yvv_blocked_line(const struct cpu_yvv *c, const struct cpu_yvv_blocked *m, double *x,
-                          int n);
+void cpu_yvv_blocked_line(const struct cpu_yvv_blocked *m, double *x, int n);
 /* Seed 000's Algorithm 1 over one line: the centre pixel n/2 by FIR (w, radius: the paper's
  * window), the left block forward and the right block backward from replicated edges, then the
  * reverse passes seeded with the centre value. */

@@ -398,57 +398,103 @@ enum cpu_method cpu_auto_method(double sigma, int width, int height) {
   return CPU_YVV;
 }
 
-/* The causal pass over n samples of x (zero when x is NULL) from state s = (u[-1], u[-2],
- * u[-3]), into u. */
-static void causal(const struct cpu_yvv *c, const double *x, const double s[3], double *u, int n) {
-  double u1 = s[0], u2 = s[1], u3 = s[2];
-  for (int k = 0; k < n; k++) {
-    u[k] = c->b * (x ? x[k] : 0) + c->a[0] * u1 + c->a[1] * u2 + c->a[2] * u3;
-    u3 = u2, u2 = u1, u1 = u[k];
+/* The cascade of c: its real pole p (a root of z^3 - a1 z^2 - a2 z - a3, which is negative at
+ * -1 and B > 0 at 1 for a stable filter) and the section left over, z^2 - c1 z - c2. Rounded to
+ * single precision when single, with q = 1 - p and g = 1 - c1 - c2 taken from the rounded values
+ * (exact in float), so that each section keeps unit gain. */
+static void yvv_cascade(const struct cpu_yvv *c, int single, struct cpu_yvv_blocked *m) {
+  double lo = -1, hi = 1;
+  for (int i = 0; i < 64; i++) {
+    double z = 0.5 * (lo + hi);
+    if (((z - c->a[0]) * z - c->a[1]) * z - c->a[2] < 0)
+      lo = z;
+    else
+      hi = z;
+  }
+  double p = 0.5 * (lo + hi), c1 = c->a[0] - p, c2 = c->a[1] + p * c1;
+  if (single) p = (float)p, c1 = (float)c1, c2 = (float)c2;
+  m->p = p, m->q = 1 - p, m->c1 = c1, m->c2 = c2, m->g = 1 - c1 - c2;
+}
+
+/* One sample x through the cascade from state s = (w, u[k-1], u[k-2]), which becomes (w, u[k],
+ * u[k-1]); returns u[k]. */
+static double cascade_step(const struct cpu_yvv_blocked *m, double x, double s[3]) {
+  s[0] = m->p * s[0] + m->q * x;
+  double u = m->g * s[0] + m->c2 * s[2] + m->c1 * s[1];
+  s[2] = s[1], s[1] = u;
+  return u;
+}
+
+/* n samples of x (zero when NULL) through the cascade from state s, forwards or backwards, into y
+ * (which may be x, or NULL); s ends as the state after them. */
+static void cascade_run(const struct cpu_yvv_blocked *m, const double *x, double s[3], double *y,
+                        int n, int backward) {
+  for (int i = 0; i < n; i++) {
+    int k = backward ? n - 1 - i : i;
+    double u = cascade_step(m, x ? x[k] : 0, s);
+    if (y) y[k] = u;
   }
 }
 
-/* The anti-causal pass over n samples of u (zero when u is NULL) from state e = (v[n], v[n+1],
- * v[n+2]), into v (which may be u). */
-static void anticausal(const struct cpu_yvv *c, const double *u, const double e[3], double *v,
-                       int n) {
-  double v1 = e[0], v2 = e[1], v3 = e[2];
-  for (int k = n - 1; k >= 0; k--) {
-    v[k] = c->b * (u ? u[k] : 0) + c->a[0] * v1 + c->a[1] * v2 + c->a[2] * v3;
-    v3 = v2, v2 = v1, v1 = v[k];
-  }
+static void mat_mul(const double a[3][3], const double b[3][3], double r[3][3]) {
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++) r[i][j] = a[i][0] * b[0][j] + a[i][1] * b[1][j] + a[i][2] * b[2][j];
 }
 
-void cpu_yvv_blocked_matrices(const struct cpu_yvv *c, int b, struct cpu_yvv_blocked *m) {
-  double u[CPU_BLOCK_MAX], v[CPU_BLOCK_MAX], zero[3] = {0, 0, 0};
-  m->b = b;
-  for (int j = 0; j < b; j++) { /* responses to a unit impulse at j, from zero states */
-    double x[CPU_BLOCK_MAX] = {0};
-    x[j] = 1;
-    causal(c, x, zero, u, b);
-    anticausal(c, u, zero, v, b);
-    for (int i = 0; i < 3; i++) m->mp[i][j] = u[b - 1 - i], m->me[i][j] = v[i];
-  }
+/* Triggs-Sdika in the cascade's states. With the input continued by its last value (subtracted
+ * from every state), the causal state s after the last sample goes on as A^(j+1) s, A the
+ * zero-input step, with outputs u[n+j] = (A^(j+1) s)_1; the anti-causal state entering the last
+ * sample is sum_j A^j b u[n+j], b the state a unit input makes from zero. So ts = sum_j A^j C A^j
+ * with C = b (row 1 of A), summed by doubling. */
+static void cascade_boundary(struct cpu_yvv_blocked *m) {
+  double a[3][3], b[3] = {0, 0, 0}, t[3][3], u[3][3];
   for (int j = 0; j < 3; j++) {
-    double e[3] = {j == 0, j == 1, j == 2};
-    causal(c, NULL, e, u, b);
-    for (int i = 0; i < 3; i++) m->t[i][j] = u[b - 1 - i];
-    anticausal(c, u, zero, v, b);
-    for (int i = 0; i < 3; i++) m->c[i][j] = v[i];
-    anticausal(c, NULL, e, v, b);
-    for (int i = 0; i < 3; i++) m->ta[i][j] = v[i];
+    double s[3] = {j == 0, j == 1, j == 2};
+    cascade_step(m, 0, s);
+    for (int i = 0; i < 3; i++) a[i][j] = s[i];
   }
+  cascade_step(m, 1, b);
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++) m->ts[i][j] = b[i] * a[1][j];
+  for (int k = 0; k < 64; k++) { /* ts holds the first 2^k terms, a = A^(2^k) */
+    mat_mul(a, m->ts, t);
+    mat_mul(t, a, u);
+    for (int i = 0; i < 3; i++)
+      for (int j = 0; j < 3; j++) m->ts[i][j] += u[i][j];
+    mat_mul(a, a, t);
+    memcpy(a, t, sizeof(t));
+  }
+}
+
+void cpu_yvv_blocked_matrices(const struct cpu_yvv *c, int b, int single,
+                              struct cpu_yvv_blocked *m) {
+  double u[CPU_BLOCK_MAX];
+  m->b = b;
+  yvv_cascade(c, single, m);
+  for (int j = 0; j < b; j++) { /* responses to a unit impulse at j, from zero states */
+    double x[CPU_BLOCK_MAX] = {0}, s[3] = {0, 0, 0}, e[3] = {0, 0, 0};
+    x[j] = 1;
+    cascade_run(m, x, s, u, b, 0);
+    cascade_run(m, u, e, NULL, b, 1);
+    for (int i = 0; i < 3; i++) m->mp[i][j] = s[i], m->me[i][j] = e[i];
+  }
+  for (int j = 0; j < 3; j++) { /* responses to each state, with zero input */
+    double s[3] = {j == 0, j == 1, j == 2}, e[3] = {0, 0, 0};
+    cascade_run(m, NULL, s, u, b, 0);
+    cascade_run(m, u, e, NULL, b, 1);
+    for (int i = 0; i < 3; i++) m->t[i][j] = s[i], m->c[i][j] = e[i];
+  }
+  cascade_boundary(m);
 }
 
 static void mat_acc(const double m[3][3], const double x[3], double *y) {
   for (int i = 0; i < 3; i++) y[i] += m[i][0] * x[0] + m[i][1] * x[1] + m[i][2] * x[2];
 }
 
-void cpu_yvv_blocked_line(const struct cpu_yvv *c, const struct cpu_yvv_blocked *m, double *x,
-                          int n) {
+void cpu_yvv_blocked_line(const struct cpu_yvv_blocked *m, double *x, int n) {
   int b = m->b, nb = (n + b - 1) / b, l0 = (nb - 1) * b, len = n - l0;
   double(*s)[3] = malloc((size_t)nb * sizeof(*s)), (*e)[3] = malloc((size_t)nb * sizeof(*e));
-  double *u = malloc((size_t)(b + 3) * sizeof(double));
+  double *u = malloc((size_t)b * sizeof(double)), edge = x[n - 1], st[3], d[3];
   /* stage A, every block but the last: zero-state carries, as dot products with the input */
   for (int k = 0; k < nb - 1; k++)
     for (int i = 0; i < 3; i++) {
@@ -460,31 +506,28 @@ void cpu_yvv_blocked_line(const struct cpu_yvv *c, const struct cpu_yvv_blocked 
   /* fix the causal states left to right: s[k+1] = P-bar[k] + T s[k] */
   s[0][0] = s[0][1] = s[0][2] = x[0];
   for (int k = 0; k < nb - 1; k++) mat_acc(m->t, s[k], s[k + 1]);
-  /* the last block, in full: causal, Triggs-Sdika, anti-causal */
-  double tail[3], ts[3], *xl = x + l0, edge = x[n - 1];
-  causal(c, xl, s[nb - 1], u + 3, len);
-  u[2] = s[nb - 1][0], u[1] = s[nb - 1][1], u[0] = s[nb - 1][2]; /* u[-1..-3] before the block */
-  for (int i = 0; i < 3; i++) tail[i] = u[3 + len - 1 - i];
-  triggs_sdika(c, tail[0], tail[1], tail[2], edge, ts);
-  memcpy(xl + len - 1, ts, sizeof(double)); /* v[n-1] */
-  anticausal(c, u + 3, ts, xl, len - 1);
-  /* the state after block nb-2: v[l0], v[l0+1], v[l0+2] (past n-1, the Triggs-Sdika values) */
-  double vl[5] = {0};
-  for (int i = 0; i < 3; i++) vl[i] = i < len ? xl[i] : ts[i - len + 1];
-  /* fix the anti-causal states right to left: E[k-1] = E-bar[k] + C s[k] + Ta E[k] */
-  double next[3] = {vl[0], vl[1], vl[2]};
+  /* the last block: causal, Triggs-Sdika for the state after it, anti-causal */
+  memcpy(st, s[nb - 1], sizeof(st));
+  cascade_run(m, x + l0, st, u, len, 0);
+  for (int i = 0; i < 3; i++) d[i] = st[i] - edge, e[nb - 1][i] = edge;
+  mat_acc(m->ts, d, e[nb - 1]);
+  memcpy(st, e[nb - 1], sizeof(st));
+  cascade_run(m, u, st, NULL, len, 1);
+  /* fix the anti-causal states right to left: E[k-1] = E-bar[k] + C s[k] + T E[k] */
   for (int k = nb - 2; k >= 0; k--) {
     double cur[3];
     memcpy(cur, e[k], sizeof(cur));
     mat_acc(m->c, s[k], cur);
-    mat_acc(m->ta, next, cur);
-    memcpy(e[k], next, sizeof(next)); /* block k's own end state */
-    memcpy(next, cur, sizeof(cur));
+    mat_acc(m->t, st, cur);
+    memcpy(e[k], st, sizeof(st)); /* block k's own end state */
+    memcpy(st, cur, sizeof(cur));
   }
-  /* stage C: every block but the last again, from its true states */
-  for (int k = 0; k < nb - 1; k++) {
-    causal(c, x + (size_t)k * b, s[k], u, b);
-    anticausal(c, u, e[k], x + (size_t)k * b, b);
+  /* stage C: every block again, from its true states */
+  for (int k = 0; k < nb; k++) {
+    double *xb = x + (size_t)k * b;
+    int l = k == nb - 1 ? len : b;
+    cascade_run(m, xb, s[k], u, l, 0);
+    cascade_run(m, u, e[k], xb, l, 1);
   }
   free(u);
   free(e);

@@ -162,11 +162,12 @@ static enum gpu_status upload_w(struct gpu_ctx *ctx, size_t off, const void *dat
   return GPU_OK;
 }
 
-/* Recursive filters run in double for 16-bit images (one level is 1/65535 there) and above
- * GPU_FLOAT_SIGMA_MAX, in single precision otherwise (measured: tests/gpu_check.c). */
-static int use_double(const struct gpu_ctx *ctx, double sigma, int depth) {
+/* Recursive filters run in double for 16-bit images (one level is 1/65535 there). On 8-bit
+ * images yvv_blocked (a cascade) runs in single precision at every sigma, the others up to
+ * GPU_FLOAT_SIGMA_MAX (measured: tests/gpu_check.c). */
+static int use_double(const struct gpu_ctx *ctx, const struct cpu_blur *b, int depth) {
   if (ctx->force_double) return ctx->force_double > 0;
-  return depth == 16 || sigma > GPU_FLOAT_SIGMA_MAX;
+  return depth == 16 || (b->method != CPU_YVV_BLOCKED && b->sigma > GPU_FLOAT_SIGMA_MAX);
 }
 
 /* Under gpu_bench, the timing starts here, once the host has prepared the method's kernels
@@ -227,10 +228,12 @@ static enum gpu_status rec_prepare(struct gpu_ctx *ctx, const struct cpu_blur *b
   if (b->method == CPU_YVV_BLOCKED) {
     struct cpu_yvv_blocked m;
     int blen = dbl ? BLOCKED_B_DOUBLE : BLOCKED_B_FLOAT;
-    cpu_yvv_blocked_matrices(&c, blen, &m);
+    cpu_yvv_blocked_matrices(&c, blen, !dbl, &m);
+    double casc[5] = {m.p, m.q, m.g, m.c1, m.c2};
+    memcpy(p->casc, casc, sizeof(p->casc));
     memcpy(p->bt, m.t, sizeof(p->bt));
     memcpy(p->bc, m.c, sizeof(p->bc));
-    memcpy(p->bta, m.ta, sizeof(p->bta));
+    memcpy(p->bts, m.ts, sizeof(p->bts));
     for (int i = 0; i < 3; i++)
       for (int j = 0; j < blen; j++) {
         if (dbl)
@@ -258,7 +261,7 @@ static enum gpu_status rec_prepare(struct gpu_ctx *ctx, const struct cpu_blur *b
 static enum gpu_status run_recursive(struct gpu_ctx *ctx, const struct cpu_blur *b, packed in,
                                      packed out, mid m) {
   size_t px = (size_t)in.w * in.h;
-  int dbl = use_double(ctx, b->sigma, in.depth);
+  int dbl = use_double(ctx, b, in.depth);
   rec_params p;
   enum rec_kind kind = b->method == CPU_YVV       ? REC_YVV
                        : b->method == CPU_YVV2WAY ? REC_YVV2WAY
@@ -412,13 +415,14 @@ enum gpu_status gpu_bench(struct gpu_ctx *ctx, const struct cpu_blur *b,
   return st;
 }
 
-/* The GPU rule for `auto`, from docs/gpu_bench.md (H200): separable (58.9 dB) is the fastest
- * method up to sigma 3 on 1920x1080 (21.3 against 10.2 Gpix/s for yvv_blocked); from sigma 12,
- * yvv_blocked (55 dB), whose cost does not grow with the kernel, wins at every size (7.8 against
- * 6.8 on 1920x1080, 40.8 against 7.8 on 8192x8192). Both reach 48 dB. */
+/* The GPU rule for `auto`, from docs/gpu_bench.md (H200, kernel time): separable (58.9 dB)
+ * is the fastest method at sigma 1 at every size (50.3 against 48.5 Gpix/s for yvv_blocked on
+ * 8192x8192) and up to sigma 3 below 3840x2160 (21.4 against 18.7 on 1920x1080); elsewhere
+ * yvv_blocked (55 dB), whose cost does not grow with the kernel, wins (48.6 against 27.6 at sigma
+ * 3 on 8192x8192, tied at sigma 2 on 3840x2160). Both reach 48 dB. */
 enum cpu_method gpu_auto_method(double sigma, int width, int height) {
-  (void)width, (void)height;
-  return sigma <= 3 ? CPU_SEPARABLE : CPU_YVV_BLOCKED;
+  int small = (double)width * height < 3840.0 * 2160;
+  return sigma <= 1 || (sigma <= 3 && small) ? CPU_SEPARABLE : CPU_YVV_BLOCKED;
 }
 
 __global__ void fault_kernel(int *p) {

@@ -267,7 +267,8 @@ struct rec_params {        /* everything the recursive kernels need, passed by v
   int radius;                                  /* yvv2way: the centre pixel's FIR radius */
   double w[64];                                /* yvv2way: its kernel, when radius < 64 */
   const double *d_w;                           /* yvv2way: its kernel in device memory otherwise */
-  double bt[3][3], bc[3][3], bta[3][3];        /* yvv_blocked carry matrices (cpu_yvv_blocked) */
+  double casc[5];                  /* yvv_blocked (cpu_yvv_blocked): its cascade p, q, g, c1, c2, */
+  double bt[3][3], bc[3][3], bts[3][3]; /* carry matrices t, c and Triggs-Sdika ts, */
   union {                                      /* yvv_blocked: zero-state carries as dot */
     double d[3][BLOCKED_B_DOUBLE];             /* products, in the pass's precision */
     float f[3][BLOCKED_B_FLOAT];

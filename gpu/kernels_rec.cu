@@ -7,7 +7,8 @@
  *    in both passes); one thread per line and channel computes a block's zero-state carries,
  *    one thread per line and channel fixes them along the line, and one thread per line and
  *    channel filters each block again from its true states, in place in the tile. The whole
- *    GPU works whatever the image's shape.
+ *    GPU works whatever the image's shape. The filter runs as a cascade of a first-order and a
+ *    second-order section, which stays within a level in single precision at every sigma.
  * Each runs in R = float or double; the line functions of cpu/gauss.c are their statements. */
 #include "gpu_int.cuh"
 
@@ -156,6 +157,21 @@ template <class R> __global__ void yvv2way_lines(pass_io io, rec_params p, float
 
 /* ---- yvv_blocked ---- */
 
+/* The cascade yvv_blocked filters with (cpu_yvv_blocked): w = p w + q x, u = g w + c1 u1 + c2 u2,
+ * whose two sections of unit gain keep single precision accurate at every sigma. */
+template <class R> struct casc_k {
+  R p, q, g, c1, c2;
+  __device__ explicit casc_k(const rec_params &r)
+      : p((R)r.casc[0]), q((R)r.casc[1]), g((R)r.casc[2]), c1((R)r.casc[3]), c2((R)r.casc[4]) {}
+  /* x from the state (w, u1, u2), which becomes (w, u, u1); returns u */
+  __device__ __forceinline__ R step(R x, R &w, R &u1, R &u2) const {
+    w = p * w + q * x;
+    R u = c1 * u1 + (g * w + c2 * u2); /* u1 last: short chain */
+    u2 = u1, u1 = u;
+    return u;
+  }
+};
+
 /* Carries, R per line and lane (channel), in six planes of nb x 4 x lines values (so that the
  * threads of neighbouring lines touch neighbouring addresses): S0..S2 the causal state before
  * each block (first its zero-state last outputs), E0..E2 the anti-causal state after it (first
@@ -295,16 +311,16 @@ __global__ void __launch_bounds__(TILE_THREADS, 6)
 #define FIX_AHEAD 16 /* blocks whose carries are loaded before the serial chain uses them */
 
 /* One thread per line and lane: fix the causal states left to right, filter the last block (with
- * Triggs-Sdika) for its first outputs, then fix the anti-causal states right to left. The carries
- * of FIX_AHEAD blocks are loaded at once, ahead of the chain of 3x3 products. */
+ * Triggs-Sdika) for the anti-causal state before it, then fix the anti-causal states right to
+ * left. The carries of FIX_AHEAD blocks are loaded at once, ahead of the chain of 3x3 products. */
 template <class R, int B> __global__ void blocked_fix(pass_io io, rec_params p, carries<R> cr) {
   int line = blockIdx.x * blockDim.x + threadIdx.x, c = blockIdx.y, nb = cr.nb;
   if (line >= io.lines) return;
-  yvv_k<R> k(p);
-  R s[3], bt[3][3], bc[3][3], ba[3][3];
+  casc_k<R> k(p);
+  R s[3], bt[3][3], bc[3][3], ts[3][3];
   for (int i = 0; i < 3; i++)
     for (int j = 0; j < 3; j++)
-      bt[i][j] = (R)p.bt[i][j], bc[i][j] = (R)p.bc[i][j], ba[i][j] = (R)p.bta[i][j];
+      bt[i][j] = (R)p.bt[i][j], bc[i][j] = (R)p.bc[i][j], ts[i][j] = (R)p.bts[i][j];
   s[0] = s[1] = s[2] = pass_load<R>(io, line, 0).l[c];
   for (int b0 = 0; b0 < nb - 1; b0 += FIX_AHEAD) {
     R n[FIX_AHEAD][3];
@@ -322,21 +338,15 @@ template <class R, int B> __global__ void blocked_fix(pass_io io, rec_params p, 
   }
   int l0 = (nb - 1) * B, len = io.n - l0;
   for (int i = 0; i < 3; i++) cr.s(i, nb - 1, c, line) = s[i];
-  R u[B + 3]; /* u[0..2]: the state before the last block, oldest first */
-  u[0] = s[2], u[1] = s[1], u[2] = s[0];
+  R u[B], e[3], edge = pass_load<R>(io, line, io.n - 1).l[c];
   for (int i = 0; i < len; i++)
-    u[3 + i] =
-        k.b * pass_load<R>(io, line, l0 + i).l[c] + k.a1 * u[2 + i] + k.a2 * u[1 + i] + k.a3 * u[i];
-  R d0 = u[2 + len], d1 = u[1 + len], d2 = u[len], edge = pass_load<R>(io, line, io.n - 1).l[c];
-  d0 -= edge, d1 -= edge, d2 -= edge;
-  R v[B + 2]; /* v[len-1..len+1]: the Triggs-Sdika values */
+    u[i] = k.step(pass_load<R>(io, line, l0 + i).l[c], s[0], s[1], s[2]);
+  for (int i = 0; i < 3; i++) s[i] -= edge;
   for (int i = 0; i < 3; i++) {
-    v[len - 1 + i] = k.b * (k.m[i][0] * d0 + k.m[i][1] * d1 + k.m[i][2] * d2) + edge;
-    cr.e(i, nb - 1, c, line) = v[len - 1 + i];
+    e[i] = ts[i][0] * s[0] + ts[i][1] * s[1] + ts[i][2] * s[2] + edge;
+    cr.e(i, nb - 1, c, line) = e[i];
   }
-  for (int i = len - 2; i >= 0; i--)
-    v[i] = k.b * u[3 + i] + k.a1 * v[i + 1] + k.a2 * v[i + 2] + k.a3 * v[i + 3];
-  R e[3] = {v[0], v[1], v[2]}; /* the last block's first outputs: the state after block nb-2 */
+  for (int i = len - 1; i >= 0; i--) k.step(u[i], e[0], e[1], e[2]);
   for (int b0 = nb - 2; b0 >= 0; b0 -= FIX_AHEAD) {
     R n[FIX_AHEAD][3], q[FIX_AHEAD][3];
 #pragma unroll
@@ -352,33 +362,23 @@ template <class R, int B> __global__ void blocked_fix(pass_io io, rec_params p, 
       R r[3] = {e[0], e[1], e[2]};
       for (int i = 0; i < 3; i++)
         e[i] = n[a][i] + bc[i][0] * q[a][0] + bc[i][1] * q[a][1] + bc[i][2] * q[a][2] +
-               ba[i][0] * r[0] + ba[i][1] * r[1] + ba[i][2] * r[2];
+               bt[i][0] * r[0] + bt[i][1] * r[1] + bt[i][2] * r[2];
     }
   }
 }
 
 /* Block blk of line l, lane c, in the tile (len samples, FULL: len == B) from its true states
- * s (causal, before it) and e (anti-causal, after it): causal, then anti-causal; the last block
- * (top = len - 1) starts from the Triggs-Sdika values, its last sample being the first of them. */
+ * s (causal, before it) and e (anti-causal, after it): causal, then anti-causal, in place (the
+ * causal outputs wait in the tile). */
 template <class R, int B, int V, bool FULL>
-__device__ __forceinline__ void blocked_filter(const tile<R, B, V> &t, const yvv_k<R> &k, int l,
-                                               int c, int len, int top, R s1, R s2, R s3, R e1,
-                                               R e2, R e3) {
+__device__ __forceinline__ void blocked_filter(const tile<R, B, V> &t, const casc_k<R> &k, int l,
+                                               int c, int len, R s[3], R e[3]) {
 #pragma unroll
-  for (int j = 0; j < B; j++) /* in place: the causal outputs wait in the tile */
-    if (FULL || j < len) {
-      R u = k.b * t.at(l, j, c) + k.a3 * s3 + k.a2 * s2 + k.a1 * s1; /* s1 last: short chain */
-      t.at(l, j, c) = u;
-      s3 = s2, s2 = s1, s1 = u;
-    }
-  if (!FULL && top < len) t.at(l, top, c) = e1;
+  for (int j = 0; j < B; j++)
+    if (FULL || j < len) t.at(l, j, c) = k.step(t.at(l, j, c), s[0], s[1], s[2]);
 #pragma unroll
   for (int j = B - 1; j >= 0; j--)
-    if (FULL || j < top) {
-      R v = k.b * t.at(l, j, c) + k.a3 * e3 + k.a2 * e2 + k.a1 * e1;
-      t.at(l, j, c) = v;
-      e3 = e2, e2 = e1, e1 = v;
-    }
+    if (FULL || j < len) t.at(l, j, c) = k.step(t.at(l, j, c), e[0], e[1], e[2]);
 }
 
 /* Every block from its true states. */
@@ -388,19 +388,19 @@ __global__ void __launch_bounds__(TILE_THREADS, 6)
   __shared__ R sm[tile_shape<B>::size];
   int l0, blk, l = threadIdx.x & 31, c = threadIdx.x >> 5;
   blocked_at<V>(ng, cr.nb, &l0, &blk);
-  int last = blk == cr.nb - 1, len = last ? io.n - blk * B : B;
+  int len = blk == cr.nb - 1 ? io.n - blk * B : B;
   int live = l0 + l < io.lines && c < io.img.c, line = live ? l0 + l : 0;
-  R s1 = cr.s(0, blk, c, line), s2 = cr.s(1, blk, c, line), s3 = cr.s(2, blk, c, line);
-  R e1 = cr.e(0, blk, c, line), e2 = cr.e(1, blk, c, line), e3 = cr.e(2, blk, c, line);
+  R s[3], e[3];
+  for (int i = 0; i < 3; i++) s[i] = cr.s(i, blk, c, line), e[i] = cr.e(i, blk, c, line);
   tile<R, B, V> t = {sm};
   t.load(io, l0, blk * B, len);
   __syncthreads();
   if (live) {
-    yvv_k<R> k(p);
-    if (last)
-      blocked_filter<R, B, V, false>(t, k, l, c, len, len - 1, s1, s2, s3, e1, e2, e3);
+    casc_k<R> k(p);
+    if (len == B)
+      blocked_filter<R, B, V, true>(t, k, l, c, B, s, e);
     else
-      blocked_filter<R, B, V, true>(t, k, l, c, B, B, s1, s2, s3, e1, e2, e3);
+      blocked_filter<R, B, V, false>(t, k, l, c, len, s, e);
   }
   __syncthreads();
   t.store(io, l0, blk * B, len);
