@@ -447,7 +447,7 @@ static void mat_mul(const double a[3][3], const double b[3][3], double r[3][3]) 
  * sample is sum_j A^j b u[n+j], b the state a unit input makes from zero. So ts = sum_j A^j C A^j
  * with C = b (row 1 of A), summed by doubling. */
 static void cascade_boundary(struct cpu_yvv_blocked *m) {
-  double a[3][3], b[3] = {0, 0, 0}, t[3][3], u[3][3];
+  double a[3][3], b[3] = {0, 0, 0}, f[3][3], t[3][3], u[3][3];
   for (int j = 0; j < 3; j++) {
     double s[3] = {j == 0, j == 1, j == 2};
     cascade_step(m, 0, s);
@@ -455,15 +455,16 @@ static void cascade_boundary(struct cpu_yvv_blocked *m) {
   }
   cascade_step(m, 1, b);
   for (int i = 0; i < 3; i++)
-    for (int j = 0; j < 3; j++) m->ts[i][j] = b[i] * a[1][j];
-  for (int k = 0; k < 64; k++) { /* ts holds the first 2^k terms, a = A^(2^k) */
-    mat_mul(a, m->ts, t);
+    for (int j = 0; j < 3; j++) f[i][j] = b[i] * a[1][j];
+  for (int k = 0; k < 64; k++) { /* f holds the first 2^k terms, a = A^(2^k) */
+    mat_mul(a, f, t);
     mat_mul(t, a, u);
     for (int i = 0; i < 3; i++)
-      for (int j = 0; j < 3; j++) m->ts[i][j] += u[i][j];
+      for (int j = 0; j < 3; j++) f[i][j] += u[i][j];
     mat_mul(a, a, t);
     memcpy(a, t, sizeof(t));
   }
+  memcpy(m->ts, f, sizeof(f));
 }
 
 void cpu_yvv_blocked_matrices(const struct cpu_yvv *c, int b, int single,
