@@ -139,14 +139,25 @@ template <class R> __device__ __forceinline__ v4<R> load_px(const packed &im, in
   return v;
 }
 
-/* A lane as a sample of max: rounded half up, clamped. */
+/* A lane as a sample of max: rounded half up, clamped (the conversion saturates below 0). */
 template <class R> __device__ __forceinline__ unsigned sample_of(R t, R max) {
-  return (unsigned)(t <= 0 ? (R)0 : t >= max ? max : floor(t + (R)0.5));
+  if constexpr (sizeof(R) == sizeof(float))
+    return __float2uint_rd(fminf(t + 0.5f, max));
+  else
+    return __double2uint_rd(fmin(t + 0.5, max));
+}
+
+/* n / d: in single precision the fast division (2 ulp), in double the exact one. */
+template <class R> __device__ __forceinline__ R quot(R n, R d) {
+  if constexpr (sizeof(R) == sizeof(float))
+    return __fdividef(n, d);
+  else
+    return n / d;
 }
 
 /* 4 lanes as an 8-bit RGBA pixel: colour divided by alpha (transparent: 0), rounded, clamped. */
 template <class R> __device__ __forceinline__ uchar4 rgba8_of_px(const v4<R> &v) {
-  R a = v.l[3], inv = a >= (R)0.5 ? (R)255 / a : (R)0;
+  R a = v.l[3], inv = a >= (R)0.5 ? quot((R)255, a) : (R)0;
   return make_uchar4(sample_of(v.l[0] * inv, (R)255), sample_of(v.l[1] * inv, (R)255),
                      sample_of(v.l[2] * inv, (R)255), sample_of(a, (R)255));
 }
@@ -161,7 +172,7 @@ __device__ __forceinline__ void store_px(const packed &im, int x, int y, const v
     *(uchar4 *)((uint8_t *)im.p + i) = rgba8_of_px<R>(v);
     return;
   }
-  R a = im.c == 4 ? v.l[3] : v.l[1], inv = alpha && a >= (R)0.5 ? max / a : (R)0;
+  R a = im.c == 4 ? v.l[3] : v.l[1], inv = alpha && a >= (R)0.5 ? quot(max, a) : (R)0;
 #pragma unroll
   for (int k = 0; k < 4; k++) { /* fixed bounds: the lanes stay in registers */
     if (k >= im.c) break;

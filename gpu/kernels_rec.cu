@@ -158,24 +158,28 @@ template <class R> __global__ void yvv2way_lines(pass_io io, rec_params p, float
 /* ---- yvv_blocked ---- */
 
 /* The cascade yvv_blocked filters with (cpu_yvv_blocked): w = p w + q x, u = g w + c1 u1 + c2 u2,
- * whose two sections of unit gain keep single precision accurate at every sigma. */
+ * whose two sections of unit gain keep single precision accurate at every sigma. The kernels
+ * carry W = w / q instead of w, which saves a multiplication a step: W = p W + x,
+ * u = (g q) W + c1 u1 + c2 u2. */
 template <class R> struct casc_k {
-  R p, q, g, c1, c2;
+  R p, q, iq, gq, c1, c2;
   __device__ explicit casc_k(const rec_params &r)
-      : p((R)r.casc[0]), q((R)r.casc[1]), g((R)r.casc[2]), c1((R)r.casc[3]), c2((R)r.casc[4]) {}
-  /* x from the state (w, u1, u2), which becomes (w, u, u1); returns u */
+      : p((R)r.casc[0]), q((R)r.casc[1]), iq((R)(1 / r.casc[1])), gq((R)(r.casc[2] * r.casc[1])),
+        c1((R)r.casc[3]), c2((R)r.casc[4]) {}
+  /* x from the state (W, u1, u2), which becomes (W, u, u1); returns u */
   __device__ __forceinline__ R step(R x, R &w, R &u1, R &u2) const {
-    w = p * w + q * x;
-    R u = c1 * u1 + (g * w + c2 * u2); /* u1 last: short chain */
+    w = p * w + x;
+    R u = c1 * u1 + (gq * w + c2 * u2); /* u1 last: short chain */
     u2 = u1, u1 = u;
     return u;
   }
 };
 
 /* Carries, R per line and lane (channel), in six planes of nb x 4 x lines values (so that the
- * threads of neighbouring lines touch neighbouring addresses): S0..S2 the causal state before
- * each block (first its zero-state last outputs), E0..E2 the anti-causal state after it (first
- * its zero-state first outputs). Slot nb-1 holds the last block's states, set by the fix. */
+ * threads of neighbouring lines touch neighbouring addresses): S0..S2 the causal state (w, u1,
+ * u2) before each block (first its zero-state last outputs), E0..E2 the anti-causal state after
+ * it (first its zero-state first outputs). Slot nb-1 holds the last block's states, set by the
+ * fix. */
 template <class R> struct carries {
   R *p;
   int lines, nb;
@@ -188,83 +192,113 @@ template <class R> struct carries {
 };
 
 /* A tile of TILE_LINES lines x B samples of a pass (V: 0 the x pass, 1 the y pass) in shared
- * memory, stored by image rows: tile row y, lane c, tile column x at y * (4 TX + 1) + c TX + x,
- * TX being the tile's width (B for the x pass, TILE_LINES for the y pass). Loads and stores go
- * one pixel per thread along image rows (coalesced); the filters read one line per thread of a
- * warp, one warp per lane, and neither pattern has bank conflicts. */
+ * memory, one plane per lane: sample j of line l, lane c at c PS + l LS + j. A line's samples
+ * are contiguous, so the filters move VW of them (16 bytes) at a time, and LS = B + VW makes a
+ * line's stride an odd number of 16-byte words: the 8 threads of a quarter warp, on 8 lines, hit
+ * 8 different bank groups. Each thread loads and stores PER vectors (VW samples of one line),
+ * neighbouring threads on neighbouring image addresses: neighbouring vectors of a row in the x
+ * pass, neighbouring lines (columns) in the y pass. FULL: the tile lies inside the image. */
 #define TILE_LINES   32
 #define TILE_THREADS (4 * TILE_LINES)
 
-template <int B> struct tile_shape { /* B: 32 or 64 */
-  static const int x = 32 * (4 * B + 1), y = B * (4 * 32 + 1), size = x > y ? x : y;
+template <class R> struct alignas(16) vec {
+  R v[16 / sizeof(R)];
 };
 
 template <class R, int B, int V> struct tile {
-  static const int tx = V ? TILE_LINES : B, stride = 4 * tx + 1, shift = tx == 64 ? 6 : 5;
+  static const int VW = 16 / sizeof(R), NV = B / VW, LS = B + VW, PS = TILE_LINES * LS,
+                   PER = TILE_LINES * NV / TILE_THREADS;
   R *s;
-  /* sample j of line l, lane c */
-  __device__ __forceinline__ R &at(int l, int j, int c) const {
-    return V ? s[j * stride + c * tx + l] : s[l * stride + c * tx + j];
+  __device__ __forceinline__ R &at(int c, int l, int j) const { return s[c * PS + l * LS + j]; }
+  __device__ __forceinline__ vec<R> &v(int c, int l, int g) const {
+    return *(vec<R> *)&s[c * PS + l * LS + g * VW];
   }
-  __device__ __forceinline__ void put(int k, const v4<R> &v) const {
-    int x = k & (tx - 1), y = k >> shift;
+  /* The line l and vector g of the thread's a-th vector. */
+  __device__ __forceinline__ static void which(int a, int &l, int &g) {
+    int k = threadIdx.x + a * TILE_THREADS;
+    l = V ? k % TILE_LINES : k / NV, g = V ? k / TILE_LINES : k % NV;
+  }
+  __device__ __forceinline__ void put(int l, int g, const v4<R> (&px)[VW]) const {
 #pragma unroll
-    for (int c = 0; c < 4; c++) s[y * stride + c * tx + x] = v.l[c];
+    for (int c = 0; c < 4; c++) {
+      vec<R> x;
+#pragma unroll
+      for (int e = 0; e < VW; e++) x.v[e] = px[e].l[c];
+      v(c, l, g) = x;
+    }
   }
-  /* Lines l0.. of the pass's source, samples i0 .. i0+len-1, into the tile. Every load of the
-   * thread is issued before the first one is waited for: raw (4 bytes a pixel for 8-bit RGBA, 8
-   * for the half intermediate), else 8 pixels at a time. */
+  /* Lines l0.. of the pass's source, samples i0 .. i0+len-1, into the tile. 8-bit RGBA (x pass)
+   * and the half intermediate (y pass) are loaded raw, every load of the thread issued before
+   * the first one is waited for. */
+  template <bool FULL>
   __device__ __forceinline__ void load(const pass_io &io, int l0, int i0, int len) const {
-    const int all = TILE_LINES * B / TILE_THREADS, per = 8;
     if (V ? io.m.half : io.img.c == 4 && io.img.depth == 8) {
-      uint2 raw[all];
+      uint2 raw[PER][VW];
 #pragma unroll
-      for (int a = 0; a < all; a++) {
-        int k = threadIdx.x + a * TILE_THREADS, x = k & (tx - 1), y = k >> shift;
-        int l = V ? x : y, j = V ? y : x;
-        raw[a] = make_uint2(0, 0);
-        if (l0 + l < io.lines && j < len) {
-          if (V)
-            raw[a] = ((const uint2 *)io.m.p)[(size_t)(i0 + j) * io.m.w + l0 + l];
-          else
-            raw[a].x = ((const unsigned *)io.img.p)[(size_t)(l0 + l) * io.img.w + i0 + j];
+      for (int a = 0; a < PER; a++) {
+        int l, g;
+        which(a, l, g);
+        size_t o = V ? (size_t)(i0 + g * VW) * io.m.w + l0 + l
+                     : (size_t)(l0 + l) * io.img.w + i0 + g * VW;
+#pragma unroll
+        for (int e = 0; e < VW; e++) {
+          raw[a][e] = make_uint2(0, 0);
+          if (FULL || (l0 + l < io.lines && g * VW + e < len)) {
+            if (V)
+              raw[a][e] = ((const uint2 *)io.m.p)[o + (size_t)e * io.m.w];
+            else
+              raw[a][e].x = ((const unsigned *)io.img.p)[o + e];
+          }
         }
       }
 #pragma unroll
-      for (int a = 0; a < all; a++) {
-        uchar4 q = *(uchar4 *)&raw[a].x;
-        put(threadIdx.x + a * TILE_THREADS, V ? v4_of_half4<R>(raw[a]) : px_of_rgba8<R>(q));
+      for (int a = 0; a < PER; a++) {
+        int l, g;
+        which(a, l, g);
+        v4<R> px[VW];
+#pragma unroll
+        for (int e = 0; e < VW; e++)
+          px[e] = V ? v4_of_half4<R>(raw[a][e]) : px_of_rgba8<R>(*(uchar4 *)&raw[a][e].x);
+        put(l, g, px);
       }
       return;
     }
 #pragma unroll
-    for (int a0 = 0; a0 < all; a0 += per) {
-      v4<R> v[per];
+    for (int a = 0; a < PER; a++) {
+      int l, g;
+      which(a, l, g);
+      v4<R> px[VW];
 #pragma unroll
-      for (int a = 0; a < per; a++) {
-        int k = threadIdx.x + (a0 + a) * TILE_THREADS, x = k & (tx - 1), y = k >> shift;
-        int l = V ? x : y, j = V ? y : x;
-        if (l0 + l < io.lines && j < len)
-          v[a] = V ? load_mid<R>(io.m, l0 + l, i0 + j) : load_px<R>(io.img, i0 + j, l0 + l);
+      for (int e = 0; e < VW; e++) {
+        int j = g * VW + e;
+        px[e] = v4_zero<R>();
+        if (FULL || (l0 + l < io.lines && j < len))
+          px[e] = V ? load_mid<R>(io.m, l0 + l, i0 + j) : load_px<R>(io.img, i0 + j, l0 + l);
       }
-#pragma unroll
-      for (int a = 0; a < per; a++) put(threadIdx.x + (a0 + a) * TILE_THREADS, v[a]);
+      put(l, g, px);
     }
   }
   /* The tile into the pass's destination. */
+  template <bool FULL>
   __device__ __forceinline__ void store(const pass_io &io, int l0, int i0, int len) const {
 #pragma unroll
-    for (int a = 0; a < TILE_LINES * B / TILE_THREADS; a++) {
-      int k = threadIdx.x + a * TILE_THREADS, x = k & (tx - 1), y = k >> shift;
-      int l = V ? x : y, j = V ? y : x;
-      if (l0 + l >= io.lines || j >= len) continue;
-      v4<R> v;
+    for (int a = 0; a < PER; a++) {
+      int l, g;
+      which(a, l, g);
+      if (!FULL && l0 + l >= io.lines) continue;
+      vec<R> x[4];
 #pragma unroll
-      for (int c = 0; c < 4; c++) v.l[c] = s[y * stride + c * tx + x];
-      if (V)
-        store_px<R>(io.img, l0 + l, i0 + j, v);
-      else
-        store_mid<R>(io.m, i0 + j, l0 + l, v);
+      for (int c = 0; c < 4; c++) x[c] = v(c, l, g);
+#pragma unroll
+      for (int e = 0; e < VW; e++) {
+        int j = g * VW + e;
+        if (!FULL && j >= len) break;
+        v4<R> px = {{x[0].v[e], x[1].v[e], x[2].v[e], x[3].v[e]}};
+        if (V)
+          store_px<R>(io.img, l0 + l, i0 + j, px);
+        else
+          store_mid<R>(io.m, i0 + j, l0 + l, px);
+      }
     }
   }
 };
@@ -290,20 +324,28 @@ template <int V> __device__ __forceinline__ void blocked_at(int ng, int nbk, int
 template <class R, int B, int V>
 __global__ void __launch_bounds__(TILE_THREADS, 6)
     blocked_carries(pass_io io, rec_params p, carries<R> cr, int ng) {
-  __shared__ R sm[tile_shape<B>::size];
-  int l0, blk, l = threadIdx.x & 31, c = threadIdx.x >> 5;
+  typedef tile<R, B, V> T;
+  __shared__ vec<R> sm[4 * T::PS / T::VW];
+  int l0, blk, l = threadIdx.x % TILE_LINES, c = threadIdx.x / TILE_LINES;
   blocked_at<V>(ng, cr.nb - 1, &l0, &blk);
-  tile<R, B, V> t = {sm};
-  t.load(io, l0, blk * B, B);
+  T t = {(R *)sm};
+  if (l0 + TILE_LINES <= io.lines)
+    t.template load<true>(io, l0, blk * B, B);
+  else
+    t.template load<false>(io, l0, blk * B, B);
   __syncthreads();
   if (l0 + l >= io.lines || c >= io.img.c) return;
   R P[3] = {0, 0, 0}, E[3] = {0, 0, 0};
 #pragma unroll
-  for (int j = 0; j < B; j++) {
-    R x = t.at(l, j, c);
+  for (int g = 0; g < T::NV; g++) {
+    vec<R> x = t.v(c, l, g);
 #pragma unroll
-    for (int i = 0; i < 3; i++)
-      P[i] += carry_w<R>(p, false, i, j) * x, E[i] += carry_w<R>(p, true, i, j) * x;
+    for (int e = 0; e < T::VW; e++)
+#pragma unroll
+      for (int i = 0; i < 3; i++) {
+        P[i] += carry_w<R>(p, false, i, g * T::VW + e) * x.v[e];
+        E[i] += carry_w<R>(p, true, i, g * T::VW + e) * x.v[e];
+      }
   }
   for (int i = 0; i < 3; i++) cr.s(i, blk, c, l0 + l) = P[i], cr.e(i, blk, c, l0 + l) = E[i];
 }
@@ -339,14 +381,17 @@ template <class R, int B> __global__ void blocked_fix(pass_io io, rec_params p, 
   int l0 = (nb - 1) * B, len = io.n - l0;
   for (int i = 0; i < 3; i++) cr.s(i, nb - 1, c, line) = s[i];
   R u[B], e[3], edge = pass_load<R>(io, line, io.n - 1).l[c];
-  for (int i = 0; i < len; i++)
-    u[i] = k.step(pass_load<R>(io, line, l0 + i).l[c], s[0], s[1], s[2]);
+  s[0] *= k.iq;
+  for (int i = 0; i < len; i++) u[i] = k.step(pass_load<R>(io, line, l0 + i).l[c], s[0], s[1], s[2]);
+  s[0] *= k.q;
   for (int i = 0; i < 3; i++) s[i] -= edge;
   for (int i = 0; i < 3; i++) {
     e[i] = ts[i][0] * s[0] + ts[i][1] * s[1] + ts[i][2] * s[2] + edge;
     cr.e(i, nb - 1, c, line) = e[i];
   }
+  e[0] *= k.iq;
   for (int i = len - 1; i >= 0; i--) k.step(u[i], e[0], e[1], e[2]);
+  e[0] *= k.q;
   for (int b0 = nb - 2; b0 >= 0; b0 -= FIX_AHEAD) {
     R n[FIX_AHEAD][3], q[FIX_AHEAD][3];
 #pragma unroll
@@ -367,43 +412,60 @@ template <class R, int B> __global__ void blocked_fix(pass_io io, rec_params p, 
   }
 }
 
-/* Block blk of line l, lane c, in the tile (len samples, FULL: len == B) from its true states
- * s (causal, before it) and e (anti-causal, after it): causal, then anti-causal, in place (the
- * causal outputs wait in the tile). */
-template <class R, int B, int V, bool FULL>
+/* Block blk of line l, lane c, in the tile (len samples) from its true states s (causal, before
+ * it) and e (anti-causal, after it): causal, then anti-causal, in place (the causal outputs wait
+ * in the tile). A whole block moves VW samples at a time. */
+template <class R, int B, int V>
 __device__ __forceinline__ void blocked_filter(const tile<R, B, V> &t, const casc_k<R> &k, int l,
                                                int c, int len, R s[3], R e[3]) {
+  typedef tile<R, B, V> T;
+  s[0] *= k.iq, e[0] *= k.iq;
+  if (len == B) {
 #pragma unroll
-  for (int j = 0; j < B; j++)
-    if (FULL || j < len) t.at(l, j, c) = k.step(t.at(l, j, c), s[0], s[1], s[2]);
+    for (int g = 0; g < T::NV; g++) {
+      vec<R> x = t.v(c, l, g);
 #pragma unroll
-  for (int j = B - 1; j >= 0; j--)
-    if (FULL || j < len) t.at(l, j, c) = k.step(t.at(l, j, c), e[0], e[1], e[2]);
+      for (int i = 0; i < T::VW; i++) x.v[i] = k.step(x.v[i], s[0], s[1], s[2]);
+      t.v(c, l, g) = x;
+    }
+#pragma unroll
+    for (int g = T::NV - 1; g >= 0; g--) {
+      vec<R> x = t.v(c, l, g);
+#pragma unroll
+      for (int i = T::VW - 1; i >= 0; i--) x.v[i] = k.step(x.v[i], e[0], e[1], e[2]);
+      t.v(c, l, g) = x;
+    }
+    return;
+  }
+  for (int j = 0; j < len; j++) t.at(c, l, j) = k.step(t.at(c, l, j), s[0], s[1], s[2]);
+  for (int j = len - 1; j >= 0; j--) t.at(c, l, j) = k.step(t.at(c, l, j), e[0], e[1], e[2]);
 }
 
 /* Every block from its true states. */
 template <class R, int B, int V>
 __global__ void __launch_bounds__(TILE_THREADS, 6)
     blocked_apply(pass_io io, rec_params p, carries<R> cr, int ng) {
-  __shared__ R sm[tile_shape<B>::size];
-  int l0, blk, l = threadIdx.x & 31, c = threadIdx.x >> 5;
+  typedef tile<R, B, V> T;
+  __shared__ vec<R> sm[4 * T::PS / T::VW];
+  int l0, blk, l = threadIdx.x % TILE_LINES, c = threadIdx.x / TILE_LINES;
   blocked_at<V>(ng, cr.nb, &l0, &blk);
   int len = blk == cr.nb - 1 ? io.n - blk * B : B;
+  bool full = l0 + TILE_LINES <= io.lines && len == B;
   int live = l0 + l < io.lines && c < io.img.c, line = live ? l0 + l : 0;
   R s[3], e[3];
   for (int i = 0; i < 3; i++) s[i] = cr.s(i, blk, c, line), e[i] = cr.e(i, blk, c, line);
-  tile<R, B, V> t = {sm};
-  t.load(io, l0, blk * B, len);
+  T t = {(R *)sm};
+  if (full)
+    t.template load<true>(io, l0, blk * B, len);
+  else
+    t.template load<false>(io, l0, blk * B, len);
   __syncthreads();
-  if (live) {
-    casc_k<R> k(p);
-    if (len == B)
-      blocked_filter<R, B, V, true>(t, k, l, c, B, s, e);
-    else
-      blocked_filter<R, B, V, false>(t, k, l, c, len, s, e);
-  }
+  if (live) blocked_filter<R, B, V>(t, casc_k<R>(p), l, c, len, s, e);
   __syncthreads();
-  t.store(io, l0, blk * B, len);
+  if (full)
+    t.template store<true>(io, l0, blk * B, len);
+  else
+    t.template store<false>(io, l0, blk * B, len);
 }
 
 size_t blocked_carry_bytes(int w, int h, int use_double) {
