@@ -416,10 +416,11 @@ enum gpu_status gpu_bench(struct gpu_ctx *ctx, const struct cpu_blur *b,
 }
 
 /* The GPU rule for `auto`, from docs/gpu_bench.md (H200, kernel time): separable (58.9 dB)
- * is the fastest method at sigma 1 at every size (50.3 against 48.5 Gpix/s for yvv_blocked on
- * 8192x8192) and up to sigma 3 below 3840x2160 (21.4 against 18.7 on 1920x1080); elsewhere
- * yvv_blocked (55 dB), whose cost does not grow with the kernel, wins (48.6 against 27.6 at sigma
- * 3 on 8192x8192, tied at sigma 2 on 3840x2160). Both reach 48 dB. */
+ * is the fastest method at sigma 1 up to 3840x2160 (48.9 against 35.4 Gpix/s for yvv_blocked
+ * there; on 8192x8192 it is 4% slower, 55.5 against 57.6) and up to sigma 3 below 3840x2160
+ * (23.1 against 19.0 on 1920x1080); elsewhere yvv_blocked (55 dB), whose cost does not grow
+ * with the kernel, wins (57.8 against 28.7 at sigma 3 on 8192x8192, tied at sigma 2 on
+ * 3840x2160). Both reach 48 dB. */
 enum cpu_method gpu_auto_method(double sigma, int width, int height) {
   int small = (double)width * height < 3840.0 * 2160;
   return sigma <= 1 || (sigma <= 3 && small) ? CPU_SEPARABLE : CPU_YVV_BLOCKED;

@@ -201,15 +201,15 @@ template <class R> struct carries {
 #define TILE_LINES   32
 #define TILE_THREADS (4 * TILE_LINES)
 
-template <class R> struct alignas(16) vec {
-  R v[16 / sizeof(R)];
-};
+template <class R> struct alignas(16) vec { R v[16 / sizeof(R)]; };
 
 template <class R, int B, int V> struct tile {
   static const int VW = 16 / sizeof(R), NV = B / VW, LS = B + VW, PS = TILE_LINES * LS,
                    PER = TILE_LINES * NV / TILE_THREADS;
   R *s;
-  __device__ __forceinline__ R &at(int c, int l, int j) const { return s[c * PS + l * LS + j]; }
+  __device__ __forceinline__ R &at(int c, int l, int j) const {
+    return s[c * PS + l * LS + j];
+  }
   __device__ __forceinline__ vec<R> &v(int c, int l, int g) const {
     return *(vec<R> *)&s[c * PS + l * LS + g * VW];
   }
@@ -238,8 +238,8 @@ template <class R, int B, int V> struct tile {
       for (int a = 0; a < PER; a++) {
         int l, g;
         which(a, l, g);
-        size_t o = V ? (size_t)(i0 + g * VW) * io.m.w + l0 + l
-                     : (size_t)(l0 + l) * io.img.w + i0 + g * VW;
+        size_t o =
+            V ? (size_t)(i0 + g * VW) * io.m.w + l0 + l : (size_t)(l0 + l) * io.img.w + i0 + g * VW;
 #pragma unroll
         for (int e = 0; e < VW; e++) {
           raw[a][e] = make_uint2(0, 0);
@@ -382,7 +382,8 @@ template <class R, int B> __global__ void blocked_fix(pass_io io, rec_params p, 
   for (int i = 0; i < 3; i++) cr.s(i, nb - 1, c, line) = s[i];
   R u[B], e[3], edge = pass_load<R>(io, line, io.n - 1).l[c];
   s[0] *= k.iq;
-  for (int i = 0; i < len; i++) u[i] = k.step(pass_load<R>(io, line, l0 + i).l[c], s[0], s[1], s[2]);
+  for (int i = 0; i < len; i++)
+    u[i] = k.step(pass_load<R>(io, line, l0 + i).l[c], s[0], s[1], s[2]);
   s[0] *= k.q;
   for (int i = 0; i < 3; i++) s[i] -= edge;
   for (int i = 0; i < 3; i++) {
