@@ -119,11 +119,21 @@ enum cpu_yvv_set {
  * memory (only the calibrated set allocates). */
 int cpu_yvv_coeffs(double sigma, enum cpu_yvv_set set, struct cpu_yvv *c);
 
-struct cpu_deriche { /* Deriche's parallel form: out = causal + anti-causal */
-  double a[5];       /* shared denominator, a[0] = 1 */
-  double bc[4];      /* causal numerator: x[k] .. x[k-3] */
-  double ba[5];      /* anti-causal numerator: x[k+1] .. x[k+4] in ba[1..4] */
-  double gc, ga;     /* DC gains of each part (gc + ga = 1), for the replicated edges */
+/* One pole pair of Deriche's filter as a second-order section in delta form, which single
+ * precision holds at every sigma: d = b0 x[k] + b1 x[k-1] + k1 y[k-1] + k2 d[k-1] and
+ * y[k] = y[k-1] + d causally; c1 x[k+1] + c2 x[k+2] in place of b0, b1 anti-causally. */
+struct cpu_deriche_sec {
+  double b0, b1, c1, c2; /* causal and anti-causal numerators */
+  double k1, k2;         /* -(1 + a1 + a2) and a2 of the section's denominator 1 + a1 z + a2 z^2 */
+  double gc, ga;         /* the section's DC gain causally and anti-causally */
+};
+
+struct cpu_deriche {             /* Deriche's parallel form: out = causal + anti-causal */
+  double a[5];                   /* shared denominator, a[0] = 1 */
+  double bc[4];                  /* causal numerator: x[k] .. x[k-3] */
+  double ba[5];                  /* anti-causal numerator: x[k+1] .. x[k+4] in ba[1..4] */
+  double gc, ga;                 /* DC gains of each part (gc + ga = 1), for the replicated edges */
+  struct cpu_deriche_sec sec[2]; /* the same filter as two sections (the GPU's form) */
 };
 
 /* Deriche's 4th-order coefficients for sigma (Deriche 1993, as tabulated by Getreuer 2013),
@@ -149,6 +159,8 @@ void cpu_yvv_line(const struct cpu_yvv *c, double *x, int n);
 void cpu_fir_line(const double *w, int radius, const double *in, double *out, int n);
 /* Deriche over one line, replicate border. */
 void cpu_deriche_line(const struct cpu_deriche *c, const double *in, double *out, int n);
+/* The same through c->sec, as the GPU's deriche computes it: equal up to rounding. */
+void cpu_deriche_sections_line(const struct cpu_deriche *c, const double *in, double *out, int n);
 #define CPU_BLOCK_MAX 64 /* longest block of the block-parallel filter */
 
 struct cpu_yvv_blocked { /* the block-parallel Young-van Vliet filter, as a cascade */

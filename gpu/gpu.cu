@@ -163,11 +163,13 @@ static enum gpu_status upload_w(struct gpu_ctx *ctx, size_t off, const void *dat
 }
 
 /* Recursive filters run in double for 16-bit images (one level is 1/65535 there). On 8-bit
- * images yvv_blocked (a cascade) runs in single precision at every sigma, the others up to
- * GPU_FLOAT_SIGMA_MAX (measured: tests/gpu_check.c). */
+ * images yvv_blocked (a cascade) and deriche (two sections in delta form) run in single
+ * precision at every sigma, yvv and yvv2way up to GPU_FLOAT_SIGMA_MAX (measured:
+ * tests/gpu_check.c). */
 static int use_double(const struct gpu_ctx *ctx, const struct cpu_blur *b, int depth) {
   if (ctx->force_double) return ctx->force_double > 0;
-  return depth == 16 || (b->method != CPU_YVV_BLOCKED && b->sigma > GPU_FLOAT_SIGMA_MAX);
+  return depth == 16 ||
+         ((b->method == CPU_YVV || b->method == CPU_YVV2WAY) && b->sigma > GPU_FLOAT_SIGMA_MAX);
 }
 
 /* Under gpu_bench, the timing starts here, once the host has prepared the method's kernels
@@ -221,10 +223,7 @@ static enum gpu_status rec_prepare(struct gpu_ctx *ctx, const struct cpu_blur *b
   memcpy(p->a, c.a, sizeof(p->a));
   memcpy(p->m, c.m, sizeof(p->m));
   cpu_deriche_coeffs(b->sigma, &d);
-  memcpy(p->d_a, d.a, sizeof(p->d_a));
-  memcpy(p->d_bc, d.bc, sizeof(p->d_bc));
-  memcpy(p->d_ba, d.ba, sizeof(p->d_ba));
-  p->d_gc = d.gc, p->d_ga = d.ga;
+  memcpy(p->d_sec, d.sec, sizeof(p->d_sec));
   if (b->method == CPU_YVV_BLOCKED) {
     struct cpu_yvv_blocked m;
     int blen = dbl ? BLOCKED_B_DOUBLE : BLOCKED_B_FLOAT;
@@ -416,9 +415,9 @@ enum gpu_status gpu_bench(struct gpu_ctx *ctx, const struct cpu_blur *b,
 }
 
 /* The GPU rule for `auto`, from docs/gpu_bench.md (H200, kernel time): separable (58.9 dB)
- * is the fastest method at sigma 1 up to 3840x2160 (48.9 against 35.4 Gpix/s for yvv_blocked
- * there; on 8192x8192 it is 4% slower, 55.5 against 57.6) and up to sigma 3 below 3840x2160
- * (23.1 against 19.0 on 1920x1080); elsewhere yvv_blocked (55 dB), whose cost does not grow
+ * is the fastest method at sigma 1 up to 3840x2160 (49.9 against 35.8 Gpix/s for yvv_blocked
+ * there; on 8192x8192 it is 4% slower, 55.2 against 57.7) and up to sigma 3 below 3840x2160
+ * (22.9 against 18.6 on 1920x1080); elsewhere yvv_blocked (55 dB), whose cost does not grow
  * with the kernel, wins (57.8 against 28.7 at sigma 3 on 8192x8192, tied at sigma 2 on
  * 3840x2160). Both reach 48 dB. */
 enum cpu_method gpu_auto_method(double sigma, int width, int height) {

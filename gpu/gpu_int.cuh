@@ -274,7 +274,7 @@ cudaError_t launch_reference(packed in, packed out, void *d_ref, const double *d
 
 struct rec_params {        /* everything the recursive kernels need, passed by value */
   double b, a[3], m[3][3]; /* Young-van Vliet */
-  double d_a[5], d_bc[4], d_ba[5], d_gc, d_ga; /* Deriche */
+  struct cpu_deriche_sec d_sec[2];              /* Deriche, as two sections */
   int radius;                                  /* yvv2way: the centre pixel's FIR radius */
   double w[64];                                /* yvv2way: its kernel, when radius < 64 */
   const double *d_w;                           /* yvv2way: its kernel in device memory otherwise */

@@ -1,7 +1,8 @@
 /* The recursive methods on the GPU, each as an x pass then a y pass over lines (pass_io):
  *  - yvv: seed 002's kernel, one thread per line, causal then anti-causal with Triggs-Sdika;
  *  - yvv2way: seed 000's Algorithm 1, three threads per line;
- *  - deriche: one thread per line, causal plus anti-causal;
+ *  - deriche: four threads per line (one per channel), causal plus anti-causal, as two
+ *    second-order sections;
  *  - yvv_blocked: block-parallel with exact carries (cpu_yvv_blocked_line, after Nehab et al.
  *    2011). Tiles of 32 lines x B samples pass through shared memory (coalesced along image rows
  *    in both passes); one thread per line and channel computes a block's zero-state carries,
@@ -74,35 +75,51 @@ template <class R> __global__ void yvv_lines(pass_io io, rec_params p, float4 *t
   }
 }
 
-/* Deriche: one thread per line; the causal part waits in tmp, the anti-causal part is added. */
-template <class R> __global__ void deriche_lines(pass_io io, rec_params p, float4 *tmp) {
-  int line = blockIdx.x * blockDim.x + threadIdx.x;
-  if (line >= io.lines) return;
-  R a1 = (R)p.d_a[1], a2 = (R)p.d_a[2], a3 = (R)p.d_a[3], a4 = (R)p.d_a[4];
-  v4<R> x1 = pass_load<R>(io, line, 0), x2 = x1, x3 = x1, x4, y1, y2, y3, y4;
-  for (int c = 0; c < 4; c++) y1.l[c] = x1.l[c] * (R)p.d_gc;
-  y2 = y3 = y4 = y1;
-  for (int i = 0; i < io.n; i++) {
-    v4<R> x = pass_load<R>(io, line, i), y;
-    for (int c = 0; c < 4; c++)
-      y.l[c] = (R)p.d_bc[0] * x.l[c] + (R)p.d_bc[1] * x1.l[c] + (R)p.d_bc[2] * x2.l[c] +
-               (R)p.d_bc[3] * x3.l[c] - (a1 * y1.l[c] + a2 * y2.l[c] + a3 * y3.l[c] + a4 * y4.l[c]);
-    to_tmp(tmp, scratch_index(io, line, i), y);
-    x3 = x2, x2 = x1, x1 = x;
-    y4 = y3, y3 = y2, y2 = y1, y1 = y;
+/* One section of Deriche's filter (cpu_deriche_sec) in R: the step from (y, d) and the
+ * numerator's part n, which becomes the new (y, d); returns y. */
+template <class R> struct der_sec {
+  R b0, b1, c1, c2, k1, k2, gc, ga;
+  __device__ explicit der_sec(const cpu_deriche_sec &s)
+      : b0((R)s.b0), b1((R)s.b1), c1((R)s.c1), c2((R)s.c2), k1((R)s.k1), k2((R)s.k2), gc((R)s.gc),
+        ga((R)s.ga) {}
+  __device__ __forceinline__ R step(R n, R &y, R &d) const {
+    d = k2 * d + (k1 * y + n);
+    return y += d;
   }
-  x1 = x2 = x3 = x4 = pass_load<R>(io, line, io.n - 1);
-  for (int c = 0; c < 4; c++) y1.l[c] = x1.l[c] * (R)p.d_ga;
-  y2 = y3 = y4 = y1;
+};
+
+/* Lane c of v without indexing (which would put v in local memory). */
+template <class R> __device__ __forceinline__ R lane(const v4<R> &v, int c) {
+  return c == 0 ? v.l[0] : c == 1 ? v.l[1] : c == 2 ? v.l[2] : v.l[3];
+}
+
+/* Deriche: four threads per line, one per lane (channel), each with the two sections side by
+ * side (cpu_deriche_sections_line); the causal part waits in tmp, the anti-causal part is added.
+ * Lane 0 of the four gathers the pixel and stores it. */
+template <class R> __global__ void deriche_lines(pass_io io, rec_params p, float4 *tmp) {
+  int t = blockIdx.x * blockDim.x + threadIdx.x, c = t % 4, line = t / 4;
+  bool live = line < io.lines;
+  line = live ? line : io.lines - 1; /* the four threads shuffle together to the end */
+  der_sec<R> s0(p.d_sec[0]), s1(p.d_sec[1]);
+  float *tf = (float *)tmp;
+  R x1 = lane(pass_load<R>(io, line, 0), c), y0 = s0.gc * x1, y1 = s1.gc * x1, d0 = 0, d1 = 0;
+  for (int i = 0; i < io.n; i++) {
+    R x = lane(pass_load<R>(io, line, i), c);
+    R out = s0.step(s0.b0 * x + s0.b1 * x1, y0, d0) + s1.step(s1.b0 * x + s1.b1 * x1, y1, d1);
+    if (live) tf[scratch_index(io, line, i) * 4 + c] = (float)out;
+    x1 = x;
+  }
+  R xa = lane(pass_load<R>(io, line, io.n - 1), c), xb = xa; /* x[i+1], x[i+2] */
+  y0 = s0.ga * xa, y1 = s1.ga * xa, d0 = d1 = 0;
   for (int i = io.n - 1; i >= 0; i--) {
-    v4<R> y, out = from_tmp<R>(tmp, scratch_index(io, line, i));
-    for (int c = 0; c < 4; c++)
-      y.l[c] = (R)p.d_ba[1] * x1.l[c] + (R)p.d_ba[2] * x2.l[c] + (R)p.d_ba[3] * x3.l[c] +
-               (R)p.d_ba[4] * x4.l[c] - (a1 * y1.l[c] + a2 * y2.l[c] + a3 * y3.l[c] + a4 * y4.l[c]);
-    x4 = x3, x3 = x2, x2 = x1, x1 = pass_load<R>(io, line, i);
-    y4 = y3, y3 = y2, y2 = y1, y1 = y;
-    for (int c = 0; c < 4; c++) out.l[c] += y.l[c];
-    pass_store<R>(io, line, i, out);
+    R out = live ? (R)tf[scratch_index(io, line, i) * 4 + c] : (R)0;
+    out += s0.step(s0.c1 * xa + s0.c2 * xb, y0, d0);
+    out += s1.step(s1.c1 * xa + s1.c2 * xb, y1, d1);
+    xb = xa, xa = lane(pass_load<R>(io, line, i), c);
+    v4<R> px;
+#pragma unroll
+    for (int k = 0; k < 4; k++) px.l[k] = __shfl_sync(0xffffffffu, out, k, 4);
+    if (live && c == 0) pass_store<R>(io, line, i, px);
   }
 }
 
@@ -502,7 +519,7 @@ static void one_pass(enum rec_kind kind, const pass_io &io, const rec_params &p,
     yvv_lines<R><<<grid, LINES_PER_BLOCK, 0, s>>>(io, p, tmp);
     break;
   case REC_DERICHE:
-    deriche_lines<R><<<grid, LINES_PER_BLOCK, 0, s>>>(io, p, tmp);
+    deriche_lines<R><<<div_up(4 * io.lines, LINES_PER_BLOCK), LINES_PER_BLOCK, 0, s>>>(io, p, tmp);
     break;
   case REC_YVV2WAY:
     yvv2way_lines<R><<<div_up(io.lines, 32), dim3(32, 3), 0, s>>>(io, p, tmp);

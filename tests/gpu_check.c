@@ -2,8 +2,8 @@
  * against its CPU twin on real photographs and odd sizes (1x1, 1xN, Nx1, 1023x777, 8192x8192):
  * the fir family byte for byte, the other methods within 1 level; the GPU's PSNR against the
  * CPU's measurement of the same output; single against double precision across sigma (the data
- * behind GPU_FLOAT_SIGMA_MAX, and yvv_blocked within a level in single precision at every
- * sigma); an out-of-memory job that fails alone; and, with --fault, a sticky
+ * behind GPU_FLOAT_SIGMA_MAX, and yvv_blocked and deriche within a level in single precision
+ * at every sigma); an out-of-memory job that fails alone; and, with --fault, a sticky
  * error that is reported as fatal. --quick runs the small cases only, --sanitize fewer still
  * (for compute-sanitizer, which slows every kernel down).
  *
@@ -11,7 +11,7 @@
  * and cpu_convolve_image: exact variance and convolution bit for bit; the float32 variance
  * methods bit for bit too, and within var_tol of exact; contrast within 1 level (it has matched
  * bit for bit). `--local` runs only that section; `--sanitize local` only its odd
- * sizes. */
+ * sizes, `--sanitize METHOD` (a method's name) only that method's. */
 #include "test.h"
 #include "fixtures.h"
 
@@ -54,6 +54,7 @@ static struct cpu_image tile(const struct codec_image *p, int w, int h, int c) {
 
 static int failures;
 static int local_only; /* --local, or --sanitize local: only the issue 5 section */
+static int only = -1;  /* --sanitize METHOD: only that method's odd sizes */
 
 /* Difference of sample i between two outputs in levels. With alpha and premultiplied set, colour
  * is compared premultiplied (colour x alpha / max), as the PSNR compares it: the colour of a
@@ -111,7 +112,7 @@ static void compare(struct gpu_ctx *g, enum cpu_method m, double sigma, const st
 static void sweep(const struct cpu_image *img, const char *label, const double *sigmas, int ns,
                   double fir_max_sigma) {
   for (int m = 0; m < CPU_NMETHODS; m++)
-    for (int s = 0; s < ns; s++) {
+    for (int s = 0; s < ns && (only < 0 || m == only); s++) {
       if (cpu_method_is_fir(m) && sigmas[s] > fir_max_sigma) continue; /* O(r^2) per pixel */
       compare(ctx, m, sigmas[s], img, label);
     }
@@ -195,8 +196,9 @@ static void test_precision(void) {
           maxd = (unsigned)dd > maxd ? (unsigned)dd : maxd;
         }
         /* what the service relies on (use_double): double everywhere, single precision for
-         * yvv_blocked at every sigma and for the others up to GPU_FLOAT_SIGMA_MAX */
-        int held = prec || ms[k] == CPU_YVV_BLOCKED || sigmas[s] <= GPU_FLOAT_SIGMA_MAX;
+         * yvv_blocked and deriche at every sigma and for the others up to GPU_FLOAT_SIGMA_MAX */
+        int held = prec || ms[k] == CPU_YVV_BLOCKED || ms[k] == CPU_DERICHE ||
+                   sigmas[s] <= GPU_FLOAT_SIGMA_MAX;
         int ok = !held || maxd <= 1;
         printf("%-4s precision %-6s %-11s sigma %5g  max diff vs CPU double %u  psnr gpu %.2f cpu "
                "%.2f\n",
@@ -498,6 +500,8 @@ int main(int argc, char **argv) {
                                                : 0;
   local_only =
       argc > 1 && (strcmp(argv[1], "--local") == 0 || (argc > 2 && strcmp(argv[2], "local") == 0));
+  if (quick > 1 && argc > 2 && !local_only && (only = cpu_method_from_name(argv[2])) < 0)
+    TEST_FAIL("unknown method %s", argv[2]);
   ASSERT(gpu_device_count() > 0);
   pool = cpu_pool_new(16);
   char err[256];
@@ -505,7 +509,7 @@ int main(int argc, char **argv) {
   if (!ctx) TEST_FAIL("%s", err);
   printf("device: %s\n", gpu_ctx_name(ctx));
   if (!local_only) test_odd_sizes();
-  test_local();
+  if (only < 0) test_local();
   if (!quick && !local_only) {
     test_photographs();
     test_8k();

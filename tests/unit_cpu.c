@@ -223,6 +223,40 @@ static void test_yvv_blocked(void) {
            worst[1], worst[2]);
 }
 
+/* The calibrated sets come from a cache of the last 16 sigmas: asked again, after the cache
+ * has turned over, each sigma gets the same set as the first time. */
+static void test_yvv_cache(void) {
+  struct cpu_yvv first[20], again;
+  for (int k = 0; k < 2; k++)
+    for (int i = 0; i < 20; i++) {
+      ASSERT(cpu_yvv_coeffs(0.5 + 3.7 * i, CPU_YVV_CALIBRATED, k ? &again : &first[i]) == 0);
+      if (k) ASSERT(memcmp(&again, &first[i], sizeof(again)) == 0);
+    }
+  ASSERT(first[3].b != first[4].b);
+}
+
+/* Deriche's two sections (the GPU's form) equal its direct form, edges included, at every sigma
+ * up to rounding, which grows with sigma (3e-5 levels at sigma 300, 1e-13 at sigma 2). */
+static void test_deriche_sections(void) {
+  const double sigmas[] = {0.5, 2, 12, 100, 300};
+  const int lens[] = {1, 2, 5, 100, 3000};
+  for (int i = 0; i < 5; i++)
+    for (int l = 0; l < 5; l++) {
+      struct cpu_deriche d;
+      int n = lens[l];
+      double *x = malloc((size_t)n * sizeof(double)), *y[2];
+      cpu_deriche_coeffs(sigmas[i], &d);
+      srand((unsigned)n);
+      for (int j = 0; j < n; j++) x[j] = rand() % 256;
+      for (int k = 0; k < 2; k++) y[k] = malloc((size_t)n * sizeof(double));
+      cpu_deriche_line(&d, x, y[0], n);
+      cpu_deriche_sections_line(&d, x, y[1], n);
+      for (int j = 0; j < n; j++) ASSERT_NEAR(y[1][j], y[0][j], 1e-4);
+      for (int k = 0; k < 2; k++) free(y[k]);
+      free(x);
+    }
+}
+
 /* Impulse response far from the edges: unit sum, centred, variance sigma^2. */
 static void test_impulse(void) {
   const double sigmas[] = {1, 3, 12, 40};
@@ -472,6 +506,8 @@ int main(void) {
   RUN(test_yvv_impulse);
   RUN(test_yvv_boundary);
   RUN(test_yvv_blocked);
+  RUN(test_deriche_sections);
+  RUN(test_yvv_cache);
   RUN(test_impulse);
   RUN(test_step);
   RUN(test_right_spike);
