@@ -124,7 +124,7 @@ int cpu_yvv_coeffs(double sigma, enum cpu_yvv_set set, struct cpu_yvv *c);
  * y[k] = y[k-1] + d causally; c1 x[k+1] + c2 x[k+2] in place of b0, b1 anti-causally. */
 struct cpu_deriche_sec {
   double b0, b1, c1, c2; /* causal and anti-causal numerators */
-  double k1, k2;         /* -(1 + a1 + a2) and a2 of the section's denominator 1 + a1 z + a2 z^2 */
+  double k1, k2;         /* -(1 + a1 + a2) and a2 of the denominator 1 + a1 z^-1 + a2 z^-2 */
   double gc, ga;         /* the section's DC gain causally and anti-causally */
 };
 
