@@ -67,7 +67,9 @@ static const struct param_spec blur_params[] = {
     {"sigma", PT_NUMBER, CPU_SIGMA_MIN, CPU_SIGMA_MAX, NULL, NULL, OFF(sigma),
      "Standard deviation of the Gaussian in pixels, the same on both axes.", 0},
     {"truncate", PT_NUMBER, 1, 8, NULL, "4", OFF(truncate),
-     "Kernel radius in sigmas: the taps run to ceil(truncate * sigma).", FIR_FAMILY},
+     "Kernel radius in sigmas: the taps run to ceil(truncate * sigma) (pyramid: of its reduced "
+     "Gaussian).",
+     FIR_FAMILY | 1u << CPU_PYRAMID},
     {"coeffs", PT_ENUM, 0, 0, coeff_choices, "calibrated", OFF(coeffs),
      "Young-van Vliet coefficient set; 1995 is the seed paper's.", YVV_FAMILY},
     OUTPUT_PARAMS(struct blur_params),

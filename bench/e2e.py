@@ -15,7 +15,7 @@ proc = subprocess.Popen([f"{bin_dir}/blurd", "--bind", "127.0.0.1", "--port", "0
                         stdout=subprocess.PIPE, text=True)
 port = int(re.search(r"127\.0\.0\.1:(\d+)", proc.stdout.readline()).group(1))
 body = open("tests/data/photo_1080p.jpg", "rb").read()
-cases = [f"/blur?sigma=12&method={m}" for m in ("auto", "yvv_blocked", "separable", "yvv")]
+cases = [f"/blur?sigma=12&method={m}" for m in ("auto", "pyramid", "yvv_blocked", "separable", "yvv")]
 cases += ["/variance?radius=63", "/variance?radius=63&method=threewise", "/contrast",
           "/convolve?kernel=sharpen"]
 for case in cases:

@@ -45,7 +45,8 @@ size_t cpu_image_bytes(const struct cpu_image *img);
   X(YVV,        "yvv",        "Young-van Vliet 3-pole recursive Gaussian, Triggs-Sdika boundaries", ACC_YVV) \
   X(YVV_BLOCKED, "yvv_blocked", "yvv computed block-parallel with exact carries (Nehab et al. 2011); on the CPU the same as yvv", ACC_YVV) \
   X(YVV2WAY,    "yvv2way",    "seed 000's two-way partitioned Young-van Vliet (each line split at a centre pixel computed by FIR)", ACC_YVV2WAY) \
-  X(DERICHE,    "deriche",    "Deriche's 4th-order recursive Gaussian (causal plus anti-causal)", ACC_DERICHE)
+  X(DERICHE,    "deriche",    "Deriche's 4th-order recursive Gaussian (causal plus anti-causal)", ACC_DERICHE) \
+  X(PYRAMID,    "pyramid",    "reduced k = 2, 4, 8 or 16 times (k <= sigma / 3; triangle weights), the sampled Gaussian there, expanded with the quadratic B-spline; below sigma 6 the same as separable", ACC_PYRAMID)
 /* clang-format on */
 
 enum cpu_method {
@@ -187,6 +188,28 @@ void cpu_yvv_blocked_matrices(const struct cpu_yvv *c, int b, int single,
  * matrices, the last block applies Triggs-Sdika, and every block then filters again from its
  * true states. Equal to cpu_yvv_line up to rounding; the GPU's yvv_blocked follows it. */
 void cpu_yvv_blocked_line(const struct cpu_yvv_blocked *m, double *x, int n);
+/* pyramid (k > 1): a line of n samples reduced k times, filtered there by the sampled
+ * Gaussian of sigma_low, and expanded back. Cell j is centred on sample k j + (k - 1) / 2 and
+ * holds the mean of the samples around it weighted by the triangle k - |d| (d: distance from
+ * the centre; weights summing to k^2; replicate border); a sample is the quadratic B-spline of
+ * its cell and the two beside it, whose 3 weights depend only on its place in the cell. The
+ * triangle's variance, the low Gaussian and the B-spline's (1/4 of a cell squared wherever the
+ * sample sits, unlike linear interpolation's) add up to sigma^2. The 2-D filter is this along x
+ * then y. k = 1 is the separable FIR. */
+#define CPU_PYRAMID_SIGMA 3.0 /* k: the largest power of 2 <= sigma / CPU_PYRAMID_SIGMA, */
+#define CPU_PYRAMID_KMAX  16  /* from 1 to CPU_PYRAMID_KMAX */
+struct cpu_pyramid {
+  int k;            /* reduction factor */
+  double sigma_low; /* the Gaussian on the reduced line, in its samples */
+  int radius;       /* its radius, ceil(truncate * sigma_low) */
+};
+void cpu_pyramid_params(double sigma, double truncate, struct cpu_pyramid *p);
+/* The B-spline weights of the cells j-1, j, j+1 for sample k j + r. */
+void cpu_pyramid_weights(int k, int r, double wt[3]);
+/* pyramid over one line with w[0..p->radius] = cpu_gauss_kernel(p->sigma_low); k > 1. Returns
+ * 0, or -1 when out of memory. */
+int cpu_pyramid_line(const struct cpu_pyramid *p, const double *w, const double *in, double *out,
+                     int n);
 /* Seed 000's Algorithm 1 over one line: the centre pixel n/2 by FIR (w, radius: the paper's
  * window), the left block forward and the right block backward from replicated edges, then the
  * reverse passes seeded with the centre value. */

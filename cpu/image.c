@@ -28,15 +28,16 @@
 #define HOT
 #endif
 
-enum filter_kind { FILTER_FIR, FILTER_YVV, FILTER_YVV2WAY, FILTER_DERICHE };
+enum filter_kind { FILTER_FIR, FILTER_YVV, FILTER_YVV2WAY, FILTER_DERICHE, FILTER_PYRAMID };
 
 struct filter { /* one method, ready to run on strips */
   enum filter_kind kind;
-  int radius;           /* FIR: kernel radius; YVV2WAY: the centre pixel's FIR radius */
-  double *w;            /* FIR, YVV2WAY: w[0..radius], owned */
+  int radius;           /* FIR, PYRAMID: kernel radius; YVV2WAY: the centre pixel's FIR radius */
+  double *w;            /* FIR, YVV2WAY, PYRAMID: w[0..radius], owned */
   double *tail;         /* FIR: tail[j] = w[j] + ... + w[radius], j in [0, radius+1], owned */
   struct cpu_yvv yvv;   /* YVV, YVV2WAY */
   struct cpu_deriche d; /* DERICHE */
+  int k;                /* PYRAMID: reduction factor */
 };
 
 static double now_ms(void) {
@@ -80,6 +81,12 @@ static int filter_init(struct filter *f, const struct cpu_blur *b) {
     f->kind = FILTER_DERICHE;
     cpu_deriche_coeffs(b->sigma, &f->d);
     return 0;
+  case CPU_PYRAMID: {
+    struct cpu_pyramid p;
+    cpu_pyramid_params(b->sigma, b->truncate, &p);
+    f->kind = p.k > 1 ? FILTER_PYRAMID : FILTER_FIR, f->k = p.k;
+    return filter_kernel(f, p.sigma_low, p.radius);
+  }
   default: /* separable, and the exact reference */
     f->kind = FILTER_FIR;
     return filter_kernel(f, b->sigma, cpu_gauss_radius(b->sigma, b->truncate));
@@ -230,6 +237,47 @@ HOT static void yvv2way_strip(const struct filter *f, double *in, double *out, i
   memcpy(out + (size_t)h * STRIP, pc, sizeof(pc));
 }
 
+/* Rows of scratch pyramid_strip needs for n rows: the reduced strip with its edges, twice. */
+static size_t pyramid_rows(const struct filter *f, int n) {
+  return f->kind == FILTER_PYRAMID ? 2 * (size_t)((n + f->k - 1) / f->k + 2 * (f->radius + 1)) : 0;
+}
+
+/* pyramid down a strip: in (n rows) to out, through low (pyramid_rows). As cpu_pyramid_line. */
+HOT static void pyramid_strip(const struct filter *f, const double *in, double *out, double *low,
+                              int n) {
+  int k = f->k, r = f->radius, m = (n + k - 1) / k, e = r + 1;
+  const double *w = f->w;
+  double *fl = low + (size_t)(m + 2 * e) * STRIP;
+  for (int j = -e; j < m + e; j++) { /* cell j at row j + e */
+    double *s = low + (size_t)(j + e) * STRIP;
+    for (int c = 0; c < STRIP; c++) s[c] = 0;
+    for (int a = 1 - k; a < 2 * k; a++) {
+      double d = fabs(a - (k - 1) / 2.0);
+      int i = k * j + a;
+      const double *x = in + (size_t)(i < 0 ? 0 : i >= n ? n - 1 : i) * STRIP;
+      if (d < k)
+        for (int c = 0; c < STRIP; c++) s[c] += (k - d) * x[c];
+    }
+    for (int c = 0; c < STRIP; c++) s[c] /= (double)k * k;
+  }
+  for (int j = e - 1; j <= m + e; j++) {
+    double *s = fl + (size_t)j * STRIP;
+    const double *c0 = low + (size_t)j * STRIP;
+    for (int c = 0; c < STRIP; c++) s[c] = w[0] * c0[c];
+    for (int t = 1; t <= r; t++) {
+      const double *lo = c0 - (size_t)t * STRIP, *hi = c0 + (size_t)t * STRIP;
+      for (int c = 0; c < STRIP; c++) s[c] += w[t] * (lo[c] + hi[c]);
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    int j = i / k;
+    double wt[3], *o = out + (size_t)i * STRIP;
+    const double *a = fl + (size_t)(j + e - 1) * STRIP, *b = a + STRIP, *c = b + STRIP;
+    cpu_pyramid_weights(k, i - j * k, wt);
+    for (int s = 0; s < STRIP; s++) o[s] = wt[0] * a[s] + wt[1] * b[s] + wt[2] * c[s];
+  }
+}
+
 struct pass { /* one 1-D pass down every column of a plane */
   const struct filter *f;
   double *p; /* h rows of w values */
@@ -241,7 +289,7 @@ static void pass_chunk(void *arg, int begin, int end) {
   struct pass *ps = arg;
   int n = ps->h;
   size_t rows = (size_t)n + 2 * PAD;
-  double *buf = calloc(3 * rows * STRIP, sizeof(double));
+  double *buf = calloc((3 * rows + pyramid_rows(ps->f, n)) * STRIP, sizeof(double));
   if (!buf) {
     __atomic_store_n(&ps->failed, 1, __ATOMIC_RELAXED);
     return;
@@ -264,6 +312,9 @@ static void pass_chunk(void *arg, int begin, int end) {
       break;
     case FILTER_FIR:
       fir_strip(ps->f, in, out, n);
+      break;
+    case FILTER_PYRAMID:
+      pyramid_strip(ps->f, in, out, tmp + rows * STRIP, n);
       break;
     }
     for (int y = 0; y < n; y++)

@@ -296,6 +296,15 @@ cudaError_t launch_recursive(enum rec_kind kind, const rec_params &p, int use_do
 /* The bytes yvv_blocked's carries need. */
 size_t blocked_carry_bytes(int w, int h, int use_double);
 
+/* pyramid (kernels_pyr.cu, cpu_pyramid_line in 2-D) for k > 1: the reduced Gaussian's weights
+ * w[0..radius] in d_w, its grids in d_tmp (pyramid_tmp_bytes). */
+struct pyr_params {
+  int k, radius;
+};
+size_t pyramid_tmp_bytes(const pyr_params &p, int w, int h);
+cudaError_t launch_pyramid(const pyr_params &p, packed in, packed out, float4 *d_tmp,
+                           const float *d_w, cudaStream_t s);
+
 /* ---- local statistics, contrast and convolution (kernels_local.cu) ---- */
 
 /* naive, koenig or welford: every tap of the window for each pixel, float32, into var and (when

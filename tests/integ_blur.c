@@ -106,9 +106,10 @@ static void test_methods(void) {
     }
     ASSERT_INT(coeffs, ==, !strncmp(name, "yvv", 3) || !strcmp(name, "auto"));
     ASSERT_INT(truncate, ==,
-               !strncmp(name, "fir", 3) || !strcmp(name, "separable") || !strcmp(name, "auto"));
+               !strncmp(name, "fir", 3) || !strcmp(name, "separable") || !strcmp(name, "pyramid") ||
+                   !strcmp(name, "auto"));
   }
-  ASSERT_INT(blur, ==, 9);
+  ASSERT_INT(blur, ==, 10);
   json_decref(j);
   http_resp_free(&r);
 }
@@ -159,6 +160,7 @@ static void test_every_method(void) {
                {"yvv2way", "yvv2way", 30},
                {"deriche", "deriche", 52},
                {"yvv_blocked", "yvv_blocked", 48},
+               {"pyramid", "pyramid", 58}, /* sigma 5: separable */
                {"auto", NULL, 48}};
   struct codec_image fir = {0};
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -179,6 +181,9 @@ static void test_every_method(void) {
   }
   codec_image_free(&fir);
   struct http_resp r;
+  post_fixture("coffee.png", "sigma=12&method=pyramid", &r); /* reduced 4 times: 58.86 dB */
+  expect_blur(&r, "image/png", "coffee.png", "pyramid", 58);
+  http_resp_free(&r);
   post_fixture("camera.png", "sigma=5&method=yvv&coeffs=1995", &r);
   expect_blur(&r, "image/png", "camera.png", "yvv", 45);
   http_resp_free(&r);

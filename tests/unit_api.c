@@ -65,6 +65,8 @@ static void test_ranges(void) {
       {"sigma=2&method=yvv&coeffs=1995", API_OK},
       {"sigma=2&method=yvv2way&coeffs=2002", API_OK},
       {"sigma=2&method=deriche&coeffs=1995", API_BAD_PARAMETER},
+      {"sigma=12&method=pyramid&truncate=3", API_OK},
+      {"sigma=12&method=pyramid&coeffs=2002", API_BAD_PARAMETER},
       {"sigma=2&method=yvv&coeffs=1996", API_BAD_PARAMETER},
       {"sigma=2&coeffs=1995&truncate=3", API_OK},
       {"sigma=2&method=auto", API_OK},

@@ -1,0 +1,177 @@
+/* pyramid on the GPU: cpu_pyramid_line in 2-D. The packed image is reduced k times with the
+ * triangle weights into a grid of float4 cells with e = radius + 1 cells of margin on every side
+ * (cells outside the image see its replicated edge, as the CPU twin's lines do), the sampled
+ * Gaussian runs along x then y over the grid, and the quadratic B-spline expands it into the
+ * packed output. The grid is 1/k^2 of the image, so the reduction's reads and the expansion's
+ * writes are most of the work whatever sigma is. */
+#include "gpu_int.cuh"
+
+#define PYR_RUN 8 /* cells one reducing thread stacks vertically */
+
+/* Weight of the sample a places after the start of its cell (a in [-(K/2), 2K - K/2)): the
+ * triangle K - |a - (K - 1) / 2|, 0 outside. */
+template <int K> __device__ __forceinline__ float tri(int a) {
+  float d = fabsf((float)a - (K - 1) * 0.5f);
+  return d < K ? K - d : 0.f;
+}
+
+/* Row y of cell column cx, weighted along x: sum over a of tri(a) pixel (K cx + a, y), clamped. */
+template <int K> __device__ __forceinline__ v4<float> tri_row(const packed &in, int cx, int y) {
+  v4<float> h = v4_zero<float>();
+  int yy = clampi(y, 0, in.h - 1);
+#pragma unroll
+  for (int a = -(K / 2); a < 2 * K - K / 2; a++)
+    v4_fma(h, tri<K>(a), load_px<float>(in, clampi(K * cx + a, 0, in.w - 1), yy));
+  return h;
+}
+
+/* Cells (cx, cy0 .. cy0 + PYR_RUN - 1) of the grid (indices from -e; grid column cx + e). A row
+ * of the image falls in two neighbouring cells: the second half of cell cy and the first half
+ * of cy + 1, so each row is weighted along x once. */
+template <int K> __global__ void pyr_reduce(packed in, float4 *g, int e, int lw, int lh) {
+  int gx = blockIdx.x * blockDim.x + threadIdx.x,
+      gy0 = (blockIdx.y * blockDim.y + threadIdx.y) * PYR_RUN;
+  if (gx >= lw || gy0 >= lh) return;
+  int cx = gx - e;
+  const float norm = 1.f / (K * K * K * K); /* the triangle's weights sum to K^2 per axis */
+  v4<float> next = v4_zero<float>();
+#pragma unroll
+  for (int a = -(K / 2); a < K - K / 2; a++)
+    v4_fma(next, tri<K>(a), tri_row<K>(in, cx, K * (gy0 - e) + a));
+  for (int q = 0; q < PYR_RUN && gy0 + q < lh; q++) {
+    int cy = gy0 + q - e;
+    v4<float> cur = next;
+    next = v4_zero<float>();
+#pragma unroll
+    for (int a = K - K / 2; a < 2 * K - K / 2; a++) {
+      v4<float> h = tri_row<K>(in, cx, K * cy + a);
+      v4_fma(cur, tri<K>(a), h);
+      v4_fma(next, tri<K>(a - K), h);
+    }
+    g[(size_t)(gy0 + q) * lw + gx] =
+        make_float4(cur.l[0] * norm, cur.l[1] * norm, cur.l[2] * norm, cur.l[3] * norm);
+  }
+}
+
+/* The sampled Gaussian w[0..r] along one axis of the grid: out (ow x oh) from in (pitch ip),
+ * out (x, y) centred on in (x + dx, y + dy), step s along the axis (1: x, ip: y). */
+__global__ void pyr_fir(const float4 *in, int ip, float4 *out, int ow, int oh, int dx, int dy,
+                        int s, const float *w, int r) {
+  int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+  if (x >= ow || y >= oh) return;
+  const float4 *c = in + (size_t)(y + dy) * ip + x + dx;
+  float w0 = __ldg(&w[0]);
+  float4 v = __ldg(c), acc = make_float4(w0 * v.x, w0 * v.y, w0 * v.z, w0 * v.w);
+  for (int t = 1; t <= r; t++) {
+    float wt = __ldg(&w[t]);
+    float4 lo = __ldg(c - (ptrdiff_t)t * s), hi = __ldg(c + (ptrdiff_t)t * s);
+    acc.x += wt * (lo.x + hi.x), acc.y += wt * (lo.y + hi.y);
+    acc.z += wt * (lo.z + hi.z), acc.w += wt * (lo.w + hi.w);
+  }
+  out[(size_t)y * ow + x] = acc;
+}
+
+/* The B-spline weights of cells j-1, j, j+1 for the sample r places into cell j
+ * (cpu_pyramid_weights). */
+template <int K> __device__ __forceinline__ void bspline(int r, float wt[3]) {
+  float t = (float)r * (1.f / K) - (K - 1) * (0.5f / K);
+  wt[0] = 0.5f * (0.5f - t) * (0.5f - t), wt[1] = 0.75f - t * t;
+  wt[2] = 0.5f * (0.5f + t) * (0.5f + t);
+}
+
+/* Samples x0 .. x0+3 of row y of the output (x0 = 4 i): the column weights of the cells they
+ * need (j-1 .. j+1 around their cell j; K = 2: two cells, so four), then the samples. f holds
+ * cells -1 .. mw of the grid's rows -1 .. mh (pitch fw). 8-bit RGBA rows whose width is a
+ * multiple of 4 take one 16-byte store. */
+template <int K> __global__ void pyr_expand(const float4 *f, int fw, packed out) {
+  const int NC = K == 2 ? 4 : 3;
+  int x0 = 4 * (blockIdx.x * blockDim.x + threadIdx.x), y = blockIdx.y * blockDim.y + threadIdx.y;
+  if (x0 >= out.w || y >= out.h) return;
+  int cy = y / K, j0 = x0 / K;
+  float wy[3];
+  bspline<K>(y - cy * K, wy);
+  v4<float> col[NC];
+#pragma unroll
+  for (int b = 0; b < NC; b++) {
+    col[b] = v4_zero<float>();
+#pragma unroll
+    for (int a = 0; a < 3; a++) {
+      float4 v = f[(size_t)(cy + a) * fw + min(j0 + b, fw - 1)]; /* K = 2: past the edge */
+      v4<float> p = {{v.x, v.y, v.z, v.w}};
+      v4_fma(col[b], wy[a], p);
+    }
+  }
+  v4<float> o[4];
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    int d = K == 2 ? i / 2 : 0, r = K == 2 ? i % 2 : x0 - j0 * K + i; /* cell j0 + d */
+    float wx[3];
+    bspline<K>(r, wx);
+    o[i] = v4_zero<float>();
+#pragma unroll
+    for (int b = 0; b < 3; b++) v4_fma(o[i], wx[b], col[b + d]);
+  }
+  if (out.c == 4 && out.depth == 8 && out.w % 4 == 0) {
+    uchar4 q[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) q[i] = rgba8_of_px<float>(o[i]);
+    *(uint4 *)((uint8_t *)out.p + ((size_t)y * out.w + x0) * 4) = *(uint4 *)q;
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+    if (x0 + i < out.w) store_px<float>(out, x0 + i, y, o[i]);
+}
+
+static void pyr_dims(const pyr_params &p, int w, int h, int *mw, int *mh, int *lw, int *lh) {
+  int e = p.radius + 1;
+  *mw = (int)div_up(w, p.k), *mh = (int)div_up(h, p.k);
+  *lw = *mw + 2 * e, *lh = *mh + 2 * e;
+}
+
+size_t pyramid_tmp_bytes(const pyr_params &p, int w, int h) {
+  int mw, mh, lw, lh;
+  pyr_dims(p, w, h, &mw, &mh, &lw, &lh);
+  return ((size_t)lw * lh + (size_t)(mw + 2) * lh) * sizeof(float4);
+}
+
+cudaError_t launch_pyramid(const pyr_params &p, packed in, packed out, float4 *d_tmp,
+                           const float *d_w, cudaStream_t s) {
+  int mw, mh, lw, lh, e = p.radius + 1;
+  pyr_dims(p, in.w, in.h, &mw, &mh, &lw, &lh);
+  float4 *g = d_tmp, *gx = d_tmp + (size_t)lw * lh; /* the grid; after the x pass; after y: g */
+  dim3 t(32, 8), rg(div_up(lw, 32), div_up(div_up(lh, PYR_RUN), 8)),
+      eg(div_up(in.w, 4 * 32), div_up(in.h, 8));
+  switch (p.k) {
+  case 2:
+    pyr_reduce<2><<<rg, t, 0, s>>>(in, g, e, lw, lh);
+    break;
+  case 4:
+    pyr_reduce<4><<<rg, t, 0, s>>>(in, g, e, lw, lh);
+    break;
+  case 8:
+    pyr_reduce<8><<<rg, t, 0, s>>>(in, g, e, lw, lh);
+    break;
+  default:
+    pyr_reduce<16><<<rg, t, 0, s>>>(in, g, e, lw, lh);
+  }
+  /* x: cells -1 .. mw of every grid row; y: rows -1 .. mh of those */
+  pyr_fir<<<dim3(div_up(mw + 2, 32), div_up(lh, 8)), t, 0, s>>>(g, lw, gx, mw + 2, lh, e - 1, 0, 1,
+                                                                d_w, p.radius);
+  pyr_fir<<<dim3(div_up(mw + 2, 32), div_up(mh + 2, 8)), t, 0, s>>>(
+      gx, mw + 2, g, mw + 2, mh + 2, 0, e - 1, mw + 2, d_w, p.radius);
+  switch (p.k) {
+  case 2:
+    pyr_expand<2><<<eg, t, 0, s>>>(g, mw + 2, out);
+    break;
+  case 4:
+    pyr_expand<4><<<eg, t, 0, s>>>(g, mw + 2, out);
+    break;
+  case 8:
+    pyr_expand<8><<<eg, t, 0, s>>>(g, mw + 2, out);
+    break;
+  default:
+    pyr_expand<16><<<eg, t, 0, s>>>(g, mw + 2, out);
+  }
+  return cudaGetLastError();
+}
