@@ -204,6 +204,9 @@ struct cpu_pyramid {
   int radius;       /* its radius, ceil(truncate * sigma_low) */
 };
 void cpu_pyramid_params(double sigma, double truncate, struct cpu_pyramid *p);
+/* The triangle's weight of sample k j + a in cell j (k - |a - (k - 1) / 2|; a from -(k / 2) to
+ * 3k / 2 - 1, 0 outside). */
+double cpu_pyramid_tri(int k, int a);
 /* The B-spline weights of the cells j-1, j, j+1 for sample k j + r. */
 void cpu_pyramid_weights(int k, int r, double wt[3]);
 /* pyramid over one line with w[0..p->radius] = cpu_gauss_kernel(p->sigma_low); k > 1. Returns

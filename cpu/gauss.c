@@ -456,12 +456,15 @@ void cpu_pyramid_params(double sigma, double truncate, struct cpu_pyramid *p) {
   p->sigma_low = sigma, p->radius = cpu_gauss_radius(sigma, truncate);
   if (p->k == 1) return;
   double sv = 0; /* the triangle's variance: its weights sum to k^2 */
-  for (int a = 1 - k; a < 2 * k; a++) {
-    double d = fabs(a - (k - 1) / 2.0);
-    sv += d < k ? (k - d) * d * d : 0;
-  }
+  for (int a = -(k / 2); a < 2 * k - k / 2; a++)
+    sv += cpu_pyramid_tri(k, a) * (a - (k - 1) / 2.0) * (a - (k - 1) / 2.0);
   p->sigma_low = sqrt((sigma * sigma - sv / (k * k)) / (k * k) - 0.25);
   p->radius = cpu_gauss_radius(p->sigma_low, truncate);
+}
+
+double cpu_pyramid_tri(int k, int a) {
+  double d = fabs(a - (k - 1) / 2.0);
+  return d < k ? k - d : 0;
 }
 
 void cpu_pyramid_weights(int k, int r, double wt[3]) {
@@ -476,10 +479,9 @@ int cpu_pyramid_line(const struct cpu_pyramid *p, const double *w, const double 
   if (!low) return -1;
   for (int j = -e; j < m + e; j++) { /* cell j at low[j + e] */
     double s = 0;
-    for (int a = 1 - k; a < 2 * k; a++) {
-      double d = fabs(a - (k - 1) / 2.0);
+    for (int a = -(k / 2); a < 2 * k - k / 2; a++) {
       int i = k * j + a;
-      if (d < k) s += (k - d) * in[i < 0 ? 0 : i >= n ? n - 1 : i];
+      s += cpu_pyramid_tri(k, a) * in[i < 0 ? 0 : i >= n ? n - 1 : i];
     }
     low[j + e] = s / ((double)k * k);
   }

@@ -251,12 +251,11 @@ HOT static void pyramid_strip(const struct filter *f, const double *in, double *
   for (int j = -e; j < m + e; j++) { /* cell j at row j + e */
     double *s = low + (size_t)(j + e) * STRIP;
     for (int c = 0; c < STRIP; c++) s[c] = 0;
-    for (int a = 1 - k; a < 2 * k; a++) {
-      double d = fabs(a - (k - 1) / 2.0);
+    for (int a = -(k / 2); a < 2 * k - k / 2; a++) {
       int i = k * j + a;
+      double t = cpu_pyramid_tri(k, a);
       const double *x = in + (size_t)(i < 0 ? 0 : i >= n ? n - 1 : i) * STRIP;
-      if (d < k)
-        for (int c = 0; c < STRIP; c++) s[c] += (k - d) * x[c];
+      for (int c = 0; c < STRIP; c++) s[c] += t * x[c];
     }
     for (int c = 0; c < STRIP; c++) s[c] /= (double)k * k;
   }

@@ -301,10 +301,12 @@ static enum gpu_status run_method(struct gpu_ctx *ctx, const struct cpu_blur *b,
   packed in = packed_of(ctx->d_in, img), out = packed_of(ctx->d_out, img);
   size_t px = (size_t)img->width * img->height;
   mid m = {ctx->d_mid, img->width, img->height, img->depth == 8};
-  struct cpu_pyramid py;
-  cpu_pyramid_params(b->sigma, b->truncate, &py);
   if (cpu_method_is_fir(b->method)) return run_fir(ctx, b, in, out);
-  if (b->method == CPU_PYRAMID && py.k > 1) return run_pyramid(ctx, &py, in, out);
+  if (b->method == CPU_PYRAMID) {
+    struct cpu_pyramid py;
+    cpu_pyramid_params(b->sigma, b->truncate, &py);
+    if (py.k > 1) return run_pyramid(ctx, &py, in, out);
+  }
   enum gpu_status st = grow(ctx, &ctx->d_mid, &ctx->mid_cap, px * (m.half ? 8 : 16));
   m.p = ctx->d_mid;
   if (st != GPU_OK) return st;

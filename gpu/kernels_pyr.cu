@@ -135,43 +135,38 @@ size_t pyramid_tmp_bytes(const pyr_params &p, int w, int h) {
   return ((size_t)lw * lh + (size_t)(mw + 2) * lh) * sizeof(float4);
 }
 
-cudaError_t launch_pyramid(const pyr_params &p, packed in, packed out, float4 *d_tmp,
-                           const float *d_w, cudaStream_t s) {
+/* The four kernels for one K. */
+template <int K>
+static void pyr_launch(const pyr_params &p, packed in, packed out, float4 *d_tmp, const float *d_w,
+                       cudaStream_t s) {
   int mw, mh, lw, lh, e = p.radius + 1;
   pyr_dims(p, in.w, in.h, &mw, &mh, &lw, &lh);
   float4 *g = d_tmp, *gx = d_tmp + (size_t)lw * lh; /* the grid; after the x pass; after y: g */
-  dim3 t(32, 8), rg(div_up(lw, 32), div_up(div_up(lh, PYR_RUN), 8)),
-      eg(div_up(in.w, 4 * 32), div_up(in.h, 8));
-  switch (p.k) {
-  case 2:
-    pyr_reduce<2><<<rg, t, 0, s>>>(in, g, e, lw, lh);
-    break;
-  case 4:
-    pyr_reduce<4><<<rg, t, 0, s>>>(in, g, e, lw, lh);
-    break;
-  case 8:
-    pyr_reduce<8><<<rg, t, 0, s>>>(in, g, e, lw, lh);
-    break;
-  default:
-    pyr_reduce<16><<<rg, t, 0, s>>>(in, g, e, lw, lh);
-  }
+  dim3 t(32, 8);
+  pyr_reduce<K>
+      <<<dim3(div_up(lw, 32), div_up(div_up(lh, PYR_RUN), 8)), t, 0, s>>>(in, g, e, lw, lh);
   /* x: cells -1 .. mw of every grid row; y: rows -1 .. mh of those */
   pyr_fir<<<dim3(div_up(mw + 2, 32), div_up(lh, 8)), t, 0, s>>>(g, lw, gx, mw + 2, lh, e - 1, 0, 1,
                                                                 d_w, p.radius);
   pyr_fir<<<dim3(div_up(mw + 2, 32), div_up(mh + 2, 8)), t, 0, s>>>(
       gx, mw + 2, g, mw + 2, mh + 2, 0, e - 1, mw + 2, d_w, p.radius);
+  pyr_expand<K><<<dim3(div_up(in.w, 4 * 32), div_up(in.h, 8)), t, 0, s>>>(g, mw + 2, out);
+}
+
+cudaError_t launch_pyramid(const pyr_params &p, packed in, packed out, float4 *d_tmp,
+                           const float *d_w, cudaStream_t s) {
   switch (p.k) {
   case 2:
-    pyr_expand<2><<<eg, t, 0, s>>>(g, mw + 2, out);
+    pyr_launch<2>(p, in, out, d_tmp, d_w, s);
     break;
   case 4:
-    pyr_expand<4><<<eg, t, 0, s>>>(g, mw + 2, out);
+    pyr_launch<4>(p, in, out, d_tmp, d_w, s);
     break;
   case 8:
-    pyr_expand<8><<<eg, t, 0, s>>>(g, mw + 2, out);
+    pyr_launch<8>(p, in, out, d_tmp, d_w, s);
     break;
   default:
-    pyr_expand<16><<<eg, t, 0, s>>>(g, mw + 2, out);
+    pyr_launch<16>(p, in, out, d_tmp, d_w, s);
   }
   return cudaGetLastError();
 }
