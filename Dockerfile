@@ -1,7 +1,9 @@
 # blurd's container image. The build stage runs CI's own steps (scripts/install-deps.sh, then
-# make) on the CUDA 13.0 devel image; the runtime stage holds build/blurd, the libraries it links
-# and curl for the health check, on the matching runtime image, as a non-root user. The CUDA
-# runtime is linked statically, so the image needs only the host's driver (--gpus all).
+# make) on the CUDA 13.0 devel image, whose nvjpeg.h make checks gpu/nvjpeg_api.h against; the
+# runtime stage holds build/blurd, the libraries it links and curl for the health check, on the
+# matching runtime image, as a non-root user. The CUDA runtime is linked statically, so the image
+# needs only the host's driver (--gpus all); nvJPEG (libnvjpeg.so.13, which the runtime image
+# ships) is loaded at run time for the GPU codecs, and the build fails if the image lacks it.
 #
 # GPUs: the Makefile's CUDA_ARCH builds real code for sm_75, sm_80, sm_86, sm_89 and sm_90
 # (Turing, Ampere, Ada, Hopper) and compute_90 PTX, which the driver compiles on a later GPU
@@ -19,6 +21,7 @@ RUN make -j"$(nproc)"
 FROM nvidia/cuda:13.0.0-runtime-ubuntu24.04
 COPY scripts/install-deps.sh /tmp/
 RUN bash /tmp/install-deps.sh --runtime && rm -rf /var/lib/apt/lists/* /tmp/install-deps.sh \
+    && ldconfig -p | grep -q 'libnvjpeg\.so\.13 ' \
     && groupadd --gid 10001 blurd \
     && useradd --uid 10001 --gid 10001 --no-create-home --shell /usr/sbin/nologin blurd
 COPY --from=build /src/build/blurd /usr/local/bin/blurd

@@ -31,7 +31,7 @@ TEST_LDLIBS := $(shell pkg-config --libs libcurl)
 
 LIB_SRC := $(wildcard cpu/*.c codecs/*.c api/*.c)
 SERVER_SRC := $(wildcard server/*.c)
-CU_SRC := $(wildcard gpu/*.cu)
+CU_SRC := $(filter-out gpu/nvjpeg_check.cu,$(wildcard gpu/*.cu))
 TOOL_SRC := $(filter-out tools/bench.c,$(wildcard tools/*.c))
 UNIT_SRC := $(wildcard tests/unit_*.c)
 INTEG_SRC := $(wildcard tests/integ_*.c)
@@ -54,9 +54,13 @@ WEB_SRC := $(sort $(wildcard web/*))
 WEB_OBJ := $(BUILD)/gen/web_assets.o
 
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(WEB_OBJ) $(CU_OBJ)
+# gpu/nvjpeg_api.h against the toolkit's nvjpeg.h, where there is one (a compile-time check only).
+NVJPEG_H ?= $(wildcard $(CUDA_HOME)/include/nvjpeg.h)
+NVJPEG_CHECK := $(if $(and $(NVCC),$(NVJPEG_H)),$(CU_BUILD)/gpu/nvjpeg_check.o)
+$(CU_BUILD)/gpu/nvjpeg_check.o: NVCCFLAGS += -I$(dir $(NVJPEG_H))
 ifneq ($(NVCC),)
 # GPU-only programs: the GPU test suite and the benchmark (built everywhere, run on a GPU).
-GPU_BIN := $(BUILD)/tests/gpu_check $(BUILD)/bench
+GPU_BIN := $(BUILD)/tests/gpu_check $(BUILD)/tests/gpu_codecs $(BUILD)/bench
 $(BUILD)/tests/gpu_check.o $(BUILD)/tools/bench.o: CFLAGS += -I$(CUDA_HOME)/include
 endif
 SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/%.o)
@@ -66,7 +70,7 @@ TOOL_BIN := $(TOOL_SRC:tools/%.c=$(BUILD)/%)
 
 .PHONY: all test unit integ fmt fmt-check clean report test-gpu bench fuzz load test-web check-deploy report-variance
 .SECONDARY:
-all: $(BUILD)/blurd $(UNIT_BIN) $(INTEG_BIN) $(TOOL_BIN) $(GPU_BIN)
+all: $(BUILD)/blurd $(UNIT_BIN) $(INTEG_BIN) $(TOOL_BIN) $(GPU_BIN) $(NVJPEG_CHECK)
 	@echo "blurd built in $(BUILD)/: backends $(BACKENDS)"
 
 $(BUILD)/%.o: %.c
@@ -90,7 +94,7 @@ $(BUILD)/blurd: $(SERVER_OBJ) $(LIB_OBJ)
 $(BUILD)/%: $(BUILD)/tools/%.o $(LIB_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
-$(BUILD)/tests/gpu_check: $(BUILD)/tests/gpu_check.o $(LIB_OBJ)
+$(BUILD)/tests/gpu_%: $(BUILD)/tests/gpu_%.o $(LIB_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(BUILD)/tests/unit_%: $(BUILD)/tests/unit_%.o $(LIB_OBJ)
@@ -107,14 +111,17 @@ unit: all
 integ: all
 	@set -e; for t in $(INTEG_BIN); do echo "== $$t"; $(if $(SAN),BLURD_SAN=1) BLURD_BIN=$(BUILD)/blurd $$t; done
 
-# On a machine with an NVIDIA GPU: the GPU test suite (a sticky fault in a process of its own,
-# then every method against its CPU twin), then the integration tests against the GPU backend.
+# On a machine with an NVIDIA GPU and nvJPEG: the GPU test suite (a sticky fault in a process of
+# its own, then every method against its CPU twin), the GPU codecs against libjpeg-turbo (quality,
+# then the fuzz corpus's JPEGs and damaged copies), then every integration test against the GPU
+# backend with the GPU codecs.
 test-gpu: all
 	$(BUILD)/tests/gpu_check --fault
 	$(BUILD)/tests/gpu_check
-	BLURD_BIN=$(BUILD)/blurd BLURD_EXPECT_BACKEND=cuda: $(BUILD)/tests/integ_blur
-	BLURD_BIN=$(BUILD)/blurd BLURD_EXPECT_BACKEND=cuda: $(BUILD)/tests/integ_hardening
-	BLURD_BIN=$(BUILD)/blurd BLURD_EXPECT_BACKEND=cuda: $(BUILD)/tests/integ_local
+	$(BUILD)/tests/gpu_codecs
+	$(BUILD)/tests/gpu_codecs --replay fuzz/corpus/jpeg/*
+	@set -e; for t in $(INTEG_BIN); do echo "== $$t"; BLURD_BIN=$(BUILD)/blurd \
+	  BLURD_EXPECT_BACKEND=cuda: BLURD_EXPECT_GPU_CODECS=1 $$t; done
 
 # The demo page in headless Chromium (tests/web/demo.test.mjs): needs node, npm and Debian's
 # chromium (scripts/install-deps.sh --web); installs playwright-core from the lock file.

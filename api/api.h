@@ -54,10 +54,16 @@ const char *api_error_code(enum api_error e);
 
 enum api_backend_kind { API_BACKEND_AUTO, API_BACKEND_CPU, API_BACKEND_GPU };
 
+/* JPEG on the GPU (nvJPEG): when it loads (auto), required (on: no GPU or no nvJPEG is an error
+ * at start), or never (off). */
+enum api_gpu_codecs { API_GPU_CODECS_AUTO, API_GPU_CODECS_ON, API_GPU_CODECS_OFF };
+
 struct api_config {
   enum api_backend_kind backend;
-  int workers;            /* job workers (per GPU with the CUDA backend); 0: one per core */
-  int queue;              /* jobs that may wait for a worker; more get 503 */
+  int workers; /* job workers (per GPU with the CUDA backend); 0: one per core */
+  int queue;   /* jobs that may wait for a worker; more get 503 */
+  enum api_gpu_codecs gpu_codecs;
+  int jpeg_batch_wait_us; /* the longest a JPEG decode waits for others to batch with */
   size_t max_body;        /* bytes */
   uint64_t max_pixels;    /* width*height */
   uint32_t max_width;     /* pixels */

@@ -136,29 +136,53 @@ void multipart_free(struct mp_part *parts, int nparts);
 /* ---- backend: a job queue and workers ---- */
 
 struct stage_times { /* milliseconds; negative when the backend has no such stage */
-  double filter;     /* the method itself (on a GPU: all of its kernels) */
+  double filter;     /* the method itself (on a GPU: upload and kernels) */
   double reference;  /* exact reference and PSNR */
-  double upload;     /* host to device */
+  double upload;     /* host to device, when the image was decoded on the host */
   double kernel;     /* device compute, CUDA events */
-  double download;   /* device to host */
+  double download;   /* device to host, when a host encoder needs the pixels */
 };
 
+/* The API error for a codec status. */
+enum api_error codec_error(enum codec_status s);
+
+/* A backend runs a job's stages on its workers: decode, the filter, encode. The CPU backend
+ * works on host buffers. A backend with keeps_images (CUDA) keeps a job's image on its device
+ * from one stage to the next: a codec_image or cpu_image whose pixel pointer is NULL is then the
+ * worker's image, valid until its next job. */
 struct backend_ops {
   const char *kind; /* "cpu" or "cuda" */
   /* Sets up worker index's state (a stream, buffers). Returns 0, or -1 with err filled. */
   int (*worker_new)(void *shared, int index, void **state, char *err, size_t errlen);
   void (*worker_free)(void *state);
-  /* Blurs src into dst (same shape; with lends_output dst->data is NULL and comes back set to a
-   * buffer of the worker's, valid until its next call); acc may be NULL (no reference). Returns
-   * API_OK; API_OUT_OF_MEMORY or API_GPU_ERROR (this job failed, the service carries on); or
-   * API_GPU_LOST (the device is lost: the process must restart). */
+  /* Called on the worker's thread around each job; may be NULL. */
+  void (*job_begin)(void *state);
+  void (*job_end)(void *state);
+  /* Decodes buf into img with codec_decode's checks, limits and sentences; the pixels may stay
+   * on the device (img->pixels NULL). *codec: the decoder that ran ("nvjpeg-hw", "libpng"). */
+  enum api_error (*decode)(void *state, const uint8_t *buf, size_t len,
+                           const struct codec_limits *lim, struct codec_image *img,
+                           const char **codec, char *msg, size_t msglen);
+  /* Encodes img, wherever its pixels are, into *out (malloc'd; the caller frees) of *len bytes;
+   * *codec: the encoder that ran; *download: ms to bring a device image to a host encoder, or -1.
+   */
+  enum api_error (*encode)(void *state, const struct codec_image *img,
+                           const struct codec_encode_opts *o, uint8_t **out, size_t *len,
+                           const char **codec, double *download, char *msg, size_t msglen);
+  /* Gives img host pixels: when they are on the device, a copy in a new malloc'd buffer (the
+   * caller frees it). */
+  enum api_error (*to_host)(void *state, struct codec_image *img);
+  /* Blurs src into dst (same shape). With keeps_images, dst->data is NULL and the result stays on
+   * the device; otherwise dst->data is the caller's buffer. acc may be NULL (no reference).
+   * Returns API_OK; API_OUT_OF_MEMORY or API_GPU_ERROR (this job failed, the service carries on);
+   * or API_GPU_LOST (the device is lost: the process must restart). */
   enum api_error (*blur)(void *state, const struct cpu_blur *b, const struct cpu_image *src,
                          struct cpu_image *dst, struct cpu_accuracy *acc, struct stage_times *t);
-  /* Local variance (cpu_variance's conventions, no mean) of the gray plane src into var, the
-   * caller's width*height doubles. Errors as for blur. */
+  /* Local variance (cpu_variance's conventions, no mean) of the gray plane src (host) into var,
+   * the caller's width*height doubles. Errors as for blur. */
   enum api_error (*variance)(void *state, const struct cpu_var *v, const struct cpu_image *src,
                              double *var, struct stage_times *t);
-  /* cpu_contrast_image and cpu_convolve_image into dst (src's shape, the caller's buffer). */
+  /* cpu_contrast_image and cpu_convolve_image into dst, as blur. */
   enum api_error (*contrast)(void *state, const struct cpu_contrast *c, const struct cpu_image *src,
                              struct cpu_image *dst, struct stage_times *t);
   enum api_error (*convolve)(void *state, const struct cpu_conv *c, const struct cpu_image *src,
@@ -167,7 +191,7 @@ struct backend_ops {
   enum cpu_method (*auto_method)(double sigma, int width, int height);
   /* The name clients see in X-Backend for work done by this worker. */
   const char *(*worker_name)(void *state);
-  int lends_output; /* blur hands out its own buffer (the GPU's pinned staging): no copy */
+  int keeps_images; /* images stay on the device between stages (see above) */
 };
 
 struct worker {
@@ -202,6 +226,19 @@ int backend_gpu_memory(struct backend *b, int dev, size_t *held, size_t *used, s
 json_t *backend_devices(struct backend *b);
 /* The backends this build has: "cpu", and "cuda" when compiled with nvcc. */
 json_t *backend_kinds(void);
+/* The codecs the backend runs, for /readyz and /methods (new reference): the JPEG decoder and
+ * encoder, PNG's, whether JPEG runs on the GPU, and if not, why. */
+json_t *backend_codecs(struct backend *b);
+/* Whether JPEG is decoded and encoded on the GPU; *decoder: the JPEG decoder's name. */
+int backend_gpu_codecs(struct backend *b, const char **decoder);
+
+struct batch_stats { /* JPEG decode batches of one device (gpu_jpeg_stats) */
+  unsigned long long batches, images, single;
+  unsigned long long hist[8]; /* batches of size <= 1, 2, 4, ... 64, then more */
+};
+
+/* The decode batches of device dev. Returns 0, or -1 when the device decodes no JPEG. */
+int backend_batch_stats(struct backend *b, int dev, struct batch_stats *s);
 
 /* ---- jobs ---- */
 

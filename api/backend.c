@@ -1,7 +1,15 @@
 /* The backend: a bounded job queue and the worker threads that run jobs, each worker with its
  * own state from the backend's ops (the CPU ops share one fork-join pool; the CUDA ops give each
  * worker a stream and buffers). Submitting never blocks: a full queue says so at once and the
- * caller answers 503. Freeing the backend runs what is queued, then joins the workers. */
+ * caller answers 503. Freeing the backend runs what is queued, then joins the workers.
+ *
+ * The ops hold a job's codecs too. The CPU backend decodes and encodes with libjpeg-turbo and
+ * libpng. The CUDA backend with GPU codecs decodes JPEG into device memory with nvJPEG (batched
+ * across its workers by gpu/jpeg.cu), filters there and encodes JPEG there; PNG, and what nvJPEG
+ * refuses, go through the CPU codecs with an upload or a download. A file goes to the GPU decoder
+ * only after codec_jpeg_probe has read its headers with libjpeg, so what the CPU decoder would
+ * refuse at the headers is refused in the same words; a file nvJPEG fails on is decoded again by
+ * libjpeg, whose verdict stands. */
 #include "api_int.h"
 
 #include <malloc.h>
@@ -16,18 +24,82 @@ struct backend {
   void *shared;   /* the ops' shared state (the CPU pool) */
   char name[128]; /* "cpu", "cuda:0 NVIDIA H200" */
   pthread_mutex_t mu;
-  pthread_cond_t cv;    /* a job was queued, or stop */
-  struct job **ring;    /* queued jobs, FIFO */
-  int cap, head, count; /* ring capacity, first job, jobs queued */
-  int running;          /* jobs on a worker now */
-  int stop;             /* set by backend_free: run what is queued, then exit */
-  int nworkers;         /* workers started */
-  int ndev;             /* GPUs in use; 0 for the CPU backend */
+  pthread_cond_t cv;        /* a job was queued, or stop */
+  struct job **ring;        /* queued jobs, FIFO */
+  int cap, head, count;     /* ring capacity, first job, jobs queued */
+  int running;              /* jobs on a worker now */
+  int stop;                 /* set by backend_free: run what is queued, then exit */
+  int nworkers;             /* workers started */
+  int ndev;                 /* GPUs in use; 0 for the CPU backend */
+  int gpu_codecs;           /* JPEG is decoded and encoded on the GPU */
+  const char *jpeg_decoder; /* the GPU's JPEG decoder ("nvjpeg-hw"), when gpu_codecs */
+  const char *jpeg_lib;     /* the nvJPEG library, when gpu_codecs */
+  int batch_wait_us;        /* cfg->jpeg_batch_wait_us */
+  char codecs_why[384];     /* why JPEG runs on the CPU, when it does */
   struct worker *workers;
   pthread_t *threads;
 };
 
+enum api_error codec_error(enum codec_status s) {
+  switch (s) {
+  case CODEC_OK:
+    return API_OK;
+  case CODEC_UNKNOWN:
+    return API_UNSUPPORTED_MEDIA;
+  case CODEC_CORRUPT:
+    return API_UNDECODABLE;
+  case CODEC_TOO_LARGE:
+    return API_IMAGE_TOO_LARGE;
+  case CODEC_UNSUPPORTED:
+    return API_UNSUPPORTED_IMAGE;
+  case CODEC_NOMEM:
+    return API_OUT_OF_MEMORY;
+  }
+  return API_INTERNAL;
+}
+
+/* ---- the CPU codecs (every backend's, for what stays on the host) ---- */
+
+static const char *host_codec(enum codec_format f) {
+  return f == CODEC_PNG ? "libpng" : f == CODEC_JPEG ? "libjpeg-turbo" : NULL;
+}
+
+static enum api_error host_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
+                                  struct codec_image *img, const char **codec, char *msg,
+                                  size_t msglen) {
+  enum codec_status s = codec_decode(buf, len, lim, img, msg, msglen);
+  *codec = host_codec(s == CODEC_OK ? img->format : codec_sniff(buf, len));
+  return codec_error(s);
+}
+
+static enum api_error host_encode(const struct codec_image *img, const struct codec_encode_opts *o,
+                                  uint8_t **out, size_t *len, const char **codec, char *msg,
+                                  size_t msglen) {
+  *codec = host_codec(o->format);
+  return codec_error(codec_encode(img, o, out, len, msg, msglen));
+}
+
 /* ---- the CPU backend ---- */
+
+static enum api_error cpu_decode(void *state, const uint8_t *buf, size_t len,
+                                 const struct codec_limits *lim, struct codec_image *img,
+                                 const char **codec, char *msg, size_t msglen) {
+  (void)state;
+  return host_decode(buf, len, lim, img, codec, msg, msglen);
+}
+
+static enum api_error cpu_encode(void *state, const struct codec_image *img,
+                                 const struct codec_encode_opts *o, uint8_t **out, size_t *len,
+                                 const char **codec, double *download, char *msg, size_t msglen) {
+  (void)state;
+  *download = -1;
+  return host_encode(img, o, out, len, codec, msg, msglen);
+}
+
+static enum api_error cpu_to_host(void *state, struct codec_image *img) {
+  (void)state, (void)img; /* always there */
+  return API_OK;
+}
 
 static int cpu_worker_new(void *shared, int index, void **state, char *err, size_t errlen) {
   (void)index, (void)err, (void)errlen;
@@ -88,29 +160,35 @@ static const char *cpu_worker_name(void *state) {
 static const struct backend_ops cpu_ops = {.kind = "cpu",
                                            .worker_new = cpu_worker_new,
                                            .worker_free = cpu_worker_free,
+                                           .decode = cpu_decode,
+                                           .encode = cpu_encode,
+                                           .to_host = cpu_to_host,
                                            .blur = cpu_blur,
                                            .variance = cpu_variance_op,
                                            .contrast = cpu_contrast_op,
                                            .convolve = cpu_convolve_op,
                                            .auto_method = cpu_auto_method,
                                            .worker_name = cpu_worker_name,
-                                           .lends_output = 0};
+                                           .keeps_images = 0};
 
 /* ---- the CUDA backend ---- */
 
 #ifdef BLURD_CUDA
 #include "../gpu/gpu.h"
 
-struct gpu_shared { /* what every GPU worker shares */
-  int ndev;         /* visible devices; worker i uses device i % ndev */
-  long fault_at;    /* tests only (BLURD_TEST_GPU_FAULT=N): GPU job N faults; 0: never */
-  long jobs;        /* GPU jobs started (atomic) */
+struct gpu_shared {       /* what every GPU worker shares */
+  int ndev;               /* visible devices; worker i uses device i % ndev */
+  long fault_at;          /* tests only (BLURD_TEST_GPU_FAULT=N): GPU job N faults; 0: never */
+  long jobs;              /* GPU jobs started (atomic) */
+  struct gpu_jpeg **jpeg; /* ndev JPEG decoders when JPEG runs on the GPU, else NULL */
 };
 
 struct gpu_worker {
   struct gpu_ctx *ctx;
   struct gpu_shared *shared;
-  size_t bytes; /* gpu_ctx_bytes after the last job, for /metrics (atomic) */
+  int jpeg;           /* JPEG is decoded and encoded on the GPU */
+  enum gpu_image img; /* which device image holds the job's image when its pixels are NULL */
+  size_t bytes;       /* gpu_ctx_bytes after the last job, for /metrics (atomic) */
 };
 
 static int gpu_worker_new(void *shared, int index, void **state, char *err, size_t errlen) {
@@ -119,10 +197,16 @@ static int gpu_worker_new(void *shared, int index, void **state, char *err, size
   if (!w) return -1;
   w->shared = g;
   w->ctx = gpu_ctx_new(index % g->ndev, err, errlen);
+  if (w->ctx && g->jpeg && gpu_ctx_jpeg(w->ctx, g->jpeg[index % g->ndev]) != GPU_OK) {
+    snprintf(err, errlen, "%s", gpu_ctx_error(w->ctx));
+    gpu_ctx_free(w->ctx);
+    w->ctx = NULL;
+  }
   if (!w->ctx) {
     free(w);
     return -1;
   }
+  w->jpeg = g->jpeg != NULL;
   *state = w;
   return 0;
 }
@@ -133,6 +217,16 @@ static void gpu_worker_free(void *state) {
   free(w);
 }
 
+static void gpu_job_begin(void *state) {
+  struct gpu_worker *w = state;
+  w->img = GPU_INPUT;
+  gpu_jpeg_expect(w->ctx, 1); /* until its decode: a batch may wait for this worker */
+}
+
+static void gpu_job_end(void *state) {
+  gpu_jpeg_expect(((struct gpu_worker *)state)->ctx, 0);
+}
+
 /* Counts a GPU call; the one BLURD_TEST_GPU_FAULT names gets a sticky error first. */
 static struct gpu_ctx *gpu_job_ctx(struct gpu_worker *w) {
   if (w->shared->fault_at &&
@@ -141,14 +235,13 @@ static struct gpu_ctx *gpu_job_ctx(struct gpu_worker *w) {
   return w->ctx;
 }
 
-/* The api's error for the status s of a GPU call on worker w, and on success its stage times
- * into t. Notes the device memory w holds, for /metrics. */
-static enum api_error gpu_result(struct gpu_worker *w, enum gpu_status s, const struct gpu_times *g,
-                                 int reference, struct stage_times *t) {
+/* The api's error for the status s of a GPU call on worker w. Notes the device memory w holds,
+ * for /metrics. */
+static enum api_error gpu_error(struct gpu_worker *w, enum gpu_status s) {
   __atomic_store_n(&w->bytes, gpu_ctx_bytes(w->ctx), __ATOMIC_RELAXED);
   switch (s) {
   case GPU_OK:
-    break;
+    return API_OK;
   case GPU_NO_MEMORY:
     return API_OUT_OF_MEMORY;
   case GPU_ERROR:
@@ -156,38 +249,143 @@ static enum api_error gpu_result(struct gpu_worker *w, enum gpu_status s, const 
   case GPU_FATAL:
     return API_GPU_LOST;
   }
-  *t = (struct stage_times){g->upload + g->kernel + g->download, reference ? g->reference : -1,
-                            g->upload, g->kernel, g->download};
-  return API_OK;
+  return API_GPU_ERROR;
+}
+
+/* A JPEG goes to nvJPEG once libjpeg has read its headers (refusing what the CPU decoder refuses,
+ * in its words), when it is one nvJPEG decodes as libjpeg does and is not cut short. */
+static enum api_error gpu_decode(void *state, const uint8_t *buf, size_t len,
+                                 const struct codec_limits *lim, struct codec_image *img,
+                                 const char **codec, char *msg, size_t msglen) {
+  struct gpu_worker *w = state;
+  struct codec_jpeg_info info;
+  if (w->jpeg && codec_sniff(buf, len) == CODEC_JPEG) {
+    enum codec_status cs = codec_jpeg_probe(buf, len, lim, &info, msg, msglen);
+    if (cs != CODEC_OK) {
+      *codec = host_codec(CODEC_JPEG);
+      gpu_jpeg_expect(w->ctx, 0);
+      return codec_error(cs);
+    }
+    struct gpu_jpeg_src src = {
+        buf, len, info.width, info.height, info.channels, info.orientation, info.progressive};
+    struct cpu_image shape;
+    enum gpu_status s =
+        info.plain && info.complete ? gpu_jpeg_decode(w->ctx, &src, &shape, codec) : GPU_ERROR;
+    if (s == GPU_OK) {
+      *img = (struct codec_image){NULL, shape.width, shape.height,    shape.channels,
+                                  8,    CODEC_JPEG,  info.orientation};
+      w->img = GPU_INPUT;
+      return API_OK;
+    }
+    if (s == GPU_FATAL || s == GPU_NO_MEMORY) return gpu_error(w, s);
+  }
+  gpu_jpeg_expect(w->ctx, 0); /* the CPU decodes this one, and decides what it is */
+  return host_decode(buf, len, lim, img, codec, msg, msglen);
+}
+
+/* JPEG of 8-bit gray or RGB on the device is encoded there; the rest comes to the host. */
+static enum api_error gpu_encode(void *state, const struct codec_image *img,
+                                 const struct codec_encode_opts *o, uint8_t **out, size_t *len,
+                                 const char **codec, double *download, char *msg, size_t msglen) {
+  struct gpu_worker *w = state;
+  struct cpu_image shape = {NULL, img->width, img->height, img->channels, img->depth};
+  *download = -1;
+  if (img->pixels) return host_encode(img, o, out, len, codec, msg, msglen);
+  if (w->jpeg && o->format == CODEC_JPEG && img->depth == 8 &&
+      (img->channels == 1 || img->channels == 3) && o->quality >= 1 && o->quality <= 100) {
+    enum gpu_status s = gpu_jpeg_encode(w->ctx, w->img, &shape, o->quality,
+                                        o->quality >= CODEC_JPEG_FULL_CHROMA, out, len);
+    *codec = "nvjpeg";
+    if (s != GPU_ERROR) return gpu_error(w, s); /* GPU_ERROR: libjpeg-turbo encodes it */
+  }
+  void *pixels = NULL;
+  struct gpu_times g = {0, 0, 0, 0};
+  enum api_error e = gpu_error(w, gpu_download(w->ctx, w->img, &shape, &pixels, &g));
+  if (e != API_OK) return e;
+  struct codec_image host = *img;
+  host.pixels = pixels;
+  *download = g.download;
+  return host_encode(&host, o, out, len, codec, msg, msglen);
+}
+
+static enum api_error gpu_to_host(void *state, struct codec_image *img) {
+  struct gpu_worker *w = state;
+  struct cpu_image shape = {NULL, img->width, img->height, img->channels, img->depth};
+  void *pixels = NULL;
+  if (img->pixels) return API_OK;
+  enum api_error e = gpu_error(w, gpu_download(w->ctx, w->img, &shape, &pixels, NULL));
+  if (e == API_OK && !(img->pixels = malloc(cpu_image_bytes(&shape)))) e = API_OUT_OF_MEMORY;
+  if (e == API_OK) memcpy(img->pixels, pixels, cpu_image_bytes(&shape));
+  return e;
+}
+
+/* Uploads src when it is on the host (decoded by a CPU codec), then runs the filter on the
+ * device; the result stays there. Fills t from g (filter = upload + kernels). */
+static enum api_error gpu_filter(struct gpu_worker *w, const struct cpu_image *src,
+                                 enum gpu_status (*run)(struct gpu_ctx *, const void *,
+                                                        const struct cpu_image *,
+                                                        struct cpu_accuracy *, struct gpu_times *),
+                                 const void *arg, struct cpu_accuracy *acc, struct stage_times *t) {
+  struct gpu_ctx *ctx = gpu_job_ctx(w);
+  struct gpu_times g = {0, 0, 0, 0};
+  enum gpu_status s = src->data ? gpu_upload(ctx, src, &g) : GPU_OK;
+  if (s == GPU_OK) s = run(ctx, arg, src, acc, &g);
+  w->img = GPU_OUTPUT;
+  enum api_error e = gpu_error(w, s);
+  if (e == API_OK)
+    *t = (struct stage_times){g.upload + g.kernel, acc ? g.reference : -1,
+                              src->data ? g.upload : -1, g.kernel, -1};
+  return e;
+}
+
+static enum gpu_status run_blur(struct gpu_ctx *ctx, const void *arg, const struct cpu_image *img,
+                                struct cpu_accuracy *acc, struct gpu_times *g) {
+  return gpu_blur_resident(ctx, arg, img, acc, g);
+}
+
+static enum gpu_status run_contrast(struct gpu_ctx *ctx, const void *arg,
+                                    const struct cpu_image *img, struct cpu_accuracy *acc,
+                                    struct gpu_times *g) {
+  (void)acc;
+  return gpu_contrast_resident(ctx, arg, img, g);
+}
+
+static enum gpu_status run_convolve(struct gpu_ctx *ctx, const void *arg,
+                                    const struct cpu_image *img, struct cpu_accuracy *acc,
+                                    struct gpu_times *g) {
+  (void)acc;
+  return gpu_convolve_resident(ctx, arg, img, g);
 }
 
 static enum api_error gpu_blur_op(void *state, const struct cpu_blur *b,
                                   const struct cpu_image *src, struct cpu_image *dst,
                                   struct cpu_accuracy *acc, struct stage_times *t) {
-  struct gpu_times g;
-  enum gpu_status s = gpu_blur(gpu_job_ctx(state), b, src, dst, acc, &g);
-  return gpu_result(state, s, &g, acc != NULL, t);
+  dst->data = NULL;
+  return gpu_filter(state, src, run_blur, b, acc, t);
+}
+
+static enum api_error gpu_contrast_op(void *state, const struct cpu_contrast *c,
+                                      const struct cpu_image *src, struct cpu_image *dst,
+                                      struct stage_times *t) {
+  dst->data = NULL;
+  return gpu_filter(state, src, run_contrast, c, NULL, t);
+}
+
+static enum api_error gpu_convolve_op(void *state, const struct cpu_conv *c,
+                                      const struct cpu_image *src, struct cpu_image *dst,
+                                      struct stage_times *t) {
+  dst->data = NULL;
+  return gpu_filter(state, src, run_convolve, c, NULL, t);
 }
 
 static enum api_error gpu_variance_op(void *state, const struct cpu_var *v,
                                       const struct cpu_image *src, double *var,
                                       struct stage_times *t) {
   struct gpu_times g;
-  return gpu_result(state, gpu_variance(gpu_job_ctx(state), v, src, NULL, var, &g), &g, 0, t);
-}
-
-static enum api_error gpu_contrast_op(void *state, const struct cpu_contrast *c,
-                                      const struct cpu_image *src, struct cpu_image *dst,
-                                      struct stage_times *t) {
-  struct gpu_times g;
-  return gpu_result(state, gpu_contrast(gpu_job_ctx(state), c, src, dst, &g), &g, 0, t);
-}
-
-static enum api_error gpu_convolve_op(void *state, const struct cpu_conv *c,
-                                      const struct cpu_image *src, struct cpu_image *dst,
-                                      struct stage_times *t) {
-  struct gpu_times g;
-  return gpu_result(state, gpu_convolve(gpu_job_ctx(state), c, src, dst, &g), &g, 0, t);
+  enum api_error e = gpu_error(state, gpu_variance(gpu_job_ctx(state), v, src, NULL, var, &g));
+  if (e == API_OK)
+    *t = (struct stage_times){g.upload + g.kernel + g.download, -1, g.upload, g.kernel, g.download};
+  return e;
 }
 
 static const char *gpu_worker_name(void *state) {
@@ -197,13 +395,18 @@ static const char *gpu_worker_name(void *state) {
 static const struct backend_ops gpu_ops = {.kind = "cuda",
                                            .worker_new = gpu_worker_new,
                                            .worker_free = gpu_worker_free,
+                                           .job_begin = gpu_job_begin,
+                                           .job_end = gpu_job_end,
+                                           .decode = gpu_decode,
+                                           .encode = gpu_encode,
+                                           .to_host = gpu_to_host,
                                            .blur = gpu_blur_op,
                                            .variance = gpu_variance_op,
                                            .contrast = gpu_contrast_op,
                                            .convolve = gpu_convolve_op,
                                            .auto_method = gpu_auto_method,
                                            .worker_name = gpu_worker_name,
-                                           .lends_output = 1};
+                                           .keeps_images = 1};
 #endif
 
 /* ---- queue and workers ---- */
@@ -226,7 +429,9 @@ static void *worker_main(void *arg) {
     b->count--;
     b->running++;
     pthread_mutex_unlock(&b->mu);
+    if (b->ops->job_begin) b->ops->job_begin(wt.w->state);
     job->run(job, wt.w);
+    if (b->ops->job_end) b->ops->job_end(wt.w->state);
     pthread_mutex_lock(&b->mu);
     b->running--;
     if (b->running == 0 && b->count == 0) malloc_trim(0); /* idle: give freed memory back */
@@ -297,6 +502,70 @@ static int worker_count(const struct api_config *cfg, int ndev) {
   return (cfg->workers > 0 ? cfg->workers : per_gpu < 2 ? 2 : per_gpu) * ndev;
 }
 
+#ifdef BLURD_CUDA
+/* Starts a JPEG decoder per device, each batching at most per_gpu decodes (its workers'). Returns
+ * 0, or -1 with the reason in why. */
+static int start_gpu_jpeg(struct backend *b, const struct api_config *cfg, int per_gpu, char *why,
+                          size_t whylen) {
+  struct gpu_shared *g = b->shared;
+  if (gpu_jpeg_load(&b->jpeg_lib, why, whylen) != 0) return -1;
+  g->jpeg = calloc((size_t)b->ndev, sizeof(*g->jpeg));
+  if (!g->jpeg) {
+    snprintf(why, whylen, "out of memory");
+    return -1;
+  }
+  for (int d = 0; d < b->ndev; d++) {
+    if (!(g->jpeg[d] = gpu_jpeg_new(d, cfg->jpeg_batch_wait_us, per_gpu, why, whylen))) return -1;
+    struct gpu_ctx *trial = gpu_ctx_new(d, why, whylen); /* nvJPEG must work here, or auto */
+    int ok = trial && gpu_ctx_jpeg(trial, g->jpeg[d]) == GPU_OK; /* falls back to the CPU */
+    if (trial && !ok) snprintf(why, whylen, "nvJPEG fails on cuda:%d: %s", d, gpu_ctx_error(trial));
+    gpu_ctx_free(trial);
+    if (!ok) return -1;
+  }
+  b->jpeg_decoder = gpu_jpeg_decoder(g->jpeg[0]);
+  return 0;
+}
+
+static void stop_gpu_jpeg(struct backend *b) {
+  struct gpu_shared *g = b->shared;
+  for (int d = 0; g->jpeg && d < b->ndev; d++) gpu_jpeg_free(g->jpeg[d]);
+  free(g->jpeg);
+  g->jpeg = NULL;
+}
+#endif
+
+/* Decides where JPEG runs, and starts the GPU's decoders when it is there. Returns 0, or -1 with
+ * err filled when --gpu-codecs on cannot be had. */
+static int start_codecs(struct backend *b, const struct api_config *cfg, int per_gpu, char *err,
+                        size_t errlen) {
+  char *why = b->codecs_why;
+  size_t n = sizeof(b->codecs_why);
+  int ok = 0;
+  if (cfg->gpu_codecs == API_GPU_CODECS_OFF)
+    snprintf(why, n, "--gpu-codecs off");
+  else if (b->ndev == 0)
+#ifdef BLURD_CUDA
+    snprintf(why, n, "%s",
+             cfg->backend == API_BACKEND_CPU ? "the CPU backend (--backend cpu)"
+                                             : "no CUDA device is visible");
+  else if (start_gpu_jpeg(b, cfg, per_gpu, why, n) != 0)
+    stop_gpu_jpeg(b);
+#else
+    snprintf(why, n, "this build has no CUDA backend (nvcc was not found)");
+#endif
+  else
+    ok = 1;
+  if (!ok && cfg->gpu_codecs == API_GPU_CODECS_ON) {
+    snprintf(err, errlen, "--gpu-codecs on: %s", why);
+    return -1;
+  }
+  b->gpu_codecs = ok;
+  b->batch_wait_us = cfg->jpeg_batch_wait_us;
+  if (ok) why[0] = 0;
+  if (!ok && b->ndev > 0) fprintf(stderr, "blurd: JPEG runs on the CPU (libjpeg-turbo): %s\n", why);
+  return 0;
+}
+
 struct backend *backend_new(const struct api_config *cfg, char *err, size_t errlen) {
   struct backend *b = calloc(1, sizeof(*b));
   if (errlen) err[0] = 0;
@@ -316,6 +585,7 @@ struct backend *backend_new(const struct api_config *cfg, char *err, size_t errl
     b->threads = calloc((size_t)n, sizeof(*b->threads));
     if (!b->workers || !b->threads) rc = -1;
   }
+  if (rc == 0 && start_codecs(b, cfg, b->ndev ? n / b->ndev : 0, err, errlen) != 0) rc = -1;
   if (rc != 0 && !*err) snprintf(err, errlen, "out of memory");
   for (int i = 0; rc == 0 && i < n; i++) rc = start_worker(b, i, err, errlen);
   if (rc != 0) {
@@ -350,10 +620,14 @@ void backend_free(struct backend *b) {
   pthread_mutex_unlock(&b->mu);
   for (int i = 0; i < b->nworkers; i++) pthread_join(b->threads[i], NULL);
   for (int i = 0; i < b->nworkers; i++) b->ops->worker_free(b->workers[i].state);
-  if (b->ops == &cpu_ops)
+  if (b->ops == &cpu_ops) {
     cpu_pool_free(b->shared);
-  else
+  } else if (b->shared) {
+#ifdef BLURD_CUDA
+    stop_gpu_jpeg(b); /* after the workers: their contexts use the decoders */
+#endif
     free(b->shared);
+  }
   pthread_cond_destroy(&b->cv);
   pthread_mutex_destroy(&b->mu);
   free(b->threads);
@@ -409,6 +683,38 @@ json_t *backend_devices(struct backend *b) {
   (void)b;
 #endif
   return arr;
+}
+
+json_t *backend_codecs(struct backend *b) {
+  int gpu = b->gpu_codecs;
+  json_t *o = json_pack("{s:b, s:s, s:s, s:s}", "gpu", gpu, "jpeg_decode",
+                        gpu ? b->jpeg_decoder : "libjpeg-turbo", "jpeg_encode",
+                        gpu ? "nvjpeg" : "libjpeg-turbo", "png", "libpng");
+  if (o && gpu)
+    json_object_update_new(
+        o, json_pack("{s:s, s:i}", "library", b->jpeg_lib, "batch_wait_us", b->batch_wait_us));
+  if (o && !gpu) json_object_set_new(o, "reason", json_string(b->codecs_why));
+  return o;
+}
+
+int backend_gpu_codecs(struct backend *b, const char **decoder) {
+  *decoder = b->gpu_codecs ? b->jpeg_decoder : "libjpeg-turbo";
+  return b->gpu_codecs;
+}
+
+int backend_batch_stats(struct backend *b, int dev, struct batch_stats *s) {
+#ifdef BLURD_CUDA
+  struct gpu_shared *g = b->ops == &gpu_ops ? b->shared : NULL;
+  struct gpu_jpeg_stats j;
+  if (!g || !g->jpeg || dev < 0 || dev >= b->ndev) return -1;
+  gpu_jpeg_stats(g->jpeg[dev], &j);
+  *s = (struct batch_stats){j.batches, j.images, j.single, {0}};
+  for (int i = 0; i < GPU_JPEG_BATCH_BUCKETS && i < 8; i++) s->hist[i] = j.hist[i];
+  return 0;
+#else
+  (void)b, (void)dev, (void)s;
+  return -1;
+#endif
 }
 
 json_t *backend_kinds(void) {

@@ -103,10 +103,11 @@ static struct api_response *readyz(ROUTE_ARGS) {
   int ready = !failed && !draining && workers > 0;
   const char *status = failed ? "gpu_lost" : draining ? "draining" : "ready";
   return response_json(ready ? 200 : 503,
-                       json_pack("{s:b, s:s, s:s, s:o, s:i, s:{s:i, s:i}, s:i}", "ready", ready,
-                                 "status", status, "backend", backend_name(ctx->backend), "devices",
-                                 backend_devices(ctx->backend), "workers", workers, "queue",
-                                 "depth", queued, "capacity", cap, "running", running));
+                       json_pack("{s:b, s:s, s:s, s:o, s:o, s:i, s:{s:i, s:i}, s:i}", "ready",
+                                 ready, "status", status, "backend", backend_name(ctx->backend),
+                                 "devices", backend_devices(ctx->backend), "codecs",
+                                 backend_codecs(ctx->backend), "workers", workers, "queue", "depth",
+                                 queued, "capacity", cap, "running", running));
 }
 
 /* One entry of /methods (new reference). */
@@ -179,11 +180,11 @@ static struct api_response *methods(ROUTE_ARGS) {
   if (list) blur_methods(list), variance_methods(list), image_methods(list);
   const struct api_config *c = &ctx->cfg;
   return response_json(
-      200,
-      json_pack("{s:s, s:o, s:o, s:{s:I, s:I, s:I, s:I}}", "backend", backend_name(ctx->backend),
-                "devices", backend_devices(ctx->backend), "methods", list, "limits",
-                "max_body_bytes", (json_int_t)c->max_body, "max_pixels", (json_int_t)c->max_pixels,
-                "max_width", (json_int_t)c->max_width, "max_height", (json_int_t)c->max_height));
+      200, json_pack("{s:s, s:o, s:o, s:o, s:{s:I, s:I, s:I, s:I}}", "backend",
+                     backend_name(ctx->backend), "devices", backend_devices(ctx->backend), "codecs",
+                     backend_codecs(ctx->backend), "methods", list, "limits", "max_body_bytes",
+                     (json_int_t)c->max_body, "max_pixels", (json_int_t)c->max_pixels, "max_width",
+                     (json_int_t)c->max_width, "max_height", (json_int_t)c->max_height));
 }
 
 /* Does the media type of content_type (before any ';') equal type? */

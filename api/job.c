@@ -3,7 +3,9 @@
  * convolution; /convert has none), encodes the result and builds the response with its stage
  * times, PSNR and the operation's own metadata, then hands the response to the server's
  * callback. Every kind shares the decode, encode, timing and response code; only the filter stage
- * differs (filters[] below). Each stage is timed here, so every backend reports the same names.
+ * differs (filters[] below). The backend decodes and encodes (its ops say with which codec), and
+ * may keep the pixels on its device between stages: an image whose pixels are NULL is the
+ * worker's. Each stage is timed here, so every backend reports the same names.
  * Between stages the job gives up early when the request's deadline has passed (503
  * deadline_exceeded) or the client has hung up (nobody would read the answer). */
 #include "api_int.h"
@@ -20,7 +22,6 @@ struct image_job {
   size_t len;
   struct job_params p;
   int want_json;     /* answer with JSON (Accept: application/json) */
-  int out_lent;      /* the filtered pixels are the worker's buffer, not ours to free */
   double t_received; /* when the server had the whole body */
   double deadline;   /* api_now_ms() past which the job gives up; 0: none */
   int (*client_gone)(void *udata);
@@ -32,6 +33,7 @@ struct image_job {
 struct timing { /* stage times of one job, ms; negative when not applicable */
   double queue, decode, encode, total;
   struct stage_times st;
+  const char *decoder, *encoder; /* the codecs that ran, or NULL */
 };
 
 struct result {          /* what the filter stage tells the client besides the pixels */
@@ -41,24 +43,6 @@ struct result {          /* what the filter stage tells the client besides the p
   double min, mean, max; /* /variance: the map's statistics, unscaled */
 };
 
-static enum api_error codec_error(enum codec_status s) {
-  switch (s) {
-  case CODEC_OK:
-    return API_OK;
-  case CODEC_UNKNOWN:
-    return API_UNSUPPORTED_MEDIA;
-  case CODEC_CORRUPT:
-    return API_UNDECODABLE;
-  case CODEC_TOO_LARGE:
-    return API_IMAGE_TOO_LARGE;
-  case CODEC_UNSUPPORTED:
-    return API_UNSUPPORTED_IMAGE;
-  case CODEC_NOMEM:
-    return API_OUT_OF_MEMORY;
-  }
-  return API_INTERNAL;
-}
-
 /* Whether the job should stop before its next stage. */
 static enum api_error still_wanted(const struct image_job *j) {
   if (j->deadline > 0 && api_now_ms() > j->deadline) return API_DEADLINE_EXCEEDED;
@@ -66,27 +50,30 @@ static enum api_error still_wanted(const struct image_job *j) {
   return API_OK;
 }
 
-/* The stages of t as name/value pairs, in the order clients see them. */
-static int stages(const struct timing *t, const char **names, double *ms) {
+/* The stages of t as name/value pairs, in the order clients see them, with the codec of the
+ * decode and encode stages (desc[i], or NULL). */
+static int stages(const struct timing *t, const char **names, double *ms, const char **desc) {
   const char *n[] = {"queue",  "decode",    "upload", "kernel", "download",
                      "filter", "reference", "encode", "total"};
   double v[] = {t->queue,     t->decode,       t->st.upload, t->st.kernel, t->st.download,
                 t->st.filter, t->st.reference, t->encode,    t->total};
+  const char *d[] = {NULL, t->decoder, NULL, NULL, NULL, NULL, NULL, t->encoder, NULL};
   int k = 0;
   for (int i = 0; i < 9; i++)
-    if (v[i] >= 0) names[k] = n[i], ms[k++] = v[i];
+    if (v[i] >= 0) names[k] = n[i], desc[k] = d[i], ms[k++] = v[i];
   return k;
 }
 
 static void add_headers(struct api_response *r, const char *backend, const struct result *res,
                         const struct timing *t) {
-  const char *names[9];
+  const char *names[9], *desc[9];
   double ms[9];
   char st[384];
   size_t len = 0;
-  int n = stages(t, names, ms);
+  int n = stages(t, names, ms, desc);
   for (int i = 0; i < n && len < sizeof(st); i++)
-    len += snprintf(st + len, sizeof(st) - len, "%s%s;dur=%.3f", i ? ", " : "", names[i], ms[i]);
+    len += snprintf(st + len, sizeof(st) - len, "%s%s%s%s%s;dur=%.3f", i ? ", " : "", names[i],
+                    desc[i] ? ";desc=\"" : "", desc[i] ? desc[i] : "", desc[i] ? "\"" : "", ms[i]);
   api_response_header(r, "Server-Timing", "%s", st);
   api_response_header(r, "X-Backend", "%s", backend);
   if (isinf(res->psnr)) api_response_header(r, "X-PSNR", "inf");
@@ -120,17 +107,23 @@ static void kind_fields(json_t *o, const struct job_params *p, const struct resu
 static json_t *json_body(const struct image_job *j, const struct codec_image *img,
                          const char *backend, const struct result *res, const struct timing *t,
                          const uint8_t *data, size_t len) {
-  const char *names[9];
+  const char *names[9], *desc[9];
   double ms[9];
-  int n = stages(t, names, ms);
+  int n = stages(t, names, ms, desc);
   char *b64 = base64_encode(data, len);
-  json_t *timing = json_object();
+  json_t *timing = json_object(), *codecs = json_object();
   for (int i = 0; timing && i < n; i++) json_object_set_new(timing, names[i], json_real(ms[i]));
+  for (int i = 0; codecs && i < n; i++)
+    if (desc[i]) json_object_set_new(codecs, names[i], json_string(desc[i]));
   json_t *o = b64 ? json_pack("{s:i, s:i, s:i, s:i, s:s, s:o, s:s, s:s}", "width", img->width,
                               "height", img->height, "channels", img->channels, "bit_depth",
                               img->depth, "backend", backend, "timing_ms", timing, "format",
                               codec_format_name(img->format), "image", b64)
                   : NULL;
+  if (o)
+    json_object_set_new(o, "codecs", codecs); /* {"decode": "nvjpeg-hw", "encode": ...} */
+  else
+    json_decref(codecs);
   if (o && res->method) json_object_set_new(o, "method", json_string(res->method));
   if (o && !isnan(res->psnr))
     json_object_set_new(o, "psnr_db", isinf(res->psnr) ? json_null() : json_real(res->psnr));
@@ -139,50 +132,56 @@ static json_t *json_body(const struct image_job *j, const struct codec_image *im
   return o;
 }
 
-/* The filter stage of each kind: in into out (out is zeroed; whatever it holds afterwards is
- * freed by the caller, unless out_lent), what the client is told in res. */
-typedef enum api_error (*filter_fn)(struct image_job *j, struct worker *w,
-                                    const struct codec_image *in, struct codec_image *out,
-                                    struct result *res, struct timing *t);
+/* The buffer a filter writes into: the caller's (dst->data, out->pixels), or none when the
+ * backend keeps the result on its device. */
+static enum api_error output_buffer(struct worker *w, const struct cpu_image *src,
+                                    struct cpu_image *dst, struct codec_image *out) {
+  out->pixels = dst->data = w->ops->keeps_images ? NULL : malloc(cpu_image_bytes(src));
+  return w->ops->keeps_images || out->pixels ? API_OK : API_OUT_OF_MEMORY;
+}
 
-static enum api_error blur_filter(struct image_job *j, struct worker *w,
-                                  const struct codec_image *in, struct codec_image *out,
-                                  struct result *res, struct timing *t) {
+/* The filter stage of each kind: in into out (out is zeroed; whatever pixels it holds afterwards
+ * are freed by the caller; NULL ones are the worker's), what the client is told in res. */
+typedef enum api_error (*filter_fn)(struct image_job *j, struct worker *w, struct codec_image *in,
+                                    struct codec_image *out, struct result *res, struct timing *t);
+
+static enum api_error blur_filter(struct image_job *j, struct worker *w, struct codec_image *in,
+                                  struct codec_image *out, struct result *res, struct timing *t) {
   const struct blur_params *p = &j->p.u.blur;
   struct cpu_image src = {in->pixels, in->width, in->height, in->channels, in->depth};
   struct cpu_image dst = src;
   *out = *in;
-  out->pixels = dst.data = w->ops->lends_output ? NULL : malloc(cpu_image_bytes(&src));
-  if (!w->ops->lends_output && !out->pixels) return API_OUT_OF_MEMORY;
+  if (output_buffer(w, &src, &dst, out) != API_OK) return API_OUT_OF_MEMORY;
   struct cpu_blur b = {p->method, p->sigma, p->truncate, p->coeffs};
   if (p->method == METHOD_AUTO) b.method = w->ops->auto_method(p->sigma, in->width, in->height);
   res->method = cpu_method_name(b.method);
   struct cpu_accuracy acc;
   enum api_error e = w->ops->blur(w->state, &b, &src, &dst, p->psnr ? &acc : NULL, &t->st);
   if (p->psnr && e == API_OK) res->psnr = acc.psnr;
-  j->out_lent = w->ops->lends_output;
   out->pixels = dst.data;
   return e;
 }
 
 /* /contrast and /convolve: the same shape out as in, on the worker's backend. */
-static enum api_error pixel_filter(struct image_job *j, struct worker *w,
-                                   const struct codec_image *in, struct codec_image *out,
-                                   struct result *res, struct timing *t) {
+static enum api_error pixel_filter(struct image_job *j, struct worker *w, struct codec_image *in,
+                                   struct codec_image *out, struct result *res, struct timing *t) {
   struct cpu_image src = {in->pixels, in->width, in->height, in->channels, in->depth};
   struct cpu_image dst = src;
   *out = *in;
-  out->pixels = dst.data = malloc(cpu_image_bytes(&src));
-  if (!out->pixels) return API_OUT_OF_MEMORY;
+  if (output_buffer(w, &src, &dst, out) != API_OK) return API_OUT_OF_MEMORY;
+  enum api_error e;
   if (j->p.kind == JOB_CONTRAST) {
     const struct contrast_params *p = &j->p.u.contrast;
     struct cpu_contrast c = {p->radius, p->a, p->m0, p->b, p->s0};
     res->method = "wallis";
-    return w->ops->contrast(w->state, &c, &src, &dst, &t->st);
+    e = w->ops->contrast(w->state, &c, &src, &dst, &t->st);
+  } else {
+    const struct conv_params *p = &j->p.u.conv;
+    res->method = p->kernel.named >= 0 ? cpu_conv_names[p->kernel.named] : "custom";
+    e = w->ops->convolve(w->state, &p->conv, &src, &dst, &t->st);
   }
-  const struct conv_params *p = &j->p.u.conv;
-  res->method = p->kernel.named >= 0 ? cpu_conv_names[p->kernel.named] : "custom";
-  return w->ops->convolve(w->state, &p->conv, &src, &dst, &t->st);
+  out->pixels = dst.data;
+  return e;
 }
 
 /* ---- /variance ---- */
@@ -261,13 +260,14 @@ static enum api_error var_reference(struct worker *w, struct cpu_var v,
   return API_OK;
 }
 
-static enum api_error var_filter(struct image_job *j, struct worker *w,
-                                 const struct codec_image *in, struct codec_image *out,
-                                 struct result *res, struct timing *t) {
+static enum api_error var_filter(struct image_job *j, struct worker *w, struct codec_image *in,
+                                 struct codec_image *out, struct result *res, struct timing *t) {
   const struct var_params *p = &j->p.u.var;
   struct cpu_var v = {p->method == VAR_AUTO ? CPU_VAR_EXACT : (enum cpu_var_method)p->method,
                       (enum cpu_window)p->window, p->radius};
   size_t n = (size_t)in->width * in->height;
+  enum api_error e0 = w->ops->to_host(w->state, in); /* the luma is taken on the host */
+  if (e0 != API_OK) return e0;
   int measure = p->psnr && v.method != CPU_VAR_EXACT;
   double *map = malloc(n * sizeof(*map)), *ref = measure ? malloc(n * sizeof(*ref)) : NULL;
   struct cpu_image plane;
@@ -324,7 +324,7 @@ static enum api_error process(struct image_job *j, struct worker *w, struct code
   enum api_error e = still_wanted(j);
   if (e != API_OK) return e;
   double t0 = api_now_ms();
-  e = codec_error(codec_decode(j->image, j->len, &lim, in, msg, msglen));
+  e = w->ops->decode(w->state, j->image, j->len, &lim, in, &t->decoder, msg, msglen);
   t->decode = api_now_ms() - t0;
   if (e == API_OK) e = still_wanted(j);
   if (e == API_OK && filter) e = filter(j, w, in, out, res, t);
@@ -335,8 +335,8 @@ static enum api_error process(struct image_job *j, struct worker *w, struct code
   r->format = o.format;
   *img = r;
   t0 = api_now_ms();
-  e = codec_error(codec_encode(r, &o, enc, enclen, msg, msglen));
-  t->encode = api_now_ms() - t0;
+  e = w->ops->encode(w->state, r, &o, enc, enclen, &t->encoder, &t->st.download, msg, msglen);
+  t->encode = api_now_ms() - t0; /* download included, when there is one */
   return e;
 }
 
@@ -361,11 +361,11 @@ static struct api_response *respond(struct image_job *j, const struct codec_imag
 /* Copies the stage times into the request's trace, for the metrics and the access log; a job that
  * failed gets its total here. */
 static void note_stages(struct image_job *j, struct timing *t) {
-  const char *names[9];
+  const char *names[9], *desc[9];
   double ms[9];
   if (!j->trace) return;
   if (t->total < 0) t->total = api_now_ms() - j->t_received;
-  int n = stages(t, names, ms);
+  int n = stages(t, names, ms, desc);
   for (int i = 0; i < n && i < API_TRACE_STAGES; i++)
     j->trace->stage[i] = names[i], j->trace->stage_ms[i] = ms[i];
   j->trace->nstages = n < API_TRACE_STAGES ? n : API_TRACE_STAGES;
@@ -373,7 +373,7 @@ static void note_stages(struct image_job *j, struct timing *t) {
 
 static void job_run(struct job *job, struct worker *w) {
   struct image_job *j = (struct image_job *)job;
-  struct timing t = {api_now_ms() - job->t_queued, -1, -1, -1, {-1, -1, -1, -1, -1}};
+  struct timing t = {api_now_ms() - job->t_queued, -1, -1, -1, {-1, -1, -1, -1, -1}, NULL, NULL};
   struct codec_image in = {0}, out = {0};
   const struct codec_image *img = NULL;
   uint8_t *enc = NULL;
@@ -389,7 +389,6 @@ static void job_run(struct job *job, struct worker *w) {
   if (j->trace && res.method) j->trace->algorithm = res.method;
   note_stages(j, &t);
   free(enc);
-  if (j->out_lent) out.pixels = NULL;
   codec_image_free(&out);
   codec_image_free(&in);
   j->done(j->udata, r);

@@ -236,6 +236,39 @@ static void render_gpu(struct text *t, struct api_ctx *ctx) {
   }
 }
 
+/* Where JPEG runs, and the sizes of the GPU's decode batches by device. */
+static void render_codecs(struct text *t, struct api_ctx *ctx) {
+  const char *decoder;
+  int gpu = backend_gpu_codecs(ctx->backend, &decoder);
+  put_gauge(t, "blurd_gpu_codecs", "1 when JPEG is decoded and encoded on the GPU (nvJPEG).", gpu);
+  put_family(t, "blurd_codecs_info", "gauge", "The codecs that run (always 1).");
+  put(t, "blurd_codecs_info{jpeg_decode=\"");
+  put_label(t, decoder);
+  put(t, "\",jpeg_encode=\"%s\",png=\"libpng\"} 1\n", gpu ? "nvjpeg" : "libjpeg-turbo");
+  struct batch_stats b;
+  if (backend_batch_stats(ctx->backend, 0, &b) != 0) return;
+  put_family(t, "blurd_jpeg_decode_batch_size", "histogram",
+             "JPEG files per batched GPU decode, by device (sum: files, count: batches).");
+  for (int d = 0; d < MAX_DEVICES && backend_batch_stats(ctx->backend, d, &b) == 0; d++) {
+    unsigned long long cum = 0;
+    for (int i = 0; i < 8; i++) {
+      cum += b.hist[i];
+      if (i < 7)
+        put(t, "blurd_jpeg_decode_batch_size_bucket{device=\"%d\",le=\"%d\"} %llu\n", d, 1 << i,
+            cum);
+      else
+        put(t, "blurd_jpeg_decode_batch_size_bucket{device=\"%d\",le=\"+Inf\"} %llu\n", d, cum);
+    }
+    put(t, "blurd_jpeg_decode_batch_size_sum{device=\"%d\"} %llu\n", d, b.images);
+    put(t, "blurd_jpeg_decode_batch_size_count{device=\"%d\"} %llu\n", d, cum);
+  }
+  put_family(t, "blurd_jpeg_decode_single_total", "counter",
+             "JPEG files the GPU decoded alone, outside a batch (progressive files on a hardware "
+             "decoder), by device.");
+  for (int d = 0; d < MAX_DEVICES && backend_batch_stats(ctx->backend, d, &b) == 0; d++)
+    put(t, "blurd_jpeg_decode_single_total{device=\"%d\"} %llu\n", d, b.single);
+}
+
 static void render_info(struct text *t, struct api_ctx *ctx) {
   put_family(t, "blurd_backend_info", "gauge", "The backend that runs the jobs (always 1).");
   put(t, "blurd_backend_info{backend=\"");
@@ -259,6 +292,7 @@ struct api_response *metrics_response(struct api_ctx *ctx) {
   render_stages(&t, ctx->metrics);
   render_gauges(&t, ctx);
   render_gpu(&t, ctx);
+  render_codecs(&t, ctx);
   render_info(&t, ctx);
   struct api_response *r = t.oom ? NULL : calloc(1, sizeof(*r));
   if (!r) {

@@ -325,7 +325,7 @@ static json_t *image_result_schema(void) {
 }
 
 static json_t *image_result_common(void) {
-  return json_pack(
+  json_t *o = json_pack(
       "{s:s, s:[ssssssss], s:{s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s, s:{s:s}, s:s},"
       " s:{s:s}, s:{s:s, s:s}, s:{s:s}, s:{s:s}, s:{s:[ss], s:s}, s:{s:s}}}",
       "type", "object", "required", "width", "height", "channels", "bit_depth", "backend",
@@ -337,6 +337,15 @@ static json_t *image_result_common(void) {
       "number", "psnr_db", "type", "number", "null", "description",
       "PSNR in dB; null when the output is exact; absent with psnr=false.", "requested_method",
       "type", "string");
+  json_t *props = json_object_get(o, "properties");
+  if (props)
+    json_object_set_new(
+        props, "codecs",
+        json_pack("{s:s, s:{s:{s:s}, s:{s:s}}, s:s}", "type", "object", "properties", "decode",
+                  "type", "string", "encode", "type", "string", "description",
+                  "The codecs that ran, as the desc of Server-Timing's decode and encode: "
+                  "nvjpeg-hw, nvjpeg-gpu, nvjpeg-hybrid, nvjpeg, libjpeg-turbo, libpng."));
+  return o;
 }
 
 json_t *openapi_document(void) {

@@ -10,28 +10,16 @@
 set -euo pipefail
 secs=${1:-30}
 bin=${2:-build}
-wrk=${WRK:-wrk}
-"$bin/blurd" --bind 127.0.0.1 --port 0 --queue 256 >/tmp/gl.out 2>/tmp/gl.err &
-pid=$!
-for _ in $(seq 100); do
-  port=$(grep -o '127.0.0.1:[0-9]*' /tmp/gl.out 2>/dev/null | cut -d: -f2 || true)
-  [ -n "$port" ] && break
-  sleep 0.1
-done
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+blurd_start /tmp/gl.out /tmp/gl.err "$bin/blurd" --bind 127.0.0.1 --port 0 --queue 256 ||
+  { echo "blurd did not start: $(cat /tmp/gl.err)" >&2; exit 1; }
 export BLURD_LOAD_FILE=tests/data/photo_1080p.jpg
-cpu_s() { awk '{ printf "%.2f", ($14 + $15) / 100 }' /proc/$pid/stat; } # blurd's CPU seconds
-# one wrk run; prints its RESULT line with blurd's CPU milliseconds per request added
-run() {
-  local c0 line
-  c0=$(cpu_s)
-  line=$("$wrk" -t4 -c64 -d"${secs}s" --timeout 30s -s tests/load/upload.lua "http://127.0.0.1:$port" -- "$1" | grep RESULT)
-  echo "$line cpu_ms_per_request=$(awk -v a="$c0" -v b="$(cpu_s)" -v l="$line" 'BEGIN { match(l, /requests=[0-9]+/); n = substr(l, RSTART + 9, RLENGTH - 9); printf "%.2f", 1000 * (b - a) / n }')"
-}
-blur=$(run "/blur?sigma=12")
-conv=$(run "/convert")
-nopsnr=$(run "/blur?sigma=12&psnr=false")
-kill -TERM $pid
-wait $pid
+blur=$(wrk_run "$secs" "/blur?sigma=12")
+conv=$(wrk_run "$secs" "/convert")
+nopsnr=$(wrk_run "$secs" "/blur?sigma=12&psnr=false")
+kill -TERM "$pid"
+wait "$pid"
 echo "blurd: $(cat /tmp/gl.out)"
 echo "/blur?sigma=12:            $blur"
 echo "/convert:                  $conv"

@@ -76,6 +76,30 @@ struct codec_encode_opts {
 enum codec_status codec_encode(const struct codec_image *img, const struct codec_encode_opts *o,
                                uint8_t **out, size_t *outlen, char *msg, size_t msglen);
 
+/* JPEG output keeps full-resolution chroma (4:4:4) from this quality up and is 4:2:0 below, as
+ * libvips chooses; every JPEG encoder of blurd follows this rule. */
+#define CODEC_JPEG_FULL_CHROMA 90
+
+struct codec_jpeg_info { /* what codec_jpeg_probe found in a JPEG's headers */
+  int width, height;     /* as stored, before the orientation is applied */
+  int channels;          /* 1 (gray) or 3 (colour), as codec_decode would give */
+  int orientation;       /* EXIF orientation, 1..8 */
+  int progressive;       /* a multi-scan (progressive) file */
+  const char *chroma;    /* "4:4:4", "4:2:2", "4:2:0", "4:4:0", "gray", or "other" */
+  int plain;    /* 8-bit Huffman DCT, YCbCr or gray, 4:4:4/4:2:2/4:2:0/4:4:0 chroma: the files
+                   other decoders (nvJPEG) decode as libjpeg does; 0 for arithmetic coding, 12-bit
+                   samples, Adobe RGB, unusual sampling */
+  int complete; /* the scans hold only the markers that belong there, up to an EOI: the file is
+                   not cut short, nor damaged in a way a marker scan can see */
+};
+
+/* Reads the headers of the JPEG file in buf up to its first scan, with codec_decode's checks and
+ * sentences: a file refused here (corrupt headers, CMYK, over the limits) is refused by
+ * codec_decode in the same words. It decodes no pixels, so it costs microseconds. On success
+ * info describes the file. Returns CODEC_OK, or codec_decode's failure. */
+enum codec_status codec_jpeg_probe(const uint8_t *buf, size_t len, const struct codec_limits *lim,
+                                   struct codec_jpeg_info *info, char *msg, size_t msglen);
+
 /* Reads the file at path and decodes it without limits (for tools and tests; the service
  * decodes uploads with codec_decode). Returns CODEC_OK, the decoder's failure, or CODEC_UNKNOWN
  * when the file cannot be read. */

@@ -31,6 +31,10 @@
  * memory manager itself would. What jpeg_create_decompress allocates, and the mallocs behind the
  * pools, are out of the tests' reach.
  *
+ * codec_jpeg_probe runs the same header stage without decoding: the service asks it whether a
+ * file can go to the GPU decoder, so that what the CPU decoder would refuse at its headers is
+ * refused in the same words either way.
+ *
  * Encoding writes 8-bit gray (1 or 2 channels in) or RGB (3 or 4 in). 16-bit samples are scaled
  * to 8 bits with rounding, alpha is composited over white and dropped, both in one step so there
  * is a single rounding. Chroma is 4:4:4 at quality 90 and above and 4:2:0 below, as libvips
@@ -50,7 +54,6 @@
 #define JPEG_MAX_SCANS      256   /* scans a multi-scan (progressive) file may have */
 #define JPEG_MAX_WARNINGS   0     /* libjpeg warnings tolerated; the next one is a corrupt file */
 #define JPEG_MAX_SIDE       65500 /* libjpeg's JPEG_MAX_DIMENSION */
-#define QUALITY_FULL_444    90    /* from this quality up, chroma is not subsampled */
 
 /* The allocation methods of libjpeg's memory manager, as it made them; the wrappers call them. */
 struct jpeg_alloc_methods {
@@ -212,22 +215,31 @@ static enum codec_status read_pixels(struct jpeg_dec *d, int channels, size_t nb
   return CODEC_OK;
 }
 
+/* The header stage of decode_run and probe_run, called under their setjmp: creates the decoder,
+ * reads the headers up to the first scan and the EXIF orientation (*o), and checks them. */
+static enum codec_status read_headers(struct jpeg_dec *d, const uint8_t *buf, size_t len,
+                                      const struct codec_limits *lim, int *o, int *channels,
+                                      size_t *nbytes, char *msg, size_t msglen) {
+  jpeg_create_decompress(&d->cinfo);
+  set_limits(d);
+  jpeg_mem_src(&d->cinfo, buf, (unsigned long)len);
+  jpeg_read_header(&d->cinfo, TRUE); /* a file without a frame header is an error */
+  *o = codec_exif_orientation(buf, len);
+  return check_header(&d->cinfo, *o, lim, channels, nbytes, msg, msglen);
+}
+
 /* The decode proper; owns the setjmp. On success d->pixels holds the stored (not yet upright)
  * image described in out. */
 static enum codec_status decode_run(struct jpeg_dec *d, const uint8_t *buf, size_t len,
                                     const struct codec_limits *lim, struct codec_image *out,
                                     char *msg, size_t msglen) {
+  int o, channels;
+  size_t nbytes;
   if (setjmp(d->jmp)) {
     codec_msgf(msg, msglen, "%s", d->text);
     return d->status;
   }
-  jpeg_create_decompress(&d->cinfo);
-  set_limits(d);
-  jpeg_mem_src(&d->cinfo, buf, (unsigned long)len);
-  jpeg_read_header(&d->cinfo, TRUE); /* a file without a frame header is an error */
-  int o = codec_exif_orientation(buf, len), channels;
-  size_t nbytes;
-  enum codec_status st = check_header(&d->cinfo, o, lim, &channels, &nbytes, msg, msglen);
+  enum codec_status st = read_headers(d, buf, len, lim, &o, &channels, &nbytes, msg, msglen);
   if (st != CODEC_OK) return st;
   jpeg_start_decompress(&d->cinfo); /* reads every scan of a multi-scan file */
   st = read_pixels(d, channels, nbytes, msg, msglen);
@@ -241,19 +253,109 @@ static enum codec_status decode_run(struct jpeg_dec *d, const uint8_t *buf, size
   return CODEC_OK;
 }
 
-enum codec_status codec_jpeg_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
-                                    struct codec_image *out, char *msg, size_t msglen) {
+/* A decoder whose errors come back to this file: d's callbacks set, nothing created yet. Returns
+ * CODEC_OK, or CODEC_TOO_LARGE when len does not fit libjpeg's source manager. */
+static enum codec_status dec_init(struct jpeg_dec *d, size_t len, char *msg, size_t msglen) {
   if ((unsigned long)len != len) {
     codec_msgf(msg, msglen, "the JPEG file is too large to decode");
     return CODEC_TOO_LARGE;
   }
-  struct jpeg_dec d = {.pixels = NULL};
-  d.cinfo.err = jpeg_std_error(&d.err);
-  d.err.error_exit = on_error_exit;
-  d.err.emit_message = on_emit_message;
-  d.err.output_message = on_output_message;
-  d.cinfo.client_data = &d; /* jpeg_create_decompress keeps err and client_data */
-  enum codec_status st = decode_run(&d, buf, len, lim, out, msg, msglen);
+  *d = (struct jpeg_dec){.pixels = NULL};
+  d->cinfo.err = jpeg_std_error(&d->err);
+  d->err.error_exit = on_error_exit;
+  d->err.emit_message = on_emit_message;
+  d->err.output_message = on_output_message;
+  d->cinfo.client_data = d; /* jpeg_create_decompress keeps err and client_data */
+  return CODEC_OK;
+}
+
+/* Whether every component but luma is sampled 1x1 and luma at 1 or 2 in each direction: 4:4:4,
+ * 4:2:2, 4:2:0, 4:4:0, the layouts the GPU decoders upsample as libjpeg does. */
+static int common_sampling(j_decompress_ptr c) {
+  const jpeg_component_info *y = &c->comp_info[0];
+  if (y->h_samp_factor > 2 || y->v_samp_factor > 2) return 0;
+  for (int i = 1; i < c->num_components; i++)
+    if (c->comp_info[i].h_samp_factor != 1 || c->comp_info[i].v_samp_factor != 1) return 0;
+  return 1;
+}
+
+/* The chroma subsampling of a file with common_sampling: from luma's sampling factors. */
+static const char *chroma_name(j_decompress_ptr c) {
+  static const char *const names[2][2] = {{"4:4:4", "4:4:0"}, {"4:2:2", "4:2:0"}};
+  if (c->num_components == 1) return "gray";
+  if (!common_sampling(c)) return "other";
+  return names[c->comp_info[0].h_samp_factor - 1][c->comp_info[0].v_samp_factor - 1];
+}
+
+/* Whether the data after the first scan header looks whole: every 0xFF in it is a stuffed 0xFF
+ * (FF 00), fill (FF FF), a restart marker or, in a progressive file, a marker that may stand
+ * between scans, up to an EOI marker. A file cut short has no EOI; a damaged one often has a
+ * marker code that cannot be there. (libjpeg warns about both, and blurd refuses the file.) */
+static int scans_look_whole(const uint8_t *p, size_t n, int progressive) {
+  const uint8_t *end = p + n;
+  while (end - p >= 2) {
+    const uint8_t *ff = memchr(p, 0xff, (size_t)(end - p) - 1);
+    if (ff == NULL) return 0;
+    unsigned m = ff[1];
+    if (m == 0xd9) return 1; /* EOI */
+    int between_scans = m == 0xc4 || m == 0xda || m == 0xdb || m == 0xdd || m == 0xfe ||
+                        (m >= 0xe0 && m <= 0xef); /* DHT, SOS, DQT, DRI, COM, APPn */
+    if (m != 0x00 && m != 0xff && (m < 0xd0 || m > 0xd7) && !(progressive && between_scans))
+      return 0;
+    p = ff + 1;
+  }
+  return 0;
+}
+
+/* codec_jpeg_probe's work; owns the setjmp. */
+static enum codec_status probe_run(struct jpeg_dec *d, const uint8_t *buf, size_t len,
+                                   const struct codec_limits *lim, struct codec_jpeg_info *info,
+                                   char *msg, size_t msglen) {
+  int o, channels;
+  size_t nbytes;
+  j_decompress_ptr c = &d->cinfo;
+  if (setjmp(d->jmp)) {
+    codec_msgf(msg, msglen, "%s", d->text);
+    return d->status;
+  }
+  enum codec_status st = read_headers(d, buf, len, lim, &o, &channels, &nbytes, msg, msglen);
+  if (st != CODEC_OK) return st;
+  size_t scan = len - c->src->bytes_in_buffer; /* the first scan's data starts here */
+  *info = (struct codec_jpeg_info){
+      .width = (int)c->image_width,
+      .height = (int)c->image_height,
+      .channels = channels,
+      .orientation = o,
+      .progressive = c->progressive_mode,
+      .chroma = chroma_name(c),
+      .plain = c->data_precision == 8 && !c->arith_code && c->jpeg_color_space != JCS_RGB &&
+               common_sampling(c),
+      .complete = scans_look_whole(buf + scan, len - scan, c->progressive_mode)};
+  return CODEC_OK;
+}
+
+enum codec_status codec_jpeg_probe(const uint8_t *buf, size_t len, const struct codec_limits *lim,
+                                   struct codec_jpeg_info *info, char *msg, size_t msglen) {
+  struct jpeg_dec d;
+  if (msg != NULL && msglen > 0) msg[0] = '\0';
+  memset(info, 0, sizeof(*info));
+  if (codec_sniff(buf, len) != CODEC_JPEG) {
+    codec_msgf(msg, msglen, "the data is not a JPEG file");
+    return CODEC_UNKNOWN;
+  }
+  enum codec_status st = dec_init(&d, len, msg, msglen);
+  if (st != CODEC_OK) return st;
+  st = probe_run(&d, buf, len, lim, info, msg, msglen);
+  jpeg_destroy_decompress(&d.cinfo);
+  return st;
+}
+
+enum codec_status codec_jpeg_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
+                                    struct codec_image *out, char *msg, size_t msglen) {
+  struct jpeg_dec d;
+  enum codec_status st = dec_init(&d, len, msg, msglen);
+  if (st != CODEC_OK) return st;
+  st = decode_run(&d, buf, len, lim, out, msg, msglen);
   jpeg_destroy_decompress(&d.cinfo);
   if (st != CODEC_OK) {
     codec_free(d.pixels);
@@ -302,7 +404,9 @@ static enum codec_status compress_with(tjhandle tj, const uint8_t *src,
                                        uint8_t **out, size_t *outlen, char *msg, size_t msglen) {
   unsigned char *jpeg = NULL;
   unsigned long jlen = 0;
-  int samp = out_ch == 1 ? TJSAMP_GRAY : quality >= QUALITY_FULL_444 ? TJSAMP_444 : TJSAMP_420;
+  int samp = out_ch == 1                         ? TJSAMP_GRAY
+             : quality >= CODEC_JPEG_FULL_CHROMA ? TJSAMP_444
+                                                 : TJSAMP_420;
   if (tjCompress2(tj, src, img->width, 0, img->height, out_ch == 1 ? TJPF_GRAY : TJPF_RGB, &jpeg,
                   &jlen, samp, quality, 0) != 0) {
     codec_msgf(msg, msglen, "libjpeg could not write the image: %s", tjGetErrorStr2(tj));

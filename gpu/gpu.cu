@@ -97,6 +97,7 @@ void gpu_ctx_free(struct gpu_ctx *ctx) {
   if (!ctx) return;
   cudaSetDevice(ctx->dev);
   if (ctx->s) cudaStreamSynchronize(ctx->s);
+  jpeg_ctx_free(ctx);
   void *dev_bufs[] = {ctx->d_in,    ctx->d_out,   ctx->d_mid,   ctx->d_tmp,   ctx->d_carry,
                       ctx->d_ref,   ctx->d_w,     ctx->d_stats, ctx->d_lv[0], ctx->d_lv[1],
                       ctx->d_lv[2], ctx->d_lv[3], ctx->d_var,   ctx->d_mean,  ctx->d_gray};
@@ -348,8 +349,7 @@ enum gpu_status grow_images(struct gpu_ctx *ctx, size_t bytes) {
   return st == GPU_OK ? grow(ctx, &ctx->d_out, &ctx->out_cap, bytes) : st;
 }
 
-enum gpu_status gpu_blur(struct gpu_ctx *ctx, const struct cpu_blur *b, const struct cpu_image *src,
-                         struct cpu_image *dst, struct cpu_accuracy *acc, struct gpu_times *t) {
+enum gpu_status gpu_upload(struct gpu_ctx *ctx, const struct cpu_image *src, struct gpu_times *t) {
   size_t bytes = cpu_image_bytes(src);
   CUDA_TRY(ctx, cudaSetDevice(ctx->dev));
   enum gpu_status st = grow_host(ctx, bytes);
@@ -359,29 +359,70 @@ enum gpu_status gpu_blur(struct gpu_ctx *ctx, const struct cpu_blur *b, const st
   CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_START], ctx->s));
   CUDA_TRY(ctx, cudaMemcpyAsync(ctx->d_in, ctx->h_in, bytes, cudaMemcpyHostToDevice, ctx->s));
   CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_UPLOADED], ctx->s));
-  if ((st = run_method(ctx, b, src)) != GPU_OK) return st;
-  CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_FILTERED], ctx->s));
-  if (acc && (st = run_reference(ctx, b->sigma, src)) != GPU_OK) return st;
+  CUDA_TRY(ctx, cudaEventSynchronize(ctx->ev[EV_UPLOADED])); /* a blocking-sync event */
+  if (t) t->upload = elapsed(ctx, EV_START, EV_UPLOADED);
+  return GPU_OK;
+}
+
+enum gpu_status gpu_download(struct gpu_ctx *ctx, enum gpu_image which, const struct cpu_image *img,
+                             void **pixels, struct gpu_times *t) {
+  size_t bytes = cpu_image_bytes(img);
+  CUDA_TRY(ctx, cudaSetDevice(ctx->dev));
+  enum gpu_status st = grow_host(ctx, bytes);
+  if (st != GPU_OK) return st;
+  void *d = which == GPU_INPUT ? ctx->d_in : ctx->d_out;
   CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_MEASURED], ctx->s));
-  CUDA_TRY(ctx, cudaMemcpyAsync(ctx->h_out, ctx->d_out, bytes, cudaMemcpyDeviceToHost, ctx->s));
+  CUDA_TRY(ctx, cudaMemcpyAsync(ctx->h_out, d, bytes, cudaMemcpyDeviceToHost, ctx->s));
   CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_DONE], ctx->s));
-  CUDA_TRY(ctx, cudaEventSynchronize(ctx->ev[EV_DONE])); /* a blocking-sync event: no spinning */
-  if (dst->data)
-    memcpy(dst->data, ctx->h_out, bytes);
-  else
-    dst->data = ctx->h_out;
+  CUDA_TRY(ctx, cudaEventSynchronize(ctx->ev[EV_DONE]));
+  *pixels = ctx->h_out;
+  if (t) t->download = elapsed(ctx, EV_MEASURED, EV_DONE);
+  return GPU_OK;
+}
+
+enum gpu_status gpu_blur_resident(struct gpu_ctx *ctx, const struct cpu_blur *b,
+                                  const struct cpu_image *img, struct cpu_accuracy *acc,
+                                  struct gpu_times *t) {
+  CUDA_TRY(ctx, cudaSetDevice(ctx->dev));
+  enum gpu_status st = grow_images(ctx, cpu_image_bytes(img));
+  if (st != GPU_OK) return st;
+  CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_UPLOADED], ctx->s));
+  if ((st = run_method(ctx, b, img)) != GPU_OK) return st;
+  CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_FILTERED], ctx->s));
+  if (acc && (st = run_reference(ctx, b->sigma, img)) != GPU_OK) return st;
+  CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_MEASURED], ctx->s));
+  CUDA_TRY(ctx, cudaEventSynchronize(ctx->ev[EV_MEASURED])); /* a blocking-sync event */
   if (acc) {
-    double peak = (1 << src->depth) - 1;
-    double mse = ctx->h_stats[0] / ((double)src->width * src->height * src->channels);
+    double peak = (1 << img->depth) - 1;
+    double mse = ctx->h_stats[0] / ((double)img->width * img->height * img->channels);
     acc->psnr = mse > 0 ? 10 * log10(peak * peak / mse) : INFINITY;
     acc->max_abs = ctx->h_stats[1];
   }
   if (t) {
-    t->upload = elapsed(ctx, EV_START, EV_UPLOADED);
     t->kernel = elapsed(ctx, EV_UPLOADED, EV_FILTERED);
     t->reference = acc ? elapsed(ctx, EV_FILTERED, EV_MEASURED) : 0;
-    t->download = elapsed(ctx, EV_MEASURED, EV_DONE);
   }
+  return GPU_OK;
+}
+
+/* Hands the image in staging (pixels) to dst: copied, or lent when dst->data is NULL. */
+void deliver(const struct cpu_image *img, void *pixels, struct cpu_image *dst) {
+  if (dst->data)
+    memcpy(dst->data, pixels, cpu_image_bytes(img));
+  else
+    dst->data = pixels;
+}
+
+enum gpu_status gpu_blur(struct gpu_ctx *ctx, const struct cpu_blur *b, const struct cpu_image *src,
+                         struct cpu_image *dst, struct cpu_accuracy *acc, struct gpu_times *t) {
+  struct gpu_times g = {0, 0, 0, 0};
+  void *pixels = NULL;
+  enum gpu_status st = gpu_upload(ctx, src, &g);
+  if (st == GPU_OK) st = gpu_blur_resident(ctx, b, src, acc, &g);
+  if (st == GPU_OK) st = gpu_download(ctx, GPU_OUTPUT, src, &pixels, &g);
+  if (st != GPU_OK) return st;
+  deliver(src, pixels, dst);
+  if (t) *t = g;
   return GPU_OK;
 }
 

@@ -103,6 +103,92 @@ enum gpu_status gpu_convolve(struct gpu_ctx *ctx, const struct cpu_conv *c,
 enum gpu_status gpu_variance_bench(struct gpu_ctx *ctx, const struct cpu_var *v,
                                    const struct cpu_image *src, int reps, double *ms);
 
+/* ---- images that stay on the device ----
+ * A context holds two device images: its input (what gpu_upload or gpu_jpeg_decode put there)
+ * and its output (what the last *_resident filter wrote). A job can decode, filter and encode
+ * without its pixels crossing to the host; gpu_download brings one image back when a CPU codec
+ * needs it. The shape (width, height, channels, depth) is the caller's to remember; the data
+ * pointers of the shapes below are ignored. */
+
+enum gpu_image { GPU_INPUT, GPU_OUTPUT };
+
+/* Copies src (host) into the input image through pinned staging; t->upload is filled. */
+enum gpu_status gpu_upload(struct gpu_ctx *ctx, const struct cpu_image *src, struct gpu_times *t);
+/* Copies image which of shape img into pinned staging and sets *pixels to it: valid until the
+ * next call on ctx. t->download is filled. */
+enum gpu_status gpu_download(struct gpu_ctx *ctx, enum gpu_image which, const struct cpu_image *img,
+                             void **pixels, struct gpu_times *t);
+/* gpu_blur, gpu_contrast and gpu_convolve from the input image to the output image (shape img);
+ * t gets kernel (and reference) times, no upload or download. */
+enum gpu_status gpu_blur_resident(struct gpu_ctx *ctx, const struct cpu_blur *b,
+                                  const struct cpu_image *img, struct cpu_accuracy *acc,
+                                  struct gpu_times *t);
+enum gpu_status gpu_contrast_resident(struct gpu_ctx *ctx, const struct cpu_contrast *c,
+                                      const struct cpu_image *img, struct gpu_times *t);
+enum gpu_status gpu_convolve_resident(struct gpu_ctx *ctx, const struct cpu_conv *c,
+                                      const struct cpu_image *img, struct gpu_times *t);
+
+/* ---- JPEG on the GPU: nvJPEG, loaded at run time (gpu/jpeg.cu) ----
+ * Decoding is batched across requests: each device has one decoder thread that takes the JPEGs
+ * its contexts submit, waits at most batch_wait_us for more (less when every context that could
+ * join has), and decodes them in one call, on the hardware JPEG decoder where the GPU has one.
+ * Encoding runs on each context's own stream. */
+
+/* Loads nvJPEG: libnvjpeg.so.13, then libnvjpeg.so.12. Returns 0 with the file's name in *lib,
+ * or -1 with a sentence in err. Loads once; later calls give the first call's answer. */
+int gpu_jpeg_load(const char **lib, char *err, size_t errlen);
+
+#define GPU_JPEG_BATCH_BUCKETS 8 /* batch sizes up to 1, 2, 4, ... 64, then more */
+
+struct gpu_jpeg_stats {
+  unsigned long long batches;                      /* batched decode calls */
+  unsigned long long images;                       /* images they decoded */
+  unsigned long long hist[GPU_JPEG_BATCH_BUCKETS]; /* batches of size <= 2^i (last: more) */
+  unsigned long long single; /* images decoded alone (progressive, what the batch refuses) */
+};
+
+struct gpu_jpeg; /* one device's decoder: nvJPEG handles, its batch thread */
+
+/* The decoder of device dev. max_batch: images per batch at most (the contexts on the device).
+ * Returns NULL with a sentence in err when nvJPEG is not loaded or does not start. */
+struct gpu_jpeg *gpu_jpeg_new(int dev, int batch_wait_us, int max_batch, char *err, size_t errlen);
+/* Stops the thread and frees j (after the contexts that use it); j may be NULL. */
+void gpu_jpeg_free(struct gpu_jpeg *j);
+/* The batched decoder: "nvjpeg-hw" (the hardware decoder) or "nvjpeg-gpu" (CUDA kernels). */
+const char *gpu_jpeg_decoder(const struct gpu_jpeg *j);
+void gpu_jpeg_stats(struct gpu_jpeg *j, struct gpu_jpeg_stats *s);
+
+/* Gives ctx (on j's device) its nvJPEG states, a decoder for single images and an encoder, and
+ * warms them and j's batch decoder up with a 1920x1080 image (nvJPEG sizes its buffers on first
+ * use). A failure means nvJPEG does not work on this device. */
+enum gpu_status gpu_ctx_jpeg(struct gpu_ctx *ctx, struct gpu_jpeg *j);
+/* Tells ctx's decoder whether ctx may still submit a decode for its current job (1 when a job
+ * starts, 0 once it will not): a batch leaves as soon as no context that could join is left. */
+void gpu_jpeg_expect(struct gpu_ctx *ctx, int may_decode);
+
+struct gpu_jpeg_src { /* a JPEG file, as codec_jpeg_probe read its headers */
+  const unsigned char *data;
+  size_t len;
+  int width, height; /* as stored */
+  int channels;      /* 1 or 3 */
+  int orientation;   /* EXIF 1..8, applied on the device */
+  int progressive;   /* decoded alone: the hardware decoder takes single-scan files only */
+};
+
+/* Decodes src into ctx's input image, upright; img gets its shape (8-bit, src->channels), *codec
+ * the decoder that ran. Returns GPU_OK; GPU_ERROR when nvJPEG refused or failed on the file (the
+ * device is fine: the caller decodes it on the CPU); GPU_NO_MEMORY; GPU_FATAL. */
+enum gpu_status gpu_jpeg_decode(struct gpu_ctx *ctx, const struct gpu_jpeg_src *src,
+                                struct cpu_image *img, const char **codec);
+/* Encodes ctx's image which (shape img: 8-bit, 1 or 3 channels) as a JPEG of this quality, chroma
+ * 4:4:4 when full_chroma is set and 4:2:0 otherwise (the caller applies codecs' rule, from
+ * CODEC_JPEG_FULL_CHROMA up); only the compressed bytes
+ * come to the host, into *out (malloc'd, the caller frees) of *len bytes. Errors as for
+ * gpu_jpeg_decode (GPU_ERROR: the caller encodes on the CPU). */
+enum gpu_status gpu_jpeg_encode(struct gpu_ctx *ctx, enum gpu_image which,
+                                const struct cpu_image *img, int quality, int full_chroma,
+                                unsigned char **out, size_t *len);
+
 /* Tests only: launches a kernel that writes through an invalid address, which leaves ctx's
  * device with a sticky error (cudaErrorIllegalAddress) for the rest of the process. */
 enum gpu_status gpu_inject_fault(struct gpu_ctx *ctx);

@@ -43,9 +43,10 @@ struct gpu_ctx {
   size_t var_cap, mean_cap;
   void *d_gray; /* contrast: the luma plane */
   size_t gray_cap;
-  size_t bytes;     /* device bytes held */
-  int force_double; /* BLURD_GPU_PRECISION: -1 float, 1 double, 0 by sigma */
-  int bench;        /* gpu_bench: kernel time only, after the host's preparation */
+  size_t bytes;          /* device bytes held */
+  struct jpeg_ctx *jpeg; /* nvJPEG decoder and encoder states (jpeg.cu), or NULL */
+  int force_double;      /* BLURD_GPU_PRECISION: -1 float, 1 double, 0 by sigma */
+  int bench;             /* gpu_bench: kernel time only, after the host's preparation */
 };
 
 /* Records e with where it happened and says how bad it is: GPU_FATAL for a sticky error. */
@@ -63,6 +64,11 @@ enum gpu_status grow(struct gpu_ctx *ctx, void **p, size_t *cap, size_t need);
 enum gpu_status grow_host(struct gpu_ctx *ctx, size_t need);
 /* Makes d_in and d_out hold bytes each. */
 enum gpu_status grow_images(struct gpu_ctx *ctx, size_t bytes);
+/* Hands the image img in pinned staging (pixels) to dst: copied into dst->data, or lent (dst->data
+ * set to pixels) when it is NULL. */
+void deliver(const struct cpu_image *img, void *pixels, struct cpu_image *dst);
+/* Frees ctx->jpeg (jpeg.cu); safe when it is NULL. */
+void jpeg_ctx_free(struct gpu_ctx *ctx);
 /* Milliseconds between events a and b of ctx, or -1. */
 double elapsed(const struct gpu_ctx *ctx, int a, int b);
 /* For the benchmarks: runs run(ctx, arg) warmups times, then reps times between CUDA events, and
@@ -125,7 +131,8 @@ template <class R> __device__ __forceinline__ v4<R> px_of_rgba8(uchar4 q) {
 /* Pixel (x, y) as 4 lanes, colour premultiplied by alpha / max (as cpu/image.c loads it). */
 template <class R> __device__ __forceinline__ v4<R> load_px(const packed &im, int x, int y) {
   size_t i = ((size_t)y * im.w + x) * im.c;
-  if (im.c == 4 && im.depth == 8) return px_of_rgba8<R>(*(const uchar4 *)((const uint8_t *)im.p + i));
+  if (im.c == 4 && im.depth == 8)
+    return px_of_rgba8<R>(*(const uchar4 *)((const uint8_t *)im.p + i));
   v4<R> v = v4_zero<R>();
 #pragma unroll
   for (int k = 0; k < 4; k++) /* fixed bounds: the lanes stay in registers */
@@ -272,16 +279,16 @@ cudaError_t launch_reference(packed in, packed out, void *d_ref, const double *d
 #define BLOCKED_B_FLOAT  64
 #define BLOCKED_B_DOUBLE 32
 
-struct rec_params {        /* everything the recursive kernels need, passed by value */
-  double b, a[3], m[3][3]; /* Young-van Vliet */
-  struct cpu_deriche_sec d_sec[2];              /* Deriche, as two sections */
-  int radius;                                  /* yvv2way: the centre pixel's FIR radius */
-  double w[64];                                /* yvv2way: its kernel, when radius < 64 */
-  const double *d_w;                           /* yvv2way: its kernel in device memory otherwise */
+struct rec_params {                /* everything the recursive kernels need, passed by value */
+  double b, a[3], m[3][3];         /* Young-van Vliet */
+  struct cpu_deriche_sec d_sec[2]; /* Deriche, as two sections */
+  int radius;                      /* yvv2way: the centre pixel's FIR radius */
+  double w[64];                    /* yvv2way: its kernel, when radius < 64 */
+  const double *d_w;               /* yvv2way: its kernel in device memory otherwise */
   double casc[5];                  /* yvv_blocked (cpu_yvv_blocked): its cascade p, q, g, c1, c2, */
   double bt[3][3], bc[3][3], bts[3][3]; /* carry matrices t, c and Triggs-Sdika ts, */
-  union {                                      /* yvv_blocked: zero-state carries as dot */
-    double d[3][BLOCKED_B_DOUBLE];             /* products, in the pass's precision */
+  union {                               /* yvv_blocked: zero-state carries as dot */
+    double d[3][BLOCKED_B_DOUBLE];      /* products, in the pass's precision */
     float f[3][BLOCKED_B_FLOAT];
   } mp, me;
 };

@@ -158,14 +158,6 @@ enum gpu_status gpu_variance_bench(struct gpu_ctx *ctx, const struct cpu_var *v,
   return st == GPU_OK ? bench_median(ctx, reps > 1 ? 2 : 1, reps, run_var, &r, ms) : st;
 }
 
-/* Hands the image in h_out to dst: copied, or lent when dst->data is NULL (as gpu_blur). */
-static void deliver(struct gpu_ctx *ctx, const struct cpu_image *src, struct cpu_image *dst) {
-  if (dst->data)
-    memcpy(dst->data, ctx->h_out, cpu_image_bytes(src));
-  else
-    dst->data = ctx->h_out;
-}
-
 static int image_ok(const struct cpu_image *img) {
   return depth_ok(img) && img->channels >= 1 && img->channels <= 4;
 }
@@ -190,38 +182,75 @@ static enum gpu_status run_contrast(struct gpu_ctx *ctx, const struct cpu_contra
   return GPU_OK;
 }
 
+/* Kernel time of the work enqueued since EV_UPLOADED, once it is done. */
+static enum gpu_status finish_kernels(struct gpu_ctx *ctx, struct gpu_times *t) {
+  CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_FILTERED], ctx->s));
+  CUDA_TRY(ctx, cudaEventSynchronize(ctx->ev[EV_FILTERED])); /* a blocking-sync event */
+  if (t) t->kernel = elapsed(ctx, EV_UPLOADED, EV_FILTERED), t->reference = 0;
+  return GPU_OK;
+}
+
+enum gpu_status gpu_contrast_resident(struct gpu_ctx *ctx, const struct cpu_contrast *c,
+                                      const struct cpu_image *img, struct gpu_times *t) {
+  if (!image_ok(img)) return refuse(ctx, "contrast takes 1 to 4 channels of 8 or 16 bits");
+  if (c->radius < 0 || c->radius > CONTRAST_RADIUS_MAX)
+    return refuse(ctx, "contrast: radius out of range");
+  CUDA_TRY(ctx, cudaSetDevice(ctx->dev));
+  CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_UPLOADED], ctx->s));
+  enum gpu_status st = run_contrast(ctx, c, img);
+  return st == GPU_OK ? finish_kernels(ctx, t) : st;
+}
+
+enum gpu_status gpu_convolve_resident(struct gpu_ctx *ctx, const struct cpu_conv *c,
+                                      const struct cpu_image *img, struct gpu_times *t) {
+  if (!image_ok(img)) return refuse(ctx, "convolve takes 1 to 4 channels of 8 or 16 bits");
+  if (c->size < 1 || c->size > CPU_CONV_MAX || c->size % 2 == 0)
+    return refuse(ctx, "convolve: the kernel side must be odd, 1 to 31");
+  CUDA_TRY(ctx, cudaSetDevice(ctx->dev));
+  enum gpu_status st = grow(ctx, &ctx->d_out, &ctx->out_cap, cpu_image_bytes(img));
+  if (st != GPU_OK) return st;
+  CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_UPLOADED], ctx->s));
+  CUDA_TRY(ctx, launch_convolve(packed_of(ctx->d_in, img), packed_of(ctx->d_out, img), *c, ctx->s));
+  return finish_kernels(ctx, t);
+}
+
+/* Upload, run (a *_resident filter), download: the whole job on host buffers. */
+static enum gpu_status on_host(struct gpu_ctx *ctx, const struct cpu_image *src,
+                               struct cpu_image *dst, struct gpu_times *t,
+                               enum gpu_status (*run)(struct gpu_ctx *, const void *,
+                                                      const struct cpu_image *, struct gpu_times *),
+                               const void *arg) {
+  struct gpu_times g = {0, 0, 0, 0};
+  void *pixels = NULL;
+  enum gpu_status st = gpu_upload(ctx, src, &g);
+  if (st == GPU_OK) st = run(ctx, arg, src, &g);
+  if (st == GPU_OK) st = gpu_download(ctx, GPU_OUTPUT, src, &pixels, &g);
+  if (st != GPU_OK) return st;
+  deliver(src, pixels, dst);
+  if (t) *t = g;
+  return GPU_OK;
+}
+
+static enum gpu_status run_contrast_resident(struct gpu_ctx *ctx, const void *c,
+                                             const struct cpu_image *img, struct gpu_times *t) {
+  return gpu_contrast_resident(ctx, (const struct cpu_contrast *)c, img, t);
+}
+
+static enum gpu_status run_convolve_resident(struct gpu_ctx *ctx, const void *c,
+                                             const struct cpu_image *img, struct gpu_times *t) {
+  return gpu_convolve_resident(ctx, (const struct cpu_conv *)c, img, t);
+}
+
 enum gpu_status gpu_contrast(struct gpu_ctx *ctx, const struct cpu_contrast *c,
                              const struct cpu_image *src, struct cpu_image *dst,
                              struct gpu_times *t) {
   if (!image_ok(src)) return refuse(ctx, "contrast takes 1 to 4 channels of 8 or 16 bits");
-  if (c->radius < 0 || c->radius > CONTRAST_RADIUS_MAX)
-    return refuse(ctx, "contrast: radius out of range");
-  size_t bytes = cpu_image_bytes(src);
-  enum gpu_status st = upload(ctx, src, bytes);
-  if (st == GPU_OK) st = run_contrast(ctx, c, src);
-  void *d[2] = {ctx->d_out, NULL};
-  size_t n[2] = {bytes, 0};
-  if (st == GPU_OK) st = download(ctx, d, n, t);
-  if (st == GPU_OK) deliver(ctx, src, dst);
-  return st;
+  return on_host(ctx, src, dst, t, run_contrast_resident, c);
 }
 
 enum gpu_status gpu_convolve(struct gpu_ctx *ctx, const struct cpu_conv *c,
                              const struct cpu_image *src, struct cpu_image *dst,
                              struct gpu_times *t) {
   if (!image_ok(src)) return refuse(ctx, "convolve takes 1 to 4 channels of 8 or 16 bits");
-  if (c->size < 1 || c->size > CPU_CONV_MAX || c->size % 2 == 0)
-    return refuse(ctx, "convolve: the kernel side must be odd, 1 to 31");
-  size_t bytes = cpu_image_bytes(src);
-  enum gpu_status st = upload(ctx, src, bytes);
-  if (st == GPU_OK) st = grow(ctx, &ctx->d_out, &ctx->out_cap, bytes);
-  if (st == GPU_OK)
-    st = status_of(
-        ctx, launch_convolve(packed_of(ctx->d_in, src), packed_of(ctx->d_out, src), *c, ctx->s),
-        "convolve kernel");
-  void *d[2] = {ctx->d_out, NULL};
-  size_t n[2] = {bytes, 0};
-  if (st == GPU_OK) st = download(ctx, d, n, t);
-  if (st == GPU_OK) deliver(ctx, src, dst);
-  return st;
+  return on_host(ctx, src, dst, t, run_convolve_resident, c);
 }

@@ -34,6 +34,8 @@ static const struct opt opts[] = {
   {"bind",             "BLURD_BIND",             OPT_STR,  "0.0.0.0", 0, 0,      "IPv4 address to listen on"},
   {"backend",          "BLURD_BACKEND",          OPT_STR,  "auto",    0, 0,      "cpu, gpu, or auto (the GPU when there is one)"},
   {"workers",          "BLURD_WORKERS",          OPT_INT,  "0",       0, 1024,   "job workers (per GPU for the GPU backend); 0: one per core"},
+  {"gpu-codecs",       "BLURD_GPU_CODECS",       OPT_STR,  "auto",    0, 0,      "JPEG on the GPU (nvJPEG): auto (when it loads), on (required), off"},
+  {"jpeg-batch-wait-us", "BLURD_JPEG_BATCH_WAIT_US", OPT_INT, "1000", 0, 100000, "microseconds a GPU JPEG decode waits for others to batch with"},
   {"queue",            "BLURD_QUEUE",            OPT_INT,  "64",      1, 100000, "jobs that may wait for a worker; more get 503"},
   {"max-body",         "BLURD_MAX_BODY",         OPT_SIZE, "32M",     1, 1LL << 32, "largest request body in bytes (K, M, G suffixes)"},
   {"max-pixels",       "BLURD_MAX_PIXELS",       OPT_SIZE, "40M",     1, 1LL << 32, "largest image, width*height (K, M suffixes are powers of 1000)"},
@@ -131,6 +133,13 @@ static int opt_index(const char *name) {
 #define NUM(c, name)  ((c)->num[opt_index(name)])
 #define TEXT(c, name) ((c)->text[opt_index(name)])
 
+static int gpu_codecs_mode(const char *s, enum api_gpu_codecs *m) {
+  *m = strcmp(s, "on") == 0    ? API_GPU_CODECS_ON
+       : strcmp(s, "off") == 0 ? API_GPU_CODECS_OFF
+                               : API_GPU_CODECS_AUTO;
+  return *m != API_GPU_CODECS_AUTO || strcmp(s, "auto") == 0 ? 0 : -1;
+}
+
 static int backend_kind(const char *s, enum api_backend_kind *k) {
   *k = strcmp(s, "cpu") == 0   ? API_BACKEND_CPU
        : strcmp(s, "gpu") == 0 ? API_BACKEND_GPU
@@ -207,6 +216,12 @@ int main(int argc, char **argv) {
     fprintf(stderr, "blurd: --backend must be cpu, gpu or auto, not '%s'\n", TEXT(&c, "backend"));
     return 2;
   }
+  if (gpu_codecs_mode(TEXT(&c, "gpu-codecs"), &ac.gpu_codecs) != 0) {
+    fprintf(stderr, "blurd: --gpu-codecs must be auto, on or off, not '%s'\n",
+            TEXT(&c, "gpu-codecs"));
+    return 2;
+  }
+  ac.jpeg_batch_wait_us = (int)NUM(&c, "jpeg-batch-wait-us");
   ac.workers = (int)NUM(&c, "workers");
   ac.queue = (int)NUM(&c, "queue");
   ac.max_body = (size_t)NUM(&c, "max-body");

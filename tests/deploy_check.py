@@ -4,9 +4,11 @@
 There is no Docker engine or Kubernetes cluster here, so this is what CI can check: every YAML file
 parses; the Kubernetes objects have their required fields; the Deployment asks for a GPU, probes
 routes that the real binary answers with 200 on the port it listens on, and its grace period covers
-preStop plus the drain timeout blurd uses; the Service and the HPA point at the Deployment;
-compose reserves a GPU and health-checks /healthz; the Dockerfile builds with CI's steps and runs
-as a non-root user. The Dockerfile is also linted with dockerfile-utils (npm).
+preStop plus the drain timeout blurd uses, and Prometheus scrapes the /metrics blurd serves; the
+Service and the HPA point at the Deployment, and the HPA scales on blurd_in_flight per pod (a
+custom metric), which the real binary exports as a gauge; compose reserves a GPU and
+health-checks /healthz; the Dockerfile builds with CI's steps and runs as a non-root user. The
+Dockerfile is also linted with dockerfile-utils (npm).
 
 usage: deploy_check.py [--root DIR] [--blurd BIN]   (defaults: the repository, DIR/build/blurd)
 """
@@ -41,7 +43,7 @@ def blurd_defaults(blurd):
 
 
 def blurd_status(blurd, paths):
-    """Starts blurd on a free port (CPU backend) and returns {path: HTTP status} for each path."""
+    """Starts blurd on a free port (CPU backend) and GETs each path: {path: (HTTP status, body)}."""
     p = subprocess.Popen([blurd, "--port", "0", "--backend", "cpu", "--workers", "1"],
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
@@ -50,15 +52,35 @@ def blurd_status(blurd, paths):
         status = {}
         for path in paths:
             try:
-                status[path] = urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5).status
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+                    status[path] = (r.status, r.read().decode("utf-8", "replace"))
             except urllib.error.HTTPError as e:
-                status[path] = e.code
+                status[path] = (e.code, "")
             except OSError:
-                status[path] = None
+                status[path] = (None, "")
         return status
     finally:
         p.send_signal(signal.SIGTERM)
         p.wait(timeout=10)
+
+
+def quantity(q):
+    """A Kubernetes quantity as a number: '16' -> 16, '16500m' -> 16.5, '2k' -> 2000; None if not one."""
+    m = re.fullmatch(r"([0-9.]+)(m|k|M|G|Ki|Mi|Gi)?", str(q).strip())
+    if not m:
+        return None
+    try:
+        v = float(m.group(1))
+    except ValueError:
+        return None
+    return v * {None: 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9,
+                "Ki": 1024, "Mi": 1024 ** 2, "Gi": 1024 ** 3}[m.group(2)]
+
+
+def exported(metrics_text, name, kind=None):
+    """Whether blurd's /metrics text declares `name` (with `# TYPE name kind` when kind is given)."""
+    types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", metrics_text, re.M))
+    return name in types and (kind is None or types[name] == kind)
 
 
 def env_of(container):
@@ -87,8 +109,11 @@ def load_yaml(root):
     return docs
 
 
-def check_k8s(objs, defaults, routes_ok):
-    """The Deployment, Service and HPA; objs: every Kubernetes object under deploy/k8s/."""
+def check_k8s(objs, defaults, answers):
+    """The Deployment, Service and HPA; objs: every Kubernetes object under deploy/k8s/;
+    answers: {path: (status, body)} from the real binary."""
+    routes_ok = {p: s for p, (s, _) in answers.items()}
+    metrics_text = answers.get("/metrics", (None, ""))[1]
     valid = []
     for o in objs:
         name = f"{o.get('kind')}/{(o.get('metadata') or {}).get('name')}"
@@ -133,6 +158,14 @@ def check_k8s(objs, defaults, routes_ok):
     grace = pod.get("terminationGracePeriodSeconds", 30)
     check(isinstance(wait, int) and grace >= wait + drain,
           f"terminationGracePeriodSeconds {grace} >= preStop {wait} + drain timeout {drain}")
+    ann = (tmpl.get("metadata") or {}).get("annotations") or {}
+    check(str(ann.get("prometheus.io/scrape")) == "true", "pod template has prometheus.io/scrape: \"true\"")
+    scrape_port = ann.get("prometheus.io/port")
+    check(str(scrape_port) == str(port) or ports.get(scrape_port) == port,
+          f"prometheus.io/port {scrape_port} is the port blurd listens on ({port})")
+    scrape_path = ann.get("prometheus.io/path", "/metrics")
+    check(routes_ok.get(scrape_path) == 200 and exported(answers[scrape_path][1], "blurd_in_flight"),
+          f"blurd serves its metrics at prometheus.io/path {scrape_path}")
 
     check(svc["spec"].get("selector") and svc["spec"]["selector"].items() <= labels.items(),
           "Service selector matches the Deployment's pod labels")
@@ -153,6 +186,27 @@ def check_k8s(objs, defaults, routes_ok):
         if m.get("type") == "Resource":
             check(r.get("name") in (res.get("requests") or {}),
                   f"the container requests the {r.get('name')} that the HPA measures")
+        if m.get("type") == "Pods":
+            name = ((m.get("pods") or {}).get("metric") or {}).get("name")
+            check(exported(metrics_text, name), f"blurd's /metrics exports the HPA's Pods metric {name}")
+    # GPU codecs moved the bottleneck off the CPU: the HPA scales on requests in flight per pod.
+    check(exported(metrics_text, "blurd_in_flight", "gauge"),
+          "blurd's /metrics has # TYPE blurd_in_flight gauge")
+    inflight = [m for m in metrics if m.get("type") == "Pods"
+                and ((m.get("pods") or {}).get("metric") or {}).get("name") == "blurd_in_flight"]
+    if check(len(inflight) == 1, "HPA has a Pods metric named blurd_in_flight"):
+        target = inflight[0]["pods"].get("target") or {}
+        value = quantity(target.get("averageValue"))
+        check(target.get("type") == "AverageValue" and value is not None and value > 0,
+              f"blurd_in_flight target is an AverageValue > 0 ({target.get('averageValue')})")
+        # blurd answers 503 queue_full once workers x GPUs run and the queue is full: the target
+        # must be reached before that, or the HPA would scale out only after requests fail.
+        workers = int(env.get("BLURD_WORKERS", defaults.get("BLURD_WORKERS", "0")))
+        queue = int(env.get("BLURD_QUEUE", defaults.get("BLURD_QUEUE", "64")))
+        if workers > 0 and isinstance(gpus, int) and value is not None:
+            full = workers * gpus + queue
+            check(value < full, f"blurd_in_flight target {value:g} < {workers} workers x {gpus} GPU "
+                                f"+ queue {queue} = {full} (where blurd answers 503 queue_full)")
 
 
 def check_compose(compose, defaults):
@@ -244,6 +298,10 @@ def main():
     paths = {((c.get(p) or {}).get("httpGet") or {}).get("path")
              for pod in pods for c in pod.get("containers") or []
              for p in ("livenessProbe", "readinessProbe")} - {None}
+    # The metrics the HPA scales on, and the path Prometheus scrapes.
+    paths |= {"/metrics"} | {((((o.get("spec") or {}).get("template") or {}).get("metadata") or {})
+                               .get("annotations") or {}).get("prometheus.io/path", "/metrics")
+                              for o in k8s if o.get("kind") == "Deployment"}
     check_k8s(k8s, defaults, blurd_status(blurd, sorted(paths)))
     compose = docs.get(f"{root}/deploy/docker-compose.yml")
     if check(compose, "deploy/docker-compose.yml exists"):

@@ -39,4 +39,23 @@ static inline unsigned image_sample(const struct cpu_image *img, size_t i) {
   return img->depth == 16 ? ((uint16_t *)img->data)[i] : ((uint8_t *)img->data)[i];
 }
 
+/* PSNR of the 8-bit image b against a (same shape, checked), INFINITY when they are equal; the
+ * largest difference in levels into *maxdiff. */
+static inline double image_psnr8(const struct codec_image *a, const struct codec_image *b,
+                                 int *maxdiff) {
+  ASSERT_INT(a->width, ==, b->width);
+  ASSERT_INT(a->height, ==, b->height);
+  ASSERT_INT(a->channels, ==, b->channels);
+  ASSERT(a->depth == 8 && b->depth == 8);
+  size_t n = (size_t)a->width * a->height * a->channels;
+  double se = 0;
+  *maxdiff = 0;
+  for (size_t i = 0; i < n; i++) {
+    int d = abs((int)a->pixels[i] - (int)b->pixels[i]);
+    se += (double)d * d;
+    if (d > *maxdiff) *maxdiff = d;
+  }
+  return se == 0 ? INFINITY : 10 * log10(255.0 * 255.0 * (double)n / se);
+}
+
 #endif

@@ -249,6 +249,48 @@ double http_header_num(const struct http_resp *r, const char *name) {
   return strcmp(buf, "inf") == 0 ? INFINITY : atof(buf);
 }
 
+double http_stage(const struct http_resp *r, const char *stage, char *desc, size_t n) {
+  char st[512];
+  size_t len = strlen(stage);
+  if (n) desc[0] = 0;
+  if (!http_header(r, "Server-Timing", st, sizeof(st))) return -1;
+  for (char *save = NULL, *e = strtok_r(st, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
+    while (*e == ' ') e++;
+    if (strncmp(e, stage, len) != 0 || (e[len] != ';' && e[len] != 0)) continue;
+    const char *d = strstr(e, ";desc=\""), *dur = strstr(e, ";dur=");
+    if (d && n) snprintf(desc, n, "%.*s", (int)strcspn(d + 7, "\""), d + 7);
+    return dur ? atof(dur + 5) : -1;
+  }
+  return -1;
+}
+
+const char *expected_codec(const char *format) {
+  const char *gpu = getenv("BLURD_EXPECT_GPU_CODECS");
+  if (strcmp(format, "png") == 0) return "libpng";
+  return gpu && strcmp(gpu, "1") == 0 ? "nvjpeg" : "libjpeg-turbo";
+}
+
+/* Whether a stage's codec desc is what want says ("nvjpeg": any nvJPEG codec). */
+static int codec_is(const char *desc, const char *want) {
+  return strcmp(want, "nvjpeg") == 0 ? strncmp(desc, "nvjpeg", 6) == 0 : strcmp(desc, want) == 0;
+}
+
+void http_expect_stages(const struct http_resp *r, int filtered, const char *decoder,
+                        const char *encoder) {
+  const char *names[] = {"queue", "decode", "filter", "encode", "total"};
+  char desc[64], st[512];
+  http_header(r, "Server-Timing", st, sizeof(st));
+  for (int i = 0; i < 5; i++)
+    if ((filtered || i != 2) && http_stage(r, names[i], desc, sizeof(desc)) < 0)
+      TEST_FAIL("Server-Timing '%s' lacks %s", st, names[i]);
+  http_stage(r, "decode", desc, sizeof(desc));
+  if (decoder && !codec_is(desc, decoder))
+    TEST_FAIL("decode ran %s, expected %s: '%s'", desc, decoder, st);
+  http_stage(r, "encode", desc, sizeof(desc));
+  if (encoder && !codec_is(desc, encoder))
+    TEST_FAIL("encode ran %s, expected %s: '%s'", desc, encoder, st);
+}
+
 void http_expect_error(const struct http_resp *r, long status, const char *code) {
   if (r->status != status)
     TEST_FAIL("status %ld, expected %ld; body %.300s", r->status, status, r->body);

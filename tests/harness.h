@@ -53,6 +53,18 @@ int http_post_form(const struct server *s, const char *path, const char *field, 
 const char *http_header(const struct http_resp *r, const char *name, char *buf, size_t n);
 /* Header name of r as a number ("inf" is INFINITY); fails the test when it is missing. */
 double http_header_num(const struct http_resp *r, const char *name);
+/* The Server-Timing entry of stage ("decode") in r: its duration in ms, or -1 when r has none;
+ * its desc (the codec) is copied into desc ("" when it has none). */
+double http_stage(const struct http_resp *r, const char *stage, char *desc, size_t n);
+/* Fails the test unless r's Server-Timing times the stages queue, decode, filter, encode, total
+ * (filter only when filtered is set), and names the codec of decode and encode: decoder and
+ * encoder, or any nvJPEG one for "nvjpeg" (see expected_codec). */
+void http_expect_stages(const struct http_resp *r, int filtered, const char *decoder,
+                        const char *encoder);
+/* The codec the server should report for a file of this format ("jpeg", "png") on the decode or
+ * encode side: libpng for PNG; for JPEG "nvjpeg" (any nvJPEG decoder) when the environment sets
+ * BLURD_EXPECT_GPU_CODECS=1, else libjpeg-turbo. */
+const char *expected_codec(const char *format);
 /* Asserts that r is the JSON error body of this status and code, with a message. */
 void http_expect_error(const struct http_resp *r, long status, const char *code);
 void http_resp_free(struct http_resp *r);

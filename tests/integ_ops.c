@@ -300,6 +300,17 @@ static void test_metrics(void) {
   ASSERT_INT(has_metric(m1, "blurd_gpu_memory_used_bytes"), ==, on_gpu);
   ASSERT_DBL(metric(m1, "blurd_build_info", NULL), ==, 1);
   ASSERT_DBL(metric(m1, "blurd_metrics_dropped_total", NULL), ==, 0);
+  int gpu_codecs = strcmp(expected_codec("jpeg"), "nvjpeg") == 0;
+  const char *cpu_codecs[] = {"jpeg_decode=\"libjpeg-turbo\"", "jpeg_encode=\"libjpeg-turbo\"",
+                              "png=\"libpng\"", NULL};
+  ASSERT_DBL(metric(m1, "blurd_gpu_codecs", NULL), ==, gpu_codecs);
+  ASSERT_DBL(metric(m1, "blurd_codecs_info", NULL), ==, 1);
+  ASSERT_DBL(metric(m1, "blurd_codecs_info", cpu_codecs), ==, !gpu_codecs);
+  ASSERT_INT(has_metric(m1, "blurd_jpeg_decode_batch_size_count"), ==, gpu_codecs);
+  if (gpu_codecs) /* every job's JPEG went through a batch (the 400 ran none) */
+    ASSERT_DBL(metric(m1, "blurd_jpeg_decode_batch_size_sum", NULL) -
+                   metric(m0, "blurd_jpeg_decode_batch_size_sum", NULL),
+               ==, n + 1);
   free(m0);
   free(m1);
   ASSERT_INT(server_stop(&s, SIGTERM), ==, 0);
@@ -374,8 +385,9 @@ static void test_access_log(void) {
   static const char *const stages[] = {"queue", "decode", "filter", "reference", "encode", "total"};
   for (int i = 0; i < 6; i++) ASSERT(json_number_value(json_object_get(st, stages[i])) >= 0);
   const char *be = getenv("BLURD_EXPECT_BACKEND");
-  int on_gpu = be && strncmp(be, "cuda", 4) == 0; /* and upload, kernel, download */
-  ASSERT_INT(json_object_size(st), ==, on_gpu ? 9 : 6);
+  int on_gpu = be && strncmp(be, "cuda", 4) == 0; /* and kernel; upload, download with CPU codecs */
+  int gpu_codecs = strcmp(expected_codec("jpeg"), "nvjpeg") == 0;
+  ASSERT_INT(json_object_size(st), ==, on_gpu ? (gpu_codecs ? 7 : 9) : 6);
   if (on_gpu) ASSERT(json_number_value(json_object_get(st, "kernel")) >= 0);
   /* the request's total covers the job's, which starts once the body is in */
   ASSERT_DBL(json_number_value(json_object_get(lines[k], "total_ms")), >=,
@@ -629,6 +641,15 @@ static void test_flag_errors(void) {
   ASSERT_INT(exit_status(both), ==, 2);
   ASSERT_INT(exit_status(empty), ==, 2);
   ASSERT_INT(exit_status(missing), ==, 2);
+  const char *codecs_bad[] = {"--gpu-codecs", "yes", NULL};
+  const char *wait_bad[] = {"--jpeg-batch-wait-us", "100001", NULL};
+  const char *codecs_on[] = {"--gpu-codecs", "on", NULL};
+  const char *cpu_on[] = {"--backend", "cpu", "--gpu-codecs", "on", NULL};
+  ASSERT_INT(exit_status(codecs_bad), ==, 2);
+  ASSERT_INT(exit_status(wait_bad), ==, 2);
+  ASSERT_INT(exit_status(cpu_on), ==, 1); /* JPEG on the GPU needs the GPU backend */
+  if (strcmp(expected_codec("jpeg"), "nvjpeg") != 0)
+    ASSERT_INT(exit_status(codecs_on), ==, 1); /* no GPU or no nvJPEG here: a clear error */
   unlink(path);
 }
 

@@ -691,8 +691,9 @@ static unsigned gray_pattern(int x, int y) { /* a ramp under a checkerboard of 4
 }
 
 /* A w x h gray JPEG of gray_pattern() at quality 95, written by libjpeg with the nscans-scan
- * script above (nscans 0: baseline). Returns a malloc'd file of *len bytes. */
-static uint8_t *gray_jpeg(int w, int h, int nscans, size_t *len) {
+ * script above (nscans 0: baseline), with arithmetic coding when arith is set. Returns a
+ * malloc'd file of *len bytes. */
+static uint8_t *gray_jpeg(int w, int h, int nscans, int arith, size_t *len) {
   struct jpeg_compress_struct c;
   struct jpeg_error_mgr err;
   static jpeg_scan_info scans[64 * 11];
@@ -708,6 +709,7 @@ static uint8_t *gray_jpeg(int w, int h, int nscans, size_t *len) {
   jpeg_set_defaults(&c);
   jpeg_set_quality(&c, 95, TRUE);
   if (nscans > 0) c.num_scans = scan_script(scans, nscans), c.scan_info = scans;
+  c.arith_code = arith ? TRUE : FALSE;
   jpeg_start_compress(&c, TRUE);
   for (JSAMPROW r = row; c.next_scanline < c.image_height; jpeg_write_scanlines(&c, &r, 1))
     for (int x = 0; x < w; x++) row[x] = (unsigned char)gray_pattern(x, (int)c.next_scanline);
@@ -745,7 +747,7 @@ static void test_jpeg_scan_limit(void) {
   static const int counts[] = {10, 255, 256, 257, 300, 694};
   for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
     size_t len;
-    uint8_t *file = gray_jpeg(40, 24, counts[i], &len);
+    uint8_t *file = gray_jpeg(40, 24, counts[i], 0, &len);
     int scans = 0;
     ASSERT_INT(libjpeg_warnings(file, len, &scans), ==, 0);
     ASSERT_INT(scans, ==, counts[i]);
@@ -797,7 +799,7 @@ static void test_jpeg_memory_cap(void) {
                {16000, CODEC_CORRUPT},   /* 2000^2 * 128 = 488 MiB */
                {4000, CODEC_CORRUPT}};
   size_t len;
-  uint8_t *file = gray_jpeg(40, 24, 10, &len);
+  uint8_t *file = gray_jpeg(40, 24, 10, 0, &len);
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     set_frame_size(file, len, 0xc2, cases[i].side, cases[i].side);
     struct codec_image img;
@@ -855,6 +857,69 @@ static void test_jpeg_unsupported(void) {
   ASSERT_STR(msg, "this kind of JPEG is not supported (libjpeg: Unsupported JPEG data precision "
                   "12)");
   ASSERT(img.pixels == NULL);
+  free(buf);
+}
+
+/* codec_decode and codec_jpeg_probe on buf: the same failure in the same words. */
+static void expect_probe_refuses(const uint8_t *buf, size_t len, const struct codec_limits *lim,
+                                 enum codec_status want) {
+  struct codec_image img;
+  struct codec_jpeg_info info;
+  char m1[256], m2[256];
+  ASSERT_INT(codec_decode(buf, len, lim, &img, m1, sizeof m1), ==, want);
+  ASSERT_INT(codec_jpeg_probe(buf, len, lim, &info, m2, sizeof m2), ==, want);
+  ASSERT_STR(m2, m1);
+}
+
+/* codec_jpeg_probe reads each kind's headers, refuses at the headers what codec_decode refuses
+ * there, in the same words, and sees files cut short, damaged or of kinds only libjpeg decodes. */
+static void test_jpeg_probe(void) {
+  static const struct {
+    const char *name;
+    int w, h, channels, orientation, progressive, plain, complete;
+    const char *chroma;
+  } cases[] = {{"photo_1080p.jpg", 1920, 1080, 3, 1, 0, 1, 1, "4:2:0"},
+               {"rocket.jpg", 640, 427, 3, 1, 0, 1, 1, "4:4:4"},
+               {"hubble_deep_field.jpg", 1000, 872, 3, 1, 0, 1, 1, "4:4:4"},
+               {"progressive.jpg", 451, 300, 3, 1, 1, 1, 1, "4:2:0"},
+               {"gray.jpg", 480, 360, 1, 1, 0, 1, 1, "gray"},
+               {"orient6.jpg", 48, 64, 3, 6, 0, 1, 1, "4:4:4"}, /* as stored */
+               {"truncated.jpg", 128, 96, 3, 1, 0, 1, 0, "4:2:0"}};
+  struct codec_jpeg_info info;
+  char msg[256];
+  size_t len;
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    uint8_t *buf = read_fixture(cases[i].name, &len);
+    ASSERT_INT(codec_jpeg_probe(buf, len, NULL, &info, msg, sizeof msg), ==, CODEC_OK);
+    ASSERT_INT(info.width, ==, cases[i].w);
+    ASSERT_INT(info.height, ==, cases[i].h);
+    ASSERT_INT(info.channels, ==, cases[i].channels);
+    ASSERT_INT(info.orientation, ==, cases[i].orientation);
+    ASSERT_INT(info.progressive, ==, cases[i].progressive);
+    ASSERT_INT(info.plain, ==, cases[i].plain);
+    ASSERT_INT(info.complete, ==, cases[i].complete);
+    ASSERT_STR(info.chroma, cases[i].chroma);
+    free(buf);
+  }
+  uint8_t *buf = read_fixture("photo_1080p.jpg", &len);
+  expect_probe_refuses(buf, 300, NULL, CODEC_CORRUPT); /* cut before the scan header (at 609) */
+  expect_probe_refuses(buf, len, &(struct codec_limits){1000, 0, 0}, CODEC_TOO_LARGE);
+  memset(buf + len / 3, 0xff, 64); /* ends on a marker code that cannot stand in a scan */
+  ASSERT_INT(codec_jpeg_probe(buf, len, NULL, &info, NULL, 0), ==, CODEC_OK);
+  ASSERT_INT(info.complete, ==, 0);
+  free(buf);
+  buf = read_fixture("cmyk.jpg", &len);
+  expect_probe_refuses(buf, len, NULL, CODEC_UNSUPPORTED);
+  free(buf);
+  buf = read_fixture("camera.png", &len);
+  ASSERT_INT(codec_jpeg_probe(buf, len, NULL, &info, msg, sizeof msg), ==, CODEC_UNKNOWN);
+  free(buf);
+  buf = gray_jpeg(40, 24, 0, 1, &len); /* arithmetic coding: libjpeg only */
+  ASSERT_INT(codec_jpeg_probe(buf, len, NULL, &info, msg, sizeof msg), ==, CODEC_OK);
+  ASSERT(info.plain == 0 && info.complete == 1 && info.channels == 1);
+  struct codec_image img;
+  ASSERT_INT(codec_decode(buf, len, NULL, &img, msg, sizeof msg), ==, CODEC_OK);
+  codec_image_free(&img);
   free(buf);
 }
 
@@ -1316,6 +1381,7 @@ int main(void) {
   RUN(test_jpeg_memory_cap);
   RUN(test_jpeg_corrupt_data);
   RUN(test_jpeg_unsupported);
+  RUN(test_jpeg_probe);
   RUN(test_alloc_failures_decode);
   RUN(test_alloc_failures_encode);
   RUN(test_jpeg_encode_flat);

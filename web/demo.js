@@ -106,10 +106,10 @@ function formParams() {
   return out;
 }
 
-// "queue;dur=0.02, decode;dur=8.8" -> [['queue', 0.02], ['decode', 8.8]]
+// 'queue;dur=0.02, decode;desc="nvjpeg-hw";dur=8.8' -> [['queue', 0.02, ''], ['decode', 8.8, 'nvjpeg-hw']]
 function parseTiming(header) {
-  return (header || '').split(',').map((s) => s.trim().match(/^([\w-]+);dur=([\d.]+)$/))
-    .filter(Boolean).map((m) => [m[1], Number(m[2])]);
+  return (header || '').split(',').map((s) => s.trim().match(/^([\w-]+)(?:;desc="([^"]*)")?;dur=([\d.]+)$/))
+    .filter(Boolean).map((m) => [m[1], Number(m[3]), m[2] || '']);
 }
 
 // POSTs the image with params to path; returns {blob, timing, psnr, method, backend}, or throws
@@ -164,7 +164,7 @@ async function run() {
   $('psnr').textContent = res.psnr || '–';
   $('used-method').textContent = res.method || '–';
   $('used-backend').textContent = res.backend || '–';
-  $('timing').tBodies[0].replaceChildren(...res.timing.map(([name, ms]) => row([name, ms.toFixed(2)])));
+  $('timing').tBodies[0].replaceChildren(...res.timing.map(([name, ms, codec]) => row([name, ms.toFixed(2), codec])));
   $('result-view').hidden = false;
 }
 
@@ -184,7 +184,7 @@ async function compare() {
   let best = null;
   for (const m of endpoints.get('/blur')) {
     const res = await send('/blur', { ...params, method: m.name });
-    const t = Object.fromEntries(res.timing);
+    const t = Object.fromEntries(res.timing.map(([name, ms]) => [name, ms]));
     const tr = row([m.name === 'auto' ? `auto (${res.method})` : m.name, fmt(t.total),
       fmt(t.filter), fmt(t.kernel), res.psnr || '–']);
     tr.dataset.method = m.name;

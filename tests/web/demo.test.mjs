@@ -96,6 +96,9 @@ async function blurOnce(page, width) {
   const names = stages.map((s) => s[0]);
   check(['decode', 'filter', 'encode', 'total'].every((n) => names.includes(n)), `stage times: ${names.join(', ')}`);
   check(stages.every(([, ms]) => ms !== '' && Number.isFinite(Number(ms)) && Number(ms) >= 0), 'every stage time is a number');
+  const codecs = await page.$$eval('#timing tbody tr', (rows) => rows.map((r) => [r.cells[0].textContent, r.cells[2].textContent]));
+  const decoder = (codecs.find(([n]) => n === 'decode') || [])[1];
+  check(decoder === 'libjpeg-turbo' || decoder === 'libpng' || /^nvjpeg/.test(decoder || ''), `the decoder is named (${decoder})`);
 }
 
 async function compareView(page, methods) {

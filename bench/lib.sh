@@ -1,0 +1,43 @@
+# shellcheck shell=bash
+# Shell functions shared by the load benchmarks of the GPU machine (bench/gpu_load.sh,
+# bench/gpu_codecs.sh); source it from the repository root:
+#   . bench/lib.sh
+#   blurd_start OUT ERR BIN/blurd --bind 127.0.0.1 --port 0 ...   sets pid and port
+#   wrk_run SECONDS PATH                                          prints RESULT ... cpu_ms_per_request=
+# WRK: the wrk binary (default wrk).
+
+# blurd_start OUT ERR COMMAND...: starts blurd (COMMAND, listening on 127.0.0.1 with --port 0) in
+# the background, its stdout in OUT and stderr in ERR; sets pid, and port from the "listening on"
+# line. Returns 1 when blurd exits first, or prints no port within 10 s (then it is killed).
+blurd_start() {
+  local out=$1 err=$2
+  shift 2
+  "$@" >"$out" 2>"$err" &
+  pid=$!
+  port=
+  for _ in $(seq 100); do
+    port=$(grep -o '127.0.0.1:[0-9]*' "$out" 2>/dev/null | cut -d: -f2 || true)
+    [ -n "$port" ] && return 0
+    kill -0 "$pid" 2>/dev/null || { wait "$pid" || true; return 1; }
+    sleep 0.1
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" || true
+  return 1
+}
+
+# blurd's CPU seconds (user + system) so far
+cpu_s() { awk '{ printf "%.2f", ($14 + $15) / 100 }' "/proc/$pid/stat"; }
+
+# wrk_run SECONDS PATH: one wrk run, 4 threads and CONNS connections (default 64) for SECONDS, uploading
+# (tests/load/upload.lua; BLURD_LOAD_FILE picks the file) to PATH on blurd at port; prints its
+# RESULT line with blurd's CPU milliseconds per request added (cpu_ms_per_request, nan when no
+# request completed).
+wrk_run() {
+  local c0 line
+  c0=$(cpu_s)
+  line=$("${WRK:-wrk}" -t4 -c"${CONNS:-64}" -d"$1s" --timeout 30s -s tests/load/upload.lua "http://127.0.0.1:$port" -- "$2" | grep RESULT)
+  echo "$line cpu_ms_per_request=$(awk -v a="$c0" -v b="$(cpu_s)" -v l="$line" 'BEGIN {
+    n = match(l, /requests=[0-9]+/) ? substr(l, RSTART + 9, RLENGTH - 9) + 0 : 0
+    if (n > 0) printf "%.2f", 1000 * (b - a) / n; else printf "nan" }')"
+}
