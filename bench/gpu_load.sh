@@ -4,7 +4,9 @@
 # baseline), 64 connections for SECONDS each; prints req/s, p50, p99 and the ratio of /blur to
 # /convert throughput (the ratio uses /blur with its defaults, PSNR included), and blurd's CPU
 # time per request; then /blur without the PSNR, for comparison. Exits non-zero when a request
-# failed or the ratio is below 0.9.
+# failed or the ratio is below 0.9. blurd runs with --gpu-codecs $CODECS (default off: the ratio
+# says whether the filter keeps up with the CPU codecs; with the GPU codecs the exact reference
+# binds /blur, see bench/gpu_codecs.sh).
 # WRK: the wrk binary (default wrk).
 #   bench/gpu_load.sh [SECONDS] [BIN]
 set -euo pipefail
@@ -12,7 +14,8 @@ secs=${1:-30}
 bin=${2:-build}
 # shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
-blurd_start /tmp/gl.out /tmp/gl.err "$bin/blurd" --bind 127.0.0.1 --port 0 --queue 256 ||
+blurd_start /tmp/gl.out /tmp/gl.err "$bin/blurd" --bind 127.0.0.1 --port 0 --queue 256 \
+  --gpu-codecs "${CODECS:-off}" ||
   { echo "blurd did not start: $(cat /tmp/gl.err)" >&2; exit 1; }
 export BLURD_LOAD_FILE=tests/data/photo_1080p.jpg
 blur=$(wrk_run "$secs" "/blur?sigma=12")

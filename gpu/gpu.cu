@@ -327,7 +327,7 @@ static enum gpu_status run_reference(struct gpu_ctx *ctx, double sigma,
   cpu_gauss_kernel(sigma, r, w);
   enum gpu_status st = upload_w(ctx, off, w, (size_t)(r + 1) * sizeof(double));
   free(w);
-  if (st == GPU_OK) st = grow(ctx, &ctx->d_ref, &ctx->ref_cap, px * 4 * sizeof(double));
+  if (st == GPU_OK) st = grow(ctx, &ctx->d_ref, &ctx->ref_cap, px * img->channels * sizeof(double));
   if (st != GPU_OK) return st;
   CUDA_TRY(ctx, cudaMemsetAsync(ctx->d_stats, 0, 2 * sizeof(double), ctx->s));
   CUDA_TRY(ctx,

@@ -32,7 +32,7 @@ struct gpu_ctx {
   size_t tmp_cap;
   void *d_carry; /* yvv_blocked's carries */
   size_t carry_cap;
-  void *d_ref; /* the reference's intermediate, 32 bytes per pixel */
+  void *d_ref; /* the reference's intermediate, a double per channel and pixel */
   size_t ref_cap;
   void *d_w; /* kernels: the method's, then the reference's */
   size_t w_cap;

@@ -33,64 +33,124 @@ template <class R> __global__ void sep_rows(packed in, mid m, const R *w, int r)
   if (x < in.w) store_mid<R>(m, x, y, acc);
 }
 
-/* The reference's row pass. A thread has 4 adjacent outputs, 4 x + q, and slides one window of
- * weights over the staged pixels (as cols_slide), so each staged sample is read once from shared
- * memory for 4 outputs. The pixels are staged lane by lane, and sample j sits at j + j / 4: 4
- * apart for neighbouring threads, which the padding spreads over distinct banks. The taps are
- * taken in the order one output at a time would take them, so the sums are sep_rows<double>'s,
- * bit for bit (ncu, 1920x1080 RGB, sigma 12, H100: 198 us, where one output a thread took 614). */
+/* Column pass of `separable`: a block of COL_W x 8 threads owns COL_W columns and COL_R output
+ * rows, a thread 4 of them (rows ty + 8q); the chunk's weights are staged in shared memory. */
+template <class R> __global__ void sep_cols(mid m, packed out, const R *w, int r) {
+  extern __shared__ unsigned char s_raw[];
+  __shared__ R s_w[COL_CH];
+  v4<R> *s = (v4<R> *)s_raw; /* (COL_R + COL_CH) rows of COL_W */
+  int tx = threadIdx.x, ty = threadIdx.y, x = blockIdx.x * COL_W + tx, y0 = blockIdx.y * COL_R;
+  v4<R> acc[COL_R / 8];
+  for (int q = 0; q < COL_R / 8; q++) acc[q] = v4_zero<R>();
+  int ch = 2 * r + 1 < COL_CH ? 2 * r + 1 : COL_CH; /* taps per chunk */
+  for (int base = -r; base <= r; base += ch) {
+    int kend = base + ch - 1 < r ? base + ch - 1 : r;
+    for (int j = ty * COL_W + tx; j <= kend - base; j += 8 * COL_W) s_w[j] = w[abs(base + j)];
+    for (int j = ty; j < COL_R + ch - 1; j += 8)
+      s[j * COL_W + tx] =
+          x < out.w ? load_mid<R>(m, x, clampi(y0 + base + j, 0, out.h - 1)) : v4_zero<R>();
+    __syncthreads();
+    for (int q = 0; q < COL_R / 8; q++) {
+      int oy = ty + 8 * q;
+      for (int k = base; k <= kend; k++)
+        v4_fma(acc[q], s_w[k - base], s[(oy + k - base) * COL_W + tx]);
+    }
+    __syncthreads();
+  }
+  for (int q = 0; q < COL_R / 8; q++) {
+    int y = y0 + ty + 8 * q;
+    if (x < out.w && y < out.h) store_px<R>(out, x, y, acc[q]);
+  }
+}
+
+cudaError_t launch_separable(packed in, packed out, mid m, const float *d_w, int r,
+                             cudaStream_t s) {
+  size_t smem = (size_t)(COL_R + COL_CH) * COL_W * sizeof(v4<float>);
+  sep_rows<float><<<dim3(div_up(in.w, ROW_T), in.h), ROW_T, 0, s>>>(in, m, d_w, r);
+  cudaFuncSetAttribute(sep_cols<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  sep_cols<float>
+      <<<dim3(div_up(in.w, COL_W), div_up(in.h, COL_R)), dim3(COL_W, 8), smem, s>>>(m, out, d_w, r);
+  return cudaGetLastError();
+}
+
+/* ---- the exact reference: a double-precision separable pass with the image's own lanes (L,
+ * its channels, colour premultiplied) through a plane of L doubles a pixel, and the error of the
+ * method's output against it. ncu on 1920x1080 RGB at sigma 12 (radius 48), H100: 614 us for the
+ * row pass and 314 for the column pass with four lanes, one output a thread in rows and 32 rows a
+ * block in columns; the kernels below are what replaced them (docs/gpu_profile.md). ---- */
+
+/* Adds the n taps of one chunk (weights w[0..n)) into a thread's 4 outputs acc[q], with one
+ * sliding window of weights: staged sample i (lane c at s[c][at(i)]) is tap i - q of output q,
+ * so each sample is read once from shared memory for 4 outputs. Each output takes its taps in
+ * increasing order, as one output at a time would: the sums are the same bits. */
+template <int L, class At>
+__device__ __forceinline__ void slide4(double (&acc)[4][L], double *const *s, const double *w,
+                                       int n, At at) {
+  double wq[4] = {0, 0, 0, 0};
+  for (int i = 0; i < n + 3; i++) {
+    wq[3] = wq[2], wq[2] = wq[1], wq[1] = wq[0];
+    wq[0] = i < n ? w[i] : 0.0;
+    int p = at(i);
+#pragma unroll
+    for (int c = 0; c < L; c++) {
+      double v = s[c][p];
+#pragma unroll
+      for (int q = 0; q < 4; q++) acc[q][c] += wq[q] * v;
+    }
+  }
+}
+
+/* Row pass: a thread has the 4 adjacent outputs 4 tx + q. The pixels are staged lane by lane,
+ * sample j at j + j / 4: 4 apart for neighbouring threads, which the padding spreads over
+ * distinct banks. */
 #define REF_T  128 /* threads per row block */
 #define REF_CH 256 /* taps per chunk */
 __device__ __forceinline__ int ref_pad(int j) {
   return j + j / 4;
 }
 
-__global__ void ref_rows(packed in, v4<double> *ref, const double *w, int r) {
-  __shared__ double s[4][(4 * REF_T + REF_CH) * 5 / 4];
+template <int L> __global__ void ref_rows(packed in, double *ref, const double *w, int r) {
+  __shared__ double s_px[L][(4 * REF_T + REF_CH) * 5 / 4];
   __shared__ double s_w[REF_CH];
+  double *s[L];
+#pragma unroll
+  for (int c = 0; c < L; c++) s[c] = s_px[c];
   int y = blockIdx.y, x0 = blockIdx.x * 4 * REF_T, tx = threadIdx.x;
-  v4<double> acc[4] = {v4_zero<double>(), v4_zero<double>(), v4_zero<double>(), v4_zero<double>()};
+  double acc[4][L] = {};
   int ch = 2 * r + 1 < REF_CH ? 2 * r + 1 : REF_CH;
   for (int base = -r; base <= r; base += ch) {
     int n = base + ch - 1 < r ? ch : r - base + 1; /* taps in this chunk */
     for (int j = tx; j < 4 * REF_T + n - 1; j += REF_T) {
       v4<double> v = load_px<double>(in, clampi(x0 + base + j, 0, in.w - 1), y);
-      for (int c = 0; c < 4; c++) s[c][ref_pad(j)] = v.l[c];
+#pragma unroll
+      for (int c = 0; c < L; c++) s[c][ref_pad(j)] = v.l[c];
     }
     for (int j = tx; j < n; j += REF_T) s_w[j] = w[abs(base + j)];
     __syncthreads();
-    double wq[4] = {0, 0, 0, 0};
-    for (int i = 0; i < n + 3; i++) {
-      wq[3] = wq[2], wq[2] = wq[1], wq[1] = wq[0];
-      wq[0] = i < n ? s_w[i] : 0.0;
-      int p = ref_pad(4 * tx + i);
-#pragma unroll
-      for (int c = 0; c < 4; c++) {
-        double v = s[c][p];
-#pragma unroll
-        for (int q = 0; q < 4; q++) acc[q].l[c] += wq[q] * v;
-      }
-    }
+    slide4<L>(acc, s, s_w, n, [&](int i) { return ref_pad(4 * tx + i); });
     __syncthreads();
   }
   for (int q = 0; q < 4; q++) {
     int x = x0 + 4 * tx + q;
-    if (x < in.w) ref[(size_t)y * in.w + x] = acc[q];
+    if (x < in.w)
+      for (int c = 0; c < L; c++) ref[((size_t)y * in.w + x) * L + c] = acc[q][c];
   }
 }
 
+/* Adds a warp's squared errors and largest error into stats (every thread of the warp calls it;
+ * its first lane, counted over the block's threads in order, adds them). */
 __device__ __forceinline__ void stats_add(double *stats, double sse, double max) {
   for (int o = 16; o > 0; o /= 2) {
     sse += __shfl_down_sync(0xffffffff, sse, o);
     max = fmax(max, __shfl_down_sync(0xffffffff, max, o));
   }
-  if ((threadIdx.x & 31) == 0) {
+  if (((threadIdx.y * blockDim.x + threadIdx.x) & 31) == 0) {
     atomicAdd(&stats[0], sse);
     atomicMax((unsigned long long *)&stats[1], (unsigned long long)__double_as_longlong(max));
   }
 }
 
-/* Squared error and largest error of the output pixel against reference lanes ref. */
+/* Squared error and largest error of the output pixel against the reference's lanes ref. */
 __device__ __forceinline__ void pixel_error(const packed &out, int x, int y, const v4<double> &ref,
                                             double *sse, double *max) {
   size_t i = ((size_t)y * out.w + x) * out.c;
@@ -106,101 +166,70 @@ __device__ __forceinline__ void pixel_error(const packed &out, int x, int y, con
   }
 }
 
-/* The reference's column taps for one chunk of n taps (their weights in w): this thread's 4
- * outputs are the adjacent rows 4 ty + q, so each staged row is read once from shared memory and
- * added into all 4 sums with a sliding window of weights (wq[q] is the weight of row i for output
- * q, 0 outside the chunk). The sums take the taps in the same order as one output at a time
- * would. */
-template <class R>
-__device__ __forceinline__ void cols_slide(v4<R> *acc, const v4<R> *s, const R *w, int n, int ty,
-                                           int tx) {
-  R wq[4] = {0, 0, 0, 0};
-  for (int i = 0; i < n + 3; i++) {
-    wq[3] = wq[2], wq[2] = wq[1], wq[1] = wq[0];
-    wq[0] = i < n ? w[i] : (R)0;
-    v4<R> v = s[(4 * ty + i) * COL_W + tx];
+/* Column pass, compared with the method's output instead of stored: a block of REF_CW x 16
+ * threads owns REF_CW columns and 64 output rows, a thread the 4 adjacent rows 4 ty + q. The
+ * rows are staged lane by lane, up to REF_CCH taps per chunk: the tall block reads each row of
+ * the double plane about (64 + 2r) / 64 times (2.5 at radius 48). */
+#define REF_CW  16  /* columns per column block */
+#define REF_CR  64  /* output rows per column block */
+#define REF_CCH 128 /* taps per chunk */
+template <int L>
+__global__ void ref_cols(const double *ref, packed out, const double *w, int r, double *stats) {
+  extern __shared__ double s_raw_d[];
+  __shared__ double s_w[REF_CCH];
+  constexpr int plane = (REF_CR + REF_CCH) * REF_CW;
+  double *s[L];
 #pragma unroll
-    for (int q = 0; q < 4; q++) v4_fma(acc[q], wq[q], v);
-  }
-}
-
-/* Column pass: a block of COL_W x 8 threads owns COL_W columns and COL_R output rows; a thread
- * has 4 of them, rows ty + 8q (separable) or 4 ty + q (the reference, see cols_slide). The
- * chunk's weights are staged in shared memory. The reference takes twice the taps per chunk,
- * so that the rows staged for the chunks' overlap are read fewer times from the double plane. */
-template <class R, bool REF>
-__global__ void sep_cols(mid m, const v4<double> *ref, packed out, const R *w, int r,
-                         double *stats) {
-  constexpr int CH = REF ? 2 * COL_CH : COL_CH;
-  extern __shared__ unsigned char s_raw[];
-  __shared__ R s_w[CH];
-  v4<R> *s = (v4<R> *)s_raw; /* (COL_R + CH) rows of COL_W */
-  int tx = threadIdx.x, ty = threadIdx.y, x = blockIdx.x * COL_W + tx, y0 = blockIdx.y * COL_R;
-  v4<R> acc[COL_R / 8];
-  for (int q = 0; q < COL_R / 8; q++) acc[q] = v4_zero<R>();
-  int ch = 2 * r + 1 < CH ? 2 * r + 1 : CH; /* taps per chunk */
+  for (int c = 0; c < L; c++) s[c] = s_raw_d + c * plane;
+  int tx = threadIdx.x, ty = threadIdx.y, x = blockIdx.x * REF_CW + tx, y0 = blockIdx.y * REF_CR;
+  double acc[4][L] = {};
+  int ch = 2 * r + 1 < REF_CCH ? 2 * r + 1 : REF_CCH;
   for (int base = -r; base <= r; base += ch) {
-    int kend = base + ch - 1 < r ? base + ch - 1 : r;
-    for (int j = ty * COL_W + tx; j <= kend - base; j += 8 * COL_W) s_w[j] = w[abs(base + j)];
-    for (int j = ty; j < COL_R + ch - 1; j += 8) {
-      int yy = clampi(y0 + base + j, 0, out.h - 1);
-      v4<R> v = v4_zero<R>();
-      if (x < out.w && REF) {
-        v4<double> d = ref[(size_t)yy * out.w + x];
-        for (int c = 0; c < 4; c++) v.l[c] = (R)d.l[c];
-      } else if (x < out.w) {
-        v = load_mid<R>(m, x, yy);
-      }
-      s[j * COL_W + tx] = v;
+    int n = base + ch - 1 < r ? ch : r - base + 1;
+    for (int j = ty * REF_CW + tx; j < n; j += 16 * REF_CW) s_w[j] = w[abs(base + j)];
+    for (int j = ty; j < REF_CR + n - 1; j += 16) {
+      const double *p = ref + ((size_t)clampi(y0 + base + j, 0, out.h - 1) * out.w + x) * L;
+#pragma unroll
+      for (int c = 0; c < L; c++) s[c][j * REF_CW + tx] = x < out.w ? p[c] : 0.0;
     }
     __syncthreads();
-    if (REF) {
-      cols_slide<R>(acc, s, s_w, kend - base + 1, ty, tx);
-    } else {
-      for (int q = 0; q < COL_R / 8; q++) {
-        int oy = ty + 8 * q;
-        for (int k = base; k <= kend; k++)
-          v4_fma(acc[q], s_w[k - base], s[(oy + k - base) * COL_W + tx]);
-      }
-    }
+    slide4<L>(acc, s, s_w, n, [&](int i) { return (4 * ty + i) * REF_CW + tx; });
     __syncthreads();
   }
   double sse = 0, max = 0;
-  for (int q = 0; q < COL_R / 8; q++) {
-    int y = y0 + (REF ? 4 * ty + q : ty + 8 * q);
-    if (x >= out.w || y >= out.h) continue;
-    if (REF) {
-      v4<double> d;
-      for (int c = 0; c < 4; c++) d.l[c] = acc[q].l[c];
-      pixel_error(out, x, y, d, &sse, &max);
-    } else {
-      store_px<R>(out, x, y, acc[q]);
-    }
+#pragma unroll
+  for (int q = 0; q < 4; q++) {
+    v4<double> d = v4_zero<double>(); /* the lanes by value: acc stays in registers */
+#pragma unroll
+    for (int c = 0; c < L; c++) d.l[c] = acc[q][c];
+    int y = y0 + 4 * ty + q;
+    if (x < out.w && y < out.h) pixel_error(out, x, y, d, &sse, &max);
   }
-  if (REF) stats_add(stats, sse, max);
+  stats_add(stats, sse, max);
 }
 
-template <class R, bool REF>
-static cudaError_t launch_both(packed in, packed out, mid m, v4<double> *ref, const R *w, int r,
-                               double *stats, cudaStream_t s) {
-  dim3 cg(div_up(in.w, COL_W), div_up(in.h, COL_R));
-  size_t smem = (size_t)(COL_R + (REF ? 2 : 1) * COL_CH) * COL_W * sizeof(v4<R>);
-  if constexpr (REF)
-    ref_rows<<<dim3(div_up(in.w, 4 * REF_T), in.h), REF_T, 0, s>>>(in, ref, w, r);
-  else
-    sep_rows<R><<<dim3(div_up(in.w, ROW_T), in.h), ROW_T, 0, s>>>(in, m, w, r);
-  cudaFuncSetAttribute(sep_cols<R, REF>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-  sep_cols<R, REF><<<cg, dim3(COL_W, 8), smem, s>>>(m, ref, out, w, r, stats);
+template <int L>
+static cudaError_t launch_ref(packed in, packed out, double *ref, const double *w, int r,
+                              double *stats, cudaStream_t s) {
+  size_t smem = (size_t)L * (REF_CR + REF_CCH) * REF_CW * sizeof(double);
+  ref_rows<L><<<dim3(div_up(in.w, 4 * REF_T), in.h), REF_T, 0, s>>>(in, ref, w, r);
+  cudaFuncSetAttribute(ref_cols<L>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  ref_cols<L><<<dim3(div_up(in.w, REF_CW), div_up(in.h, REF_CR)), dim3(REF_CW, 16), smem, s>>>(
+      ref, out, w, r, stats);
   return cudaGetLastError();
-}
-
-cudaError_t launch_separable(packed in, packed out, mid m, const float *d_w, int r,
-                             cudaStream_t s) {
-  return launch_both<float, false>(in, out, m, NULL, d_w, r, NULL, s);
 }
 
 cudaError_t launch_reference(packed in, packed out, void *d_ref, const double *d_w, int r,
                              double *d_stats, cudaStream_t s) {
-  mid none = {NULL, in.w, in.h, 0};
-  return launch_both<double, true>(in, out, none, (v4<double> *)d_ref, d_w, r, d_stats, s);
+  double *ref = (double *)d_ref;
+  switch (in.c) {
+  case 1:
+    return launch_ref<1>(in, out, ref, d_w, r, d_stats, s);
+  case 2:
+    return launch_ref<2>(in, out, ref, d_w, r, d_stats, s);
+  case 3:
+    return launch_ref<3>(in, out, ref, d_w, r, d_stats, s);
+  default:
+    return launch_ref<4>(in, out, ref, d_w, r, d_stats, s);
+  }
 }
