@@ -272,6 +272,7 @@ static int open_decoder(struct gpu_jpeg *j, char *err, size_t errlen) {
 
 struct gpu_jpeg *gpu_jpeg_new(int dev, int batch_wait_us, int max_batch, char *err, size_t errlen) {
   if (gpu_jpeg_load(NULL, err, errlen) != 0) return NULL;
+  if (errlen) err[0] = 0;
   struct gpu_jpeg *j = (struct gpu_jpeg *)calloc(1, sizeof(*j));
   if (!j) {
     snprintf(err, errlen, "out of memory");
