@@ -232,9 +232,11 @@ json_t *backend_codecs(struct backend *b);
 /* Whether JPEG is decoded and encoded on the GPU; *decoder: the JPEG decoder's name. */
 int backend_gpu_codecs(struct backend *b, const char **decoder);
 
+#define BATCH_BUCKETS 8 /* GPU_JPEG_BATCH_BUCKETS (backend.c checks that they agree) */
+
 struct batch_stats { /* JPEG decode batches of one device (gpu_jpeg_stats) */
   unsigned long long batches, images, single;
-  unsigned long long hist[8]; /* batches of size <= 1, 2, 4, ... 64, then more */
+  unsigned long long hist[BATCH_BUCKETS]; /* batches of size <= 1, 2, 4, ... 64, then more */
 };
 
 /* The decode batches of device dev. Returns 0, or -1 when the device decodes no JPEG. */

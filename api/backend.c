@@ -551,7 +551,7 @@ static int start_codecs(struct backend *b, const struct api_config *cfg, int per
   else if (start_gpu_jpeg(b, cfg, per_gpu, why, n) != 0)
     stop_gpu_jpeg(b);
 #else
-    snprintf(why, n, "this build has no CUDA backend (nvcc was not found)");
+    snprintf(why, n, "this build has no CUDA backend (nvcc was not found)"), (void)per_gpu;
 #endif
   else
     ok = 1;
@@ -709,7 +709,8 @@ int backend_batch_stats(struct backend *b, int dev, struct batch_stats *s) {
   if (!g || !g->jpeg || dev < 0 || dev >= b->ndev) return -1;
   gpu_jpeg_stats(g->jpeg[dev], &j);
   *s = (struct batch_stats){j.batches, j.images, j.single, {0}};
-  for (int i = 0; i < GPU_JPEG_BATCH_BUCKETS && i < 8; i++) s->hist[i] = j.hist[i];
+  _Static_assert(GPU_JPEG_BATCH_BUCKETS == BATCH_BUCKETS, "batch histogram buckets");
+  for (int i = 0; i < BATCH_BUCKETS; i++) s->hist[i] = j.hist[i];
   return 0;
 #else
   (void)b, (void)dev, (void)s;

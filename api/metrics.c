@@ -251,9 +251,9 @@ static void render_codecs(struct text *t, struct api_ctx *ctx) {
              "JPEG files per batched GPU decode, by device (sum: files, count: batches).");
   for (int d = 0; d < MAX_DEVICES && backend_batch_stats(ctx->backend, d, &b) == 0; d++) {
     unsigned long long cum = 0;
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < BATCH_BUCKETS; i++) {
       cum += b.hist[i];
-      if (i < 7)
+      if (i < BATCH_BUCKETS - 1)
         put(t, "blurd_jpeg_decode_batch_size_bucket{device=\"%d\",le=\"%d\"} %llu\n", d, 1 << i,
             cum);
       else
