@@ -68,7 +68,7 @@ UNIT_BIN := $(UNIT_SRC:tests/%.c=$(BUILD)/tests/%)
 INTEG_BIN := $(INTEG_SRC:tests/%.c=$(BUILD)/tests/%)
 TOOL_BIN := $(TOOL_SRC:tools/%.c=$(BUILD)/%)
 
-.PHONY: all test unit integ fmt fmt-check clean report test-gpu bench fuzz load test-web check-deploy report-variance
+.PHONY: all test unit integ fmt fmt-check clean report test-gpu bench fuzz load soak test-web check-deploy report-variance
 .SECONDARY:
 all: $(BUILD)/blurd $(UNIT_BIN) $(INTEG_BIN) $(TOOL_BIN) $(GPU_BIN) $(NVJPEG_CHECK)
 	@echo "blurd built in $(BUILD)/: backends $(BACKENDS)"
@@ -139,6 +139,12 @@ LOAD_SECONDS ?= 60
 load: all
 	bash tests/load/run.sh $(LOAD_SECONDS) $(BUILD)/blurd
 
+# The soak: mixed endpoints and image sizes at 80% of measured capacity for SOAK_SECONDS
+# (tests/load/soak.py: errors, p50/p99 per endpoint, VmRSS flat after the first minute).
+SOAK_SECONDS ?= 180
+soak: $(BUILD)/blurd
+	python3 tests/load/soak.py $(SOAK_SECONDS) $(BUILD)/blurd
+
 # The benchmark tool; bench/run.sh runs it on the GPU machine beside the peers.
 bench: $(BUILD)/bench
 
@@ -146,6 +152,18 @@ bench: $(BUILD)/bench
 report: $(BUILD)/report
 	$(BUILD)/report docs
 	gnuplot tools/accuracy.gp
+
+# docs/api.md, the HTTP API reference, from the tables /openapi.json is built from.
+.PHONY: docs check-docs
+docs: $(BUILD)/apidoc
+	$(BUILD)/apidoc > docs/api.md.tmp
+	mv docs/api.md.tmp docs/api.md
+
+# The docs' checks: docs/api.md is what `make docs` writes (tests/unit_docs.c), and every
+# relative link and #anchor in README.md and docs/*.md resolves (tests/check_links.py).
+check-docs: $(BUILD)/tests/unit_docs
+	$(BUILD)/tests/unit_docs
+	python3 tests/check_links.py
 
 # The Dockerfile (linted with dockerfile-utils) and deploy/'s compose file and Kubernetes
 # manifests, checked against each other and against build/blurd's defaults and routes.

@@ -123,6 +123,10 @@ static void write_line(int fd, const struct api_request *req, const struct api_t
   (void)n; /* a full disk loses log lines, not requests */
 }
 
+void api_refused(struct api_ctx *ctx, enum api_error e) {
+  metrics_refused(ctx->metrics, e);
+}
+
 void api_observe(struct api_ctx *ctx, const struct api_request *req, const struct api_outcome *o) {
   static const struct api_trace none = {0};
   const struct api_trace *t = req->trace ? req->trace : &none;

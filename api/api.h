@@ -30,8 +30,10 @@
   X(UNDECODABLE,         422, "undecodable_image",     "The image is corrupt or truncated.")        \
   X(IMAGE_TOO_LARGE,     422, "image_too_large",       "The image is larger than the configured limits.") \
   X(UNSUPPORTED_IMAGE,   422, "unsupported_image",     "The image uses a feature this service does not support.") \
+  X(TOO_MANY_CONNECTIONS_FROM_ADDRESS, 429, "too_many_connections_from_address", "This address has as many connections open as the service allows; retry shortly.") \
   X(INTERNAL,            500, "internal_error",        "Something went wrong inside the service.")  \
   X(QUEUE_FULL,          503, "queue_full",            "The job queue is full; retry shortly.")     \
+  X(TOO_MANY_CONNECTIONS, 503, "too_many_connections", "The service has as many connections open as it allows; retry shortly.") \
   X(OUT_OF_MEMORY,       503, "out_of_memory",         "The service ran out of memory for this request; retry shortly.") \
   X(SHUTTING_DOWN,       503, "shutting_down",         "The service is shutting down.")   \
   X(DEADLINE_EXCEEDED,   503, "deadline_exceeded",     "The request took longer than the service allows; retry later.") \
@@ -45,6 +47,7 @@ enum api_error {
 #define X(e, status, code, msg) API_##e,
   API_ERRORS(X)
 #undef X
+      API_NERRORS
 };
 
 /* HTTP status of e (200 for API_OK). */
@@ -58,12 +61,23 @@ enum api_backend_kind { API_BACKEND_AUTO, API_BACKEND_CPU, API_BACKEND_GPU };
  * at start), or never (off). */
 enum api_gpu_codecs { API_GPU_CODECS_AUTO, API_GPU_CODECS_ON, API_GPU_CODECS_OFF };
 
+/* The default warm-up images. A CPU warm-up is a whole job (its buffers are allocated per job, so
+ * what it sets up is the allocator's memory and the code paths), and its time grows with the
+ * image: two 4096x4096 RGBA workers took 17 s on a 2-core machine; one 1080p frame, 0.5 s. */
+#define API_WARM_GPU                                                                               \
+  { 4096, 4096, 4 }
+#define API_WARM_CPU                                                                               \
+  { 1920, 1080, 3 }
+
 struct api_config {
   enum api_backend_kind backend;
   int workers; /* job workers (per GPU with the CUDA backend); 0: one per core */
   int queue;   /* jobs that may wait for a worker; more get 503 */
   enum api_gpu_codecs gpu_codecs;
   int jpeg_batch_wait_us; /* the longest a JPEG decode waits for others to batch with */
+  /* Each worker's warm-up image at start: width, height, channels; 0 x 0: none; -1 x -1: the
+   * backend's default (API_WARM_GPU or API_WARM_CPU). */
+  int warm[3];
   size_t max_body;        /* bytes */
   uint64_t max_pixels;    /* width*height */
   uint32_t max_width;     /* pixels */
@@ -145,6 +159,9 @@ void api_free(struct api_ctx *ctx);
 const char *api_backend_name(const struct api_ctx *ctx);
 /* Whether the GPU failed for good (see on_fatal). */
 int api_failed(struct api_ctx *ctx);
+/* Counts a connection refused before its request was read (over a connection limit, or while
+ * draining), answered with e, for /metrics. */
+void api_refused(struct api_ctx *ctx, enum api_error e);
 /* From now on /readyz answers 503 and new jobs get 503 shutting_down. */
 void api_set_draining(struct api_ctx *ctx);
 
@@ -182,6 +199,10 @@ int api_response_header(struct api_response *resp, const char *name, const char 
 /* The path of route i (0, 1, ...) with the HTTP method it takes in *method, or NULL past the
  * last route: the routes api_handle serves, for tests and tools. */
 const char *api_route(int i, const char **method);
+/* The HTTP API reference in Markdown (docs/api.md), built from the tables /openapi.json is built
+ * from: the routes, each endpoint's parameters and API_ERRORS. Returns a malloc'd string (the
+ * caller frees it), or NULL when out of memory. */
+char *api_reference_markdown(void);
 
 /* Monotonic clock in milliseconds. */
 double api_now_ms(void);

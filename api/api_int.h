@@ -216,6 +216,8 @@ int backend_submit(struct backend *b, struct job *job);
 /* Runs the jobs still queued, joins the workers and frees b; b may be NULL. */
 void backend_free(struct backend *b);
 const char *backend_name(const struct backend *b);
+/* Workers still warming up (they take jobs once warm). */
+int backend_warming(struct backend *b);
 /* Jobs waiting, jobs running, queue capacity, workers. */
 void backend_stats(struct backend *b, int *queued, int *running, int *capacity, int *workers);
 /* GPU memory of device index dev (0 .. devices-1): bytes the workers' contexts hold, and the
@@ -274,6 +276,8 @@ void metrics_count(struct metrics *m, const char *endpoint, const char *algorith
 void metrics_stage(struct metrics *m, const char *stage, double ms);
 /* Requests admitted and not yet answered: delta +1 or -1. */
 void metrics_in_flight(struct metrics *m, int delta);
+/* A connection refused unread, answered with e. */
+void metrics_refused(struct metrics *m, enum api_error e);
 /* GET /metrics: the Prometheus text exposition of ctx. */
 struct api_response *metrics_response(struct api_ctx *ctx);
 

@@ -35,6 +35,9 @@ struct backend {
   const char *jpeg_decoder; /* the GPU's JPEG decoder ("nvjpeg-hw"), when gpu_codecs */
   const char *jpeg_lib;     /* the nvJPEG library, when gpu_codecs */
   int batch_wait_us;        /* cfg->jpeg_batch_wait_us */
+  int warm[3];              /* the warm-up image: width, height, channels (0: none) */
+  int warming;              /* workers not yet warm */
+  pthread_mutex_t warm_mu;  /* one warm-up at a time: the peak memory of one job */
   char codecs_why[384];     /* why JPEG runs on the CPU, when it does */
   struct worker *workers;
   pthread_t *threads;
@@ -416,11 +419,71 @@ struct worker_thread { /* what a worker thread needs */
   struct worker *w;
 };
 
+/* Warm start: a worker runs the stages of a typical job once, on a synthetic image of the
+ * configured size, before it takes jobs: its pinned and device buffers grow to that size, the
+ * allocator maps what such a job uses, the GPU kernels load and the JPEG encoder and decoder
+ * (nvJPEG, when they are on the GPU) size their state. The first request is then as fast as the
+ * ones after it. */
+/* A JPEG round trip of img through w's encoder and decoder. */
+static void warm_jpeg(struct worker *w, const struct codec_image *img) {
+  struct codec_encode_opts jpeg = {CODEC_JPEG, 90, 6};
+  struct codec_limits lim = {(uint32_t)img->width, (uint32_t)img->height,
+                             (uint64_t)img->width * img->height};
+  struct codec_image back = {0};
+  uint8_t *enc = NULL;
+  size_t len;
+  const char *codec;
+  double download;
+  char msg[256];
+  if (w->ops->encode(w->state, img, &jpeg, &enc, &len, &codec, &download, msg, sizeof(msg)) ==
+          API_OK &&
+      w->ops->decode(w->state, enc, len, &lim, &back, &codec, msg, sizeof(msg)) == API_OK)
+    w->ops->to_host(w->state, &back);
+  codec_image_free(&back);
+  free(enc);
+}
+
+static void warm_up(struct backend *b, struct worker *w) {
+  int width = b->warm[0], height = b->warm[1], ch = b->warm[2];
+  struct codec_image in = {NULL, width, height, ch, 8, CODEC_PNG, 1}, out = in;
+  struct cpu_image src = {NULL, width, height, ch, 8}, dst = src;
+  if (width <= 0 || height <= 0) return;
+  pthread_mutex_lock(&b->warm_mu);
+  if (!(in.pixels = src.data = malloc(cpu_image_bytes(&src)))) {
+    pthread_mutex_unlock(&b->warm_mu);
+    return;
+  }
+  for (size_t i = 0; i < cpu_image_bytes(&src); i++) /* a texture, so the codecs have work */
+    in.pixels[i] = (uint8_t)((i * 2654435761u) >> 24 & 0x3f) + (uint8_t)(i / (size_t)(width * ch));
+  struct stage_times st;
+  struct cpu_accuracy acc;
+  struct cpu_blur blur = {w->ops->auto_method(12, width, height), 12, 4, CPU_YVV_CALIBRATED};
+  dst.data = out.pixels = w->ops->keeps_images ? NULL : malloc(cpu_image_bytes(&src));
+  if (w->ops->job_begin) w->ops->job_begin(w->state);
+  if ((w->ops->keeps_images || dst.data) &&
+      w->ops->blur(w->state, &blur, &src, &dst, &acc, &st) == API_OK) {
+    out.pixels = dst.data;
+    /* through the JPEG encoder and back through the decoder: the output itself when JPEG can
+     * hold it, else the input's first samples read as RGB or gray (after the download a PNG
+     * answer takes) */
+    struct codec_image color = in;
+    color.channels = ch < 3 ? 1 : 3;
+    if (ch == 2 || ch == 4) w->ops->to_host(w->state, &out);
+    warm_jpeg(w, ch == 2 || ch == 4 ? &color : &out);
+  }
+  if (w->ops->job_end) w->ops->job_end(w->state);
+  codec_image_free(&out);
+  codec_image_free(&in);
+  pthread_mutex_unlock(&b->warm_mu);
+}
+
 static void *worker_main(void *arg) {
   struct worker_thread wt = *(struct worker_thread *)arg;
   struct backend *b = wt.b;
   free(arg);
+  warm_up(b, wt.w);
   pthread_mutex_lock(&b->mu);
+  b->warming--;
   for (;;) {
     while (b->count == 0 && !b->stop) pthread_cond_wait(&b->cv, &b->mu);
     if (b->count == 0) break; /* stopping, and the queue is empty */
@@ -456,9 +519,13 @@ static int start_worker(struct backend *b, int i, char *err, size_t errlen) {
   return 0;
 }
 
+/* The cores this process may use (its affinity within its cgroup's CPU quota), said once on
+ * stderr: the default worker and thread counts follow from it. */
 static int cores(void) {
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? (int)n : 1;
+  static int n; /* backend_new runs on the main thread, before any other */
+  char why[700];
+  if (!n && (n = cpu_cores("", why, sizeof(why))) > 0) fprintf(stderr, "blurd: %s\n", why);
+  return n;
 }
 
 /* Picks the CUDA backend when asked for, or for auto when a device is visible, else the CPU.
@@ -574,11 +641,14 @@ struct backend *backend_new(const struct api_config *cfg, char *err, size_t errl
     return NULL;
   }
   pthread_mutex_init(&b->mu, NULL);
+  pthread_mutex_init(&b->warm_mu, NULL);
   pthread_cond_init(&b->cv, NULL);
   b->cap = cfg->queue > 0 ? cfg->queue : 1;
   b->ring = calloc((size_t)b->cap, sizeof(*b->ring));
   int rc = b->ring ? 0 : -1, n = 0;
   if (rc == 0 && (b->ndev = choose_ops(b, cfg, err, errlen)) < 0) rc = -1;
+  static const int warm_gpu[3] = API_WARM_GPU, warm_cpu[3] = API_WARM_CPU;
+  memcpy(b->warm, cfg->warm[0] >= 0 ? cfg->warm : b->ndev ? warm_gpu : warm_cpu, sizeof(b->warm));
   if (rc == 0) {
     n = worker_count(cfg, b->ndev);
     b->workers = calloc((size_t)n, sizeof(*b->workers));
@@ -587,6 +657,7 @@ struct backend *backend_new(const struct api_config *cfg, char *err, size_t errl
   }
   if (rc == 0 && start_codecs(b, cfg, b->ndev ? n / b->ndev : 0, err, errlen) != 0) rc = -1;
   if (rc != 0 && !*err) snprintf(err, errlen, "out of memory");
+  b->warming = n;
   for (int i = 0; rc == 0 && i < n; i++) rc = start_worker(b, i, err, errlen);
   if (rc != 0) {
     backend_free(b);
@@ -630,6 +701,7 @@ void backend_free(struct backend *b) {
   }
   pthread_cond_destroy(&b->cv);
   pthread_mutex_destroy(&b->mu);
+  pthread_mutex_destroy(&b->warm_mu);
   free(b->threads);
   free(b->workers);
   free(b->ring);
@@ -638,6 +710,13 @@ void backend_free(struct backend *b) {
 
 const char *backend_name(const struct backend *b) {
   return b->name;
+}
+
+int backend_warming(struct backend *b) {
+  pthread_mutex_lock(&b->mu);
+  int n = b->warming;
+  pthread_mutex_unlock(&b->mu);
+  return n;
 }
 
 void backend_stats(struct backend *b, int *queued, int *running, int *capacity, int *workers) {

@@ -100,8 +100,9 @@ static struct api_response *readyz(ROUTE_ARGS) {
   int queued, running, cap, workers;
   backend_stats(ctx->backend, &queued, &running, &cap, &workers);
   int failed = api_failed(ctx), draining = __atomic_load_n(&ctx->draining, __ATOMIC_SEQ_CST);
-  int ready = !failed && !draining && workers > 0;
-  const char *status = failed ? "gpu_lost" : draining ? "draining" : "ready";
+  int warming = backend_warming(ctx->backend);
+  int ready = !failed && !draining && !warming && workers > 0;
+  const char *status = failed ? "gpu_lost" : draining ? "draining" : warming ? "warming" : "ready";
   return response_json(ready ? 200 : 503,
                        json_pack("{s:b, s:s, s:s, s:o, s:o, s:i, s:{s:i, s:i}, s:i}", "ready",
                                  ready, "status", status, "backend", backend_name(ctx->backend),

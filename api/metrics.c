@@ -34,9 +34,10 @@ struct metrics {
   uint64_t count[SERIES];    /* requests of the series in key (atomic) */
   const char *stage[STAGES]; /* stage names, interned (atomic) */
   struct histogram hist[STAGES];
-  uint64_t dropped;  /* observations that found no free slot (atomic) */
-  int in_flight;     /* admitted requests not yet answered (atomic) */
-  double start_time; /* Unix time of metrics_new */
+  uint64_t dropped;              /* observations that found no free slot (atomic) */
+  uint64_t refused[API_NERRORS]; /* connections refused unread, by answer (atomic) */
+  int in_flight;                 /* admitted requests not yet answered (atomic) */
+  double start_time;             /* Unix time of metrics_new */
 };
 
 struct metrics *metrics_new(void) {
@@ -96,6 +97,10 @@ void metrics_stage(struct metrics *m, const char *stage, double ms) {
   while (b < NBUCKETS - 1 && ms / 1e3 > bucket_le[b]) b++;
   __atomic_add_fetch(&m->hist[s].bucket[b], 1, __ATOMIC_RELAXED);
   __atomic_add_fetch(&m->hist[s].sum_ns, (uint64_t)(ms * 1e6 + 0.5), __ATOMIC_RELAXED);
+}
+
+void metrics_refused(struct metrics *m, enum api_error e) {
+  if (e > API_OK && e < API_NERRORS) __atomic_add_fetch(&m->refused[e], 1, __ATOMIC_RELAXED);
 }
 
 void metrics_in_flight(struct metrics *m, int delta) {
@@ -199,7 +204,8 @@ static void put_gauge(struct text *t, const char *name, const char *help, double
 static void render_gauges(struct text *t, struct api_ctx *ctx) {
   int queued, running, cap, workers;
   backend_stats(ctx->backend, &queued, &running, &cap, &workers);
-  int ready = !api_failed(ctx) && !__atomic_load_n(&ctx->draining, __ATOMIC_SEQ_CST);
+  int ready = !api_failed(ctx) && !__atomic_load_n(&ctx->draining, __ATOMIC_SEQ_CST) &&
+              !backend_warming(ctx->backend);
   put_gauge(t, "blurd_queue_depth", "Jobs waiting for a worker.", queued);
   put_gauge(t, "blurd_queue_capacity", "Jobs that may wait for a worker.", cap);
   put_gauge(t, "blurd_jobs_running", "Jobs on a worker now.", running);
@@ -209,6 +215,14 @@ static void render_gauges(struct text *t, struct api_ctx *ctx) {
   put_gauge(t, "blurd_ready", "1 while /readyz answers 200.", ready && workers > 0);
   put_gauge(t, "blurd_start_time_seconds", "Unix time the process started.",
             ctx->metrics->start_time);
+  put_family(t, "blurd_connections_refused_total", "counter",
+             "Connections answered before their request was read: over --max-conns, over "
+             "--max-conns-per-ip, or while draining.");
+  static const enum api_error refusals[] = {
+      API_TOO_MANY_CONNECTIONS, API_TOO_MANY_CONNECTIONS_FROM_ADDRESS, API_SHUTTING_DOWN};
+  for (size_t i = 0; i < sizeof(refusals) / sizeof(refusals[0]); i++)
+    put(t, "blurd_connections_refused_total{code=\"%s\"} %llu\n", api_error_code(refusals[i]),
+        (unsigned long long)__atomic_load_n(&ctx->metrics->refused[refusals[i]], __ATOMIC_RELAXED));
   put_family(t, "blurd_metrics_dropped_total", "counter",
              "Observations not recorded because a metrics table was full.");
   put(t, "blurd_metrics_dropped_total %llu\n",

@@ -197,12 +197,13 @@ static json_t *document_ok(const struct route *r, const char *description) {
 }
 
 /* Can route r answer error e? Every route: a wrong HTTP method, a body over the limit (refused
- * before routing) and a bug. Upload routes: everything else. Nobody gets 404 (it is for paths
+ * before routing), a bug, and a connection over a limit (429 and 503, answered before the request
+ * is read). Upload routes: everything else. Nobody gets 404 (it is for paths
  * not listed here) or 499 (the client has left). */
 static int error_applies(const struct route *r, int e) {
   int st = errors[e].status;
   if (st == 404 || st == 499) return 0;
-  return st == 405 || st == 413 || st == 500 || is_upload(r);
+  return st == 405 || st == 413 || st == 500 || st == 429 || st == 503 || is_upload(r);
 }
 
 /* The error response for errors[e]'s status, naming every code it may carry. */
@@ -215,7 +216,7 @@ static json_t *error_response(int e) {
                             errors[k].msg);
   json_t *resp = json_pack("{s:s, s:{s:{s:{s:s}}}}", "description", desc, "content",
                            "application/json", "schema", "$ref", "#/components/schemas/Error");
-  if (errors[e].status == 503)
+  if (errors[e].status == 503 || errors[e].status == 429)
     json_object_set_new(resp, "headers", json_pack("{s:o}", "Retry-After", header("1")));
   if (errors[e].status == 405)
     json_object_set_new(resp, "headers",
@@ -357,4 +358,221 @@ json_t *openapi_document(void) {
                    "in the query string or, in multipart uploads, in the JSON field params.",
                    "paths", paths, "components", "schemas", "Error", error_schema(), "ImageResult",
                    image_result_schema(), "responses", error_responses());
+}
+
+/* ---- docs/api.md: the same tables in Markdown (api_reference_markdown, `make docs`) ---- */
+
+/* s in a table cell: '|' and '*' escaped, line breaks as blanks. */
+static void md_cell(FILE *f, const char *s) {
+  for (; s && *s; s++)
+    if (*s == '|' || *s == '*')
+      fprintf(f, "\\%c", *s);
+    else
+      fputc(*s == '\n' ? ' ' : *s, f);
+}
+
+/* The keys of object o, as "`a`, `b`". */
+static void md_keys(FILE *f, json_t *o) {
+  const char *k, *sep = "";
+  json_t *v;
+  json_object_foreach(o, k, v) {
+    fprintf(f, "%s`%s`", sep, k);
+    sep = ", ";
+  }
+}
+
+/* Each key of object o with its description, as list items; those in the array req are
+ * required. */
+static void md_described(FILE *f, json_t *o, json_t *req, const char *what) {
+  const char *k;
+  json_t *v;
+  json_object_foreach(o, k, v) {
+    const char *d = json_string_value(json_object_get(v, "description"));
+    int required = 0;
+    for (size_t i = 0; i < json_array_size(req); i++)
+      required |= strcmp(json_string_value(json_array_get(req, i)), k) == 0;
+    fprintf(f, "- %s `%s`%s%s%s\n", what, k, required ? " (required)" : "", d ? ": " : "",
+            d ? d : "");
+  }
+}
+
+/* GitHub's anchor of the heading "`METHOD PATH`": lower case, blanks to '-', '/' and '.' gone. */
+static void md_anchor(FILE *f, const struct route *r) {
+  char text[160];
+  snprintf(text, sizeof(text), "%s %s", r->method, r->path);
+  for (const char *c = text; *c; c++)
+    if (isalnum((unsigned char)*c) || *c == '-' || *c == '_')
+      fputc(tolower((unsigned char)*c), f);
+    else if (*c == ' ')
+      fputc('-', f);
+}
+
+static const char *md_type(const struct param_spec *s) {
+  switch (s->type) {
+  case PT_NUMBER:
+    return "number";
+  case PT_INT:
+    return "integer";
+  case PT_BOOL:
+    return "boolean";
+  case PT_ENUM:
+    return "string";
+  case PT_KERNEL:
+    return "name or array";
+  }
+  return "string"; /* a type added after this file: its text (any JSON value in params) */
+}
+
+static void md_values(FILE *f, const struct param_spec *s) {
+  if (s->type == PT_NUMBER || s->type == PT_INT) fprintf(f, "%g to %g", s->min, s->max);
+  for (int k = 0; s->choices && s->choices[k]; k++)
+    fprintf(f, "%s`%s`", k ? ", " : "", s->choices[k]);
+  if (s->type == PT_KERNEL)
+    fprintf(f, ", or an odd square array of numbers up to %dx%d", CPU_CONV_MAX, CPU_CONV_MAX);
+}
+
+static void md_params(FILE *f, const struct endpoint *ep) {
+  fprintf(f, "\n| parameter | type | values | default | meaning |\n|---|---|---|---|---|\n");
+  for (int i = 0; i < ep->nparams; i++) {
+    const struct param_spec *s = &ep->params[i];
+    json_t *doc = param_doc(ep, s);
+    fprintf(f, "| `%s` | %s | ", s->name, md_type(s));
+    md_values(f, s);
+    fprintf(f, s->def ? " | `%s` | " : " | %s | ", s->def ? s->def : "required");
+    md_cell(f, json_string_value(doc));
+    fprintf(f, " |\n");
+    json_decref(doc);
+  }
+}
+
+/* The statuses route r can answer besides 200, lowest first. */
+static void md_statuses(FILE *f, const struct route *r) {
+  const char *sep = "";
+  for (int st = 100; st < 600; st++) {
+    int any = 0;
+    for (int e = 0; e < NERRORS; e++) any |= errors[e].status == st && error_applies(r, e);
+    if (any) fprintf(f, "%s%d", sep, st), sep = ", ";
+  }
+}
+
+static void md_route(FILE *f, const struct route *r) {
+  fprintf(f, "\n### `%s %s`\n\n%s\n\n", r->method, r->path, r->summary);
+  if (is_upload(r)) {
+    json_t *body = upload_body(r), *ok = image_ok(r);
+    json_t *form = json_object_get(
+        json_object_get(json_object_get(body, "content"), "multipart/form-data"), "schema");
+    fprintf(f, "- Request: ");
+    md_keys(f, json_object_get(body, "content"));
+    fprintf(f, ". %s\n", json_string_value(json_object_get(body, "description")));
+    md_described(f, json_object_get(form, "properties"), json_object_get(form, "required"),
+                 "Form field");
+    fprintf(f, "- 200: ");
+    md_keys(f, json_object_get(ok, "content"));
+    fprintf(f, ". %s\n", json_string_value(json_object_get(ok, "description")));
+    md_described(f, json_object_get(ok, "headers"), NULL, "Header");
+    json_decref(body);
+    json_decref(ok);
+  } else {
+    fprintf(f, "- 200: `%s`.\n", r->produces);
+    if (r->flags & ROUTE_UNREADY) fprintf(f, "- 503: `%s`, when not ready.\n", r->produces);
+  }
+  fprintf(f, "- [Errors](#errors): ");
+  md_statuses(f, r);
+  fprintf(f, ".\n");
+  if (r->ep) md_params(f, r->ep);
+}
+
+/* The JSON mode's object, field by field. */
+static void md_result(FILE *f) {
+  json_t *o = image_result_schema(), *req = json_object_get(o, "required"), *v;
+  const char *k;
+  fprintf(f, "\n## The JSON result\n\nWith `Accept: application/json` an image endpoint answers "
+             "`application/json`: an object with the image in base64 and what the headers say. "
+             "Fields marked always are in every result; the others where they apply.\n\n"
+             "| field | type | meaning |\n|---|---|---|\n");
+  json_object_foreach(json_object_get(o, "properties"), k, v) {
+    json_t *t = json_object_get(v, "type");
+    int always = 0;
+    for (size_t i = 0; i < json_array_size(req); i++)
+      always |= strcmp(json_string_value(json_array_get(req, i)), k) == 0;
+    fprintf(f, "| `%s` | ", k);
+    for (size_t i = 0; i < (json_is_array(t) ? json_array_size(t) : 1); i++)
+      fprintf(f, "%s%s", i ? " or " : "",
+              json_string_value(json_is_array(t) ? json_array_get(t, i) : t));
+    const char *d = json_string_value(json_object_get(v, "description"));
+    fprintf(f, " | %s%s", always ? "Always." : "", always && d ? " " : "");
+    md_cell(f, d);
+    fprintf(f, " |\n");
+  }
+  json_decref(o);
+}
+
+static void md_errors(FILE *f) {
+  fprintf(f, "\n## Errors\n\nEvery error is `application/json`: `{\"error\": {\"status\": N, "
+             "\"code\": \"...\", \"message\": \"...\"}}`. The message says what is wrong and "
+             "what is accepted; the table gives each code's message when there is nothing more "
+             "to say. 404 is for paths not listed above; 499 is never sent: the access log and "
+             "the metrics count a request whose client left before its answer as 499.\n\n"
+             "| status | code | message | headers |\n|---|---|---|---|\n");
+  for (int st = 100; st < 600; st++)
+    for (int e = 0; e < NERRORS; e++) {
+      if (errors[e].status != st) continue;
+      json_t *resp = error_response(e);
+      fprintf(f, "| %d | `%s` | ", st, errors[e].code);
+      md_cell(f, errors[e].msg);
+      fprintf(f, " | ");
+      md_keys(f, json_object_get(resp, "headers"));
+      fprintf(f, " |\n");
+      json_decref(resp);
+    }
+}
+
+char *api_reference_markdown(void) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  if (!f) return NULL;
+  fprintf(f, "# HTTP API\n\n<!-- Generated by `make docs` from api/openapi.c: do not edit. -->\n\n"
+             "Generated by `make docs` from the tables that blurd runs on and that `GET "
+             "/openapi.json` is built from: the routes in `api/handler.c`, the parameters in "
+             "`api/params.c` and the errors in `api/api.h`. `make check-docs` and `make test` fail "
+             "when this file differs from them. What the methods compute is in "
+             "[methods.md](methods.md); limits, stage times, authentication and CORS are in "
+             "[operations.md](operations.md).\n\n## Endpoints\n\n| endpoint | answers | what it "
+             "does |\n|---|---|---|\n");
+  for (int i = 0; i < api_nroutes; i++) {
+    const struct route *r = &api_routes[i];
+    fprintf(f, "| [`%s %s`](#", r->method, r->path);
+    md_anchor(f, r);
+    fprintf(f, ") | %s%s%s | ", is_upload(r) ? "the image, or JSON" : "`",
+            is_upload(r) ? "" : r->produces, is_upload(r) ? "" : "`");
+    md_cell(f, r->summary);
+    fprintf(f, " |\n");
+  }
+  fprintf(f,
+          "\nGET endpoints also answer HEAD.\n\n## Requests\n\n"
+          "- An image endpoint takes the image as the form field `image` (or `file`) of a "
+          "`multipart/form-data` body, or as the whole body with `Content-Type: image/png`, "
+          "`image/jpeg` or `application/octet-stream`. The bytes decide the format.\n"
+          "- Parameters come from the query string, and in a multipart upload also from the "
+          "form field `params`: a JSON object of at most %d bytes. A key given in both places "
+          "must have the same value in both (`sigma=3` and `{\"sigma\": 3.0}` agree), else the "
+          "answer is a 400 `conflicting_parameter`.\n"
+          "- An unknown parameter or form field is a 400, so a typo never passes unnoticed.\n"
+          "- Numbers are plain decimals (`2`, `2.5`, `1e1`): no blanks, `+`, `inf` or `nan`. "
+          "Booleans are `true` or `false`, or `1` or `0` in the query string. In `params` a "
+          "number or a boolean may also be given as a string.\n"
+          "- A parameter given for a method it does not apply to (`method=yvv&truncate=3`) is a "
+          "400 that names the methods it applies to. With `method=auto` every parameter is "
+          "accepted, and used when the chosen method takes it.\n"
+          "\n## Endpoints in detail\n",
+          PARAMS_JSON_MAX);
+  for (int i = 0; i < api_nroutes; i++) md_route(f, &api_routes[i]);
+  md_result(f);
+  md_errors(f);
+  if (fclose(f) != 0) {
+    free(text);
+    return NULL;
+  }
+  return text;
 }

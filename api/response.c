@@ -71,7 +71,7 @@ struct api_response *api_error_response(enum api_error e, const char *msg) {
   json_t *body = json_pack("{s:{s:i, s:s, s:s}}", "error", "status", status, "code",
                            api_error_code(e), "message", text);
   struct api_response *r = response_json(status, body);
-  if (r && status == 503) api_response_header(r, "Retry-After", "1");
+  if (r && (status == 503 || status == 429)) api_response_header(r, "Retry-After", "1");
   return r;
 }
 

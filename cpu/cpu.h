@@ -233,6 +233,13 @@ void cpu_pool_free(struct cpu_pool *pool);
 void cpu_parallel_for(struct cpu_pool *pool, int n, void (*fn)(void *arg, int begin, int end),
                       void *arg);
 
+/* The cores this process may use: those of its CPU affinity, capped by the cgroup CPU quota
+ * (v2 cpu.max, v1 cpu.cfs_quota_us over cpu.cfs_period_us, rounded up), the way container-aware
+ * runtimes size themselves. root is "" for this machine; tests point it at a fake tree holding
+ * proc/self/cgroup and sys/fs/cgroup (affinity is then not read). A sentence saying what was found
+ * goes into why. */
+int cpu_cores(const char *root, char *why, size_t n);
+
 /* ---- whole images ---- */
 
 struct cpu_timing { /* milliseconds spent in each part of cpu_blur_image */

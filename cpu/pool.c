@@ -3,8 +3,13 @@
  * machine is never oversubscribed however many requests are in flight. */
 #include "cpu.h"
 
+#include <math.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 struct batch {
   void (*fn)(void *arg, int begin, int end);
@@ -111,4 +116,100 @@ void cpu_parallel_for(struct cpu_pool *pool, int n, void (*fn)(void *arg, int be
   while (take_chunk(pool, &b, &begin, &end)) run_chunk(pool, &b, begin, end);
   while (b.remaining > 0) pthread_cond_wait(&pool->done, &pool->mu);
   pthread_mutex_unlock(&pool->mu);
+}
+
+/* ---- usable cores ---- */
+
+/* The first line of root/path into buf; 0, or -1 when there is none. */
+static int read_line(const char *root, const char *path, char *buf, size_t n) {
+  char full[512];
+  snprintf(full, sizeof(full), "%s%s", root, path);
+  FILE *f = fopen(full, "r");
+  int ok = f && fgets(buf, (int)n, f);
+  if (f) fclose(f);
+  return ok ? 0 : -1;
+}
+
+/* The cgroup path of this process for the v1 controller ctl ("cpu"), or for v2 when ctl is "",
+ * from root/proc/self/cgroup lines "ID:CONTROLLERS:PATH". */
+static int cgroup_path(const char *root, const char *ctl, char *path, size_t n) {
+  char full[512], line[512];
+  snprintf(full, sizeof(full), "%s/proc/self/cgroup", root);
+  FILE *f = fopen(full, "r");
+  int found = -1;
+  while (f && found && fgets(line, sizeof(line), f)) {
+    char *c = strchr(line, ':'), *p = c ? strchr(c + 1, ':') : NULL;
+    if (!p) continue;
+    *p++ = 0;
+    p[strcspn(p, "\n")] = 0;
+    for (char *tok = strtok(c + 1, ","); tok && found; tok = strtok(NULL, ","))
+      if (strcmp(tok, ctl) == 0) found = 0;
+    if (!*ctl && !c[1]) found = 0; /* v2: "0::/path" */
+    if (!found) snprintf(path, n, "%s", strcmp(p, "/") == 0 ? "" : p);
+  }
+  if (f) fclose(f);
+  return found;
+}
+
+/* The smallest CPU quota in cores (below best, when best > 0) set in base + path or one of its
+ * parents: cpu.max ("QUOTA PERIOD", or "max PERIOD") for v2, cpu.cfs_quota_us (-1: none) over
+ * cpu.cfs_period_us for v1. *file: the file that set it. */
+static double walk(const char *root, const char *base, char *path, int v2, double best, char *file,
+                   size_t n) {
+  char dir[512], buf[128];
+  for (char *end = path + strlen(path);;) {
+    long long quota = -1, period = 0;
+    *end = 0;
+    snprintf(dir, sizeof(dir), "%s%s/%s", base, path, v2 ? "cpu.max" : "cpu.cfs_quota_us");
+    if (read_line(root, dir, buf, sizeof(buf)) == 0) {
+      if (v2 && sscanf(buf, "%lld %lld", &quota, &period) != 2) quota = -1;
+      if (!v2) {
+        quota = atoll(buf);
+        snprintf(dir, sizeof(dir), "%s%s/cpu.cfs_period_us", base, path);
+        period = read_line(root, dir, buf, sizeof(buf)) == 0 ? atoll(buf) : 0;
+        snprintf(dir, sizeof(dir), "%s%s/cpu.cfs_quota_us", base, path);
+      }
+      if (quota > 0 && period > 0 && (best == 0 || (double)quota / period < best)) {
+        best = (double)quota / period;
+        snprintf(file, n, "%s", dir);
+      }
+    }
+    if (end == path || !(end = strrchr(path, '/'))) break; /* then the parent */
+  }
+  return best;
+}
+
+/* The CPU quota in cores along the process's cgroups, v2 and v1 (a container sees its own cgroup
+ * as the root); 0 when none limits it. */
+static double cgroup_quota(const char *root, char *file, size_t n) {
+  char path[400];
+  double best = 0;
+  if (cgroup_path(root, "", path, sizeof(path)) == 0)
+    best = walk(root, "/sys/fs/cgroup", path, 1, best, file, n);
+  if (cgroup_path(root, "cpu", path, sizeof(path)) == 0) {
+    char copy[400];
+    snprintf(copy, sizeof(copy), "%s", path);
+    best = walk(root, "/sys/fs/cgroup/cpu,cpuacct", path, 0, best, file, n);
+    best = walk(root, "/sys/fs/cgroup/cpu", copy, 0, best, file, n);
+  }
+  return best;
+}
+
+int cpu_cores(const char *root, char *why, size_t n) {
+  cpu_set_t set;
+  long online = sysconf(_SC_NPROCESSORS_ONLN);
+  int cores = !*root && sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set)
+              : online > 0                                           ? (int)online
+                                                                     : 1;
+  char file[512] = "";
+  double quota = cgroup_quota(root, file, sizeof(file));
+  int limit = quota > 0 ? (int)ceil(quota - 1e-9) : 0;
+  if (limit > 0 && limit < cores) {
+    snprintf(why, n, "%d cores (the cgroup quota %.2f cores of %s; %d cores visible)", limit, quota,
+             file, cores);
+    return limit;
+  }
+  snprintf(why, n, "%d cores (%s)", cores,
+           quota > 0 ? "the cgroup quota does not limit them" : "no cgroup CPU quota");
+  return cores;
 }

@@ -39,6 +39,10 @@ enum gpu_status status_of(struct gpu_ctx *ctx, cudaError_t e, const char *where)
 
 int gpu_device_count(void) {
   int n = 0;
+  /* Every kernel loaded when CUDA starts, not at its first launch (CUDA 12's lazy loading): the
+   * first request that needs a kernel the warm-up did not run is as fast as the next. A value the
+   * user set stays. */
+  setenv("CUDA_MODULE_LOADING", "EAGER", 0);
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
     cudaGetLastError();
     return 0;

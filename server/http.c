@@ -8,6 +8,7 @@
 #include "server.h"
 
 #include "../api/api.h"
+#include "gate.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -30,6 +31,7 @@
  * watchdog never touches a socket number that has been reused. */
 struct conn_watch {
   MHD_socket fd;
+  struct sockaddr_storage addr; /* the client's, for the gate's count */
   double deadline; /* api_now_ms() of the cut; INFINITY between requests (idle timeout) */
   int suspended;   /* a job holds it: it gets WATCH_GRACE_MS to answer 503 itself */
   struct conn_watch *prev, *next;
@@ -38,8 +40,16 @@ struct conn_watch {
 #define WATCH_PERIOD_MS 100
 #define WATCH_GRACE_MS  1000
 
+/* The answer to a connection refused unread: the error's status and JSON body. */
+struct canned {
+  enum api_error e;
+  struct api_response *resp;
+};
+
 struct srv {
   struct MHD_Daemon *d;
+  struct gate *gate;
+  struct canned canned[3]; /* by enum gate_refusal */
   struct api_ctx *api;
   struct srv_config cfg;
   int inflight; /* requests between their first line and their completion (atomic) */
@@ -47,7 +57,6 @@ struct srv {
   int port;
   pthread_mutex_t watch_mu;   /* guards watched and every entry's fields */
   struct conn_watch *watched; /* open connections */
-  unsigned nconns;            /* their number */
   pthread_t watchdog;
   int watchdog_started;
   int stop; /* tells the watchdog to end (atomic) */
@@ -73,28 +82,35 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx
                           enum MHD_ConnectionNotificationCode code) {
   struct srv *s = cls;
   struct conn_watch *w = *socket_ctx;
-  pthread_mutex_lock(&s->watch_mu);
   if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (ci && (w = calloc(1, sizeof(*w))) != NULL) {
-      *w = (struct conn_watch){ci->connect_fd, api_now_ms() + 1e3 * s->cfg.request_timeout_s, 0,
-                               NULL, s->watched};
-      if (s->watched) s->watched->prev = w;
-      s->watched = w;
-      *socket_ctx = w;
-      /* the exact limit over all HTTP threads (libmicrohttpd divides its own among them) */
-      if (++s->nconns > s->cfg.max_conns) shutdown(ci->connect_fd, SHUT_RDWR);
+    const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c,
+                                                                 MHD_CONNECTION_INFO_CONNECTION_FD),
+                                   *ad = MHD_get_connection_info(
+                                       c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (!fd || !(w = calloc(1, sizeof(*w)))) { /* cannot watch it: the gate forgets it now */
+      gate_release(s->gate, ad ? ad->client_addr : NULL);
+      if (fd) shutdown(fd->connect_fd, SHUT_RDWR);
+      return;
     }
+    w->fd = fd->connect_fd;
+    w->deadline = api_now_ms() + 1e3 * s->cfg.request_timeout_s;
+    if (ad && ad->client_addr) memcpy(&w->addr, ad->client_addr, sizeof(struct sockaddr_in));
+    pthread_mutex_lock(&s->watch_mu);
+    w->next = s->watched;
+    if (s->watched) s->watched->prev = w;
+    s->watched = w;
+    pthread_mutex_unlock(&s->watch_mu);
+    *socket_ctx = w;
   } else if (w) {
-    s->nconns--;
+    pthread_mutex_lock(&s->watch_mu);
     if (w->prev) w->prev->next = w->next;
     if (w->next) w->next->prev = w->prev;
     if (s->watched == w) s->watched = w->next;
+    pthread_mutex_unlock(&s->watch_mu);
+    gate_release(s->gate, (struct sockaddr *)&w->addr);
     free(w);
     *socket_ctx = NULL;
   }
-  pthread_mutex_unlock(&s->watch_mu);
 }
 
 static void *watchdog_main(void *arg) {
@@ -377,37 +393,76 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   return send_response(r, resp);
 }
 
+/* gate_config.pass: libmicrohttpd takes the connection. */
+static int pass(void *arg, int fd, const struct sockaddr *sa, socklen_t len) {
+  struct srv *s = arg;
+  return MHD_add_connection(s->d, fd, sa, len) == MHD_YES ? 0 : -1;
+}
+
+/* gate_config.answer: the refusal's error, Retry-After, and an X-Request-Id of its own. */
+static size_t answer(void *arg, enum gate_refusal why, char *buf, size_t cap) {
+  struct srv *s = arg;
+  const struct canned *c = &s->canned[why];
+  char id[API_REQUEST_ID_MAX + 1];
+  api_request_id(s->api, NULL, id);
+  api_refused(s->api, c->e);
+  int n = snprintf(buf, cap,
+                   "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                   "Retry-After: 1\r\nX-Request-Id: %s\r\nConnection: close\r\n\r\n%.*s",
+                   c->resp->status, MHD_get_reason_phrase_for((unsigned)c->resp->status),
+                   c->resp->len, id, (int)c->resp->len, (const char *)c->resp->body);
+  return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
+}
+
+int srv_listen(const char *bind, int port, char *err, size_t errlen) {
+  return gate_listen(bind, port, err, errlen);
+}
+
 struct srv *srv_new(const struct srv_config *cfg, struct api_ctx *api, char *err, size_t errlen) {
   struct srv *s = calloc(1, sizeof(*s));
-  struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)cfg->port)};
   if (!s) {
     snprintf(err, errlen, "out of memory");
+    close(cfg->listen_fd);
     return NULL;
   }
   s->api = api;
   s->cfg = *cfg;
   pthread_mutex_init(&s->watch_mu, NULL);
-  if (inet_pton(AF_INET, cfg->bind, &addr.sin_addr) != 1) {
-    snprintf(err, errlen, "--bind %s is not an IPv4 address", cfg->bind);
-    free(s);
-    return NULL;
+  static const enum api_error refusals[] = {[GATE_TOO_MANY] = API_TOO_MANY_CONNECTIONS,
+                                            [GATE_TOO_MANY_FROM_IP] =
+                                                API_TOO_MANY_CONNECTIONS_FROM_ADDRESS,
+                                            [GATE_DRAINING] = API_SHUTTING_DOWN};
+  for (int i = 0; i < 3; i++) {
+    s->canned[i] = (struct canned){refusals[i], api_error_response(refusals[i], NULL)};
+    if (!s->canned[i].resp) {
+      snprintf(err, errlen, "out of memory");
+      close(cfg->listen_fd);
+      srv_free(s);
+      return NULL;
+    }
   }
+  /* The gate accepts; libmicrohttpd serves what it passes on. Its own limits stay out of the way
+   * (it divides the total among its threads). */
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME |
-                   MHD_USE_ITC | MHD_USE_ERROR_LOG;
+                   MHD_USE_ITC | MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET;
   s->d = MHD_start_daemon(
-      flags, (uint16_t)cfg->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, &addr,
-      MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
-      MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_TIMEOUT, cfg->timeout_s,
-      MHD_OPTION_CONNECTION_LIMIT, cfg->max_conns * (unsigned)cfg->threads,
-      MHD_OPTION_PER_IP_CONNECTION_LIMIT, cfg->max_conns_ip, MHD_OPTION_NOTIFY_CONNECTION,
-      on_connection, s, MHD_OPTION_END);
+      flags, 0, NULL, NULL, on_request, s, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads,
+      MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+      MHD_OPTION_CONNECTION_TIMEOUT, cfg->timeout_s, MHD_OPTION_CONNECTION_LIMIT,
+      (cfg->max_conns + 16) * (unsigned)cfg->threads, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
+      s, MHD_OPTION_END);
+  struct gate_config gc = {cfg->listen_fd, cfg->max_conns, cfg->max_conns_ip, pass, answer, s};
   if (!s->d) {
-    snprintf(err, errlen, "cannot listen on %s:%d (in use, or not allowed)", cfg->bind, cfg->port);
-    free(s);
+    snprintf(err, errlen, "cannot start the HTTP threads");
+    close(cfg->listen_fd);
+  } else {
+    s->gate = gate_new(&gc, err, errlen);
+  }
+  if (!s->gate) {
+    srv_free(s);
     return NULL;
   }
-  const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
-  s->port = info ? info->port : cfg->port;
+  s->port = gate_port(s->gate);
   s->watchdog_started = pthread_create(&s->watchdog, NULL, watchdog_main, s) == 0;
   return s;
 }
@@ -418,8 +473,7 @@ int srv_port(const struct srv *s) {
 
 int srv_drain(struct srv *s, double timeout_s) {
   __atomic_store_n(&s->draining, 1, __ATOMIC_SEQ_CST);
-  MHD_socket fd = MHD_quiesce_daemon(s->d);
-  if (fd != MHD_INVALID_SOCKET) close(fd);
+  gate_drain(s->gate); /* new connections: 503 shutting_down */
   double end = api_now_ms() + timeout_s * 1e3;
   int n;
   while ((n = __atomic_load_n(&s->inflight, __ATOMIC_SEQ_CST)) > 0 && api_now_ms() < end)
@@ -429,9 +483,11 @@ int srv_drain(struct srv *s, double timeout_s) {
 
 void srv_free(struct srv *s) {
   if (!s) return;
-  MHD_stop_daemon(s->d); /* closes every connection: the watch list empties */
+  gate_free(s->gate);              /* no new connections */
+  if (s->d) MHD_stop_daemon(s->d); /* closes every connection: the watch list empties */
   __atomic_store_n(&s->stop, 1, __ATOMIC_SEQ_CST);
   if (s->watchdog_started) pthread_join(s->watchdog, NULL);
   pthread_mutex_destroy(&s->watch_mu);
+  for (int i = 0; i < 3; i++) api_response_free(s->canned[i].resp);
   free(s);
 }

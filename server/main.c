@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,6 +37,7 @@ static const struct opt opts[] = {
   {"workers",          "BLURD_WORKERS",          OPT_INT,  "0",       0, 1024,   "job workers (per GPU for the GPU backend); 0: one per core"},
   {"gpu-codecs",       "BLURD_GPU_CODECS",       OPT_STR,  "auto",    0, 0,      "JPEG on the GPU (nvJPEG): auto (when it loads), on (required), off"},
   {"jpeg-batch-wait-us", "BLURD_JPEG_BATCH_WAIT_US", OPT_INT, "1000", 0, 100000, "microseconds a GPU JPEG decode waits for others to batch with"},
+  {"warm-image",       "BLURD_WARM_IMAGE",       OPT_STR,  "auto",    0, 0,      "each worker's warm-up image, WxHxC (C: 1 to 4); 0: none; auto: 4096x4096x4 (GPU), 1920x1080x3 (CPU)"},
   {"queue",            "BLURD_QUEUE",            OPT_INT,  "64",      1, 100000, "jobs that may wait for a worker; more get 503"},
   {"max-body",         "BLURD_MAX_BODY",         OPT_SIZE, "32M",     1, 1LL << 32, "largest request body in bytes (K, M, G suffixes)"},
   {"max-pixels",       "BLURD_MAX_PIXELS",       OPT_SIZE, "40M",     1, 1LL << 32, "largest image, width*height (K, M suffixes are powers of 1000)"},
@@ -43,8 +45,8 @@ static const struct opt opts[] = {
   {"max-height",       "BLURD_MAX_HEIGHT",       OPT_INT,  "16384",   1, 1 << 20, "largest image height in pixels"},
   {"http-threads",     "BLURD_HTTP_THREADS",     OPT_INT,  "2",       1, 64,     "threads that read and write sockets"},
   {"timeout",          "BLURD_TIMEOUT",          OPT_INT,  "30",      1, 3600,   "seconds a connection may stay idle"},
-  {"max-conns",        "BLURD_MAX_CONNS",        OPT_INT,  "1024",    1, 100000, "open connections in total"},
-  {"max-conns-per-ip", "BLURD_MAX_CONNS_PER_IP", OPT_INT,  "64",      1, 100000, "open connections from one IP address"},
+  {"max-conns",        "BLURD_MAX_CONNS",        OPT_INT,  "1024",    1, 100000, "open connections in total; more get 503"},
+  {"max-conns-per-ip", "BLURD_MAX_CONNS_PER_IP", OPT_INT,  "0",       0, 100000, "open connections from one IP address, more get 429; 0: no limit"},
   {"drain-timeout",    "BLURD_DRAIN_TIMEOUT",    OPT_INT,  "30",      0, 3600,   "seconds to let requests finish after SIGTERM"},
   {"request-timeout",  "BLURD_REQUEST_TIMEOUT",  OPT_INT,  "60",      1, 3600,   "seconds a request may take from its first line to its response"},
   {"access-log",       "BLURD_ACCESS_LOG",       OPT_STR,  "-",       0, 0,      "JSON-lines access log: a file, - for stderr, or off"},
@@ -140,6 +142,19 @@ static int gpu_codecs_mode(const char *s, enum api_gpu_codecs *m) {
   return *m != API_GPU_CODECS_AUTO || strcmp(s, "auto") == 0 ? 0 : -1;
 }
 
+/* "WxHxC" (or "WxH": RGBA) into warm; "0" for none, "auto" for the backend's default. */
+static int warm_image(const char *s, int warm[3]) {
+  char end;
+  warm[2] = 4;
+  if (strcmp(s, "0") == 0) return warm[0] = warm[1] = 0;
+  if (strcmp(s, "auto") == 0) return warm[0] = warm[1] = -1, 0;
+  int n = sscanf(s, "%dx%dx%d%c", &warm[0], &warm[1], &warm[2], &end);
+  return (n == 2 || n == 3) && warm[0] > 0 && warm[0] <= 65535 && warm[1] > 0 && warm[1] <= 65535 &&
+                 warm[2] >= 1 && warm[2] <= 4
+             ? 0
+             : -1;
+}
+
 static int backend_kind(const char *s, enum api_backend_kind *k) {
   *k = strcmp(s, "cpu") == 0   ? API_BACKEND_CPU
        : strcmp(s, "gpu") == 0 ? API_BACKEND_GPU
@@ -222,6 +237,11 @@ int main(int argc, char **argv) {
     return 2;
   }
   ac.jpeg_batch_wait_us = (int)NUM(&c, "jpeg-batch-wait-us");
+  if (warm_image(TEXT(&c, "warm-image"), ac.warm) != 0) {
+    fprintf(stderr, "blurd: --warm-image must be WIDTHxHEIGHT[xCHANNELS], auto or 0, not '%s'\n",
+            TEXT(&c, "warm-image"));
+    return 2;
+  }
   ac.workers = (int)NUM(&c, "workers");
   ac.queue = (int)NUM(&c, "queue");
   ac.max_body = (size_t)NUM(&c, "max-body");
@@ -234,8 +254,7 @@ int main(int argc, char **argv) {
   ac.api_key = key;
   ac.access_log = TEXT(&c, "access-log");
   ac.cors_origins = TEXT(&c, "cors-origins");
-  struct srv_config sc = {TEXT(&c, "bind"),
-                          (int)NUM(&c, "port"),
+  struct srv_config sc = {-1,
                           (int)NUM(&c, "http-threads"),
                           (unsigned)NUM(&c, "timeout"),
                           (unsigned)NUM(&c, "max-conns"),
@@ -243,10 +262,21 @@ int main(int argc, char **argv) {
                           ac.max_body,
                           (unsigned)NUM(&c, "request-timeout")};
   signal(SIGPIPE, SIG_IGN);
+  struct rlimit nofile; /* a descriptor for each of --max-conns connections, and then some */
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &nofile);
+  }
   if (pipe(sigpipe) != 0) return 1;
+  /* listening first: clients of a restarting server wait while the backend starts */
+  if ((sc.listen_fd = srv_listen(TEXT(&c, "bind"), (int)NUM(&c, "port"), err, sizeof(err))) < 0) {
+    fprintf(stderr, "blurd: %s\n", err);
+    return 1;
+  }
   struct api_ctx *api = api_new(&ac, err, sizeof(err));
   if (!api) {
     fprintf(stderr, "blurd: %s\n", err);
+    close(sc.listen_fd);
     return 1;
   }
   struct srv *srv = srv_new(&sc, api, err, sizeof(err));
@@ -255,7 +285,7 @@ int main(int argc, char **argv) {
     api_free(api);
     return 1;
   }
-  printf("blurd listening on http://%s:%d backend=%s\n", sc.bind, srv_port(srv),
+  printf("blurd listening on http://%s:%d backend=%s\n", TEXT(&c, "bind"), srv_port(srv),
          api_backend_name(api));
   fflush(stdout);
   int sig = wait_for_signal();

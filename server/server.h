@@ -10,8 +10,7 @@
 struct api_ctx;
 
 struct srv_config {
-  const char *bind;           /* IPv4 address to listen on, e.g. "0.0.0.0" */
-  int port;                   /* 0: any free port (see srv_port) */
+  int listen_fd;              /* from srv_listen */
   int threads;                /* HTTP threads */
   unsigned timeout_s;         /* idle connection timeout */
   unsigned max_conns;         /* connections in total */
@@ -22,8 +21,12 @@ struct srv_config {
 
 struct srv;
 
-/* Starts listening. Returns NULL with a sentence in err on failure. api must outlive the
- * server. */
+/* Listens on bind:port (an IPv4 address, e.g. "0.0.0.0"; port 0: any free one) before the api
+ * starts, so that clients of a restarting server wait in the backlog instead of being refused.
+ * Returns the socket, or -1 with a sentence in err. */
+int srv_listen(const char *bind, int port, char *err, size_t errlen);
+/* Starts serving on cfg->listen_fd (the server's from then on, closed on failure too). Returns
+ * NULL with a sentence in err on failure. api must outlive the server. */
 struct srv *srv_new(const struct srv_config *cfg, struct api_ctx *api, char *err, size_t errlen);
 /* The port it listens on. */
 int srv_port(const struct srv *s);

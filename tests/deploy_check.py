@@ -14,6 +14,7 @@ usage: deploy_check.py [--root DIR] [--blurd BIN]   (defaults: the repository, D
 """
 import argparse
 import glob
+import math
 import os
 import re
 import shutil
@@ -44,7 +45,8 @@ def blurd_defaults(blurd):
 
 def blurd_status(blurd, paths):
     """Starts blurd on a free port (CPU backend) and GETs each path: {path: (HTTP status, body)}."""
-    p = subprocess.Popen([blurd, "--port", "0", "--backend", "cpu", "--workers", "1"],
+    p = subprocess.Popen([blurd, "--port", "0", "--backend", "cpu", "--workers", "1",
+                          "--warm-image", "0"],
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         m = re.search(r":(\d+) ", p.stdout.readline())
@@ -140,6 +142,11 @@ def check_k8s(objs, defaults, answers):
     res = c.get("resources") or {}
     gpus = (res.get("limits") or {}).get("nvidia.com/gpu")
     check(isinstance(gpus, int) and gpus >= 1, "container limits nvidia.com/gpu to a whole number >= 1")
+    # Behind a Service every client arrives from a few addresses: a per-address limit would cap
+    # the whole service (blurd's default is none).
+    check("BLURD_MAX_CONNS_PER_IP" not in env, "the pod sets no per-address connection limit")
+    cpu = quantity((res.get("limits") or {}).get("cpu"))
+    check(cpu is not None and cpu > 0, "container limits cpu (blurd sizes its workers from the quota)")
     for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
         get = (c.get(probe) or {}).get("httpGet") or {}
         check(get.get("path") == path, f"{probe} is an httpGet on {path}")
@@ -202,6 +209,11 @@ def check_k8s(objs, defaults, answers):
         # blurd answers 503 queue_full once workers x GPUs run and the queue is full: the target
         # must be reached before that, or the HPA would scale out only after requests fail.
         workers = int(env.get("BLURD_WORKERS", defaults.get("BLURD_WORKERS", "0")))
+        cpu = quantity(((c.get("resources") or {}).get("limits") or {}).get("cpu"))
+        if workers == 0 and cpu and isinstance(gpus, int) and gpus > 0:
+            # blurd's default (api/backend.c): the quota's cores, rounded up, shared among the
+            # GPUs, at least 2 a GPU
+            workers = max(2, -(-math.ceil(cpu) // gpus))
         queue = int(env.get("BLURD_QUEUE", defaults.get("BLURD_QUEUE", "64")))
         if workers > 0 and isinstance(gpus, int) and value is not None:
             full = workers * gpus + queue

@@ -36,9 +36,12 @@ void server_start(struct server *s, const char *const *args) {
 
 void server_start_env(struct server *s, const char *const *args, const char *const *env) {
   const char *bin = getenv("BLURD_BIN") ? getenv("BLURD_BIN") : "build/blurd";
-  /* no access log unless a test asks for one (a later flag wins), to keep test output short */
-  const char *argv[64] = {bin, "--bind", "127.0.0.1", "--port", "0", "--access-log", "off"};
-  int argc = 7, fds[2];
+  /* no access log unless a test asks for one (a later flag wins), to keep test output short; no
+   * warm-up unless a test asks for one, so that servers start at once and no warm-up competes
+   * with a test's timings */
+  const char *argv[64] = {bin,   "--bind",       "127.0.0.1", "--port", "0", "--access-log",
+                          "off", "--warm-image", "0"};
+  int argc = 9, fds[2];
   for (int i = 0; args && args[i] && argc < 63; i++) argv[argc++] = args[i];
   argv[argc] = NULL;
   ASSERT(pipe(fds) == 0);

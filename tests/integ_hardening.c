@@ -1,9 +1,10 @@
 /* Hardening tests against the real binary: every limit at limit-1, limit and limit+1 (body
  * bytes with Content-Length and chunked, pixels, width, height, the params JSON, each numeric
  * parameter); slow headers, slow bodies and slow readers cut at the request deadline while other
- * clients are served; clients that hang up while their job waits; per-IP and total connection
- * limits; memory back near its baseline after abuse; /convert; and the fault paths that CI can
- * reach (--backend gpu without a GPU) or that a GPU run reaches (an injected sticky error). */
+ * clients are served; clients that hang up while their job waits (connection limits are in
+ * integ_overload.c); memory back near its baseline after abuse; /convert; and the fault paths that
+ * CI can reach (--backend gpu without a GPU) or that a GPU run reaches (an injected sticky error).
+ */
 #include "harness.h"
 #include "test.h"
 
@@ -397,39 +398,6 @@ static void test_hangups(void) {
   ASSERT_INT(server_stop(&s, SIGTERM), ==, 0);
 }
 
-/* How many of fd[0..n-1] the server closes within 2 s (stops looking once one is closed). */
-static int closed_among(const int *fd, int n) {
-  int closed = 0;
-  for (int round = 0; round < 20 && closed == 0; round++)
-    for (int i = 0; i < n; i++) closed += wait_closed(fd[i], 0.01) >= 0;
-  return closed;
-}
-
-/* Per-IP and total connection limits: the connection past the limit is closed at once; others
- * work. The server may take in connections opened together in another order (one accept per
- * HTTP thread), so the test asks that exactly one of them be closed. */
-static void test_connection_limits(void) {
-  struct server s;
-  const char *args[] = {"--max-conns-per-ip", "3", "--max-conns", "6", NULL};
-  int fds[8], n = 0;
-  server_start(&s, args);
-  for (int i = 0; i < 4; i++) ASSERT((fds[n++] = connect_from(&s, "127.0.0.2")) >= 0);
-  ASSERT_INT(closed_among(fds, n), ==, 1); /* 4 from one address */
-  for (int i = 0; i < n; i++) close(fds[i]);
-  usleep(200000);
-  expect_served(&s); /* from 127.0.0.1 */
-  usleep(200000);
-  n = 0;
-  for (int i = 0; i < 3; i++) ASSERT((fds[n++] = connect_from(&s, "127.0.0.2")) >= 0);
-  for (int i = 0; i < 3; i++) ASSERT((fds[n++] = connect_from(&s, "127.0.0.3")) >= 0);
-  ASSERT((fds[n++] = connect_from(&s, "127.0.0.4")) >= 0);
-  ASSERT_INT(closed_among(fds, n), ==, 1); /* 7 in total */
-  for (int i = 0; i < n; i++) close(fds[i]);
-  usleep(200000);
-  expect_served(&s);
-  ASSERT_INT(server_stop(&s, SIGTERM), ==, 0);
-}
-
 /* CI: no GPU, so --backend gpu is refused with a clear error. A GPU run: an injected sticky
  * error gives 503 gpu_lost, /readyz 503, and the process exits 70. */
 static void test_faults(void) {
@@ -485,7 +453,6 @@ int main(void) {
   RUN(test_image_limits);
   RUN(test_slow_clients);
   RUN(test_hangups);
-  RUN(test_connection_limits);
   RUN(test_faults);
   curl_global_cleanup();
   fprintf(stderr, "integ_hardening: all passed\n");

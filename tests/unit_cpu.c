@@ -568,10 +568,59 @@ static void test_extreme_sigma(void) {
   free(dst.data);
 }
 
+/* Writes text into root/path, making the folders. */
+static void put_file(const char *root, const char *path, const char *text) {
+  char full[512], cmd[600];
+  snprintf(full, sizeof(full), "%s%s", root, path);
+  snprintf(cmd, sizeof(cmd), "mkdir -p \"$(dirname '%s')\"", full);
+  ASSERT(system(cmd) == 0);
+  FILE *f = fopen(full, "w");
+  ASSERT(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+/* The cgroup CPU quota caps the cores, v2 and v1, along the cgroup's parents too; no quota, or a
+ * quota above the cores, leaves them. */
+static void test_cgroup_cores(void) {
+  char root[] = "/tmp/blurd-cgroup-XXXXXX", why[700], cmd[100];
+  ASSERT(mkdtemp(root));
+  int visible = cpu_cores("/nonexistent", why, sizeof(why)); /* no cgroup files: every core */
+  ASSERT_INT(visible, >=, 1);
+  ASSERT(strstr(why, "no cgroup CPU quota"));
+  /* v2, in a container: its own cgroup is the root */
+  put_file(root, "/proc/self/cgroup", "0::/\n");
+  put_file(root, "/sys/fs/cgroup/cpu.max", "max 100000\n");
+  ASSERT_INT(cpu_cores(root, why, sizeof(why)), ==, visible);
+  put_file(root, "/sys/fs/cgroup/cpu.max", "150000 100000\n"); /* 1.5 cores: 2 */
+  ASSERT_INT(cpu_cores(root, why, sizeof(why)), ==, visible < 2 ? visible : 2);
+  fprintf(stderr, "    %s\n", why);
+  if (visible > 2) ASSERT(strstr(why, "quota 1.50 cores of /sys/fs/cgroup/cpu.max"));
+  /* v2 on a host: the process's cgroup, whose parent holds the smaller quota */
+  put_file(root, "/proc/self/cgroup", "0::/kubepods/pod1/c1\n");
+  put_file(root, "/sys/fs/cgroup/kubepods/pod1/c1/cpu.max", "max 100000\n");
+  put_file(root, "/sys/fs/cgroup/kubepods/pod1/cpu.max", "100000 100000\n");
+  ASSERT_INT(cpu_cores(root, why, sizeof(why)), ==, 1);
+  ASSERT(strstr(why, "kubepods/pod1/cpu.max"));
+  /* v1: cfs_quota_us over cfs_period_us; -1 is no quota */
+  snprintf(cmd, sizeof(cmd), "rm -rf %s/sys", root);
+  ASSERT(system(cmd) == 0);
+  put_file(root, "/proc/self/cgroup", "4:memory:/x\n2:cpu,cpuacct:/docker/abc\n0::/\n");
+  put_file(root, "/sys/fs/cgroup/cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "-1\n");
+  put_file(root, "/sys/fs/cgroup/cpu,cpuacct/docker/abc/cpu.cfs_period_us", "100000\n");
+  ASSERT_INT(cpu_cores(root, why, sizeof(why)), ==, visible);
+  put_file(root, "/sys/fs/cgroup/cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "50000\n");
+  ASSERT_INT(cpu_cores(root, why, sizeof(why)), ==, 1); /* half a core: 1 */
+  ASSERT(strstr(why, "cpu.cfs_quota_us"));
+  snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+  ASSERT(system(cmd) == 0);
+}
+
 int main(void) {
   pool = cpu_pool_new(3);
   ASSERT(pool);
   RUN(test_pool);
+  RUN(test_cgroup_cores);
   RUN(test_kernel);
   RUN(test_yvv_impulse);
   RUN(test_yvv_boundary);
