@@ -2,9 +2,9 @@
  * plane along x then y, merge back with rounding; then, when asked, measure the result against
  * the exact reference computed the same way.
  *
- * Every 1-D pass runs down the columns of a plane, STRIP columns at a time, so the inner loops
- * run across contiguous columns and vectorise; the x pass works on a transposed plane (a plane
- * is loaded already transposed, so one transpose per channel suffices). The strip filters
+ * Every 1-D pass runs over STRIP lines side by side, so the inner loops run across the lines and
+ * vectorise: the x pass gathers STRIP image rows of one channel and leaves a transposed plane,
+ * the y pass gathers STRIP of its rows (image columns). The strip filters
  * mirror the one-line statements in gauss.c operation for operation, so both give the same
  * bits (tested). The fir family takes the integer path in fir.c instead. */
 #include "cpu_int.h"
@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #define STRIP     16 /* columns filtered side by side */
@@ -277,16 +278,61 @@ HOT static void pyramid_strip(const struct filter *f, const double *in, double *
   }
 }
 
-struct pass { /* one 1-D pass down every column of a plane */
+/* One 1-D pass over a channel, STRIP lines at a time: along x (rows), from the image's channel
+ * into a transposed plane (w rows of h), or along y (columns), from that plane into a plane of h
+ * rows of w. Each strip is gathered straight from its source and scattered straight to its
+ * target, STRIP lines side by side: the source lines are read in order, so no plane is loaded,
+ * copied or transposed on its own. */
+struct pass {
   const struct filter *f;
-  double *p; /* h rows of w values */
-  int w, h;
+  const struct cpu_image *img; /* along x: the image, its channel ch, premultiplied or not */
+  int ch, premultiply;
+  double *t;             /* the plane between the passes: w rows of h */
+  double *out;           /* along y: the result, h rows of w, or NULL */
+  struct cpu_image *dst; /* along y: the result rounded into channel ch of dst, or NULL */
+  const double *alpha;   /* with dst: the filtered alpha plane that colour is divided by, or NULL */
+  int along_y;
   int failed; /* set when a chunk could not get its scratch memory */
 };
 
+/* Filtered value v of sample j (a pixel index) rounded into channel ch of img; with alpha, v is
+ * premultiplied colour, divided by the pixel's filtered alpha. */
+static inline void store(struct cpu_image *img, size_t j, int ch, double v, const double *alpha) {
+  double max = (1 << img->depth) - 1;
+  /* colour of a pixel whose alpha rounds to 0 is 0: invisible, and the same everywhere */
+  if (alpha) v = alpha[j] >= 0.5 ? v * max / alpha[j] : 0;
+  v = v <= 0 ? 0 : v >= max ? max : floor(v + 0.5);
+  cpu_set_sample(img, j * img->channels + ch, (unsigned)v);
+}
+
+/* Strip `strip` of lines (image rows along x, image columns along y) into in: n rows of STRIP. */
+static int gather(const struct pass *ps, int strip, double *in) {
+  const struct cpu_image *img = ps->img;
+  int w = img->width, h = img->height, c = img->channels, l0 = strip * STRIP;
+  int lines = ps->along_y ? w : h, sl = lines - l0 < STRIP ? lines - l0 : STRIP;
+  if (ps->along_y) {
+    for (int s = 0; s < sl; s++) {
+      const double *src = ps->t + (size_t)(l0 + s) * h;
+      for (int y = 0; y < h; y++) in[(size_t)y * STRIP + s] = src[y];
+    }
+    return sl;
+  }
+  double inv_max = 1.0 / ((1 << img->depth) - 1);
+  for (int s = 0; s < sl; s++) {
+    size_t row = (size_t)(l0 + s) * w * c;
+    for (int x = 0; x < w; x++) {
+      size_t i = row + (size_t)x * c;
+      double v = cpu_sample(img, i + ps->ch);
+      if (ps->premultiply) v *= cpu_sample(img, i + c - 1) * inv_max;
+      in[(size_t)x * STRIP + s] = v;
+    }
+  }
+  return sl;
+}
+
 static void pass_chunk(void *arg, int begin, int end) {
   struct pass *ps = arg;
-  int n = ps->h;
+  int w = ps->img->width, h = ps->img->height, n = ps->along_y ? h : w;
   size_t rows = (size_t)n + 2 * PAD;
   double *buf = calloc((3 * rows + pyramid_rows(ps->f, n)) * STRIP, sizeof(double));
   if (!buf) {
@@ -295,9 +341,7 @@ static void pass_chunk(void *arg, int begin, int end) {
   }
   double *in = buf + PAD * STRIP, *out = in + rows * STRIP, *tmp = out + rows * STRIP;
   for (int strip = begin; strip < end; strip++) {
-    int x0 = strip * STRIP, sw = ps->w - x0 < STRIP ? ps->w - x0 : STRIP;
-    for (int y = 0; y < n; y++)
-      memcpy(in + (size_t)y * STRIP, ps->p + (size_t)y * ps->w + x0, sw * sizeof(double));
+    int l0 = strip * STRIP, sl = gather(ps, strip, in);
     switch (ps->f->kind) {
     case FILTER_YVV:
       memcpy(out, in, (size_t)n * STRIP * sizeof(double));
@@ -316,92 +360,46 @@ static void pass_chunk(void *arg, int begin, int end) {
       pyramid_strip(ps->f, in, out, tmp + rows * STRIP, n);
       break;
     }
-    for (int y = 0; y < n; y++)
-      memcpy(ps->p + (size_t)y * ps->w + x0, out + (size_t)y * STRIP, sw * sizeof(double));
+    for (int k = 0; k < n; k++) { /* sample k of the strip's lines: sl adjacent values */
+      const double *v = out + (size_t)k * STRIP;
+      if (!ps->along_y) {
+        memcpy(ps->t + (size_t)k * h + l0, v, sl * sizeof(double));
+        continue;
+      }
+      if (ps->out) memcpy(ps->out + (size_t)k * w + l0, v, sl * sizeof(double));
+      for (int i = 0; ps->dst && i < sl; i++)
+        store(ps->dst, (size_t)k * w + l0 + i, ps->ch, v[i], ps->alpha);
+    }
   }
   free(buf);
 }
 
-static int pass_columns(struct cpu_pool *pool, const struct filter *f, double *p, int w, int h) {
-  struct pass ps = {f, p, w, h, 0};
-  cpu_parallel_for(pool, (w + STRIP - 1) / STRIP, pass_chunk, &ps);
-  return ps.failed ? -1 : 0;
+/* n doubles for planes, in transparent huge pages where the kernel offers them (madvise): the x
+ * pass writes its transposed plane a line of STRIP values at a time, each in another row, and
+ * with 4 KB pages each such write would fault its page in, and miss the TLB. NULL when out of
+ * memory. */
+static double *planes_new(size_t n) {
+  void *p =
+      mmap(NULL, n * sizeof(double), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return NULL;
+  madvise(p, n * sizeof(double), MADV_HUGEPAGE);
+  return p;
 }
 
-struct transpose {
-  const double *src; /* h rows of w */
-  double *dst;       /* w rows of h */
-  int w, h;
-};
-
-static void transpose_chunk(void *arg, int begin, int end) {
-  const struct transpose *t = arg;
-  enum { B = 32 };
-  for (int y0 = begin * B; y0 < end * B && y0 < t->h; y0 += B)
-    for (int x0 = 0; x0 < t->w; x0 += B)
-      for (int y = y0; y < y0 + B && y < t->h; y++)
-        for (int x = x0; x < x0 + B && x < t->w; x++)
-          t->dst[(size_t)x * t->h + y] = t->src[(size_t)y * t->w + x];
+static void planes_free(double *p, size_t n) {
+  if (p) munmap(p, n * sizeof(double));
 }
 
-static void transpose(struct cpu_pool *pool, const double *src, double *dst, int w, int h) {
-  struct transpose t = {src, dst, w, h};
-  cpu_parallel_for(pool, (h + 31) / 32, transpose_chunk, &t);
-}
-
-struct load { /* one channel of an image into a transposed plane */
-  const struct cpu_image *img;
-  int ch;
-  int premultiply; /* multiply by alpha / max */
-  double *dst;     /* w rows of h */
-};
-
-static void load_chunk(void *arg, int begin, int end) {
-  const struct load *l = arg;
-  const struct cpu_image *img = l->img;
-  int c = img->channels, h = img->height;
-  double inv_max = 1.0 / ((1 << img->depth) - 1);
-  for (int y = begin; y < end; y++) {
-    size_t row = (size_t)y * img->width * c;
-    for (int x = 0; x < img->width; x++) {
-      size_t i = row + (size_t)x * c;
-      double v = cpu_sample(img, i + l->ch);
-      if (l->premultiply) v *= cpu_sample(img, i + c - 1) * inv_max;
-      l->dst[(size_t)x * h + y] = v;
-    }
-  }
-}
-
-/* Filters channel ch of img into out (h rows of w); tmp is scratch of the same size. */
+/* Filters channel ch of img into out (h rows of w) and/or, rounded, into channel ch of dst (colour
+ * divided by alpha when alpha is not NULL); t is scratch of img's size. */
 static int blur_channel(struct cpu_pool *pool, const struct filter *f, const struct cpu_image *img,
-                        int ch, int premultiply, double *out, double *tmp) {
-  struct load l = {img, ch, premultiply, tmp};
-  cpu_parallel_for(pool, img->height, load_chunk, &l);
-  if (pass_columns(pool, f, tmp, img->height, img->width) != 0) return -1;
-  transpose(pool, tmp, out, img->height, img->width);
-  return pass_columns(pool, f, out, img->width, img->height);
-}
-
-struct store { /* a filtered plane into one channel of dst */
-  struct cpu_image *dst;
-  int ch;
-  const double *p;     /* the filtered channel, premultiplied when alpha is set */
-  const double *alpha; /* the filtered alpha plane, or NULL */
-};
-
-static void store_chunk(void *arg, int begin, int end) {
-  const struct store *s = arg;
-  struct cpu_image *img = s->dst;
-  double max = (1 << img->depth) - 1;
-  for (int y = begin; y < end; y++)
-    for (int x = 0; x < img->width; x++) {
-      size_t j = (size_t)y * img->width + x;
-      double v = s->p[j];
-      /* colour of a pixel whose alpha rounds to 0 is 0: invisible, and the same everywhere */
-      if (s->alpha) v = s->alpha[j] >= 0.5 ? v * max / s->alpha[j] : 0;
-      v = v <= 0 ? 0 : v >= max ? max : floor(v + 0.5);
-      cpu_set_sample(img, j * img->channels + s->ch, (unsigned)v);
-    }
+                        int ch, int premultiply, double *out, struct cpu_image *dst,
+                        const double *alpha, double *t) {
+  struct pass ps = {f, img, ch, premultiply, t, out, dst, alpha, 0, 0};
+  cpu_parallel_for(pool, (img->height + STRIP - 1) / STRIP, pass_chunk, &ps);
+  ps.along_y = 1;
+  if (!ps.failed) cpu_parallel_for(pool, (img->width + STRIP - 1) / STRIP, pass_chunk, &ps);
+  return ps.failed ? -1 : 0;
 }
 
 /* The channels in the order they are filtered: alpha first, so colour can be divided by it. */
@@ -415,16 +413,15 @@ static int blur_doubles(struct cpu_pool *pool, const struct filter *f, const str
                         struct cpu_image *dst) {
   size_t px = (size_t)src->width * src->height;
   int alpha = src->channels == 2 || src->channels == 4, rc = 0;
-  double *p = malloc((2 + alpha) * px * sizeof(double));
-  if (!p) return -1;
-  double *tmp = p + px, *fa = alpha ? tmp + px : NULL;
+  double *t = planes_new((1 + alpha) * px);
+  if (!t) return -1;
+  double *fa = alpha ? t + px : NULL;
   for (int k = 0; rc == 0 && k < src->channels; k++) {
     int ch = channel_at(src, k), is_alpha = alpha && ch == src->channels - 1;
-    rc = blur_channel(pool, f, src, ch, alpha && !is_alpha, is_alpha ? fa : p, tmp);
-    struct store s = {dst, ch, is_alpha ? fa : p, alpha && !is_alpha ? fa : NULL};
-    if (rc == 0) cpu_parallel_for(pool, src->height, store_chunk, &s);
+    rc = blur_channel(pool, f, src, ch, alpha && !is_alpha, is_alpha ? fa : NULL, dst,
+                      alpha && !is_alpha ? fa : NULL, t);
   }
-  free(p);
+  planes_free(t, (1 + alpha) * px);
   return rc;
 }
 
@@ -464,13 +461,13 @@ int cpu_measure(struct cpu_pool *pool, double sigma, const struct cpu_image *src
   struct cpu_blur rb = {CPU_SEPARABLE, sigma, CPU_TRUNCATE, 0};
   size_t px = (size_t)src->width * src->height;
   int alpha = src->channels == 2 || src->channels == 4, rc = filter_init(&ref, &rb);
-  double *p = rc == 0 ? malloc((2 + alpha) * px * sizeof(double)) : NULL;
+  double *p = rc == 0 ? planes_new((2 + alpha) * px) : NULL;
   double *rows = malloc(2 * (size_t)src->height * sizeof(double)), sse = 0, max = 0;
   rc = p && rows ? rc : -1;
   double *tmp = p ? p + px : NULL, *ra = p && alpha ? tmp + px : NULL;
   for (int k = 0; rc == 0 && k < src->channels; k++) {
     int ch = channel_at(src, k), is_alpha = alpha && ch == src->channels - 1;
-    rc = blur_channel(pool, &ref, src, ch, alpha && !is_alpha, is_alpha ? ra : p, tmp);
+    rc = blur_channel(pool, &ref, src, ch, alpha && !is_alpha, is_alpha ? ra : p, NULL, NULL, tmp);
     struct sse e = {out, ch, is_alpha ? ra : p, alpha && !is_alpha ? ra : NULL, rows};
     if (rc == 0) cpu_parallel_for(pool, src->height, sse_chunk, &e);
     for (int y = 0; rc == 0 && y < src->height; y++) {
@@ -482,7 +479,7 @@ int cpu_measure(struct cpu_pool *pool, double sigma, const struct cpu_image *src
   if (rc == 0)
     *acc = (struct cpu_accuracy){mse > 0 ? 10 * log10(peak * peak / mse) : INFINITY, max};
   free(rows);
-  free(p);
+  planes_free(p, (2 + alpha) * px);
   filter_free(&ref);
   return rc;
 }

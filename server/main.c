@@ -1,6 +1,8 @@
 /* blurd's entry point: reads the configuration (flags, each with an environment variable),
  * starts the api (backend and workers) and the HTTP server, and on SIGTERM or SIGINT drains:
- * it stops accepting connections, lets every request in flight get its response, and exits 0. */
+ * it stops accepting connections, lets every request in flight get its response, and exits 0.
+ * When the first argument names an image endpoint ("blur", ...), it runs the command-line mode
+ * (cli.c) instead, with the same options for the api. */
 #include "server.h"
 
 #include "../api/api.h"
@@ -59,8 +61,11 @@ static const struct opt opts[] = {
 enum { NOPTS = sizeof(opts) / sizeof(opts[0]) };
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: blurd [options]\n\nA GPU image-blurring service (CPU when no GPU is "
-             "present).\n\noptions (each also read from its environment variable):\n");
+  fprintf(f, "usage: blurd [options]\n       blurd ENDPOINT [options] [--PARAM VALUE ...] IN OUT"
+             "\n       blurd ENDPOINT [options] [--PARAM VALUE ...] -o DIR IN...\n\nA GPU "
+             "image-blurring service (CPU when no GPU is present), or with an endpoint first, "
+             "the same\nprocessing of files on the command line (blurd blur --help).\n\noptions "
+             "(each also read from its environment variable):\n");
   for (int i = 0; i < NOPTS; i++)
     fprintf(f, "  --%-17s %-23s %s (default %s)\n", opts[i].name, opts[i].env, opts[i].help,
             *opts[i].def ? opts[i].def : "none");
@@ -88,10 +93,12 @@ static int parse_value(const struct opt *o, const char *text, long long *out) {
 struct config {
   const char *text[NOPTS]; /* the chosen text of each option */
   long long num[NOPTS];    /* its value, for numbers */
+  int flag[NOPTS];         /* given as a flag */
 };
 
 static int set_opt(struct config *c, int i, const char *text, const char *from) {
   c->text[i] = text;
+  c->flag[i] = strcmp(from, "flag") == 0;
   if (opts[i].kind == OPT_STR) return 0;
   if (parse_value(&opts[i], text, &c->num[i]) == 0) return 0;
   fprintf(stderr, "blurd: %s: '%s' is not valid for --%s (%s, from %lld to %lld)\n", from, text,
@@ -221,39 +228,85 @@ static int wait_for_signal(void) {
   return c;
 }
 
+/* The api's settings from the configuration into ac (key holds the API key). Returns 0, or 2
+ * after saying what is wrong. */
+static int api_settings(const struct config *c, struct api_config *ac, char *key, size_t cap) {
+  if (backend_kind(TEXT(c, "backend"), &ac->backend) != 0) {
+    fprintf(stderr, "blurd: --backend must be cpu, gpu or auto, not '%s'\n", TEXT(c, "backend"));
+    return 2;
+  }
+  if (gpu_codecs_mode(TEXT(c, "gpu-codecs"), &ac->gpu_codecs) != 0) {
+    fprintf(stderr, "blurd: --gpu-codecs must be auto, on or off, not '%s'\n",
+            TEXT(c, "gpu-codecs"));
+    return 2;
+  }
+  ac->jpeg_batch_wait_us = (int)NUM(c, "jpeg-batch-wait-us");
+  if (warm_image(TEXT(c, "warm-image"), ac->warm) != 0) {
+    fprintf(stderr, "blurd: --warm-image must be WIDTHxHEIGHT[xCHANNELS], auto or 0, not '%s'\n",
+            TEXT(c, "warm-image"));
+    return 2;
+  }
+  ac->workers = (int)NUM(c, "workers");
+  ac->queue = (int)NUM(c, "queue");
+  ac->max_body = (size_t)NUM(c, "max-body");
+  ac->max_pixels = (uint64_t)NUM(c, "max-pixels");
+  ac->max_width = (uint32_t)NUM(c, "max-width");
+  ac->max_height = (uint32_t)NUM(c, "max-height");
+  ac->on_fatal = on_gpu_lost;
+  if (read_api_key(c, key, cap) != 0) return 2;
+  ac->api_key = key;
+  ac->access_log = TEXT(c, "access-log");
+  ac->cors_origins = TEXT(c, "cors-origins");
+  return 0;
+}
+
+/* The command-line mode (argv[1] is an endpoint; cli_main says so when it is not): the flags of the
+ * options above (--name value or --name=value) configure the api as for the server; every other
+ * argument goes to cli_main. A CLI run warms nothing unless --warm-image says so, and has no
+ * GPU-lost exit: its files fail one by one. */
+static int run_cli(int argc, char **argv) {
+  char **srv_argv = calloc((size_t)argc + 1, sizeof(char *));
+  char **cli_argv = calloc((size_t)argc + 1, sizeof(char *));
+  int sn = 1, cn = 1, rc = 2;
+  if (!srv_argv || !cli_argv) return 1;
+  srv_argv[0] = argv[0], cli_argv[0] = argv[1];
+  for (int i = 2; i < argc; i++) {
+    const char *a = argv[i];
+    size_t n = strncmp(a, "--", 2) == 0 ? strcspn(a + 2, "=") : 0;
+    int known = -1;
+    for (int k = 0; n > 0 && k < NOPTS; k++)
+      if (strlen(opts[k].name) == n && strncmp(opts[k].name, a + 2, n) == 0) known = k;
+    if (strcmp(a, "--") == 0) { /* the rest are files */
+      while (i < argc) cli_argv[cn++] = argv[i++];
+    } else if (known < 0) {
+      cli_argv[cn++] = argv[i];
+    } else {
+      srv_argv[sn++] = argv[i];
+      if (!a[2 + n] && i + 1 < argc) srv_argv[sn++] = argv[++i];
+    }
+  }
+  struct config c = {0};
+  struct api_config ac = {0};
+  static char key[KEY_MAX];
+  if (load_config(&c, sn, srv_argv) == 0 && api_settings(&c, &ac, key, sizeof(key)) == 0) {
+    if (!c.flag[opt_index("warm-image")]) ac.warm[0] = ac.warm[1] = 0;
+    ac.on_fatal = NULL;
+    rc = cli_main(&ac, cn, cli_argv);
+  }
+  free(srv_argv);
+  free(cli_argv);
+  return rc;
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && argv[1][0] != '-') return run_cli(argc, argv); /* an endpoint, or bad usage */
   struct config c = {0};
   char err[256];
   int rc = load_config(&c, argc, argv);
   if (rc != 0) return rc == 1 ? 0 : 2;
   struct api_config ac = {0};
-  if (backend_kind(TEXT(&c, "backend"), &ac.backend) != 0) {
-    fprintf(stderr, "blurd: --backend must be cpu, gpu or auto, not '%s'\n", TEXT(&c, "backend"));
-    return 2;
-  }
-  if (gpu_codecs_mode(TEXT(&c, "gpu-codecs"), &ac.gpu_codecs) != 0) {
-    fprintf(stderr, "blurd: --gpu-codecs must be auto, on or off, not '%s'\n",
-            TEXT(&c, "gpu-codecs"));
-    return 2;
-  }
-  ac.jpeg_batch_wait_us = (int)NUM(&c, "jpeg-batch-wait-us");
-  if (warm_image(TEXT(&c, "warm-image"), ac.warm) != 0) {
-    fprintf(stderr, "blurd: --warm-image must be WIDTHxHEIGHT[xCHANNELS], auto or 0, not '%s'\n",
-            TEXT(&c, "warm-image"));
-    return 2;
-  }
-  ac.workers = (int)NUM(&c, "workers");
-  ac.queue = (int)NUM(&c, "queue");
-  ac.max_body = (size_t)NUM(&c, "max-body");
-  ac.max_pixels = (uint64_t)NUM(&c, "max-pixels");
-  ac.max_width = (uint32_t)NUM(&c, "max-width");
-  ac.max_height = (uint32_t)NUM(&c, "max-height");
-  ac.on_fatal = on_gpu_lost;
   static char key[KEY_MAX];
-  if (read_api_key(&c, key, sizeof(key)) != 0) return 2;
-  ac.api_key = key;
-  ac.access_log = TEXT(&c, "access-log");
-  ac.cors_origins = TEXT(&c, "cors-origins");
+  if (api_settings(&c, &ac, key, sizeof(key)) != 0) return 2;
   struct srv_config sc = {-1,
                           (int)NUM(&c, "http-threads"),
                           (unsigned)NUM(&c, "timeout"),

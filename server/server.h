@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 struct api_ctx;
+struct api_config;
 
 struct srv_config {
   int listen_fd;              /* from srv_listen */
@@ -35,5 +36,13 @@ int srv_port(const struct srv *s);
 int srv_drain(struct srv *s, double timeout_s);
 /* Closes every connection and frees s; s may be NULL. */
 void srv_free(struct srv *s);
+
+/* The command-line mode (cli.c): each file goes through the api as the body of a POST to an
+ * image endpoint would, with the --name value pairs as its query string. */
+
+/* Runs the command line argv (argv[0]: the endpoint, checked here; then the CLI's flags, --name
+ * value parameters and files) on an api started with cfg. Returns the exit status: 0 when every
+ * file succeeded, 1 when one failed, 2 for bad usage. */
+int cli_main(const struct api_config *cfg, int argc, char **argv);
 
 #endif
