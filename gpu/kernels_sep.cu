@@ -77,7 +77,7 @@ cudaError_t launch_separable(packed in, packed out, mid m, const float *d_w, int
  * its channels, colour premultiplied) through a plane of L doubles a pixel, and the error of the
  * method's output against it. ncu on 1920x1080 RGB at sigma 12 (radius 48), H100: 614 us for the
  * row pass and 314 for the column pass with four lanes, one output a thread in rows and 32 rows a
- * block in columns; the kernels below are what replaced them (docs/gpu_profile.md). ---- */
+ * block in columns; the kernels below are what replaced them (docs/engineering-notes.md). ---- */
 
 /* Adds the n taps of one chunk (weights w[0..n)) into a thread's 4 outputs acc[q], with one
  * sliding window of weights: staged sample i (lane c at s[c][at(i)]) is tap i - q of output q,
