@@ -239,7 +239,7 @@ static void *client_main(void *arg) {
     int after = __atomic_load_n(c->restarted, __ATOMIC_SEQ_CST);
     int rc = http_post_form(c->s, "/blur?sigma=3", "image", c->img, c->len, NULL, NULL, &r);
     int ok = rc == 0 && r.status == 200;
-    if (rc == 0) http_resp_free(&r);
+    http_resp_free(&r); /* filled in either case */
     if (!ok && !after) {
       c->failed++;
       while (!__atomic_load_n(c->restarted, __ATOMIC_SEQ_CST)) usleep(10000);
