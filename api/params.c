@@ -38,9 +38,7 @@ static const char *const bool_choices[] = {"false", "true", NULL};
 #define COMPRESSION_PARAM(T, def)                                                                  \
   {                                                                                                \
     "compression", PT_INT, 0, 9, NULL, def, offsetof(T, compression),                              \
-        "PNG zlib compression level: 1 to 6 match runs only (fast), 7 to 9 search fully "          \
-        "(smallest); ignored for JPEG.",                                                           \
-        0                                                                                          \
+        "PNG zlib compression level; ignored for JPEG.", 0                                         \
   }
 #define OUTPUT_PARAMS(T)                                                                           \
   {"format",                                                                                       \

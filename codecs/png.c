@@ -234,11 +234,6 @@ static enum codec_status encode_run(struct png_enc *e, const struct codec_image 
   if (setjmp(png_jmpbuf(e->png))) return e->ctx.oom ? CODEC_NOMEM : CODEC_UNSUPPORTED;
   png_set_write_fn(e->png, e, on_write, on_flush);
   png_set_compression_level(e->png, compression);
-  /* Levels 1 to 6 match runs only (zlib's Z_RLE) after libpng's adaptive row filters: on a
-   * 1920x1080 photograph at level 6, 117 against 713 ms for 3% more bytes (2,899,812 against
-   * 2,810,493), and a 16-bit /variance map at level 3 as small as with the full search. 7 to 9
-   * keep zlib's full search, for the smallest files. (The 2-core build machine, 2026-11-23.) */
-  if (compression >= 1 && compression <= 6) png_set_compression_strategy(e->png, Z_RLE);
   png_set_IHDR(e->png, e->info, (uint32_t)img->width, (uint32_t)img->height, img->depth,
                colour[img->channels], PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
                PNG_FILTER_TYPE_DEFAULT);
