@@ -181,30 +181,42 @@ struct drain_state {
   const struct server *s;
   const uint8_t *img;
   size_t len;
+  int first, n; /* which of the requests this thread sends */
   long status[6];
 };
 
 static void *heavy_uploads(void *arg) {
   struct drain_state *d = arg;
   /* a PNG at compression 9 keeps even a GPU worker busy: its encoder runs on the CPU */
-  concurrent_uploads(d->s, "/blur?sigma=12&format=png&compression=9", d->img, d->len, 6, d->status);
+  concurrent_uploads(d->s, "/blur?sigma=12&format=png&compression=9", d->img, d->len, d->n,
+                     d->status + d->first);
   return NULL;
+}
+
+/* Polls a gauge until it reads want, for at most 30 s. */
+static void await_metric(const struct server *s, const char *series, long want) {
+  for (int i = 0; i < 1500 && metric(s, series) != want; i++) usleep(20000);
+  ASSERT_INT(metric(s, series), ==, want);
 }
 
 /* SIGTERM at capacity (one worker, a queue of 4, 6 requests): the admitted ones finish with 200,
  * the one over the queue had its 503 queue_full, a new connection gets 503 shutting_down with
- * Retry-After, and the server exits 0 once the admitted ones are answered. */
+ * Retry-After, and the server exits 0 once the admitted ones are answered. The first request runs
+ * before the other five are sent, so a slow machine cannot finish it before they all arrive. */
 static void test_drain_at_capacity(void) {
   struct server s;
   const char *args[] = {"--workers", "1", "--queue", "4", NULL};
-  struct drain_state d = {&s, NULL, 0, {0}};
+  struct drain_state d = {&s, NULL, 0, 0, 1, {0}};
   char buf[4096];
   d.img = fixture("photo_1080p.jpg", &d.len);
   server_start(&s, args);
-  pthread_t t;
+  pthread_t t, t2;
   ASSERT(pthread_create(&t, NULL, heavy_uploads, &d) == 0);
-  for (int i = 0; i < 200 && metric(&s, "blurd_queue_depth ") < 4; i++) usleep(20000);
-  ASSERT_INT(metric(&s, "blurd_queue_depth "), ==, 4); /* and one running */
+  await_metric(&s, "blurd_jobs_running ", 1);
+  struct drain_state rest = d;
+  rest.first = 1, rest.n = 5;
+  ASSERT(pthread_create(&t2, NULL, heavy_uploads, &rest) == 0);
+  await_metric(&s, "blurd_queue_depth ", 4); /* and one running */
   kill(s.pid, SIGTERM);
   usleep(100000);
   int fd = connect_from(&s, "127.0.0.2");
@@ -213,6 +225,8 @@ static void test_drain_at_capacity(void) {
   expect_refusal(buf, 503, "shutting_down");
   close(fd);
   pthread_join(t, NULL);
+  pthread_join(t2, NULL);
+  memcpy(d.status + 1, rest.status + 1, 5 * sizeof(*d.status));
   int ok = 0, full = 0;
   for (int i = 0; i < 6; i++) ok += d.status[i] == 200, full += d.status[i] == 503;
   fprintf(stderr, "    SIGTERM at capacity: %d admitted finished with 200, %d got 503\n", ok, full);
