@@ -255,9 +255,15 @@ void gate_drain(struct gate *g) {
   __atomic_store_n(&g->draining, 1, __ATOMIC_SEQ_CST);
 }
 
-void gate_free(struct gate *g) {
+void gate_stop(struct gate *g) {
   if (!g) return;
   if (g->started && write(g->wake[1], "x", 1) == 1) pthread_join(g->thread, NULL);
+  g->started = 0;
+}
+
+void gate_free(struct gate *g) {
+  if (!g) return;
+  gate_stop(g);
   if (g->wake[1] >= 0) close(g->wake[1]);
   for (int i = 0; g->lingers && i < g->nlingers; i++)
     linger_close(&g->lingers[(g->head + i) % LINGER_MAX]);

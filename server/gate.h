@@ -41,6 +41,9 @@ int gate_port(const struct gate *g);
 void gate_release(struct gate *g, const struct sockaddr *sa);
 /* From now on every new connection gets the GATE_DRAINING answer. */
 void gate_drain(struct gate *g);
+/* Stops the thread: no connection is accepted or passed on any more, while gate_release stays
+ * safe for the connections pass took (stop the server that holds them before gate_free). */
+void gate_stop(struct gate *g);
 /* Stops the thread and closes the listening socket and the connections being answered. */
 void gate_free(struct gate *g);
 

@@ -483,8 +483,11 @@ int srv_drain(struct srv *s, double timeout_s) {
 
 void srv_free(struct srv *s) {
   if (!s) return;
-  gate_free(s->gate);              /* no new connections */
-  if (s->d) MHD_stop_daemon(s->d); /* closes every connection: the watch list empties */
+  gate_stop(s->gate); /* no new connections */
+  if (s->d)
+    MHD_stop_daemon(s->d); /* closes every connection: the watch list empties, and each
+                              one's count goes back to the gate */
+  gate_free(s->gate);
   __atomic_store_n(&s->stop, 1, __ATOMIC_SEQ_CST);
   if (s->watchdog_started) pthread_join(s->watchdog, NULL);
   pthread_mutex_destroy(&s->watch_mu);
