@@ -24,7 +24,7 @@ static const char *const method_descs[] = {
 /* Accuracy classes: the lowest PSNR over three photographs at sigma 0.5 to 300, measured by
  * `make report` (docs/accuracy.md). */
 #define ACC_FIR       "exact integer sums: >= 58.89 dB on 8-bit photographs (rounding level)"
-#define ACC_SEPARABLE "double precision: >= 58.89 dB on 8-bit photographs (rounding level)"
+#define ACC_SEPARABLE "single precision: >= 58.89 dB on 8-bit photographs (rounding level)"
 #define ACC_YVV       ">= 55.40 dB on photographs (calibrated coefficients)"
 #define ACC_YVV2WAY   "56.9 dB at sigma 0.5, falling to 22.8 dB at sigma 100 (centre hand-off)"
 #define ACC_DERICHE   ">= 58.89 dB on photographs (rounding level)"
@@ -500,13 +500,14 @@ int cpu_pyramid_line(const struct cpu_pyramid *p, const double *w, const double 
   return 0;
 }
 
-/* The CPU rule for `auto`: yvv. It reaches 48 dB at every sigma (>= 55.4 dB on photographs)
- * and is the fastest CPU method at every sigma and size measured: 33.7 ms for a 1080p RGB
- * image at sigma 0.5, where fir takes 33.9 ms; pyramid takes 52.4 against 34.1 ms at sigma 12
- * (docs/cpu_timing.md). */
+/* The CPU rule for `auto`: separable up to sigma CPU_AUTO_SEPARABLE, yvv above. Both reach 58 dB
+ * on photographs. separable's cost grows with its radius (sep.c: single precision, tiled), yvv's
+ * does not: on a 3840x2160 RGB photograph separable took 85 ms at sigma 8 against yvv's 99, and
+ * 105 against 102 at sigma 10 (docs/methods.md). */
+#define CPU_AUTO_SEPARABLE 8.0
 enum cpu_method cpu_auto_method(double sigma, int width, int height) {
-  (void)sigma, (void)width, (void)height;
-  return CPU_YVV;
+  (void)width, (void)height;
+  return sigma <= CPU_AUTO_SEPARABLE ? CPU_SEPARABLE : CPU_YVV;
 }
 
 /* The cascade of c: its real pole p (a root of z^3 - a1 z^2 - a2 z - a3, which is negative at

@@ -493,7 +493,10 @@ int cpu_blur_image(struct cpu_pool *pool, const struct cpu_blur *b, const struct
     rc = cpu_fir_image(pool, b, src, dst);
   } else {
     rc = filter_init(&f, b);
-    if (rc == 0) rc = blur_doubles(pool, &f, src, dst);
+    if (rc == 0 && f.kind == FILTER_FIR && f.radius <= CPU_SEP_RADIUS_MAX)
+      rc = cpu_sep_image(pool, f.w, f.radius, src, dst);
+    else if (rc == 0)
+      rc = blur_doubles(pool, &f, src, dst);
     filter_free(&f);
   }
   double t1 = now_ms();
