@@ -21,7 +21,7 @@ BUILD ?= build/san
 SANFLAGS := -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
 endif
 
-PKGS := libmicrohttpd jansson libpng libturbojpeg libjpeg
+PKGS := libmicrohttpd jansson libpng libturbojpeg libjpeg libwebp
 OPT ?= -O3 -g
 CFLAGS += -std=c11 $(OPT) -Wall -Wextra -Werror -Wstrict-prototypes -Wshadow -D_GNU_SOURCE \
           -pthread -MMD -MP $(SANFLAGS) $(shell pkg-config --cflags $(PKGS))

@@ -17,16 +17,17 @@
   X(BAD_PARAMETER,       400, "invalid_parameter",     "A parameter has an invalid value.")        \
   X(MISSING_PARAMETER,   400, "missing_parameter",     "A required parameter is missing.")         \
   X(UNKNOWN_PARAMETER,   400, "unknown_parameter",     "The request has a parameter this endpoint does not know.") \
-  X(CONFLICTING_PARAMETER, 400, "conflicting_parameter", "A parameter has different values in the query string and in params.") \
+  X(CONFLICTING_PARAMETER, 400, "conflicting_parameter", "A parameter has different values in the query string and in params or the JSON body.") \
   X(UNKNOWN_METHOD,      400, "unknown_method",        "The method is not one this service offers.") \
-  X(BAD_JSON,            400, "invalid_json",          "The params field is not a valid JSON object.") \
+  X(BAD_JSON,            400, "invalid_json",          "The params field or the JSON body is not a valid JSON object.") \
   X(BAD_MULTIPART,       400, "invalid_multipart",     "The multipart/form-data body is malformed.") \
   X(MISSING_IMAGE,       400, "missing_image",         "The request carries no image.")             \
+  X(BAD_IMAGE_ENCODING,  400, "invalid_image_encoding", "The image in the JSON body is not valid base64.") \
   X(UNAUTHORIZED,        401, "unauthorized",          "This endpoint needs the API key, as 'Authorization: Bearer KEY' or 'X-API-Key: KEY'.") \
   X(NOT_FOUND,           404, "not_found",             "There is no such endpoint.")                \
   X(METHOD_NOT_ALLOWED,  405, "method_not_allowed",    "This endpoint does not accept that HTTP method.") \
   X(BODY_TOO_LARGE,      413, "body_too_large",        "The request body is larger than the configured limit.") \
-  X(UNSUPPORTED_MEDIA,   415, "unsupported_media_type", "The upload is neither PNG nor JPEG.")      \
+  X(UNSUPPORTED_MEDIA,   415, "unsupported_media_type", "The upload is neither PNG, JPEG nor WebP.") \
   X(UNDECODABLE,         422, "undecodable_image",     "The image is corrupt or truncated.")        \
   X(IMAGE_TOO_LARGE,     422, "image_too_large",       "The image is larger than the configured limits.") \
   X(UNSUPPORTED_IMAGE,   422, "unsupported_image",     "The image uses a feature this service does not support.") \

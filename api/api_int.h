@@ -53,8 +53,9 @@ struct blur_params {
   double sigma;    /* pixels */
   double truncate; /* fir family and separable: kernel radius in sigmas */
   int coeffs;      /* enum cpu_yvv_set */
-  int format;      /* index in format_choices: 0 the input's, 1 png, 2 jpeg */
-  int quality;     /* JPEG quality */
+  int format;      /* index in format_choices: 0 the input's, 1 png, 2 jpeg, 3 webp */
+  int quality;     /* JPEG and lossy WebP quality */
+  int lossless;    /* WebP: lossless */
   int compression; /* PNG zlib level */
   int psnr;        /* compute the PSNR against the exact reference */
 };
@@ -77,6 +78,7 @@ struct contrast_params { /* POST /contrast: struct cpu_contrast's fields, then t
   int radius;
   double a, m0, b, s0;
   int format, quality, compression; /* as in blur_params */
+  int lossless;                     /* as in blur_params */
 };
 
 struct api_kernel { /* a PT_KERNEL value: a named kernel, or custom weights as given */
@@ -90,12 +92,13 @@ struct conv_params { /* POST /convolve */
   int normalize;                    /* custom kernels: divide by the sum when it is not 0 */
   double bias;                      /* added to every sum; a named kernel's own when not given */
   int format, quality, compression; /* as in blur_params */
+  int lossless;                     /* as in blur_params */
   unsigned given;                   /* the parameters the request gave (struct endpoint) */
   struct cpu_conv conv;             /* the kernel to run, built by the endpoint's check */
 };
 
 extern const struct endpoint api_blur_endpoint;
-extern const struct endpoint api_convert_endpoint; /* format, quality, compression */
+extern const struct endpoint api_convert_endpoint; /* format, quality, lossless, compression */
 extern const struct endpoint api_variance_endpoint;
 extern const struct endpoint api_contrast_endpoint;
 extern const struct endpoint api_convolve_endpoint;
@@ -109,6 +112,15 @@ extern const struct endpoint *const api_endpoints[];
  * or an error with a sentence in msg. */
 enum api_error params_parse(const struct endpoint *ep, const char *query, const char *json,
                             size_t json_len, void *out, char *msg, size_t msglen);
+/* params_parse with the JSON object already parsed: obj (borrowed; NULL: none), whose every key
+ * must be a parameter; where names it in messages ("params", "the JSON body"). */
+enum api_error params_parse_object(const struct endpoint *ep, const char *query, json_t *obj,
+                                   const char *where, void *out, char *msg, size_t msglen);
+/* Parses text as a JSON object (duplicate keys refused) into *out (new reference). Returns API_OK,
+ * or API_BAD_JSON with a sentence in msg that begins with what ("The JSON body") and gives
+ * jansson's line and column. */
+enum api_error params_load_json(const char *what, const char *text, size_t len, json_t **out,
+                                char *msg, size_t msglen);
 /* The endpoint's parameters that apply to method m (all of them when m < 0) as a JSON array
  * for /methods (new reference). */
 json_t *params_describe(const struct endpoint *ep, int m);
@@ -259,10 +271,12 @@ struct job_params { /* what an image job does */
 };
 
 /* Queues the image job of req on ctx's backend: decode, p's operation, encode. The response
- * goes to done(udata). Returns API_OK, or API_QUEUE_FULL / API_SHUTTING_DOWN /
- * API_OUT_OF_MEMORY (nothing was queued). */
+ * goes to done(udata). owned: NULL when image lies in req's body, else image's malloc'd buffer,
+ * which the job frees (on API_OK only: otherwise it stays the caller's). Returns API_OK, or
+ * API_QUEUE_FULL / API_SHUTTING_DOWN / API_OUT_OF_MEMORY (nothing was queued). */
 enum api_error job_submit(struct api_ctx *ctx, const struct api_request *req, const uint8_t *image,
-                          size_t len, const struct job_params *p, api_done_fn done, void *udata);
+                          size_t len, uint8_t *owned, const struct job_params *p, api_done_fn done,
+                          void *udata);
 
 /* ---- metrics ---- */
 
@@ -370,5 +384,14 @@ struct api_response *response_empty(int status);
 struct api_response *response_json(int status, json_t *body);
 /* Base64 (RFC 4648, padded) of data as a new NUL-terminated string, or NULL. */
 char *base64_encode(const uint8_t *data, size_t len);
+/* Decodes the image string of a JSON body, s[0..len): standard base64 (RFC 4648: A-Z, a-z, 0-9,
+ * '+', '/'), after an optional data: URL prefix ("data:image/png;base64,"). The '=' padding may
+ * be left out, but when present it must be complete and end the string; line breaks (CR, LF, as
+ * in MIME's 76-column lines) are skipped; any other character is an error. Returns API_OK with
+ * the bytes in *out (malloc'd, of 3/4 of the base64's length; the caller frees it; NULL when
+ * there are none) and their count in *outlen; API_BAD_IMAGE_ENCODING with a sentence in msg that
+ * gives the byte offset in s and the character where it broke; or API_OUT_OF_MEMORY. */
+enum api_error base64_decode(const char *s, size_t len, uint8_t **out, size_t *outlen, char *msg,
+                             size_t msglen);
 
 #endif

@@ -5,11 +5,11 @@
  *
  * The ops hold a job's codecs too. The CPU backend decodes and encodes with libjpeg-turbo and
  * libpng. The CUDA backend with GPU codecs decodes JPEG into device memory with nvJPEG (batched
- * across its workers by gpu/jpeg.cu), filters there and encodes JPEG there; PNG, and what nvJPEG
- * refuses, go through the CPU codecs with an upload or a download. A file goes to the GPU decoder
- * only after codec_jpeg_probe has read its headers with libjpeg, so what the CPU decoder would
- * refuse at the headers is refused in the same words; a file nvJPEG fails on is decoded again by
- * libjpeg, whose verdict stands. */
+ * across its workers by gpu/jpeg.cu), filters there and encodes JPEG there; PNG, WebP, and what
+ * nvJPEG refuses, go through the CPU codecs with an upload or a download. A file goes to the GPU
+ * decoder only after codec_jpeg_probe has read its headers with libjpeg, so what the CPU decoder
+ * would refuse at the headers is refused in the same words; a file nvJPEG fails on is decoded again
+ * by libjpeg, whose verdict stands. */
 #include "api_int.h"
 
 #include <malloc.h>
@@ -64,7 +64,10 @@ enum api_error codec_error(enum codec_status s) {
 /* ---- the CPU codecs (every backend's, for what stays on the host) ---- */
 
 static const char *host_codec(enum codec_format f) {
-  return f == CODEC_PNG ? "libpng" : f == CODEC_JPEG ? "libjpeg-turbo" : NULL;
+  return f == CODEC_PNG    ? "libpng"
+         : f == CODEC_JPEG ? "libjpeg-turbo"
+         : f == CODEC_WEBP ? "libwebp"
+                           : NULL;
 }
 
 static enum api_error host_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
@@ -426,7 +429,7 @@ struct worker_thread { /* what a worker thread needs */
  * ones after it. */
 /* A JPEG round trip of img through w's encoder and decoder. */
 static void warm_jpeg(struct worker *w, const struct codec_image *img) {
-  struct codec_encode_opts jpeg = {CODEC_JPEG, 90, 6};
+  struct codec_encode_opts jpeg = {CODEC_JPEG, 90, 6, 0};
   struct codec_limits lim = {(uint32_t)img->width, (uint32_t)img->height,
                              (uint64_t)img->width * img->height};
   struct codec_image back = {0};
@@ -766,9 +769,9 @@ json_t *backend_devices(struct backend *b) {
 
 json_t *backend_codecs(struct backend *b) {
   int gpu = b->gpu_codecs;
-  json_t *o = json_pack("{s:b, s:s, s:s, s:s}", "gpu", gpu, "jpeg_decode",
+  json_t *o = json_pack("{s:b, s:s, s:s, s:s, s:s}", "gpu", gpu, "jpeg_decode",
                         gpu ? b->jpeg_decoder : "libjpeg-turbo", "jpeg_encode",
-                        gpu ? "nvjpeg" : "libjpeg-turbo", "png", "libpng");
+                        gpu ? "nvjpeg" : "libjpeg-turbo", "png", "libpng", "webp", "libwebp");
   if (o && gpu)
     json_object_update_new(
         o, json_pack("{s:s, s:i}", "library", b->jpeg_lib, "batch_wait_us", b->batch_wait_us));

@@ -200,7 +200,56 @@ struct upload { /* where the image and the params are in the body */
   size_t len;
   const char *json; /* the params field, or NULL */
   size_t json_len;
+  json_t *object; /* a JSON body, its image taken out: the parameters (owned), or NULL */
+  json_t *base64; /* a JSON body's image value (owned), or NULL when it has none */
+  uint8_t *owned; /* the image decoded from base64 (owned until handed to the job), or NULL */
 };
+
+/* A JSON body: its image is taken out of the object, and the rest are parameters. */
+static enum api_error read_json(const struct api_request *req, struct upload *u, char *msg,
+                                size_t msglen) {
+  enum api_error e = params_load_json("The JSON body", (const char *)req->body, req->body_len,
+                                      &u->object, msg, msglen);
+  if (e != API_OK) return e;
+  u->base64 = json_incref(json_object_get(u->object, "image"));
+  json_object_del(u->object, "image");
+  return API_OK;
+}
+
+/* The image of a JSON body, decoded from its base64 string into u->owned (the one copy of it). */
+static enum api_error json_image(struct upload *u, char *msg, size_t msglen) {
+  static const char *const types[] = {"an object", "an array", "a string", "a number",
+                                      "a number",  "true",     "false",    "null"};
+  if (!u->base64) {
+    snprintf(msg, msglen,
+             "The JSON body has no 'image': send the image as a base64 string in it, "
+             "{\"image\": \"iVBORw0KGgo...\", ...}.");
+    return API_MISSING_IMAGE;
+  }
+  if (!json_is_string(u->base64)) {
+    snprintf(msg, msglen, "The JSON body's 'image' is %s: send the image as a base64 string.",
+             types[json_typeof(u->base64)]);
+    return API_MISSING_IMAGE;
+  }
+  enum api_error e = base64_decode(json_string_value(u->base64), json_string_length(u->base64),
+                                   &u->owned, &u->len, msg, msglen);
+  json_decref(u->base64);
+  u->base64 = NULL;
+  u->image = u->owned;
+  if (e == API_OK && u->len == 0) {
+    snprintf(msg, msglen, "The JSON body's 'image' is empty: send the image as a base64 string.");
+    e = API_MISSING_IMAGE;
+  }
+  return e;
+}
+
+static void upload_free(struct upload *u) {
+  json_decref(u->object);
+  json_decref(u->base64);
+  free(u->owned);
+  u->object = u->base64 = NULL;
+  u->owned = NULL;
+}
 
 static enum api_error find_fields(const struct mp_part *parts, int n, struct upload *u, char *msg,
                                   size_t msglen) {
@@ -240,8 +289,9 @@ static enum api_error read_upload(const struct api_request *req, struct upload *
     multipart_free(parts, n);
     return e;
   }
+  if (media_is(ct, "application/json")) return read_json(req, u, msg, msglen);
   if (media_is(ct, "image/png") || media_is(ct, "image/jpeg") || media_is(ct, "image/jpg") ||
-      media_is(ct, "application/octet-stream")) {
+      media_is(ct, "image/webp") || media_is(ct, "application/octet-stream")) {
     u->image = req->body;
     u->len = req->body_len;
     return API_OK;
@@ -249,7 +299,8 @@ static enum api_error read_upload(const struct api_request *req, struct upload *
   if (!ct && req->body_len == 0) return API_OK; /* no image: reported by the caller */
   snprintf(msg, msglen,
            "Content-Type '%.64s' is not accepted: send multipart/form-data with an 'image' "
-           "field, or the raw image as image/png or image/jpeg.",
+           "field, the raw image as image/png, image/jpeg or image/webp, or application/json "
+           "with the image in base64.",
            ct ? ct : "(none)");
   return API_UNSUPPORTED_MEDIA;
 }
@@ -263,18 +314,24 @@ static struct api_response *image_job(ROUTE_ARGS) {
   if (!p) return api_error_response(API_OUT_OF_MEMORY, NULL);
   p->kind = r->kind;
   enum api_error e = read_upload(req, &u, msg, sizeof(msg));
-  if (e == API_OK) e = params_parse(r->ep, query, u.json, u.json_len, &p->u, msg, sizeof(msg));
+  if (e == API_OK && u.object)
+    e = params_parse_object(r->ep, query, u.object, "the JSON body", &p->u, msg, sizeof(msg));
+  else if (e == API_OK)
+    e = params_parse(r->ep, query, u.json, u.json_len, &p->u, msg, sizeof(msg));
+  if (e == API_OK && u.object) e = json_image(&u, msg, sizeof(msg));
   if (e == API_OK && (!u.image || u.len == 0)) {
     snprintf(msg, sizeof(msg),
              "The request carries no image: send it in the form field 'image', or as the raw "
-             "body with Content-Type image/png or image/jpeg.");
+             "body with Content-Type image/png, image/jpeg or image/webp.");
     e = API_MISSING_IMAGE;
   }
   if (e == API_OK && codec_sniff(u.image, u.len) == CODEC_NONE) {
-    snprintf(msg, sizeof(msg), "The upload is neither a PNG nor a JPEG file.");
+    snprintf(msg, sizeof(msg), "The upload is neither a PNG, a JPEG nor a WebP file.");
     e = API_UNSUPPORTED_MEDIA;
   }
-  if (e == API_OK) e = job_submit(ctx, req, u.image, u.len, p, done, udata);
+  if (e == API_OK) e = job_submit(ctx, req, u.image, u.len, u.owned, p, done, udata);
+  if (e == API_OK) u.owned = NULL; /* the job's now */
+  upload_free(&u);
   free(p);
   return e == API_OK ? NULL : api_error_response(e, msg);
 }

@@ -18,8 +18,9 @@
 struct image_job {
   struct job base; /* first: the backend sees a struct job */
   struct api_ctx *ctx;
-  const uint8_t *image; /* the upload, owned by the server's request */
+  const uint8_t *image; /* the upload: in the server's request, or in owned */
   size_t len;
+  uint8_t *owned; /* the image decoded from a JSON body's base64, freed with the job; or NULL */
   struct job_params p;
   int want_json;     /* answer with JSON (Accept: application/json) */
   double t_received; /* when the server had the whole body */
@@ -136,7 +137,7 @@ static json_t *json_body(const struct image_job *j, const struct codec_image *im
  * backend keeps the result on its device. */
 static enum api_error output_buffer(struct worker *w, const struct cpu_image *src,
                                     struct cpu_image *dst, struct codec_image *out) {
-  out->pixels = dst->data = w->ops->keeps_images ? NULL : malloc(cpu_image_bytes(src));
+  out->pixels = dst->data = w->ops->keeps_images ? NULL : codec_alloc_pixels(cpu_image_bytes(src));
   return w->ops->keeps_images || out->pixels ? API_OK : API_OUT_OF_MEMORY;
 }
 
@@ -295,19 +296,19 @@ static const filter_fn filters[] = {[JOB_BLUR] = blur_filter,
                                     [JOB_CONTRAST] = pixel_filter,
                                     [JOB_CONVOLVE] = pixel_filter};
 
-/* How the result is encoded: the kind's format, quality and compression. */
+/* How the result is encoded: the kind's format, quality, compression and lossless flag. */
 static struct codec_encode_opts encode_opts(const struct job_params *p, enum codec_format input) {
-  static const enum codec_format formats[] = {CODEC_NONE, CODEC_PNG, CODEC_JPEG};
+  static const enum codec_format formats[] = {CODEC_NONE, CODEC_PNG, CODEC_JPEG, CODEC_WEBP};
   const struct blur_params *b = &p->u.blur;
   const struct contrast_params *c = &p->u.contrast;
   const struct conv_params *k = &p->u.conv;
-  struct codec_encode_opts o = {CODEC_PNG, 90, p->u.var.compression}; /* JOB_VARIANCE */
+  struct codec_encode_opts o = {CODEC_PNG, 90, p->u.var.compression, 0}; /* JOB_VARIANCE */
   if (p->kind == JOB_BLUR || p->kind == JOB_CONVERT)
-    o = (struct codec_encode_opts){formats[b->format], b->quality, b->compression};
+    o = (struct codec_encode_opts){formats[b->format], b->quality, b->compression, b->lossless};
   if (p->kind == JOB_CONTRAST)
-    o = (struct codec_encode_opts){formats[c->format], c->quality, c->compression};
+    o = (struct codec_encode_opts){formats[c->format], c->quality, c->compression, c->lossless};
   if (p->kind == JOB_CONVOLVE)
-    o = (struct codec_encode_opts){formats[k->format], k->quality, k->compression};
+    o = (struct codec_encode_opts){formats[k->format], k->quality, k->compression, k->lossless};
   if (o.format == CODEC_NONE) o.format = input;
   return o;
 }
@@ -391,18 +392,21 @@ static void job_run(struct job *job, struct worker *w) {
   free(enc);
   codec_image_free(&out);
   codec_image_free(&in);
+  free(j->owned);
   j->done(j->udata, r);
   free(j);
 }
 
 enum api_error job_submit(struct api_ctx *ctx, const struct api_request *req, const uint8_t *image,
-                          size_t len, const struct job_params *p, api_done_fn done, void *udata) {
+                          size_t len, uint8_t *owned, const struct job_params *p, api_done_fn done,
+                          void *udata) {
   struct image_job *j = calloc(1, sizeof(*j));
   if (!j) return API_OUT_OF_MEMORY;
   *j = (struct image_job){.base = {job_run, 0},
                           .ctx = ctx,
                           .image = image,
                           .len = len,
+                          .owned = owned,
                           .p = *p,
                           .want_json = req->accept && strstr(req->accept, "application/json"),
                           .t_received = req->t_received,

@@ -258,7 +258,8 @@ static void render_codecs(struct text *t, struct api_ctx *ctx) {
   put_family(t, "blurd_codecs_info", "gauge", "The codecs that run (always 1).");
   put(t, "blurd_codecs_info{jpeg_decode=\"");
   put_label(t, decoder);
-  put(t, "\",jpeg_encode=\"%s\",png=\"libpng\"} 1\n", gpu ? "nvjpeg" : "libjpeg-turbo");
+  put(t, "\",jpeg_encode=\"%s\",png=\"libpng\",webp=\"libwebp\"} 1\n",
+      gpu ? "nvjpeg" : "libjpeg-turbo");
   struct batch_stats b;
   if (backend_batch_stats(ctx->backend, 0, &b) != 0) return;
   put_family(t, "blurd_jpeg_decode_batch_size", "histogram",

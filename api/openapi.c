@@ -3,9 +3,10 @@
  * from the route table (api_routes: path, HTTP method, summary, media type); each route's
  * parameters from its endpoint's param_spec table (type, range, choices, default, the methods
  * it applies to), described as query parameters and, for image uploads, as the JSON object of
- * the multipart field `params`; error responses from API_ERRORS. A new route or parameter needs
- * no change here: a parameter type this file does not know becomes a string in the query and
- * any JSON value in params. tests/integ_openapi.c checks the document against the server. */
+ * the multipart field `params` and of a JSON body (beside its base64 image); error responses
+ * from API_ERRORS. A new route or parameter needs no change here: a parameter type this file
+ * does not know becomes a string in the query and any JSON value in params. tests/integ_openapi.c
+ * checks the document against the server. */
 #include "api_int.h"
 
 #include <ctype.h>
@@ -139,7 +140,26 @@ static json_t *binary(const char *media) {
   return json_pack("{s:s, s:s}", "type", "string", "contentMediaType", media);
 }
 
-/* The request body of an upload route: a form with image and params, or the raw image. */
+/* A JSON request body: the image in base64, and the parameters as in params. */
+static json_t *json_body(const struct endpoint *ep) {
+  json_t *o = params_object(ep);
+  json_t *props = json_pack(
+      "{s:{s:s, s:s, s:s, s:s}}", "image", "type", "string", "format", "byte", "contentEncoding",
+      "base64", "description",
+      "The image file in standard base64 (RFC 4648), alone or after a data: URL prefix "
+      "(data:image/png;base64,). The '=' padding may be left out; line breaks are skipped; any "
+      "other character that is not base64 is a 400 invalid_image_encoding.");
+  json_object_update(props, json_object_get(o, "properties")); /* image first, then params */
+  json_object_set_new(o, "properties", props);
+  json_object_set_new(o, "required", json_pack("[s]", "image"));
+  json_object_set_new(o, "description",
+                      json_string("The image in base64 as 'image', and the parameters as in "
+                                  "params; a key also in the query string must have the same "
+                                  "value there."));
+  return o;
+}
+
+/* The request body of an upload route: a form with image and params, the raw image, or JSON. */
 static json_t *upload_body(const struct route *r) {
   json_t *form = json_pack(
       "{s:s, s:[s], s:{s:o, s:o, s:{s:s, s:s, s:o, s:s}}, s:b}", "type", "object", "required",
@@ -151,11 +171,15 @@ static json_t *upload_body(const struct route *r) {
       "additionalProperties", 0);
   json_object_set_new(json_object_get(json_object_get(form, "properties"), "file"), "description",
                       json_string("Another name for image; send one of the two."));
-  return json_pack("{s:b, s:s, s:{s:{s:o}, s:{s:o}, s:{s:o}, s:{s:o}}}", "required", 1,
-                   "description", "A PNG or JPEG: in a multipart form, or as the raw body.",
-                   "content", "multipart/form-data", "schema", form, "image/png", "schema",
-                   binary("image/png"), "image/jpeg", "schema", binary("image/jpeg"),
-                   "application/octet-stream", "schema", binary("application/octet-stream"));
+  json_t *body = json_pack(
+      "{s:b, s:s, s:{s:{s:o}, s:{s:o}, s:{s:o}, s:{s:o}, s:{s:o}}}", "required", 1, "description",
+      "A PNG, JPEG or WebP: in a multipart form, as the raw body, or in base64 in a JSON object.",
+      "content", "multipart/form-data", "schema", form, "image/png", "schema", binary("image/png"),
+      "image/jpeg", "schema", binary("image/jpeg"), "image/webp", "schema", binary("image/webp"),
+      "application/octet-stream", "schema", binary("application/octet-stream"));
+  json_object_set_new(json_object_get(body, "content"), "application/json",
+                      json_pack("{s:o}", "schema", json_body(r->ep)));
+  return body;
 }
 
 static json_t *header(const char *doc) {
@@ -168,7 +192,20 @@ static int has_param(const struct endpoint *ep, const char *name) {
   return 0;
 }
 
-/* The 200 of an upload route: the image, or the JSON mode's object; the timing headers. */
+/* Whether ep can answer an image in the format called name: its format parameter offers it, or
+ * offers the upload's format (input). */
+static int answers_format(const struct endpoint *ep, const char *name) {
+  for (int i = 0; ep && i < ep->nparams; i++)
+    if (strcmp(ep->params[i].name, "format") == 0) {
+      for (const char *const *c = ep->params[i].choices; *c; c++)
+        if (strcmp(*c, name) == 0 || strcmp(*c, "input") == 0) return 1;
+      return 0;
+    }
+  return 1;
+}
+
+/* The 200 of an upload route: the image in each format it can answer, or the JSON mode's object;
+ * the timing headers. */
 static json_t *image_ok(const struct route *r) {
   json_t *h = json_pack(
       "{s:o, s:o}", "Server-Timing",
@@ -181,12 +218,17 @@ static json_t *image_ok(const struct route *r) {
     json_object_set_new(h, "X-PSNR",
                         header("PSNR against the exact result in dB, or inf; "
                                "absent with psnr=false."));
-  return json_pack("{s:s, s:o, s:{s:{s:o}, s:{s:o}, s:{s:{s:s}}}}", "description",
+  json_t *content = json_object();
+  for (enum codec_format f = CODEC_PNG; f <= CODEC_WEBP; f++)
+    if (answers_format(r->ep, codec_format_name(f)))
+      json_object_set_new(content, codec_mime(f),
+                          json_pack("{s:o}", "schema", binary(codec_mime(f))));
+  json_object_set_new(content, "application/json",
+                      json_pack("{s:{s:s}}", "schema", "$ref", "#/components/schemas/ImageResult"));
+  return json_pack("{s:s, s:o, s:o}", "description",
                    "The image (in the upload's format unless format says otherwise), or with "
                    "Accept: application/json a JSON object with the image in base64.",
-                   "headers", h, "content", "image/png", "schema", binary("image/png"),
-                   "image/jpeg", "schema", binary("image/jpeg"), "application/json", "schema",
-                   "$ref", "#/components/schemas/ImageResult");
+                   "headers", h, "content", content);
 }
 
 /* The 200 of a route that answers a document of type r->produces. */
@@ -345,7 +387,8 @@ static json_t *image_result_common(void) {
         json_pack("{s:s, s:{s:{s:s}, s:{s:s}}, s:s}", "type", "object", "properties", "decode",
                   "type", "string", "encode", "type", "string", "description",
                   "The codecs that ran, as the desc of Server-Timing's decode and encode: "
-                  "nvjpeg-hw, nvjpeg-gpu, nvjpeg-hybrid, nvjpeg, libjpeg-turbo, libpng."));
+                  "nvjpeg-hw, nvjpeg-gpu, nvjpeg-hybrid, nvjpeg, libjpeg-turbo, libpng, "
+                  "libwebp."));
   return o;
 }
 
@@ -355,7 +398,8 @@ json_t *openapi_document(void) {
   return json_pack("{s:s, s:{s:s, s:s, s:s}, s:o, s:{s:{s:o, s:o}, s:o}}", "openapi", "3.1.0",
                    "info", "title", "blurd", "version", API_DOC_VERSION, "description",
                    "Gaussian blur (and more) over HTTP, on the GPU or the CPU. Parameters come "
-                   "in the query string or, in multipart uploads, in the JSON field params.",
+                   "in the query string or, in multipart uploads, in the JSON field params, or "
+                   "in a JSON body beside the image in base64.",
                    "paths", paths, "components", "schemas", "Error", error_schema(), "ImageResult",
                    image_result_schema(), "responses", error_responses());
 }
@@ -466,6 +510,12 @@ static void md_route(FILE *f, const struct route *r) {
     fprintf(f, ". %s\n", json_string_value(json_object_get(body, "description")));
     md_described(f, json_object_get(form, "properties"), json_object_get(form, "required"),
                  "Form field");
+    json_t *js = json_object_get(
+        json_object_get(json_object_get(body, "content"), "application/json"), "schema");
+    json_t *image =
+        json_pack("{s:O}", "image", json_object_get(json_object_get(js, "properties"), "image"));
+    md_described(f, image, json_object_get(js, "required"), "JSON body field");
+    json_decref(image);
     fprintf(f, "- 200: ");
     md_keys(f, json_object_get(ok, "content"));
     fprintf(f, ". %s\n", json_string_value(json_object_get(ok, "description")));
@@ -553,9 +603,18 @@ char *api_reference_markdown(void) {
           "\nGET endpoints also answer HEAD.\n\n## Requests\n\n"
           "- An image endpoint takes the image as the form field `image` (or `file`) of a "
           "`multipart/form-data` body, or as the whole body with `Content-Type: image/png`, "
-          "`image/jpeg` or `application/octet-stream`. The bytes decide the format.\n"
+          "`image/jpeg`, `image/webp` or `application/octet-stream`. The bytes decide the "
+          "format: PNG, JPEG, or WebP (lossy or lossless, with or without alpha; not "
+          "animated).\n"
+          "- Or the body is `application/json`: an object with the image file in standard "
+          "base64 as `image` and the parameters as its other keys, as in `params`. A "
+          "`data:image/png;base64,` prefix is allowed and the `=` padding may be left out; line "
+          "breaks are skipped, and any other character that is not base64 is a 400 "
+          "`invalid_image_encoding` that gives its byte offset in the string. `--max-body` "
+          "counts the whole JSON body.\n"
           "- Parameters come from the query string, and in a multipart upload also from the "
-          "form field `params`: a JSON object of at most %d bytes. A key given in both places "
+          "form field `params`: a JSON object of at most %d bytes (in a JSON body, from its "
+          "other keys). A key given in both places "
           "must have the same value in both (`sigma=3` and `{\"sigma\": 3.0}` agree), else the "
           "answer is a 400 `conflicting_parameter`.\n"
           "- An unknown parameter or form field is a 400, so a typo never passes unnoticed.\n"

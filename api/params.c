@@ -1,8 +1,9 @@
 /* Request parameters: one table per endpoint says each parameter's type, range, default and
  * meaning; the same table validates requests and describes them in /methods. Parameters come
- * from the query string and from the JSON object of the multipart field `params`; a key given
- * in both must have the same value there, else the request is a 400 — never a silent
- * precedence. Unknown keys are a 400 too, so a typo never passes unnoticed. */
+ * from the query string and from a JSON object: the multipart field `params`, or a JSON body
+ * (whose `image` key handler.c takes out first); a key given in both must have the same value
+ * there, else the request is a 400 — never a silent precedence. Unknown keys are a 400 too, so a
+ * typo never passes unnoticed. */
 #include "api_int.h"
 
 #include <ctype.h>
@@ -25,7 +26,7 @@ static const char *const coeff_choices[] = {
 #undef X
         NULL,
 };
-static const char *const format_choices[] = {"input", "png", "jpeg", NULL};
+static const char *const format_choices[] = {"input", "png", "jpeg", "webp", NULL};
 static const char *const bool_choices[] = {"false", "true", NULL};
 
 #define OFF(field) offsetof(struct blur_params, field)
@@ -34,11 +35,11 @@ static const char *const bool_choices[] = {"false", "true", NULL};
 #define YVV_FAMILY (1u << CPU_YVV | 1u << CPU_YVV_BLOCKED | 1u << CPU_YVV2WAY)
 
 /* The output parameters of the endpoints that return an image like their input's, for their
- * parameter struct T (which names these fields format, quality and compression). */
+ * parameter struct T (which names these fields format, quality, lossless and compression). */
 #define COMPRESSION_PARAM(T, def)                                                                  \
   {                                                                                                \
     "compression", PT_INT, 0, 9, NULL, def, offsetof(T, compression),                              \
-        "PNG zlib compression level; ignored for JPEG.", 0                                         \
+        "PNG zlib compression level; ignored for JPEG and WebP.", 0                                \
   }
 #define OUTPUT_PARAMS(T)                                                                           \
   {"format",                                                                                       \
@@ -57,7 +58,17 @@ static const char *const bool_choices[] = {"false", "true", NULL};
        NULL,                                                                                       \
        "90",                                                                                       \
        offsetof(T, quality),                                                                       \
-       "JPEG quality; ignored for PNG.",                                                           \
+       "JPEG and lossy WebP quality; ignored for PNG and lossless WebP.",                          \
+       0},                                                                                         \
+      {"lossless",                                                                                 \
+       PT_BOOL,                                                                                    \
+       0,                                                                                          \
+       1,                                                                                          \
+       bool_choices,                                                                               \
+       "false",                                                                                    \
+       offsetof(T, lossless),                                                                      \
+       "WebP only: lossless, every sample exact (quality is not used); false is lossy at "         \
+       "quality. Ignored for PNG and JPEG.",                                                       \
        0},                                                                                         \
       COMPRESSION_PARAM(T, "6")
 
@@ -114,7 +125,7 @@ static const struct param_spec var_params[] = {
      "the total weight W, not W - 1), times the scale in X-Scale.",
      0},
     {"format", PT_ENUM, 0, 0, png_choices, "png", VOFF(format),
-     "Output format: the map is always a 16-bit gray PNG.", 0},
+     "Output format: the map is always a 16-bit gray PNG (JPEG and WebP hold 8 bits only).", 0},
     /* 3, not 6: a 16-bit map of fine texture compresses 2% less but 4.7 times faster (185
      * against 869 ms for 1920x1080, where the filter takes 70 ms) */
     COMPRESSION_PARAM(struct var_params, "3"),
@@ -500,32 +511,20 @@ static enum api_error query_parse(const struct endpoint *ep, const char *qs, str
   return API_OK;
 }
 
-static enum api_error json_parse_params(const struct endpoint *ep, const char *text, size_t len,
-                                        json_t **out, char *msg, size_t msglen) {
+enum api_error params_load_json(const char *what, const char *text, size_t len, json_t **out,
+                                char *msg, size_t msglen) {
   json_error_t err;
+  json_t *j = json_loadb(text ? text : "", len, JSON_REJECT_DUPLICATES, &err); /* empty body */
   *out = NULL;
-  if (len > PARAMS_JSON_MAX) {
-    snprintf(msg, msglen, "The params field has %zu bytes; the limit is %d.", len, PARAMS_JSON_MAX);
-    return API_BAD_JSON;
-  }
-  json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
-  if (!j || !json_is_object(j)) {
-    snprintf(msg, msglen, "The params field must be a JSON object: %s.",
-             j ? "it is another JSON value" : err.text);
-    json_decref(j);
-    return API_BAD_JSON;
-  }
-  const char *key;
-  json_t *val;
-  json_object_foreach(j, key, val) {
-    if (!find_spec(ep, key)) {
-      enum api_error e = unknown(ep, key, "params", msg, msglen); /* key belongs to j */
-      json_decref(j);
-      return e;
-    }
-  }
-  *out = j;
-  return API_OK;
+  if (!j)
+    snprintf(msg, msglen, "%s must be a JSON object: %s (line %d, column %d).", what, err.text,
+             err.line, err.column);
+  else if (!json_is_object(j)) /* without JSON_DECODE_ANY, the only other value is an array */
+    snprintf(msg, msglen, "%s must be a JSON object: it is an array.", what);
+  else
+    *out = j;
+  if (!*out) json_decref(j);
+  return *out ? API_OK : API_BAD_JSON;
 }
 
 static int same_value(const struct param_spec *s, const struct pval *a, const struct pval *b) {
@@ -539,7 +538,7 @@ static int same_value(const struct param_spec *s, const struct pval *a, const st
 /* Resolves one parameter from its two sources and its default; *given says whether the request
  * had it. */
 static enum api_error resolve(const struct param_spec *s, const struct query *q, json_t *json,
-                              void *out, int *given, char *msg, size_t msglen) {
+                              const char *where, void *out, int *given, char *msg, size_t msglen) {
   static const struct pval zero;
   struct pval qv = zero, jv = zero;
   const char *qtext = NULL;
@@ -552,8 +551,8 @@ static enum api_error resolve(const struct param_spec *s, const struct query *q,
   if (jval && (e = parse_json(s, jval, &jv, msg, msglen)) != API_OK) return e;
   if (qtext && jval && !same_value(s, &qv, &jv)) {
     snprintf(msg, msglen,
-             "%s is '%.32s' in the query string but has another value in params; give it once.",
-             s->name, qtext);
+             "%s is '%.32s' in the query string but has another value in %s; give it once.",
+             s->name, qtext, where);
     return API_CONFLICTING_PARAMETER;
   }
   if (!qtext && !jval) {
@@ -586,23 +585,40 @@ static enum api_error check_applies(const struct endpoint *ep, const int *given,
   return API_OK;
 }
 
-enum api_error params_parse(const struct endpoint *ep, const char *query, const char *json,
-                            size_t json_len, void *out, char *msg, size_t msglen) {
+enum api_error params_parse_object(const struct endpoint *ep, const char *query, json_t *obj,
+                                   const char *where, void *out, char *msg, size_t msglen) {
   struct query q;
-  json_t *j = NULL;
   int given[MAX_PARAMS] = {0};
+  const char *key;
+  json_t *val;
   enum api_error e = query_parse(ep, query, &q, msg, msglen);
-  if (e == API_OK && json) e = json_parse_params(ep, json, json_len, &j, msg, msglen);
+  json_object_foreach(obj, key, val) {
+    if (e == API_OK && !find_spec(ep, key)) e = unknown(ep, key, where, msg, msglen);
+  }
   for (int i = 0; e == API_OK && i < ep->nparams; i++)
-    e = resolve(&ep->params[i], &q, j, out, &given[i], msg, msglen);
+    e = resolve(&ep->params[i], &q, obj, where, out, &given[i], msg, msglen);
   if (e == API_OK) e = check_applies(ep, given, out, msg, msglen);
   unsigned mask = 0;
   for (int i = 0; i < ep->nparams; i++) mask |= (unsigned)given[i] << i;
   if (e == API_OK && ep->given_offset >= 0)
     memcpy((char *)out + ep->given_offset, &mask, sizeof(mask));
   if (e == API_OK && ep->check) e = ep->check(out, msg, msglen);
-  json_decref(j);
   query_free(&q);
+  return e;
+}
+
+enum api_error params_parse(const struct endpoint *ep, const char *query, const char *json,
+                            size_t json_len, void *out, char *msg, size_t msglen) {
+  json_t *j = NULL;
+  if (json && json_len > PARAMS_JSON_MAX) {
+    snprintf(msg, msglen, "The params field has %zu bytes; the limit is %d.", json_len,
+             PARAMS_JSON_MAX);
+    return API_BAD_JSON;
+  }
+  enum api_error e =
+      json ? params_load_json("The params field", json, json_len, &j, msg, msglen) : API_OK;
+  if (e == API_OK) e = params_parse_object(ep, query, j, "params", out, msg, msglen);
+  json_decref(j);
   return e;
 }
 

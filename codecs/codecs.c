@@ -1,27 +1,32 @@
 /* codecs.c: the format-neutral half of the codecs module.
  *
  * It recognises a format from its magic bytes, names formats and statuses, checks arguments, and
- * hands the work to png.c or jpeg.c. It also holds the two helpers every decoder uses, so that all
- * of them word their failures alike: codec_msgf() for the sentence and codec_check_size() for the
- * limit check that must happen before any pixel buffer is allocated; and the module's allocator,
- * through which every allocation passes so that tests can make any one of them fail. */
+ * hands the work to png.c, jpeg.c or webp.c. It also holds the two helpers every decoder uses, so
+ * that all of them word their failures alike: codec_msgf() for the sentence and
+ * codec_check_size() for the limit check that must happen before any pixel buffer is allocated;
+ * the conversion to 8-bit samples that the JPEG and WebP encoders share; and the module's
+ * allocator, through which every allocation passes so that tests can make any one of them fail. */
 #include <limits.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "codecs_int.h"
 
 static const uint8_t png_magic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
 static const uint8_t jpeg_magic[3] = {0xff, 0xd8, 0xff};
+#define WEBP_MAGIC_LEN 12 /* "RIFF", the RIFF size (4 bytes), "WEBP" */
 
 enum codec_format codec_sniff(const uint8_t *buf, size_t len) {
   if (buf == NULL) return CODEC_NONE;
   if (len >= sizeof png_magic && memcmp(buf, png_magic, sizeof png_magic) == 0) return CODEC_PNG;
   if (len >= sizeof jpeg_magic && memcmp(buf, jpeg_magic, sizeof jpeg_magic) == 0)
     return CODEC_JPEG;
+  if (len >= WEBP_MAGIC_LEN && memcmp(buf, "RIFF", 4) == 0 && memcmp(buf + 8, "WEBP", 4) == 0)
+    return CODEC_WEBP;
   return CODEC_NONE;
 }
 
@@ -31,6 +36,8 @@ const char *codec_format_name(enum codec_format f) {
     return "png";
   case CODEC_JPEG:
     return "jpeg";
+  case CODEC_WEBP:
+    return "webp";
   default:
     return NULL;
   }
@@ -40,6 +47,7 @@ enum codec_format codec_format_from_name(const char *name) {
   if (name == NULL) return CODEC_NONE;
   if (strcmp(name, "png") == 0) return CODEC_PNG;
   if (strcmp(name, "jpeg") == 0 || strcmp(name, "jpg") == 0) return CODEC_JPEG;
+  if (strcmp(name, "webp") == 0) return CODEC_WEBP;
   return CODEC_NONE;
 }
 
@@ -49,6 +57,8 @@ const char *codec_mime(enum codec_format f) {
     return "image/png";
   case CODEC_JPEG:
     return "image/jpeg";
+  case CODEC_WEBP:
+    return "image/webp";
   default:
     return NULL;
   }
@@ -79,8 +89,17 @@ int codec_alloc_fails(void) {
   return 0;
 }
 
+void *codec_alloc_pixels(size_t n) {
+  enum { HUGE_PAGE = 2 << 20 };
+  uint8_t *p = malloc(n);
+  uintptr_t lo = ((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
+  uintptr_t hi = ((uintptr_t)p + n) & ~(uintptr_t)(HUGE_PAGE - 1);
+  if (p && hi > lo) madvise((void *)lo, hi - lo, MADV_HUGEPAGE); /* a hint: failure is harmless */
+  return p;
+}
+
 void *codec_malloc(size_t n) {
-  return codec_alloc_fails() ? NULL : malloc(n);
+  return codec_alloc_fails() ? NULL : codec_alloc_pixels(n);
 }
 
 void *codec_realloc(void *p, size_t n) {
@@ -146,6 +165,35 @@ enum codec_status codec_check_size(uint64_t w, uint64_t h, unsigned bytes_per_pi
   return CODEC_OK;
 }
 
+static uint64_t sample_at(const uint8_t *p, int i, int depth) {
+  if (depth == 8) return p[i];
+  uint16_t v;
+  memcpy(&v, p + 2 * i, sizeof v);
+  return v;
+}
+
+uint8_t *codec_to_8bit(const struct codec_image *img, int colours, int keep_alpha, int *channels) {
+  int in_ch = img->channels, alpha = in_ch == 2 || in_ch == 4, gray = in_ch <= 2;
+  int out_ch = colours + (alpha && keep_alpha);
+  size_t npix = (size_t)img->width * (size_t)img->height, in_px = (size_t)in_ch * (img->depth / 8);
+  uint64_t max = img->depth == 8 ? 255 : 65535, den = max * max;
+  uint8_t *dst = codec_malloc(npix * (size_t)out_ch);
+  if (dst == NULL) return NULL;
+  for (size_t i = 0; i < npix; i++) {
+    const uint8_t *p = img->pixels + i * in_px;
+    uint64_t a = alpha ? sample_at(p, in_ch - 1, img->depth) : max;
+    uint64_t w = keep_alpha ? max : a; /* the colour's weight against white */
+    uint8_t *d = dst + i * (size_t)out_ch;
+    for (int c = 0; c < colours; c++)
+      d[c] = (uint8_t)(((sample_at(p, gray ? 0 : c, img->depth) * w + max * (max - w)) * 255 +
+                        den / 2) /
+                       den);
+    if (out_ch > colours) d[colours] = (uint8_t)((a * max * 255 + den / 2) / den);
+  }
+  *channels = out_ch;
+  return dst;
+}
+
 enum codec_status codec_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
                                struct codec_image *out, char *msg, size_t msglen) {
   enum codec_status st;
@@ -161,6 +209,9 @@ enum codec_status codec_decode(const uint8_t *buf, size_t len, const struct code
     break;
   case CODEC_JPEG:
     st = codec_jpeg_decode(buf, len, lim, out, msg, msglen);
+    break;
+  case CODEC_WEBP:
+    st = codec_webp_decode(buf, len, lim, out, msg, msglen);
     break;
   default:
     if (buf == NULL || len == 0) codec_msgf(msg, msglen, "the image data is empty");
@@ -185,6 +236,23 @@ static const char *encode_problem(const struct codec_image *img) {
   return NULL;
 }
 
+/* Whether o can be used; if not, says why in msg. */
+static int options_ok(const struct codec_encode_opts *o, char *msg, size_t msglen) {
+  int level_ok = o->compression >= 0 && o->compression <= 9;
+  int quality_ok = o->quality >= 1 && o->quality <= 100;
+  if (o->format == CODEC_PNG && !level_ok)
+    codec_msgf(msg, msglen, "PNG compression %d is outside 0..9", o->compression);
+  else if (o->format == CODEC_JPEG && !quality_ok)
+    codec_msgf(msg, msglen, "JPEG quality %d is outside 1..100", o->quality);
+  else if (o->format == CODEC_WEBP && !o->lossless && !quality_ok)
+    codec_msgf(msg, msglen, "WebP quality %d is outside 1..100", o->quality);
+  else if (o->format != CODEC_PNG && o->format != CODEC_JPEG && o->format != CODEC_WEBP)
+    codec_msgf(msg, msglen, "the output format must be PNG, JPEG or WebP");
+  else
+    return 1;
+  return 0;
+}
+
 enum codec_status codec_encode(const struct codec_image *img, const struct codec_encode_opts *o,
                                uint8_t **out, size_t *outlen, char *msg, size_t msglen) {
   if (msg != NULL && msglen > 0) msg[0] = '\0';
@@ -199,19 +267,11 @@ enum codec_status codec_encode(const struct codec_image *img, const struct codec
     codec_msgf(msg, msglen, "%s", problem);
     return CODEC_UNSUPPORTED;
   }
-  if (o->format == CODEC_PNG && (o->compression < 0 || o->compression > 9)) {
-    codec_msgf(msg, msglen, "PNG compression %d is outside 0..9", o->compression);
-    return CODEC_UNSUPPORTED;
-  }
-  if (o->format == CODEC_JPEG && (o->quality < 1 || o->quality > 100)) {
-    codec_msgf(msg, msglen, "JPEG quality %d is outside 1..100", o->quality);
-    return CODEC_UNSUPPORTED;
-  }
+  if (!options_ok(o, msg, msglen)) return CODEC_UNSUPPORTED;
   if (o->format == CODEC_PNG)
     return codec_png_encode(img, o->compression, out, outlen, msg, msglen);
   if (o->format == CODEC_JPEG) return codec_jpeg_encode(img, o->quality, out, outlen, msg, msglen);
-  codec_msgf(msg, msglen, "the output format must be PNG or JPEG");
-  return CODEC_UNSUPPORTED;
+  return codec_webp_encode(img, o, out, outlen, msg, msglen);
 }
 
 void codec_image_free(struct codec_image *img) {

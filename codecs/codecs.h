@@ -1,4 +1,4 @@
-/* codecs: PNG (libpng) and JPEG (libjpeg-turbo) to and from interleaved pixels.
+/* codecs: PNG (libpng), JPEG (libjpeg-turbo) and WebP (libwebp) to and from interleaved pixels.
  *
  * Decoders are functions over a byte buffer. They read the header, check width, height and pixel
  * count against the caller's limits before allocating any pixel buffer, and report failures as
@@ -7,19 +7,20 @@
  * Decoded images are 1 (gray), 2 (gray+alpha), 3 (RGB) or 4 (RGBA) channels of 8- or 16-bit
  * samples in host byte order. Palettes are expanded to RGB, or RGBA when they carry tRNS; gray
  * below 8 bits becomes 8 bits; tRNS on gray or RGB becomes an alpha channel. JPEG EXIF
- * orientation is applied, so the pixels are upright. */
+ * orientation is applied, so the pixels are upright. WebP, lossy or lossless, decodes to 8-bit
+ * RGB, or RGBA when it has alpha; an animated WebP is refused as unsupported. */
 #ifndef BLURD_CODECS_H
 #define BLURD_CODECS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-enum codec_format { CODEC_NONE = 0, CODEC_PNG, CODEC_JPEG };
+enum codec_format { CODEC_NONE = 0, CODEC_PNG, CODEC_JPEG, CODEC_WEBP };
 
 /* clang-format off */
 #define CODEC_STATUSES(X)                                                    \
   X(OK,          "ok")                                                       \
-  X(UNKNOWN,     "the data is neither PNG nor JPEG")                          \
+  X(UNKNOWN,     "the data is neither PNG, JPEG nor WebP")                    \
   X(CORRUPT,     "the image data is corrupt or truncated")                    \
   X(TOO_LARGE,   "the image is larger than the configured limits")            \
   X(UNSUPPORTED, "the image uses a feature this service does not support")    \
@@ -49,9 +50,9 @@ struct codec_image {
 
 /* The format of buf from its magic bytes, or CODEC_NONE. */
 enum codec_format codec_sniff(const uint8_t *buf, size_t len);
-/* "png", "jpeg", or NULL. */
+/* "png", "jpeg", "webp", or NULL. */
 const char *codec_format_name(enum codec_format f);
-/* The format called name ("png", "jpeg" or "jpg"), or CODEC_NONE. */
+/* The format called name ("png", "jpeg", "jpg" or "webp"), or CODEC_NONE. */
 enum codec_format codec_format_from_name(const char *name);
 /* MIME type of f ("image/png"), or NULL. */
 const char *codec_mime(enum codec_format f);
@@ -65,14 +66,18 @@ enum codec_status codec_decode(const uint8_t *buf, size_t len, const struct code
                                struct codec_image *out, char *msg, size_t msglen);
 
 struct codec_encode_opts {
-  enum codec_format format; /* CODEC_PNG or CODEC_JPEG */
-  int quality;              /* JPEG quality 1..100 */
+  enum codec_format format; /* CODEC_PNG, CODEC_JPEG or CODEC_WEBP */
+  int quality;              /* JPEG and lossy WebP quality 1..100 */
   int compression;          /* PNG zlib level 0..9 */
+  int lossless;             /* WebP: lossless, every sample exact (quality unused); 0: lossy */
 };
 
 /* Encodes img. PNG keeps channels and depth. JPEG is 8-bit gray or RGB: 16-bit samples are
- * scaled to 8 bits, and alpha is composited over white. On success *out is a malloc'd buffer
- * owned by the caller, of *outlen bytes. Returns CODEC_OK, CODEC_NOMEM or CODEC_UNSUPPORTED. */
+ * scaled to 8 bits, and alpha is composited over white. WebP is 8-bit RGB or RGBA: 16-bit samples
+ * are scaled to 8 bits, gray becomes RGB and alpha is kept; a lossless WebP holds every sample of
+ * an 8-bit RGB or RGBA image exactly, transparent pixels' colours included. On success *out is a
+ * malloc'd buffer owned by the caller, of *outlen bytes. Returns CODEC_OK, CODEC_NOMEM or
+ * CODEC_UNSUPPORTED. */
 enum codec_status codec_encode(const struct codec_image *img, const struct codec_encode_opts *o,
                                uint8_t **out, size_t *outlen, char *msg, size_t msglen);
 
@@ -105,6 +110,12 @@ enum codec_status codec_jpeg_probe(const uint8_t *buf, size_t len, const struct 
  * when the file cannot be read. */
 enum codec_status codec_decode_file(const char *path, struct codec_image *out);
 
+/* malloc(n), with the whole 2 MB pages inside the buffer advised into transparent huge pages
+ * (madvise), as the codecs' own pixel buffers are: writing a fresh 3840x2160 RGB image then takes
+ * a dozen page faults, not 6,000, which in a virtual machine cost microseconds each. Free it with
+ * free(). */
+void *codec_alloc_pixels(size_t n);
+
 /* Frees img's pixels and sets the pointer to NULL; safe to call twice. */
 void codec_image_free(struct codec_image *img);
 
@@ -112,7 +123,8 @@ void codec_image_free(struct codec_image *img);
  * Allocation-failure injection. After n more allocations made by codecs/ succeed, the next one
  * fails, once; a negative n disarms it. It counts the allocations of codecs/ itself, of libpng
  * and zlib inside the PNG codec, and the requests libjpeg makes through its memory manager while
- * decoding; not the memory manager's own setup, nor anything TurboJPEG allocates when encoding.
+ * decoding; not the memory manager's own setup, nor anything TurboJPEG allocates when encoding,
+ * nor libwebp's own working memory (the WebP codec's pixel and output buffers are counted).
  * Returns the countdown before the call: -1 when nothing was armed or the failure has happened.
  * The countdown is shared by all threads, so arm it only in single-threaded tests. */
 long codec_test_fail_alloc(long n);

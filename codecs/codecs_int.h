@@ -1,9 +1,10 @@
 /* codecs_int.h: internals shared by the files of codecs/, not part of the public interface.
  *
- * codecs.c dispatches to the per-format decoders and encoders below (png.c, jpeg.c) after it has
- * checked the arguments; exif.c holds the EXIF orientation parser and the code that turns decoded
- * pixels upright. The limit and message helpers live in codecs.c so that every decoder words its
- * sentences the same way. unit_codecs.c includes this header to test the EXIF parser directly. */
+ * codecs.c dispatches to the per-format decoders and encoders below (png.c, jpeg.c, webp.c) after
+ * it has checked the arguments; exif.c holds the EXIF orientation parser and the code that turns
+ * decoded pixels upright. The limit and message helpers live in codecs.c so that every decoder
+ * words its sentences the same way. unit_codecs.c includes this header to test the EXIF parser
+ * directly. */
 #ifndef BLURD_CODECS_INT_H
 #define BLURD_CODECS_INT_H
 
@@ -15,6 +16,8 @@ enum codec_status codec_png_decode(const uint8_t *buf, size_t len, const struct 
                                    struct codec_image *out, char *msg, size_t msglen);
 enum codec_status codec_jpeg_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
                                     struct codec_image *out, char *msg, size_t msglen);
+enum codec_status codec_webp_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
+                                    struct codec_image *out, char *msg, size_t msglen);
 
 /* Per-format encoders; img has been checked (pixels set, sizes >= 1, channels 1..4, depth 8 or
  * 16). On success *out is malloc'd and owned by the caller. */
@@ -22,6 +25,18 @@ enum codec_status codec_png_encode(const struct codec_image *img, int compressio
                                    size_t *outlen, char *msg, size_t msglen);
 enum codec_status codec_jpeg_encode(const struct codec_image *img, int quality, uint8_t **out,
                                     size_t *outlen, char *msg, size_t msglen);
+/* o->quality is in range for lossy output, as codec_encode checks. */
+enum codec_status codec_webp_encode(const struct codec_image *img,
+                                    const struct codec_encode_opts *o, uint8_t **out,
+                                    size_t *outlen, char *msg, size_t msglen);
+
+/* An 8-bit copy of img for the encoders that take 8-bit samples only, with `colours` colour
+ * channels (1: gray, for gray images only; 3: RGB, gray repeated) and, when keep_alpha is set
+ * and img has alpha, its alpha after them; otherwise alpha is composited over white and
+ * dropped. Each sample is round(255 * (v * a + M * (M - a)) / M^2), M = 255 or 65535 and a = M
+ * when alpha is kept or absent: scaled to 8 bits and composited in one rounding. Returns a
+ * codec_malloc'd buffer of width * height * *channels bytes, or NULL when out of memory. */
+uint8_t *codec_to_8bit(const struct codec_image *img, int colours, int keep_alpha, int *channels);
 
 /* The allocator of codecs/: every buffer the codecs allocate, and libpng's allocations, go
  * through these, so that codec_test_fail_alloc() can make any one of them fail. They behave as

@@ -37,8 +37,9 @@
  *
  * Encoding writes 8-bit gray (1 or 2 channels in) or RGB (3 or 4 in). 16-bit samples are scaled
  * to 8 bits with rounding, alpha is composited over white and dropped, both in one step so there
- * is a single rounding. Chroma is 4:4:4 at quality 90 and above and 4:2:0 below, as libvips
- * chooses. The output carries no EXIF, since the pixels are already upright. */
+ * is a single rounding (codec_to_8bit, shared with the WebP encoder). Chroma is 4:4:4 at quality 90
+ * and above and 4:2:0 below, as libvips chooses. The output carries no EXIF, since the pixels are
+ * already upright. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -370,35 +371,6 @@ enum codec_status codec_jpeg_decode(const uint8_t *buf, size_t len, const struct
   return CODEC_OK;
 }
 
-static unsigned sample_at(const uint8_t *p, int i, int depth) {
-  if (depth == 8) return p[i];
-  uint16_t v;
-  memcpy(&v, p + 2 * i, sizeof v);
-  return v;
-}
-
-/* Converts img to 8-bit gray (1, 2 channels) or RGB (3, 4): each output sample is
- * round(255 * (v * a + M * (M - a)) / M^2) with M = 255 or 65535 and a = M without alpha, i.e.
- * the colour composited over white, scaled to 8 bits, rounded once. Returns a buffer of
- * width * height * (1 or 3) bytes, or NULL. */
-static uint8_t *to_gray_or_rgb8(const struct codec_image *img) {
-  int in_ch = img->channels, out_ch = in_ch <= 2 ? 1 : 3, alpha = in_ch == 2 || in_ch == 4;
-  size_t npix = (size_t)img->width * (size_t)img->height, in_px = (size_t)in_ch * (img->depth / 8);
-  uint64_t max = img->depth == 8 ? 255 : 65535, den = max * max;
-  uint8_t *dst = codec_malloc(npix * (size_t)out_ch);
-  if (dst == NULL) return NULL;
-  for (size_t i = 0; i < npix; i++) {
-    const uint8_t *p = img->pixels + i * in_px;
-    uint64_t a = alpha ? sample_at(p, in_ch - 1, img->depth) : max;
-    for (int c = 0; c < out_ch; c++) {
-      uint64_t v = sample_at(p, c, img->depth);
-      dst[i * (size_t)out_ch + (size_t)c] =
-          (uint8_t)(((v * a + max * (max - a)) * 255 + den / 2) / den);
-    }
-  }
-  return dst;
-}
-
 static enum codec_status compress_with(tjhandle tj, const uint8_t *src,
                                        const struct codec_image *img, int out_ch, int quality,
                                        uint8_t **out, size_t *outlen, char *msg, size_t msglen) {
@@ -434,7 +406,7 @@ enum codec_status codec_jpeg_encode(const struct codec_image *img, int quality, 
   }
   int out_ch = img->channels <= 2 ? 1 : 3;
   int direct = img->depth == 8 && (img->channels == 1 || img->channels == 3);
-  uint8_t *converted = direct ? NULL : to_gray_or_rgb8(img);
+  uint8_t *converted = direct ? NULL : codec_to_8bit(img, out_ch, 0, &out_ch);
   if (!direct && converted == NULL) {
     codec_msgf(msg, msglen, "out of memory converting the image for JPEG");
     return CODEC_NOMEM;

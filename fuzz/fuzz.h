@@ -30,6 +30,7 @@
  * for an input the target skips), the api_error, or the HTTP status for the handler. */
 int fuzz_png(const uint8_t *data, size_t size);
 int fuzz_jpeg(const uint8_t *data, size_t size);
+int fuzz_webp(const uint8_t *data, size_t size);
 int fuzz_multipart(const uint8_t *data, size_t size);
 int fuzz_params(const uint8_t *data, size_t size);
 int fuzz_handler(const uint8_t *data, size_t size);
@@ -40,11 +41,33 @@ void fuzz_handler_free(void);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
+/* Sample c of pixel i of img, scaled to 8 bits as the encoders scale it. */
+static inline unsigned fuzz_sample8(const struct codec_image *img, size_t i, int c) {
+  size_t k = i * (size_t)img->channels + (size_t)c;
+  uint16_t v;
+  if (img->depth == 8) return img->pixels[k];
+  memcpy(&v, img->pixels + 2 * k, sizeof(v));
+  return (v * 255u + 32767u) / 65535u;
+}
+
+/* back, the lossless WebP of img decoded, must be img in 8-bit RGB or RGBA: gray repeated, alpha
+ * kept (libwebp leaves out an alpha that is opaque everywhere), every sample exact. */
+static inline void fuzz_check_webp(const struct codec_image *img, const struct codec_image *back) {
+  int alpha = img->channels == 2 || img->channels == 4, gray = img->channels <= 2;
+  FUZZ_CHECK(back->depth == 8 && (back->channels == 3 + alpha || back->channels == 3));
+  for (size_t i = 0; i < (size_t)img->width * (size_t)img->height; i++) {
+    const uint8_t *p = back->pixels + i * (size_t)back->channels;
+    for (int c = 0; c < 3; c++) FUZZ_CHECK(p[c] == fuzz_sample8(img, i, gray ? 0 : c));
+    unsigned a = alpha ? fuzz_sample8(img, i, img->channels - 1) : 255;
+    FUZZ_CHECK((back->channels == 4 ? p[3] : 255u) == a);
+  }
+}
+
 /* Encodes img as f, decodes the result and checks it: a PNG must give back exactly img, a JPEG
- * the same size as 8-bit gray or RGB. */
+ * the same size as 8-bit gray or RGB, a lossless WebP img's samples in 8 bits exactly. */
 static inline void fuzz_round_trip(const struct codec_image *img, enum codec_format f,
                                    const struct codec_limits *lim) {
-  struct codec_encode_opts o = {f, 75, 1}; /* quality 75 (4:2:0), zlib level 1 */
+  struct codec_encode_opts o = {f, 75, 1, 1}; /* quality 75 (4:2:0), zlib level 1; lossless */
   struct codec_image back;
   uint8_t *enc = NULL;
   size_t len = 0;
@@ -57,6 +80,8 @@ static inline void fuzz_round_trip(const struct codec_image *img, enum codec_for
     FUZZ_CHECK(back.channels == img->channels && back.depth == img->depth);
     size_t bytes = (size_t)img->width * img->height * img->channels * (img->depth / 8);
     FUZZ_CHECK(memcmp(back.pixels, img->pixels, bytes) == 0);
+  } else if (f == CODEC_WEBP) {
+    fuzz_check_webp(img, &back);
   } else {
     FUZZ_CHECK(back.channels == (img->channels <= 2 ? 1 : 3) && back.depth == 8);
   }
@@ -66,7 +91,9 @@ static inline void fuzz_round_trip(const struct codec_image *img, enum codec_for
 
 /* The codec targets: decodes data when it starts with the magic bytes of want (so that each
  * target explores its own decoder), checks the image against the limits, and when it decodes,
- * encodes it back as PNG and as JPEG. Returns the codec status, or -1 for a skipped input. */
+ * encodes it back as PNG, as JPEG and (but for JPEG input, whose 8-bit gray and RGB the PNG
+ * target covers, so the JPEG target keeps its speed) as lossless WebP. Returns the codec status,
+ * or -1 for a skipped input. */
 static inline int fuzz_codec(const uint8_t *data, size_t size, enum codec_format want) {
   static const struct codec_limits lim = {4096, 4096, 4u << 20}; /* 4 Mpx */
   struct codec_image img;
@@ -84,6 +111,7 @@ static inline int fuzz_codec(const uint8_t *data, size_t size, enum codec_format
   FUZZ_CHECK(img.orientation >= 1 && img.orientation <= 8);
   fuzz_round_trip(&img, CODEC_PNG, &lim);
   fuzz_round_trip(&img, CODEC_JPEG, &lim);
+  if (want != CODEC_JPEG) fuzz_round_trip(&img, CODEC_WEBP, &lim);
   codec_image_free(&img);
   return (int)st;
 }

@@ -1,6 +1,7 @@
 /* fuzz/handler.c: libFuzzer target for the whole request handler (api_handle): routing, the
- * Content-Type, multipart and parameter parsing, and for requests that get that far a real job on
- * a CPU backend: decoding, every blur method, the PSNR reference and encoding. The input is
+ * Content-Type, multipart, JSON bodies (the image in base64; CONTENT-TYPE application/json) and
+ * parameter parsing, and for requests that get that far a real job on a CPU backend: decoding,
+ * every blur method, the PSNR reference and encoding. The input is
  *
  *   METHOD \n URI \n CONTENT-TYPE \n ACCEPT \n body
  *

@@ -4,12 +4,14 @@
 Run it from anywhere with Debian's /usr/bin/python3 (PIL comes with python3-pil):
     /usr/bin/python3 fuzz/make-corpus.py
 It empties each corpus folder first, then writes small real images (copies of the smaller
-fixtures, and crops re-encoded with PIL), multipart/form-data bodies as curl and browsers send
+fixtures, and crops re-encoded with PIL, WebP through PIL's libwebp), multipart/form-data bodies as curl and browsers send
 them, parameter inputs, and whole requests for the handler, in the input formats that
 fuzz/README.md describes. The output is deterministic (PIL and libjpeg versions aside).
 """
 
+import base64
 import io
+import json
 import os
 import shutil
 
@@ -204,14 +206,81 @@ def handler(img):
         write("handler", name, data)
 
 
+def json_request(uri, obj, ctype="application/json", accept=""):
+    return request("POST", uri, ctype, accept, json.dumps(obj, separators=(",", ":")).encode())
+
+
+def json_bodies(img):
+    """Handler seeds with a JSON body: the image in base64, with and without a data: prefix,
+    wrapped at 76 columns, with the parameters beside it; and its errors."""
+    png, jpeg = img["png"], img["jpeg"]
+    b64 = base64.b64encode(png).decode()
+    wrapped = base64.encodebytes(png).decode()  # 76 columns, as base64(1) and MIME write it
+    seeds = {
+        "json-png-sigma": json_request("/blur", {"image": b64, "sigma": 2}),
+        "json-data-url-jpeg-json-out": json_request(
+            "/blur?sigma=3", {"image": "data:image/jpeg;base64," + base64.b64encode(jpeg).decode(),
+                              "method": "yvv", "format": "png"},
+            "application/json; charset=utf-8", "application/json"),
+        "json-wrapped-convolve": json_request(
+            "/convolve", {"image": wrapped, "kernel": [[0, -1, 0], [-1, 5, -1], [0, -1, 0]]}),
+        "json-unpadded-convert": json_request("/convert?format=jpeg",
+                                              {"image": b64.rstrip("="), "quality": 70}),
+        "json-bad-base64": json_request("/blur", {"image": b64[:40] + "*" + b64[41:], "sigma": 2}),
+        "json-cut-group": json_request("/contrast", {"image": b64[:4 * 20 + 1]}),
+        "json-no-image": json_request("/blur", {"sigma": 2}),
+        "json-conflict": json_request("/blur?sigma=3", {"image": b64, "sigma": 4}),
+        "json-array": request("POST", "/variance", "application/json", "", b'["' + b64.encode() +
+                              b'"]'),
+    }
+    for name, data in seeds.items():
+        write("handler", name, data)
+
+
+def webp():
+    """The webp corpus (small crops written by PIL's libwebp: lossy, lossless, with alpha, with
+    ICC and EXIF chunks, cut short; the animation of tests/data) and the handler's WebP seeds."""
+    rgb = Image.open(os.path.join(DATA, "orient1.jpg")).crop((3, 5, 40, 34))  # 37x29
+    rgba = rgb.copy()
+    rgba.putalpha(Image.linear_gradient("L").resize(rgb.size))
+    lossless = pil_bytes(rgb, "WEBP", lossless=True, quality=50)
+    seeds = {
+        "lossy_rgb.webp": pil_bytes(rgb, "WEBP", quality=60),
+        "lossless_rgb.webp": lossless,
+        "lossless_alpha.webp": pil_bytes(rgba, "WEBP", lossless=True, exact=True),
+        "lossy_alpha.webp": pil_bytes(rgba, "WEBP", quality=70, alpha_quality=60),
+        "icc_exif.webp": pil_bytes(rgb, "WEBP", quality=80, icc_profile=b"\0" * 128,
+                                   exif=b"Exif\0\0MM\0*\0\0\0\x08\0\0\0\0\0\0"),
+        "animated.webp": fixture("animated.webp"),
+        "truncated.webp": lossless[:len(lossless) * 2 // 3],
+    }
+    for name, data in seeds.items():
+        write("webp", name, data)
+    small = pil_bytes(rgba, "WEBP", lossless=True)
+    handler_seeds = {
+        "webp-raw-lossless-out": request("POST", "/blur?sigma=2&format=webp&lossless=true",
+                                         "image/webp", "", small),
+        "webp-png-to-lossy-json": request("POST", "/convert?format=webp&quality=60", "image/png",
+                                          "application/json", fixture("red_square.png")),
+        "webp-multipart-contrast": request(
+            "POST", "/contrast?radius=2", mp_type(CURL), "",
+            form(CURL, part(CURL, "image", seeds["lossy_rgb.webp"], "a.webp", "image/webp"))),
+        "webp-animated": request("POST", "/blur?sigma=2", "image/webp", "", seeds["animated.webp"]),
+    }
+    for name, data in handler_seeds.items():
+        write("handler", name, data)
+
+
 def main():
-    for target in ["png", "jpeg", "multipart", "params", "handler"]:
+    for target in ["png", "jpeg", "webp", "multipart", "params", "handler"]:
         shutil.rmtree(os.path.join(CORPUS, target), ignore_errors=True)
         os.makedirs(os.path.join(CORPUS, target))
     img = images()
     multipart(img)
     params()
     handler(img)
+    webp()
+    json_bodies(img)
 
 
 if __name__ == "__main__":

@@ -1,23 +1,24 @@
 #!/bin/bash
-# Builds the five libFuzzer targets into build/fuzz/ with clang (ASan + UBSan), then runs each for
+# Builds the six libFuzzer targets into build/fuzz/ with clang (ASan + UBSan), then runs each for
 # SECONDS (default 60) on a scratch copy of its seed corpus and regressions, so that runs never
 # grow the committed corpus. Prints each target's executions and any crash; exits non-zero when a
 # target crashed, timed out, ran out of memory or leaked, leaving the input that did it in
 # build/fuzz/ (build/fuzz/<target>-crash-<sha1>, ...) and the log in build/fuzz/<target>.log.
 #   bash fuzz/run.sh [SECONDS]             from the repository root or anywhere
 #   FUZZ_TARGETS="png jpeg" bash fuzz/run.sh 600   only some targets
+#   FUZZ_OUT=/tmp/fuzz bash fuzz/run.sh           build and run elsewhere than build/fuzz
 # See fuzz/README.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SECONDS_EACH=${1:-60}
-TARGETS=${FUZZ_TARGETS:-png jpeg multipart params handler}
+TARGETS=${FUZZ_TARGETS:-png jpeg webp multipart params handler}
 CC=${FUZZ_CC:-clang}
-OUT=build/fuzz
-PKGS="libpng libturbojpeg libmicrohttpd jansson"
+OUT=${FUZZ_OUT:-build/fuzz}
+PKGS="libpng libturbojpeg libmicrohttpd jansson libwebp"
 CFLAGS="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -D_GNU_SOURCE
         -std=c11 -pthread $(pkg-config --cflags $PKGS)"
-LIBS="$(pkg-config --libs libpng libturbojpeg jansson) -ljpeg -lz -lm -pthread"
+LIBS="$(pkg-config --libs libpng libturbojpeg jansson libwebp) -ljpeg -lz -lm -pthread"
 
 # ---- build: the project's sources once, then one binary per target ----
 mkdir -p "$OUT/obj"

@@ -21,10 +21,11 @@ fi
 case "${1:-}" in
 "")
   pkgs="build-essential pkg-config clang-format
-    libmicrohttpd-dev libjansson-dev libturbojpeg0-dev $jpeg-dev libpng-dev zlib1g-dev libcurl4-openssl-dev
+    libmicrohttpd-dev libjansson-dev libturbojpeg0-dev $jpeg-dev libpng-dev libwebp-dev zlib1g-dev
+    libcurl4-openssl-dev
     python3-skimage python3-yaml gnuplot-nox wrk clang $clang_rt"
   ;;
---runtime) pkgs="$mhd libjansson4 $png $turbojpeg $jpeg zlib1g curl" ;;
+--runtime) pkgs="$mhd libjansson4 $png $turbojpeg $jpeg libwebp7 zlib1g curl" ;;
 --web) pkgs="chromium" ;;
 *)
   echo "usage: $0 [--runtime | --web]" >&2

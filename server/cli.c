@@ -37,7 +37,7 @@ static void usage(FILE *f) {
     if (strcmp(method, "POST") == 0) fprintf(f, " %s", path + 1);
   fprintf(f, ".\nIN may be a directory (its files); OUT is a file, or a directory. Outputs in a "
              "directory take\nthe input's name with the extension of the output format. Without "
-             "--format, OUT's extension\n(.png, .jpg) picks the format; otherwise the API's "
+             "--format, OUT's extension\n(.png, .jpg, .webp) picks the format; otherwise the API's "
              "default applies (the input's format).\n\n"
              "  -o DIR     write the outputs into DIR (created when missing)\n"
              "  --json     one JSON object per file on stdout: file, output, status, timing_ms, "
@@ -130,6 +130,7 @@ static const char *format_of(const char *out) {
   const char *dot = strrchr(out, '.');
   if (dot && strcasecmp(dot, ".png") == 0) return "png";
   if (dot && (strcasecmp(dot, ".jpg") == 0 || strcasecmp(dot, ".jpeg") == 0)) return "jpeg";
+  if (dot && strcasecmp(dot, ".webp") == 0) return "webp";
   return NULL;
 }
 
@@ -203,6 +204,8 @@ static void on_done(void *udata, struct api_response *resp) {
 static const char *media_type(const uint8_t *body, size_t len) {
   if (len >= 8 && memcmp(body, "\x89PNG\r\n\x1a\n", 8) == 0) return "image/png";
   if (len >= 3 && memcmp(body, "\xff\xd8\xff", 3) == 0) return "image/jpeg";
+  if (len >= 12 && memcmp(body, "RIFF", 4) == 0 && memcmp(body + 8, "WEBP", 4) == 0)
+    return "image/webp";
   return "application/octet-stream";
 }
 
@@ -283,7 +286,10 @@ static json_t *timing(const char *st) {
 static char *output_path(const char *dir, const char *in, const char *media) {
   const char *base = strrchr(in, '/') ? strrchr(in, '/') + 1 : in, *dot = strrchr(base, '.');
   int n = dot && dot > base ? (int)(dot - base) : (int)strlen(base);
-  const char *ext = media && strcmp(media, "image/jpeg") == 0 ? "jpg" : "png";
+  const char *ext = !media                             ? "png"
+                    : strcmp(media, "image/jpeg") == 0 ? "jpg"
+                    : strcmp(media, "image/webp") == 0 ? "webp"
+                                                       : "png";
   char *p = NULL;
   return asprintf(&p, "%s/%.*s.%s", dir, n, base, ext) >= 0 ? p : NULL;
 }

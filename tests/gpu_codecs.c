@@ -85,7 +85,7 @@ struct encoded { /* one encoder's JPEG of the reference pixels */
 static int encode_both(const struct codec_image *ref, int q, struct encoded *gpu,
                        struct encoded *cpu) {
   struct cpu_image shape = {ref->pixels, ref->width, ref->height, ref->channels, 8};
-  struct codec_encode_opts o = {CODEC_JPEG, q, 0};
+  struct codec_encode_opts o = {CODEC_JPEG, q, 0, 0};
   uint8_t *g = NULL, *c = NULL;
   struct codec_image dg, dc;
   int maxdiff;

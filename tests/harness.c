@@ -167,6 +167,37 @@ int http_post_form(const struct server *s, const char *path, const char *field, 
   return rc;
 }
 
+/* The client's own base64 (six bits at a time off an accumulator), apart from the server's. */
+char *json_body(const void *img, size_t len, const char *prefix, const char *params) {
+  static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  size_t plen = strlen(prefix), n = 0;
+  char *b64 = malloc(plen + (len + 2) / 3 * 4 + 1);
+  ASSERT(b64);
+  memcpy(b64, prefix, plen);
+  uint32_t acc = 0;
+  int bits = 0;
+  for (size_t i = 0; i < len; i++) {
+    acc = acc << 8 | ((const uint8_t *)img)[i];
+    for (bits += 8; bits >= 6; bits -= 6) b64[plen + n++] = digits[acc >> (bits - 6) & 63];
+  }
+  if (bits) b64[plen + n++] = digits[acc << (6 - bits) & 63];
+  while (n % 4) b64[plen + n++] = '=';
+  b64[plen + n] = 0;
+  json_t *j = params ? json_loads(params, 0, NULL) : json_object();
+  ASSERT(j);
+  json_object_set_new(j, "image", json_string(b64));
+  char *text = json_dumps(j, JSON_COMPACT);
+  ASSERT(text);
+  json_decref(j);
+  free(b64);
+  return text;
+}
+
+int http_post_json(const struct server *s, const char *path, const char *body, const char *accept,
+                   struct http_resp *r) {
+  return http_request(s, "POST", path, "application/json", accept, body, strlen(body), r);
+}
+
 const char *http_header(const struct http_resp *r, const char *name, char *buf, size_t n) {
   size_t nl = strlen(name);
   for (const char *p = r->headers; p && *p;) {
@@ -270,6 +301,7 @@ double http_stage(const struct http_resp *r, const char *stage, char *desc, size
 const char *expected_codec(const char *format) {
   const char *gpu = getenv("BLURD_EXPECT_GPU_CODECS");
   if (strcmp(format, "png") == 0) return "libpng";
+  if (strcmp(format, "webp") == 0) return "libwebp";
   return gpu && strcmp(gpu, "1") == 0 ? "nvjpeg" : "libjpeg-turbo";
 }
 

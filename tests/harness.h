@@ -49,6 +49,13 @@ int http_request_h(const struct server *s, const char *method, const char *path,
 /* POST of a multipart form: the image in field (e.g. "image"), params JSON or NULL. */
 int http_post_form(const struct server *s, const char *path, const char *field, const void *img,
                    size_t len, const char *params, const char *accept, struct http_resp *r);
+/* A JSON request body: {"image": "<prefix><img in standard base64, padded>"} with the keys of
+ * the JSON object params (or NULL) besides. prefix may be "" or "data:image/png;base64,".
+ * Caller frees. */
+char *json_body(const void *img, size_t len, const char *prefix, const char *params);
+/* POST of body with Content-Type application/json. */
+int http_post_json(const struct server *s, const char *path, const char *body, const char *accept,
+                   struct http_resp *r);
 /* Value of header name (case-insensitive) copied to buf, or NULL. */
 const char *http_header(const struct http_resp *r, const char *name, char *buf, size_t n);
 /* Header name of r as a number ("inf" is INFINITY); fails the test when it is missing. */
@@ -61,9 +68,9 @@ double http_stage(const struct http_resp *r, const char *stage, char *desc, size
  * encoder, or any nvJPEG one for "nvjpeg" (see expected_codec). */
 void http_expect_stages(const struct http_resp *r, int filtered, const char *decoder,
                         const char *encoder);
-/* The codec the server should report for a file of this format ("jpeg", "png") on the decode or
- * encode side: libpng for PNG; for JPEG "nvjpeg" (any nvJPEG decoder) when the environment sets
- * BLURD_EXPECT_GPU_CODECS=1, else libjpeg-turbo. */
+/* The codec the server should report for a file of this format ("jpeg", "png", "webp") on the
+ * decode or encode side: libpng for PNG, libwebp for WebP; for JPEG "nvjpeg" (any nvJPEG decoder)
+ * when the environment sets BLURD_EXPECT_GPU_CODECS=1, else libjpeg-turbo. */
 const char *expected_codec(const char *format);
 /* Asserts that r is the JSON error body of this status and code, with a message. */
 void http_expect_error(const struct http_resp *r, long status, const char *code);

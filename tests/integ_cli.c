@@ -157,6 +157,7 @@ static void test_batch(void) {
   ASSERT_INT(r.status, ==, 1);
   expect_image(path_in("dir", "photo_1080p.png"), CODEC_PNG);
   expect_image(path_in("dir", "camera.png"), CODEC_PNG);
+  expect_image(path_in("dir", "lossy.png"), CODEC_PNG);
   ASSERT(strstr(r.err, "truncated.jpg: "));
   ASSERT_STR(r.out, "");
   run_free(&r);
@@ -201,6 +202,16 @@ static void test_same_bytes(void) {
               (const char *[]){"blur", "--sigma", "3", path_in("in", "photo_1080p.jpg"),
                                path_in("same", "one.png"), NULL},
               path_in("same", "one.png"));
+  /* WebP: a WebP input keeps its format and extension in a directory; .webp picks WebP */
+  expect_same(
+      &srv, "lossy.webp", "image/webp", "sigma=3",
+      (const char *[]){"blur", "--sigma", "3", "-o", same, path_in("in", "lossy.webp"), NULL},
+      path_in("same", "lossy.webp"));
+  expect_same(&srv, "camera.png", "image/png", "sigma=3&format=webp",
+              (const char *[]){"blur", "--sigma", "3", path_in("in", "camera.png"),
+                               path_in("same", "camera.webp"), NULL},
+              path_in("same", "camera.webp"));
+  expect_image(path_in("same", "camera.webp"), CODEC_WEBP);
   ASSERT_INT(server_stop(&srv, SIGTERM), ==, 0);
 }
 
@@ -237,8 +248,8 @@ int main(void) {
   curl_global_init(CURL_GLOBAL_ALL);
   ASSERT(mkdtemp(dir));
   ASSERT(mkdir(path_in("in", ""), 0755) == 0);
-  const char *names[] = {"photo_1080p.jpg", "camera.png", "truncated.jpg"};
-  for (int i = 0; i < 3; i++) {
+  const char *names[] = {"photo_1080p.jpg", "camera.png", "truncated.jpg", "lossy.webp"};
+  for (int i = 0; i < 4; i++) {
     size_t len;
     uint8_t *data = fixture(names[i], &len);
     spill(path_in("in", names[i]), data, len);

@@ -1,7 +1,8 @@
 /* Integration tests of where the codecs run, against the real binary. Two servers run side by
  * side: one with its default codecs (--gpu-codecs auto: nvJPEG on a GPU machine, libjpeg-turbo
  * elsewhere) and one with --gpu-codecs off. The tests check that
- *   - /readyz and /methods name the JPEG and PNG codecs and, when JPEG is not on the GPU, why;
+ *   - /readyz and /methods name the JPEG, PNG and WebP codecs and, when JPEG is not on the GPU,
+ *     why;
  *   - every JPEG kind among the fixtures (baseline 4:4:4 and 4:2:0, progressive, gray, the eight
  *     EXIF orientations) decodes as libjpeg-turbo decodes it: exactly on the CPU, within 40 dB
  *     with nvJPEG (the worst case is printed);
@@ -56,6 +57,7 @@ static void expect_codecs(json_t *c, int gpu, const char *reason) {
   const char *enc = json_string_value(json_object_get(c, "jpeg_encode"));
   ASSERT(dec && enc);
   ASSERT_STR(json_string_value(json_object_get(c, "png")), "libpng");
+  ASSERT_STR(json_string_value(json_object_get(c, "webp")), "libwebp");
   if (gpu) {
     ASSERT(strcmp(dec, "nvjpeg-hw") == 0 || strcmp(dec, "nvjpeg-gpu") == 0);
     ASSERT_STR(enc, "nvjpeg");

@@ -1,11 +1,14 @@
 /* Keeps GET /openapi.json true, against the real binary. The document must be OpenAPI 3.1
  * shaped; every route of the code (api_route) must be in it and every path in it must exist,
  * taking exactly the HTTP methods it lists (the others get 405); every parameter it lists must be
- * accepted with its default (or its minimum when required), in the query string and in params,
- * and every choice of every enum too; every parameter the server accepts (its unknown_parameter
- * message, and /methods) must be in it; the statuses the server answers must be listed for the
- * route, and the JSON mode and the image headers must have what the document promises. Also
- * checks the demo page's files: media types, the Content-Security-Policy, no other origin. */
+ * accepted with its default (or its minimum when required), in the query string, in params and
+ * in a JSON body, and every choice of every enum too; every parameter the server accepts (its
+ * unknown_parameter message, and /methods) must be in it; the statuses the server answers must be
+ * listed for the route, and the JSON mode and the image headers must have what the document
+ * promises; the request media types it lists (the form, the raw image, a JSON body) must be taken,
+ * and others refused with 415; the image types of the 200 are exactly those the format parameter
+ * answers (image/webp among them). Also checks the demo page's files: media types, the
+ * Content-Security-Policy, no other origin. */
 #include "harness.h"
 #include "test.h"
 
@@ -191,8 +194,19 @@ static void expect_200(const char *path, const char *query, const char *params) 
   http_resp_free(&r);
 }
 
-/* Each parameter with its default (or minimum), in the query string and in params; each choice
- * of each enum in the query string. */
+/* The same with the parameters of params in a JSON body beside the image. */
+static void expect_200_json(const char *path, const char *query, const char *params) {
+  struct http_resp r;
+  char url[1024], *body = json_body(img, img_len, "", params);
+  snprintf(url, sizeof(url), "%s?%s", path, query);
+  ASSERT(http_post_json(&srv, url, body, NULL, &r) == 0);
+  if (r.status != 200) TEST_FAIL("POST %s JSON body %s: %ld %.300s", url, params, r.status, r.body);
+  http_resp_free(&r);
+  free(body);
+}
+
+/* Each parameter with its default (or minimum), in the query string, in params and in a JSON
+ * body; each choice of each enum in the query string. */
 static int accept_params(const char *path, json_t *params) {
   json_t *p, *c;
   size_t i, k;
@@ -213,7 +227,8 @@ static int accept_params(const char *path, json_t *params) {
     free(text);
     json_decref(j);
     expect_200(path, q, js);
-    n += 2;
+    expect_200_json(path, q, js);
+    n += 3;
     json_array_foreach(json_object_get(json_object_get(p, "schema"), "enum"), k, c) {
       snprintf(full, sizeof(full), "%s%s%s=%s", q, q[0] ? "&" : "", name, json_string_value(c));
       expect_200(path, full, NULL);
@@ -265,6 +280,13 @@ static void same_names(const char *path, json_t *params, json_t *methods) {
       json_object_get(json_object_get(json_object_get(form, "properties"), "params"),
                       "contentSchema"),
       "properties");
+  json_t *body = json_object_get(
+      json_object_get(
+          json_object_get(
+              json_object_get(json_object_get(op(path, "post"), "requestBody"), "content"),
+              "application/json"),
+          "schema"),
+      "properties");
   json_t *from_methods = json_object();
   json_array_foreach(methods, i, m) {
     if (strcmp(json_string_value(json_object_get(m, "endpoint")), path) != 0) continue;
@@ -276,10 +298,14 @@ static void same_names(const char *path, json_t *params, json_t *methods) {
     const char *name = json_string_value(json_object_get(p, "name"));
     if (!in_list(list, name)) TEST_FAIL("%s: the server does not accept '%s'", path, name);
     ASSERT(json_object_get(props, name));
+    ASSERT(json_object_get(body, name));
     if (nmethods) ASSERT(json_object_get(from_methods, name));
   }
   ASSERT_INT(json_array_size(params), ==, nlist);
   ASSERT_INT(json_object_size(props), ==, nlist);
+  ASSERT_INT(json_object_size(body), ==, nlist + 1); /* and the image */
+  ASSERT_STR(json_string_value(json_object_get(json_object_get(body, "image"), "contentEncoding")),
+             "base64");
   if (nmethods) ASSERT_INT(json_object_size(from_methods), ==, nlist);
   json_decref(from_methods);
   fprintf(stderr, "    %s: %d parameters (%d methods in /methods)\n", path, nlist, nmethods);
@@ -330,6 +356,98 @@ static void check_responses(const char *path, json_t *params) {
   free(bad);
 }
 
+/* POSTs the small image to url in media type type, as the document describes it: a form, a JSON
+ * body with the image in base64, or the raw image. Returns the status. */
+static long post_as(const char *url, const char *type, struct http_resp *r) {
+  if (strcmp(type, "multipart/form-data") == 0) {
+    ASSERT(http_post_form(&srv, url, "image", img, img_len, NULL, NULL, r) == 0);
+  } else if (strcmp(type, "application/json") == 0) {
+    char *body = json_body(img, img_len, "", NULL);
+    ASSERT(http_post_json(&srv, url, body, NULL, r) == 0);
+    free(body);
+  } else {
+    ASSERT(http_request(&srv, "POST", url, type, NULL, img, img_len, r) == 0);
+  }
+  return r->status;
+}
+
+/* The request media types both ways: the server takes every one the document lists for path,
+ * and answers 415 to each of these that it does not list. */
+static void media_types(const char *path, json_t *params) {
+  static const char *const others[] = {"multipart/form-data",
+                                       "application/json",
+                                       "image/png",
+                                       "image/jpeg",
+                                       "image/webp",
+                                       "image/gif",
+                                       "application/octet-stream",
+                                       "application/xml",
+                                       "text/json",
+                                       "application/x-www-form-urlencoded"};
+  json_t *content = json_object_get(json_object_get(op(path, "post"), "requestBody"), "content"),
+         *v;
+  const char *type;
+  char q[512], url[640];
+  struct http_resp r;
+  ASSERT(required_query(params, "", q, sizeof(q)) == 0);
+  snprintf(url, sizeof(url), "%s?%s", path, q);
+  json_object_foreach(content, type, v) {
+    if (post_as(url, type, &r) != 200)
+      TEST_FAIL("POST %s as %s, which the document lists: %ld %.200s", url, type, r.status, r.body);
+    http_resp_free(&r);
+  }
+  for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++) {
+    if (json_object_get(content, others[i])) continue;
+    if (post_as(url, others[i], &r) != 415)
+      TEST_FAIL("POST %s as %s, which the document does not list: %ld, expected 415", url,
+                others[i], r.status);
+    expect_listed(path, "post", r.status);
+    http_resp_free(&r);
+  }
+  ASSERT(json_object_get(content, "application/json"));
+}
+
+/* The image media types of the 200 both ways: every choice of format but input is answered with
+ * an image type the document lists, and every image type it lists is answered for some choice.
+ * A WebP sent as image/webp comes back as image/webp where format keeps the input's. */
+static void response_types(const char *path, json_t *params) {
+  json_t *ok = json_object_get(json_object_get(op(path, "post"), "responses"), "200");
+  json_t *content = json_object_get(ok, "content"), *p, *c, *v, *answered = json_object();
+  size_t i, k;
+  const char *type;
+  char q[512], url[640], ct[128];
+  struct http_resp r;
+  ASSERT(required_query(params, "format", q, sizeof(q)) == 0);
+  json_array_foreach(params, i, p) {
+    if (strcmp(json_string_value(json_object_get(p, "name")), "format") != 0) continue;
+    json_array_foreach(json_object_get(json_object_get(p, "schema"), "enum"), k, c) {
+      int input = strcmp(json_string_value(c), "input") == 0;
+      size_t len;
+      uint8_t *webp = input ? fixture("lossless.webp", &len) : NULL;
+      snprintf(url, sizeof(url), "%s?%s%sformat=%s", path, q, q[0] ? "&" : "",
+               json_string_value(c));
+      if (input)
+        ASSERT(http_request(&srv, "POST", url, "image/webp", NULL, webp, len, &r) == 0);
+      else
+        ASSERT(http_post_form(&srv, url, "image", img, img_len, NULL, NULL, &r) == 0);
+      ASSERT_INT(r.status, ==, 200);
+      ASSERT(http_header(&r, "Content-Type", ct, sizeof(ct)));
+      if (!json_object_get(content, ct)) TEST_FAIL("%s answered %s, which is not listed", url, ct);
+      if (input) ASSERT_STR(ct, "image/webp");
+      json_object_set_new(answered, ct, json_true());
+      http_resp_free(&r);
+      free(webp);
+    }
+  }
+  json_object_foreach(content, type, v) {
+    if (strncmp(type, "image/", 6) == 0 && !json_object_get(answered, type))
+      TEST_FAIL("%s lists %s, but no format answers it", path, type);
+  }
+  ASSERT_INT(json_object_size(answered), >=, 1);
+  ASSERT(json_object_get(content, "application/json"));
+  json_decref(answered);
+}
+
 /* Every upload route (one with a requestBody): its parameters and responses. */
 static void test_params(void) {
   json_t *methods = get_json("/methods", 200), *item;
@@ -343,9 +461,18 @@ static void test_params(void) {
     same_names(p, params, json_object_get(methods, "methods"));
     requests += accept_params(p, params);
     check_responses(p, params);
+    media_types(p, params);
+    response_types(p, params);
     routes++;
   }
   ASSERT_INT(routes, >=, 2); /* /blur and /convert at least */
+  ASSERT(json_object_get(
+      json_object_get(json_object_get(op("/blur", "post"), "requestBody"), "content"),
+      "image/webp"));
+  ASSERT(json_object_get(
+      json_object_get(json_object_get(json_object_get(op("/blur", "post"), "responses"), "200"),
+                      "content"),
+      "image/webp"));
   fprintf(stderr, "    %d upload routes, %d requests with documented values: all 200\n", routes,
           requests);
   json_decref(methods);

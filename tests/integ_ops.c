@@ -306,6 +306,8 @@ static void test_metrics(void) {
   ASSERT_DBL(metric(m1, "blurd_gpu_codecs", NULL), ==, gpu_codecs);
   ASSERT_DBL(metric(m1, "blurd_codecs_info", NULL), ==, 1);
   ASSERT_DBL(metric(m1, "blurd_codecs_info", cpu_codecs), ==, !gpu_codecs);
+  const char *webp_codec[] = {"webp=\"libwebp\"", NULL}; /* on every backend */
+  ASSERT_DBL(metric(m1, "blurd_codecs_info", webp_codec), ==, 1);
   ASSERT_INT(has_metric(m1, "blurd_jpeg_decode_batch_size_count"), ==, gpu_codecs);
   if (gpu_codecs) /* every job's JPEG went through a batch (the 400 ran none) */
     ASSERT_DBL(metric(m1, "blurd_jpeg_decode_batch_size_sum", NULL) -

@@ -1,6 +1,6 @@
 /* Unit tests of the api's parsers over byte buffers: query strings and percent escapes, the
  * params JSON and its conflicts with the query, every parameter's range, multipart bodies
- * (well formed and malformed), base64, and the error table. */
+ * (well formed and malformed), base64 both ways, and the error table. */
 #include "test.h"
 
 #include "../api/api_int.h"
@@ -21,6 +21,7 @@ static void test_defaults(void) {
   ASSERT_INT(p.format, ==, 0);
   ASSERT_INT(p.quality, ==, 90);
   ASSERT_INT(p.compression, ==, 6);
+  ASSERT_INT(p.lossless, ==, 0);
   ASSERT_INT(p.psnr, ==, 1);
   ASSERT_INT(
       parse("sigma=1&method=separable&format=jpeg&quality=1&psnr=0&compression=0", NULL, &p, msg),
@@ -30,6 +31,13 @@ static void test_defaults(void) {
   ASSERT_INT(p.quality, ==, 1);
   ASSERT_INT(p.psnr, ==, 0);
   ASSERT_INT(p.compression, ==, 0);
+  ASSERT_INT(parse("sigma=1&format=webp&lossless=true", NULL, &p, msg), ==, API_OK);
+  ASSERT_INT(p.format, ==, 3);
+  ASSERT_INT(p.lossless, ==, 1);
+  ASSERT_INT(parse("sigma=1", "{\"format\": \"webp\", \"lossless\": false}", &p, msg), ==, API_OK);
+  ASSERT_INT(p.format, ==, 3);
+  ASSERT_INT(p.lossless, ==, 0);
+  ASSERT_INT(parse("sigma=1&lossless=maybe", NULL, &p, msg), ==, API_BAD_PARAMETER);
 }
 
 static void test_ranges(void) {
@@ -105,6 +113,7 @@ static void test_json(void) {
   ASSERT_INT(parse("", "{\"sigma\": 4, \"psnr\": 1}", &p, msg), ==, API_BAD_PARAMETER);
   ASSERT_INT(parse("", "{\"sigma\": 4, \"sigma\": 5}", &p, msg), ==, API_BAD_JSON);
   ASSERT_INT(parse("", "{\"sigma\": 4", &p, msg), ==, API_BAD_JSON);
+  ASSERT(strstr(msg, "The params field must be a JSON object: ") && strstr(msg, "(line 1, column"));
   ASSERT_INT(parse("", "4", &p, msg), ==, API_BAD_JSON);
   ASSERT_INT(parse("", "{\"sigmaa\": 4}", &p, msg), ==, API_UNKNOWN_PARAMETER);
   /* the same key in both places: equal values are fine, different ones a 400 */
@@ -119,6 +128,35 @@ static void test_json(void) {
   memcpy(big, "{\"sigma\": 4}", 12);
   big[sizeof(big) - 1] = 0;
   ASSERT_INT(parse("", big, &p, msg), ==, API_BAD_JSON);
+}
+
+static enum api_error load_body(const char *text, json_t **j, char *msg) {
+  return params_load_json("The JSON body", text, strlen(text), j, msg, 512);
+}
+
+/* A JSON body's object, already parsed: the same rules, its own name in the messages. */
+static void test_json_object(void) {
+  struct blur_params p;
+  char msg[512];
+  json_t *j = NULL;
+  ASSERT_INT(load_body("{\"sigma\": 4,\n \"x\"}", &j, msg), ==, API_BAD_JSON);
+  ASSERT(j == NULL);
+  ASSERT(strstr(msg, "The JSON body must be a JSON object: ") && strstr(msg, "(line 2, column"));
+  ASSERT_INT(load_body("[1]", &j, msg), ==, API_BAD_JSON);
+  ASSERT_STR(msg, "The JSON body must be a JSON object: it is an array.");
+  ASSERT_INT(load_body("{\"sigma\": 4, \"psnr\": false}", &j, msg), ==, API_OK);
+  const struct endpoint *ep = &api_blur_endpoint;
+  ASSERT_INT(params_parse_object(ep, "sigma=4.0", j, "the JSON body", &p, msg, 512), ==, API_OK);
+  ASSERT_DBL(p.sigma, ==, 4);
+  ASSERT_INT(p.psnr, ==, 0);
+  ASSERT_INT(params_parse_object(ep, "sigma=5", j, "the JSON body", &p, msg, 512), ==,
+             API_CONFLICTING_PARAMETER);
+  ASSERT(strstr(msg, "another value in the JSON body"));
+  json_object_set_new(j, "sigmaa", json_integer(1));
+  ASSERT_INT(params_parse_object(ep, "", j, "the JSON body", &p, msg, 512), ==,
+             API_UNKNOWN_PARAMETER);
+  ASSERT(strstr(msg, "'sigmaa' in the JSON body"));
+  json_decref(j);
 }
 
 static void test_unescape(void) {
@@ -198,6 +236,98 @@ static void test_base64(void) {
     char *s = base64_encode((const uint8_t *)cases[i][0], strlen(cases[i][0]));
     ASSERT_STR(s, cases[i][1]);
     free(s);
+  }
+}
+
+/* Decodes s; on API_OK checks that the bytes are want (NULL: none), else that msg has want. */
+static void b64_case(const char *s, enum api_error e, const char *want) {
+  uint8_t *out = (uint8_t *)"not set";
+  size_t n = 99;
+  char msg[512] = "";
+  enum api_error got = base64_decode(s, strlen(s), &out, &n, msg, sizeof(msg));
+  if (got != e) TEST_FAIL("'%s': error %d, expected %d (%s)", s, got, e, msg);
+  if (e == API_OK) {
+    ASSERT_INT(n, ==, strlen(want));
+    ASSERT(n ? memcmp(out, want, n) == 0 : out == NULL);
+  } else {
+    ASSERT(out == NULL && n == 0);
+    if (!strstr(msg, want)) TEST_FAIL("'%s': message '%s' lacks '%s'", s, msg, want);
+  }
+  free(out);
+}
+
+/* base64_decode: padding, unpadded tails, line breaks, data: prefixes, and every error with the
+ * byte offset and character it names. */
+static void test_base64_decode(void) {
+  static const char *const ok[][2] = {
+      {"Zm9vYmFy", "foobar"},
+      {"Zg==", "f"},
+      {"Zm8=", "fo"},
+      {"Zm9v", "foo"},
+      {"Zg", "f"},
+      {"Zm8", "fo"},
+      {"Zm9vYg", "foob"}, /* the padding may be left out */
+      {"Zm9v\nYmFy", "foobar"},
+      {"Zm9v\r\nYmFy\r\n", "foobar"},
+      {"\nZ\nm\r8\n=\n", "fo"},
+      {"Zg=\n=", "f"},
+      {"Zh==", "f"}, /* pad bits that are not 0 are ignored */
+      {"data:image/png;base64,Zm9v", "foo"},
+      {"DATA:image/jpeg;BASE64,Zm8=", "fo"},
+      {"data:;base64,Zg", "f"},
+      {"data:image/png;charset=x;base64,Zm9v", "foo"},
+      {"", ""},
+      {"\r\n", ""},
+      {"data:image/png;base64,", ""},
+      {"+/+/", "\xfb\xff\xbf"},
+  };
+  for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) b64_case(ok[i][0], API_OK, ok[i][1]);
+  static const char *const bad[][2] = {
+      {"Zm9v YmFy", "a space, 0x20 at byte 4"},
+      {"Zm9v YmFy", "a '+' that URL decoding turned into a space?"},
+      {"Zm9v-_", "'-' at byte 4"},
+      {"Zm9v-_", "base64url"},
+      {"Zm9vYm\tFy", "byte 0x09 at byte 6"},
+      {"Zm9v\xc3\xa9", "byte 0xc3 at byte 4"},
+      {"Zm9v\x01", "byte 0x01 at byte 4"},
+      {"data:image/png;base64,Zm9v*", "'*' at byte 26"},
+      {"Zg=", "the padding at byte 2 has 1 '='; a last group of 2 characters takes 2"},
+      {"Zg===", "the padding at byte 2 has 3 '='"},
+      {"Zm8==", "the padding at byte 3 has 2 '='; a last group of 3 characters takes 1"},
+      {"Zm9v=", "'=' at byte 4 follows a complete group of 4"},
+      {"=", "'=' at byte 0 follows a complete group"},
+      {"Zg==Zg==", "'Z' at byte 4 follows the padding '=' at byte 2"},
+      {"Zm9=v", "'v' at byte 4 follows the padding '=' at byte 3"},
+      {"Zm9vY", "its last group, at byte 4, has 1 character"},
+      {"Zm9v\nY\n", "its last group, at byte 5, has 1 character"},
+      {"Z===", "its last group, at byte 0, has 1 character"},
+      {"data:image/png,Zm9v", "without ';base64,'"},
+      {"data:image/png;base64Zm9v", "without ';base64,'"},
+      {"data:", "without ';base64,'"},
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+    b64_case(bad[i][0], API_BAD_IMAGE_ENCODING, bad[i][1]);
+  /* round trips of every byte value at every length mod 3, padded, unpadded and wrapped at 76
+   * columns as MIME does */
+  uint8_t data[256];
+  for (int i = 0; i < 256; i++) data[i] = (uint8_t)(255 - i);
+  for (size_t len = 0; len <= 256; len += len < 8 ? 1 : 61) {
+    char *enc = base64_encode(data, len), wrapped[512], msg[256];
+    size_t n = strlen(enc), w = 0, dlen;
+    for (size_t i = 0; i < n; i++) {
+      wrapped[w++] = enc[i];
+      if (i % 76 == 75) wrapped[w++] = '\n';
+    }
+    const char *forms[] = {enc, wrapped};
+    size_t lens[] = {strcspn(enc, "="), w};
+    for (int f = 0; f < 2; f++) {
+      uint8_t *out;
+      ASSERT_INT(base64_decode(forms[f], lens[f], &out, &dlen, msg, sizeof(msg)), ==, API_OK);
+      ASSERT_INT(dlen, ==, len);
+      ASSERT(len == 0 || memcmp(out, data, len) == 0);
+      free(out);
+    }
+    free(enc);
   }
 }
 
@@ -293,9 +423,11 @@ int main(void) {
   RUN(test_defaults);
   RUN(test_ranges);
   RUN(test_json);
+  RUN(test_json_object);
   RUN(test_unescape);
   RUN(test_multipart);
   RUN(test_base64);
+  RUN(test_base64_decode);
   RUN(test_errors);
   RUN(test_variance_params);
   RUN(test_kernel_params);

@@ -7,9 +7,12 @@
  * is fed hand-made and randomly damaged segments, so ASan and valgrind see it read only inside
  * its buffer. The JPEG decoder's own limits (scans, memory, warnings) are checked on files that
  * libjpeg's compressor writes here, in memory, with long scan scripts or a patched frame header.
- * Allocation failures are injected with codec_test_fail_alloc() at every allocation of a decode
- * or encode in turn; run under ASan or valgrind, that shows every failure path is leak-free.
- * Fixtures come from $BLURD_DATA, or tests/data when run from the repository root. */
+ * The WebP fixtures (written by PIL's libwebp) are checked against the same photographs: exactly
+ * when lossless, by PSNR when lossy; a header that claims 16384x16384 pixels is refused with no
+ * allocation made. Allocation failures are injected with codec_test_fail_alloc() at every
+ * allocation of a decode or encode in turn; run under ASan or valgrind, that shows every failure
+ * path is leak-free. Fixtures come from $BLURD_DATA, or tests/data when run from the repository
+ * root. */
 #include <stdint.h>
 #include <stdio.h>
 #include <jpeglib.h>
@@ -222,22 +225,28 @@ static void test_sniff_and_names(void) {
   ASSERT_INT(codec_sniff(png, 7), ==, CODEC_NONE);
   ASSERT_INT(codec_sniff(jpeg, 3), ==, CODEC_JPEG);
   ASSERT_INT(codec_sniff(jpeg, 2), ==, CODEC_NONE);
+  ASSERT_INT(codec_sniff((const uint8_t *)"RIFF\x10\0\0\0WEBPVP8L", 16), ==, CODEC_WEBP);
+  ASSERT_INT(codec_sniff((const uint8_t *)"RIFF\x10\0\0\0WEBP", 11), ==, CODEC_NONE);
+  ASSERT_INT(codec_sniff((const uint8_t *)"RIFF\x10\0\0\0WAVE", 12), ==, CODEC_NONE);
   ASSERT_INT(codec_sniff((const uint8_t *)"GIF89a", 6), ==, CODEC_NONE);
   ASSERT_INT(codec_sniff(NULL, 0), ==, CODEC_NONE);
   ASSERT_STR(codec_format_name(CODEC_PNG), "png");
   ASSERT_STR(codec_format_name(CODEC_JPEG), "jpeg");
+  ASSERT_STR(codec_format_name(CODEC_WEBP), "webp");
   ASSERT(codec_format_name(CODEC_NONE) == NULL);
   ASSERT_INT(codec_format_from_name("jpg"), ==, CODEC_JPEG);
   ASSERT_INT(codec_format_from_name("jpeg"), ==, CODEC_JPEG);
   ASSERT_INT(codec_format_from_name("png"), ==, CODEC_PNG);
+  ASSERT_INT(codec_format_from_name("webp"), ==, CODEC_WEBP);
   ASSERT_INT(codec_format_from_name("gif"), ==, CODEC_NONE);
   ASSERT_INT(codec_format_from_name("PNG"), ==, CODEC_NONE);
   ASSERT_INT(codec_format_from_name(NULL), ==, CODEC_NONE);
   ASSERT_STR(codec_mime(CODEC_PNG), "image/png");
   ASSERT_STR(codec_mime(CODEC_JPEG), "image/jpeg");
+  ASSERT_STR(codec_mime(CODEC_WEBP), "image/webp");
   ASSERT(codec_mime(CODEC_NONE) == NULL);
   ASSERT_STR(codec_status_msg(CODEC_OK), "ok");
-  ASSERT_STR(codec_status_msg(CODEC_UNKNOWN), "the data is neither PNG nor JPEG");
+  ASSERT_STR(codec_status_msg(CODEC_UNKNOWN), "the data is neither PNG, JPEG nor WebP");
   ASSERT_STR(codec_status_msg(CODEC_NOMEM), "out of memory");
   ASSERT_STR(codec_status_msg((enum codec_status)99), "unknown codec status");
 }
@@ -466,15 +475,17 @@ static void expect_limit(const char *file, struct codec_limits lim, enum codec_s
 }
 
 /* Each limit one above the image's size, at it and one below it, alone and all three together,
- * for PNG and JPEG: only below fails, with a sentence naming the value and the limit. orient6.jpg
- * is stored 48x64 but upright 64x48: limits apply to the upright size. */
+ * for PNG, JPEG and WebP: only below fails, with a sentence naming the value and the limit.
+ * orient6.jpg is stored 48x64 but upright 64x48: limits apply to the upright size. */
 static void test_limits(void) {
   static const struct {
     const char *file;
     uint32_t w, h;
-  } cases[] = {{"chelsea.png", 451, 300}, {"interlaced.png", RBW, RBH},  {"gray16.png", RW, RH},
-               {"rocket.jpg", 640, 427},  {"progressive.jpg", 451, 300}, {"gray.jpg", 480, 360},
-               {"orient6.jpg", 64, 48}};
+  } cases[] = {{"chelsea.png", 451, 300},     {"interlaced.png", RBW, RBH},
+               {"gray16.png", RW, RH},        {"rocket.jpg", 640, 427},
+               {"progressive.jpg", 451, 300}, {"gray.jpg", 480, 360},
+               {"orient6.jpg", 64, 48},       {"lossy.webp", 451, 300},
+               {"lossless.webp", RW, RH},     {"alpha_lossy.webp", RW, RH}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const char *f = cases[i].file;
     uint32_t w = cases[i].w, h = cases[i].h;
@@ -577,12 +588,16 @@ static void test_truncated(void) {
   ASSERT_INT(decode_file("truncated.jpg", NULL, &img, msg, sizeof msg), ==, CODEC_CORRUPT);
   ASSERT(img.pixels == NULL);
   /* Every cut of a whole file: too short to sniff is unknown, anything else is corrupt, even
-   * one byte short of the end (PNG: no IEND; JPEG: no EOI, a libjpeg warning). */
-  static const char *files[] = {"gray1.png", "palette_trns.png", "orient1.jpg", "gray.jpg"};
-  for (size_t f = 0; f < 4; f++) {
+   * one byte short of the end (PNG: no IEND; JPEG: no EOI, a libjpeg warning; WebP: shorter than
+   * its RIFF header says). */
+  static const char *files[] = {"gray1.png",        "palette_trns.png",   "orient1.jpg",
+                                "gray.jpg",         "lossy.webp",         "lossless.webp",
+                                "alpha_lossy.webp", "alpha_lossless.webp"};
+  for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
     size_t len;
     uint8_t *buf = read_fixture(files[f], &len);
-    size_t sig = codec_sniff(buf, len) == CODEC_PNG ? 8 : 3, step = len / 300 + 1;
+    static const size_t sigs[] = {[CODEC_PNG] = 8, [CODEC_JPEG] = 3, [CODEC_WEBP] = 12};
+    size_t sig = sigs[codec_sniff(buf, len)], step = len / 300 + 1;
     for (size_t cut = 0; cut < len; cut += cut + 2 >= len ? 1 : step) {
       uint8_t *part = malloc(cut ? cut : 1); /* exact size, so ASan sees any over-read */
       memcpy(part, buf, cut);
@@ -610,7 +625,7 @@ static void test_garbage_and_unknown(void) {
   struct codec_image img;
   char msg[256];
   ASSERT_INT(codec_decode(buf, sizeof buf, NULL, &img, msg, sizeof msg), ==, CODEC_UNKNOWN);
-  ASSERT_STR(msg, "the data is neither PNG nor JPEG");
+  ASSERT_STR(msg, "the data is neither PNG, JPEG nor WebP");
   ASSERT_INT(codec_decode(buf, 0, NULL, &img, msg, sizeof msg), ==, CODEC_UNKNOWN);
   ASSERT_STR(msg, "the image data is empty");
   ASSERT_INT(codec_decode(buf, sizeof buf, NULL, &img, NULL, 0), ==, CODEC_UNKNOWN);
@@ -620,15 +635,17 @@ static void test_garbage_and_unknown(void) {
 
 /* Random damage to small valid files never crashes, leaks or returns a half-made image. */
 static void test_damaged_files(void) {
-  static const char *files[] = {"gray1.png", "interlaced.png", "orient6.jpg", "progressive.jpg"};
-  for (size_t f = 0; f < 4; f++) {
+  static const char *files[] = {"gray1.png",       "interlaced.png", "orient6.jpg",
+                                "progressive.jpg", "lossless.webp",  "alpha_lossy.webp"};
+  for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
     size_t len;
     uint8_t *orig = read_fixture(files[f], &len);
     uint8_t *buf = malloc(len);
+    size_t keep = codec_sniff(orig, len) == CODEC_WEBP ? 12 : 8; /* the magic bytes */
     for (int iter = 0; iter < 150; iter++) {
       memcpy(buf, orig, len);
       for (int k = 1 + (int)(rng() % 4); k > 0; k--)
-        buf[8 + rng() % (len - 8)] = (uint8_t)rng(); /* keep the signature: exercise decoders */
+        buf[keep + rng() % (len - keep)] = (uint8_t)rng(); /* exercise the decoders */
       struct codec_image img;
       struct codec_limits lim = {4096, 4096, 1 << 22}; /* a damaged SOF may claim 65535x65535 */
       enum codec_status st = codec_decode(buf, len, &lim, &img, NULL, 0);
@@ -970,9 +987,10 @@ static void test_alloc_failures_decode(void) {
     const char *file;
     long min_allocs;
     int absorbable;
-  } cases[] = {{"gray_alpha.png", 5, 0},   {"rgb16.png", 5, 0},     {"palette_trns.png", 5, 0},
-               {"interlaced.png", 5, 0},   {"astronaut.png", 5, 1}, {"rocket.jpg", 15, 0},
-               {"progressive.jpg", 15, 0}, {"gray.jpg", 15, 0},     {"orient6.jpg", 15, 0}};
+  } cases[] = {{"gray_alpha.png", 5, 0},   {"rgb16.png", 5, 0},       {"palette_trns.png", 5, 0},
+               {"interlaced.png", 5, 0},   {"astronaut.png", 5, 1},   {"rocket.jpg", 15, 0},
+               {"progressive.jpg", 15, 0}, {"gray.jpg", 15, 0},       {"orient6.jpg", 15, 0},
+               {"lossless.webp", 1, 0},    {"alpha_lossy.webp", 1, 0}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     int absorbed;
     long n = decode_failing_each(cases[i].file, &absorbed);
@@ -1020,6 +1038,11 @@ static void test_alloc_failures_encode(void) {
     if (n < 5) TEST_FAIL("%s: PNG encode made only %ld allocations", files[f], n);
     n = encode_failing_each(&img, &jpeg); /* the 8-bit copy (but for gray1) and the output */
     ASSERT_INT(n, ==, img.depth == 8 && img.channels == 1 ? 1 : 2);
+    for (int lossless = 0; lossless < 2; lossless++) { /* the RGB(A) copy, the output's growth */
+      struct codec_encode_opts webp = {CODEC_WEBP, 80, 6, lossless};
+      n = encode_failing_each(&img, &webp);
+      if (n < 2) TEST_FAIL("%s: WebP encode made only %ld allocations", files[f], n);
+    }
     codec_image_free(&img);
   }
 }
@@ -1194,6 +1217,216 @@ static void test_encode_bad_arguments(void) {
   bad = camera, bad.width = 70000, bad.height = 1, o.format = CODEC_JPEG, o.quality = 80;
   ASSERT_INT(codec_encode(&bad, &o, &file, &len, msg, sizeof msg), ==, CODEC_UNSUPPORTED);
   ASSERT(file == NULL);
+  o = (struct codec_encode_opts){.format = CODEC_WEBP, .quality = 101};
+  ASSERT_INT(codec_encode(&camera, &o, &file, &len, msg, sizeof msg), ==, CODEC_UNSUPPORTED);
+  ASSERT_STR(msg, "WebP quality 101 is outside 1..100");
+  bad = camera, bad.width = 16384, bad.height = 1, o.quality = 80;
+  ASSERT_INT(codec_encode(&bad, &o, &file, &len, msg, sizeof msg), ==, CODEC_UNSUPPORTED);
+  ASSERT_STR(msg, "WebP cannot hold a 16384x1 image; the largest side is 16383 pixels");
+  ASSERT(file == NULL && len == 0);
+}
+
+/* ---- WebP ---- */
+
+/* PSNR of the first `colours` channels of the 8-bit image b against a (same size), over the
+ * pixels where a's alpha (channel `colours`, when a has one) is not 0. */
+static double colour_psnr(const struct codec_image *a, const struct codec_image *b, int colours) {
+  double se = 0, n = 0;
+  for (int y = 0; y < a->height; y++)
+    for (int x = 0; x < a->width; x++) {
+      if (a->channels > colours && sample(a, x, y, colours) == 0) continue;
+      for (int c = 0; c < colours; c++, n++) {
+        double d = (double)sample(a, x, y, c) - (double)sample(b, x, y, c);
+        se += d * d;
+      }
+    }
+  return se == 0 ? INFINITY : 10 * log10(255.0 * 255.0 * n / se);
+}
+
+/* The picture of the small WebP fixtures (make-fixtures.py): astronaut's REGION as RGB, or RGBA
+ * with the ramp as alpha. */
+static struct codec_image astronaut_region(int alpha) {
+  struct codec_image img = {NULL, RW, RH, 3 + alpha, 8, CODEC_WEBP, 1};
+  img.pixels = malloc(image_bytes(&img));
+  for (int y = 0; y < RH; y++)
+    for (int x = 0; x < RW; x++)
+      for (int c = 0; c < img.channels; c++)
+        img.pixels[((size_t)y * RW + (size_t)x) * (size_t)img.channels + (size_t)c] =
+            (uint8_t)(c < 3 ? photo(&astronaut, x, y, c) : ramp(x, y, 255, RW, RH));
+  return img;
+}
+
+/* The fixtures that PIL's libwebp wrote: lossless ones give back their source exactly, lossy
+ * ones are close to it, and alpha is decoded exactly (WebP stores it losslessly here). */
+static void test_webp_decode(void) {
+  struct codec_image rgb = astronaut_region(0), rgba = astronaut_region(1);
+  struct codec_image img = load("lossless.webp");
+  expect_shape(&img, RW, RH, 3, 8);
+  ASSERT_INT(img.format, ==, CODEC_WEBP);
+  ASSERT(same_image(&img, &rgb));
+  codec_image_free(&img);
+  img = load("alpha_lossless.webp");
+  expect_shape(&img, RW, RH, 4, 8);
+  ASSERT(same_image(&img, &rgba));
+  codec_image_free(&img);
+  img = load("alpha_lossy.webp");
+  expect_shape(&img, RW, RH, 4, 8);
+  for (int y = 0; y < RH; y++)
+    for (int x = 0; x < RW; x++) ASSERT_INT(sample(&img, x, y, 3), ==, ramp(x, y, 255, RW, RH));
+  double db = colour_psnr(&rgba, &img, 3);
+  codec_image_free(&img);
+  img = load("lossy.webp");
+  expect_shape(&img, 451, 300, 3, 8);
+  fprintf(stderr, "    alpha_lossy.webp %.2f dB, lossy.webp %.2f dB against their sources\n", db,
+          colour_psnr(&chelsea, &img, 3));
+  ASSERT_DBL(db, >, 34.0);                             /* measured 34.52 */
+  ASSERT_DBL(colour_psnr(&chelsea, &img, 3), >, 36.0); /* measured 36.69 */
+  codec_image_free(&img);
+  codec_image_free(&rgb);
+  codec_image_free(&rgba);
+}
+
+/* back, img encoded as lossless WebP and decoded, is img in 8-bit RGB or RGBA exactly: 16-bit
+ * samples scaled as (v * 255 + 32767) / 65535, gray repeated, alpha kept unless opaque
+ * everywhere (libwebp then writes none). */
+static void expect_webp_exact(const struct codec_image *img, const struct codec_image *back) {
+  int alpha = img->channels == 2 || img->channels == 4, gray = img->channels <= 2;
+  int opaque = 1;
+  for (int y = 0; alpha && y < img->height; y++)
+    for (int x = 0; x < img->width; x++)
+      opaque &= sample(img, x, y, img->channels - 1) == (img->depth == 8 ? 255u : 65535u);
+  expect_shape(back, img->width, img->height, alpha && !opaque ? 4 : 3, 8);
+  for (int y = 0; y < img->height; y++)
+    for (int x = 0; x < img->width; x++)
+      for (int c = 0; c < back->channels; c++) {
+        unsigned v = sample(img, x, y, c == 3 ? img->channels - 1 : gray ? 0 : c);
+        if (img->depth == 16) v = (v * 255 + 32767) / 65535;
+        if (sample(back, x, y, c) != v)
+          TEST_FAIL("(%d, %d) channel %d is %u, expected %u", x, y, c, sample(back, x, y, c), v);
+      }
+}
+
+static void test_webp_lossless_round_trip(void) {
+  struct codec_image rgba = astronaut_region(1);
+  ASSERT_INT(sample(&rgba, 0, 0, 3), ==, 0); /* a transparent pixel with a colour: kept */
+  ASSERT_INT(sample(&rgba, 0, 0, 0), >, 0);
+  static const char *files[] = {"astronaut.png", "palette_trns.png", "red_square.png",
+                                "logo.png",      "rgba16.png",       "gray16.png",
+                                "camera.png",    "gray_alpha.png",   "gray_alpha16.png"};
+  struct codec_encode_opts o = {CODEC_WEBP, 0, 0, 1}; /* lossless: quality is not used */
+  for (size_t i = 0; i <= sizeof files / sizeof files[0]; i++) {
+    struct codec_image img = i < sizeof files / sizeof files[0] ? load(files[i]) : rgba;
+    uint8_t *file;
+    size_t len;
+    struct codec_image back = encode_decode(&img, &o, &file, &len);
+    ASSERT_INT(back.format, ==, CODEC_WEBP);
+    expect_webp_exact(&img, &back);
+    free(file);
+    codec_image_free(&back);
+    codec_image_free(&img);
+  }
+}
+
+/* Lossy WebP: the PSNR grows with quality (floors measured with libwebp 1.2.4), and alpha is
+ * kept exactly, not composited as for JPEG. */
+static void test_webp_lossy(void) {
+  static const struct {
+    int quality;
+    double min_db; /* measured: 33.17, 34.67, 37.68 dB */
+  } cases[] = {{50, 32.5}, {75, 34.0}, {90, 37.0}};
+  size_t last = 0;
+  for (size_t i = 0; i < 3; i++) {
+    struct codec_encode_opts o = {CODEC_WEBP, cases[i].quality, 6, 0};
+    uint8_t *file;
+    size_t len;
+    struct codec_image back = encode_decode(&astronaut, &o, &file, &len);
+    expect_shape(&back, 512, 512, 3, 8);
+    double db = colour_psnr(&astronaut, &back, 3);
+    fprintf(stderr, "    astronaut.png at quality %d: %zu bytes, %.2f dB\n", cases[i].quality, len,
+            db);
+    ASSERT_DBL(db, >, cases[i].min_db);
+    ASSERT_INT(len, >, last);
+    last = len;
+    free(file);
+    codec_image_free(&back);
+  }
+  struct codec_image rgba = astronaut_region(1);
+  struct codec_encode_opts o = {CODEC_WEBP, 80, 6, 0};
+  uint8_t *file;
+  size_t len;
+  struct codec_image back = encode_decode(&rgba, &o, &file, &len);
+  expect_shape(&back, RW, RH, 4, 8);
+  for (int y = 0; y < RH; y++)
+    for (int x = 0; x < RW; x++) ASSERT_INT(sample(&back, x, y, 3), ==, sample(&rgba, x, y, 3));
+  ASSERT_DBL(colour_psnr(&rgba, &back, 3), >, 33.0);
+  free(file);
+  codec_image_free(&back);
+  codec_image_free(&rgba);
+}
+
+/* A flat 16-bit RGBA and gray + alpha image to lossless WebP: the 16-bit scaling to the unit, on
+ * both sides of a rounding edge, with alpha kept. */
+static void test_webp_encode_flat16(void) {
+  struct codec_encode_opts o = {CODEC_WEBP, 90, 6, 1};
+  struct codec_image img[2] = {flat(4, 16, (const unsigned[]){25828, 25829, 65535, 32768}),
+                               flat(2, 16, (const unsigned[]){25829, 49151})};
+  static const unsigned want[2][4] = {{100, 101, 255, 128}, {101, 101, 101, 191}};
+  for (int i = 0; i < 2; i++) {
+    uint8_t *file;
+    size_t len;
+    struct codec_image back = encode_decode(&img[i], &o, &file, &len);
+    expect_shape(&back, 16, 16, 4, 8);
+    for (int c = 0; c < 4; c++) ASSERT_INT(sample(&back, 7, 9, c), ==, want[i][c]);
+    expect_webp_exact(&img[i], &back);
+    free(file);
+    codec_image_free(&back);
+    codec_image_free(&img[i]);
+  }
+}
+
+static void put_le32(uint8_t *p, uint32_t v) {
+  p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8), p[2] = (uint8_t)(v >> 16), p[3] = (uint8_t)(v >> 24);
+}
+
+/* A lossless WebP whose header claims 16384x16384 RGBA (1 GiB of pixels) and holds nothing else
+ * is refused from its header: no allocation is made (the armed countdown is untouched). An
+ * animated file is refused in words that say so. */
+static void test_webp_refused(void) {
+  uint8_t f[12 + 8 + 6] = "RIFF\0\0\0\0WEBPVP8L";
+  put_le32(f + 4, sizeof f - 8);
+  put_le32(f + 16, 6);
+  f[20] = 0x2f; /* the VP8L signature, then width - 1 and height - 1 in 14 bits each, alpha */
+  put_le32(f + 21, 16383u | 16383u << 14 | 1u << 28);
+  struct codec_image img;
+  char msg[256];
+  struct codec_limits lim = {16384, 16384, 40000000};
+  ASSERT_INT(codec_test_fail_alloc(0), ==, -1);
+  ASSERT_INT(codec_decode(f, sizeof f, &lim, &img, msg, sizeof msg), ==, CODEC_TOO_LARGE);
+  ASSERT_INT(codec_test_fail_alloc(-1), ==, 0); /* the first allocation is still to fail */
+  ASSERT_STR(msg, "pixel count 268435456 (16384x16384) exceeds the limit of 40000000");
+  ASSERT(img.pixels == NULL);
+  lim = (struct codec_limits){8192, 0, 0};
+  ASSERT_INT(codec_decode(f, sizeof f, &lim, &img, msg, sizeof msg), ==, CODEC_TOO_LARGE);
+  ASSERT_STR(msg, "width 16384 exceeds the limit of 8192");
+  lim = (struct codec_limits){16384, 16384, 0};
+  ASSERT_INT(codec_test_fail_alloc(0), ==, -1); /* within the limits: the pixels are next */
+  ASSERT_INT(codec_decode(f, sizeof f, &lim, &img, msg, sizeof msg), ==, CODEC_NOMEM);
+  ASSERT_STR(msg, "out of memory for a 16384x16384 WebP image");
+  ASSERT_INT(codec_test_fail_alloc(-1), ==, -1);
+  ASSERT_INT(decode_file("animated.webp", NULL, &img, msg, sizeof msg), ==, CODEC_UNSUPPORTED);
+  ASSERT_STR(msg, "animated WebP is not supported; send a still image (one frame)");
+  ASSERT(img.pixels == NULL);
+  size_t len;
+  uint8_t *buf = read_fixture("lossless.webp", &len);
+  ASSERT_INT(codec_decode(buf, len - 1, NULL, &img, msg, sizeof msg), ==, CODEC_CORRUPT);
+  char want[128];
+  snprintf(want, sizeof want, "the WebP file is truncated: it ends after %zu bytes", len - 1);
+  ASSERT_STR(msg, want);
+  ASSERT_INT(buf[20], ==, 0x2f);
+  buf[20] = 0x2e; /* not the VP8L signature */
+  ASSERT_INT(codec_decode(buf, len, NULL, &img, msg, sizeof msg), ==, CODEC_CORRUPT);
+  ASSERT_STR(msg, "the WebP data is corrupt (libwebp: bitstream error)");
+  free(buf);
 }
 
 /* ---- EXIF parser on hand-made and damaged segments ---- */
@@ -1389,6 +1622,11 @@ int main(void) {
   RUN(test_jpeg_encode_alpha16);
   RUN(test_jpeg_encode_quality);
   RUN(test_encode_bad_arguments);
+  RUN(test_webp_decode);
+  RUN(test_webp_lossless_round_trip);
+  RUN(test_webp_lossy);
+  RUN(test_webp_encode_flat16);
+  RUN(test_webp_refused);
   RUN(test_exif_parser);
   RUN(test_exif_in_jpeg);
   RUN(test_exif_damaged_jpeg);

@@ -14,6 +14,7 @@
 #include "../fuzz/multipart.c"
 #include "../fuzz/params.c"
 #include "../fuzz/png.c"
+#include "../fuzz/webp.c"
 
 #include "test.h"
 
@@ -29,9 +30,9 @@ struct target {
 };
 
 static const struct target targets[] = {
-    {"png", fuzz_png, CODEC_OK},           {"jpeg", fuzz_jpeg, CODEC_OK},
-    {"multipart", fuzz_multipart, API_OK}, {"params", fuzz_params, API_OK},
-    {"handler", fuzz_handler, 200},
+    {"png", fuzz_png, CODEC_OK},     {"jpeg", fuzz_jpeg, CODEC_OK},
+    {"webp", fuzz_webp, CODEC_OK},   {"multipart", fuzz_multipart, API_OK},
+    {"params", fuzz_params, API_OK}, {"handler", fuzz_handler, 200},
 };
 
 struct tally {

@@ -185,6 +185,39 @@ def make_jpeg_fixtures(camera, astronaut, chelsea, coffee):
         f.write(data[:len(data) * 2 // 3])  # cut in the entropy-coded data
 
 
+def make_webp_fixtures(astronaut, chelsea):
+    """WebP through PIL's libwebp: lossy and lossless, with and without alpha, and an animation."""
+    ast = crop(astronaut, REGION)
+    rgba = Image.fromarray(np.dstack([ast, gradient(REGION[2], REGION[3], 255)]), "RGBA")
+    Image.fromarray(chelsea).save(path("lossy.webp"), quality=80, method=4)
+    Image.fromarray(ast).save(path("lossless.webp"), lossless=True, quality=100, method=4)
+    rgba.save(path("alpha_lossless.webp"), lossless=True, exact=True, quality=100, method=4)
+    rgba.save(path("alpha_lossy.webp"), quality=80, method=4)
+    frames = [Image.fromarray(crop(astronaut, (x, 100, 48, 32))) for x in (200, 248)]
+    frames[0].save(path("animated.webp"), save_all=True, append_images=frames[1:], duration=100,
+                   loop=0, quality=80)
+
+
+def check_webp(astronaut):
+    def chunks(name):
+        d = open(path(name), "rb").read()
+        assert d[:4] == b"RIFF" and d[8:12] == b"WEBP", name
+        return d[12:16]
+
+    assert chunks("lossy.webp") == b"VP8 " and chunks("lossless.webp") == b"VP8L"
+    assert chunks("alpha_lossless.webp") == b"VP8L"
+    assert chunks("alpha_lossy.webp") == b"VP8X" and b"ALPH" in open(path("alpha_lossy.webp"),
+                                                                       "rb").read()
+    assert chunks("animated.webp") == b"VP8X" and Image.open(path("animated.webp")).n_frames == 2
+    ast = crop(astronaut, REGION)
+    assert (np.array(Image.open(path("lossless.webp"))) == ast).all()
+    rgba = np.array(Image.open(path("alpha_lossless.webp")))
+    assert (rgba[:, :, :3] == ast).all()
+    assert (rgba[:, :, 3] == gradient(REGION[2], REGION[3], 255)).all()
+    assert Image.open(path("alpha_lossy.webp")).mode == "RGBA"
+    assert Image.open(path("lossy.webp")).size == (451, 300)
+
+
 def check(camera, astronaut):
     """Reads the fixtures back with PIL and checks what the README promises."""
     def png_header(name):
@@ -249,7 +282,9 @@ def main():
     chelsea, coffee = load("chelsea.png"), load("coffee.png")
     make_png_fixtures(camera, astronaut, coffee)
     make_jpeg_fixtures(camera, astronaut, chelsea, coffee)
+    make_webp_fixtures(astronaut, chelsea)
     check(camera, astronaut)
+    check_webp(astronaut)
     total = sum(os.path.getsize(path(f)) for f in os.listdir(OUT))
     print("tests/data: %d files, %d bytes" % (len(os.listdir(OUT)), total))
 

@@ -2,7 +2,8 @@
 // build/blurd) on a free port, opens / in Debian's chromium ($CHROMIUM, else /usr/bin/chromium)
 // through playwright-core, and uses the page as a person would. A wrong sigma must show the
 // server's message; yvv at sigma 5 on tests/data/chelsea.png (a photograph) must show the result
-// at the input's width with a PSNR above 30 dB and numeric stage times; the compare view must
+// at the input's width with a PSNR above 30 dB and numeric stage times, and again as lossless WebP
+// (the format and lossless selects) with libwebp as the encoder; the compare view must
 // have one row per /blur method of /methods with numeric times and one fastest row. Any other
 // console error, page error, failed request or HTTP error fails the test. Saves a screenshot to
 // docs/demo.png, and to $WEB_OUT/demo.png when WEB_OUT is set. It also validates /openapi.json
@@ -101,6 +102,25 @@ async function blurOnce(page, width) {
   check(decoder === 'libjpeg-turbo' || decoder === 'libpng' || /^nvjpeg/.test(decoder || ''), `the decoder is named (${decoder})`);
 }
 
+// The same blur answered as lossless WebP: the result loads at the input's width, encoded by
+// libwebp; then the form goes back to the input's format.
+async function webpOnce(page, width) {
+  await page.selectOption('#param-format', 'webp');
+  await page.selectOption('#param-lossless', 'true');
+  await page.click('#run');
+  await page.waitForFunction(() => {
+    const img = document.getElementById('result');
+    const rows = [...document.querySelectorAll('#timing tbody tr')];
+    return rows.some((r) => r.cells[0].textContent === 'encode' && r.cells[2].textContent === 'libwebp')
+      && img.complete && img.naturalWidth > 0;
+  }, null, { timeout: 60000 });
+  check(await page.textContent('#error') === '', 'no error shown');
+  const got = await page.$eval('#result', (img) => img.naturalWidth);
+  check(got === width, `the lossless WebP result loaded at the input's width (${got} = ${width})`);
+  await page.selectOption('#param-format', 'input');
+  await page.selectOption('#param-lossless', 'false');
+}
+
 async function compareView(page, methods) {
   await page.click('#compare');
   await page.waitForFunction((n) => document.querySelectorAll('#compare-table tbody tr').length === n
@@ -143,6 +163,7 @@ async function main() {
     await page.setInputFiles('#file', photo);
     await wrongSigma(page, w);
     await blurOnce(page, pngWidth(photo));
+    await webpOnce(page, pngWidth(photo));
     await compareView(page, methods);
     const shot = await page.screenshot({ fullPage: true });
     fs.writeFileSync(path.join(root, 'docs/demo.png'), shot);

@@ -1,0 +1,36 @@
+#!/bin/bash
+# The CPU codecs on a 1920x1080 photograph (tests/data/photo_1080p.jpg) through blurd's CPU
+# backend: PNG (compression 6), JPEG (quality 90), lossy WebP (quality 90) and lossless WebP. For
+# each, the encode stage of /convert from the JPEG to the format and the decode stage of /convert
+# of that file back to JPEG, from Server-Timing, the median of REPS (default 9) requests; and the
+# file's size. PNG and WebP cost the same on the GPU backend, where they stay on the CPU (plus an
+# upload and a download of the pixels). Prints a Markdown table.
+#   bench/cpu_codecs.sh [BUILD (default build)]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=${1:-build}/blurd
+port=${PORT:-8391}
+reps=${REPS:-9}
+url=http://127.0.0.1:$port
+tmp=$(mktemp -d)
+"$bin" --backend cpu --bind 127.0.0.1 --port "$port" --access-log off >/dev/null 2>&1 &
+pid=$!
+trap 'kill "$pid" 2>/dev/null || true; rm -rf "$tmp"' EXIT
+until curl -sf "$url/readyz" >/dev/null; do sleep 0.2; done # warm: the first job ran
+
+# The median duration of stage in REPS answers to /convert?query with file.
+time_of() {
+  for _ in $(seq "$reps"); do
+    curl -s -o /dev/null -D - -F "image=@$3" "$url/convert?$2" | grep -i '^server-timing' |
+      tr ',' '\n' | sed -n "s/^ *$1;.*dur=\([0-9.]*\).*/\1/p"
+  done | sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'
+}
+
+printf '| format | encode ms | decode ms | bytes |\n|---|---|---|---|\n'
+for f in png jpeg webp webp_lossless; do
+  q="format=${f%_lossless}"
+  if [ "$f" = webp_lossless ]; then q="$q&lossless=true"; fi
+  curl -s -o "$tmp/$f" -F image=@tests/data/photo_1080p.jpg "$url/convert?$q"
+  printf '| %s | %s | %s | %s |\n' "$f" "$(time_of encode "$q" tests/data/photo_1080p.jpg)" \
+    "$(time_of decode format=jpeg "$tmp/$f")" "$(stat -c %s "$tmp/$f")"
+done
