@@ -106,6 +106,30 @@ void *codec_realloc(void *p, size_t n) {
   return codec_alloc_fails() ? NULL : realloc(p, n);
 }
 
+enum codec_status codec_buf_append(struct codec_buf *b, const void *data, size_t n) {
+  if (n > b->cap - b->len) {
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap - b->len < n) {
+      if (cap > SIZE_MAX / 2) return CODEC_TOO_LARGE;
+      cap *= 2;
+    }
+    uint8_t *p = codec_realloc(b->data, cap);
+    if (p == NULL) return CODEC_NOMEM;
+    b->data = p;
+    b->cap = cap;
+  }
+  memcpy(b->data + b->len, data, n);
+  b->len += n;
+  return CODEC_OK;
+}
+
+void codec_buf_take(struct codec_buf *b, uint8_t **out, size_t *len) {
+  uint8_t *shrunk = codec_realloc(b->data, b->len); /* give back the slack of the doubling */
+  *out = shrunk != NULL ? shrunk : b->data;
+  *len = b->len;
+  *b = (struct codec_buf){NULL, 0, 0};
+}
+
 void codec_free(void *p) {
   free(p);
 }

@@ -46,6 +46,18 @@ void *codec_malloc(size_t n);
 void *codec_realloc(void *p, size_t n);
 void codec_free(void *p);
 
+/* An encoded file as it is written: data grows by doubling, through codec_realloc. */
+struct codec_buf {
+  uint8_t *data;
+  size_t len, cap;
+};
+
+/* Appends n bytes to b. Returns CODEC_OK, CODEC_NOMEM, or CODEC_TOO_LARGE when the buffer would
+ * pass SIZE_MAX / 2; b is unchanged on failure. */
+enum codec_status codec_buf_append(struct codec_buf *b, const void *data, size_t n);
+/* Hands b's file to the caller (*out, *len; freed with free()), without the doubling's slack. */
+void codec_buf_take(struct codec_buf *b, uint8_t **out, size_t *len);
+
 /* Counts one allocation against codec_test_fail_alloc(): returns 1 when this one must fail. For
  * allocators codecs/ does not call itself (libjpeg's memory manager, in jpeg.c). */
 int codec_alloc_fails(void);

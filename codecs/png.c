@@ -49,8 +49,7 @@ struct png_enc {
   struct png_ctx ctx;
   png_structp png;
   png_infop info;
-  uint8_t *data; /* the encoded file so far; from codec_malloc */
-  size_t len, cap;
+  struct codec_buf file; /* the encoded file so far */
 };
 
 static int host_little_endian(void) {
@@ -204,29 +203,19 @@ enum codec_status codec_png_decode(const uint8_t *buf, size_t len, const struct 
 
 static void on_write(png_structp png, png_bytep data, size_t n) {
   struct png_enc *e = png_get_io_ptr(png);
-  if (n > e->cap - e->len) {
-    size_t cap = e->cap ? e->cap : 4096;
-    while (cap - e->len < n) {
-      if (cap > SIZE_MAX / 2) png_error(png, "the encoded image is too large");
-      cap *= 2;
-    }
-    uint8_t *p = codec_realloc(e->data, cap);
-    if (p == NULL) {
-      e->ctx.oom = 1;
-      png_error(png, "out of memory");
-    }
-    e->data = p;
-    e->cap = cap;
+  enum codec_status st = codec_buf_append(&e->file, data, n);
+  if (st == CODEC_TOO_LARGE) png_error(png, "the encoded image is too large");
+  if (st == CODEC_NOMEM) {
+    e->ctx.oom = 1;
+    png_error(png, "out of memory");
   }
-  memcpy(e->data + e->len, data, n);
-  e->len += n;
 }
 
 static void on_flush(png_structp png) {
   (void)png;
 }
 
-/* The encode proper; owns the setjmp. On success e->data holds the whole file. */
+/* The encode proper; owns the setjmp. On success e->file holds the whole file. */
 static enum codec_status encode_run(struct png_enc *e, const struct codec_image *img,
                                     int compression) {
   static const int colour[5] = {0, PNG_COLOR_TYPE_GRAY, PNG_COLOR_TYPE_GRAY_ALPHA,
@@ -259,15 +248,13 @@ enum codec_status codec_png_encode(const struct codec_image *img, int compressio
   enum codec_status st = encode_run(&e, img, compression);
   png_destroy_write_struct(&e.png, &e.info);
   if (st != CODEC_OK) {
-    codec_free(e.data);
+    codec_free(e.file.data);
     if (st == CODEC_NOMEM)
       codec_msgf(msg, msglen, "out of memory encoding the PNG image");
     else
       codec_msgf(msg, msglen, "libpng could not write the image: %s", e.ctx.err);
     return st;
   }
-  uint8_t *shrunk = codec_realloc(e.data, e.len); /* give back the slack of the doubling */
-  *out = shrunk != NULL ? shrunk : e.data;
-  *outlen = e.len;
+  codec_buf_take(&e.file, out, outlen);
   return CODEC_OK;
 }

@@ -13,8 +13,8 @@
  * 16-bit samples scaled to 8 bits, gray repeated into RGB, alpha kept). Lossy output uses
  * libwebp's default preset at the quality asked for; lossless output uses libwebp's lossless
  * preset WEBP_LOSSLESS_LEVEL and keeps the colour of transparent pixels (exact), so it decodes to
- * exactly the samples it was given. The file grows in a buffer from
- * codec_realloc, so allocation-failure tests reach the encoder's output; libwebp's own working
+ * exactly the samples it was given. The file grows in a codec_buf (codec_realloc), so
+ * allocation-failure tests reach the encoder's output; libwebp's own working
  * memory is its own malloc's. */
 #include <stdio.h>
 #include <string.h>
@@ -87,28 +87,16 @@ enum codec_status codec_webp_decode(const uint8_t *buf, size_t len, const struct
   return CODEC_OK;
 }
 
-struct webp_out { /* the encoded file so far (pic.custom_ptr) */
-  uint8_t *data;  /* from codec_realloc */
-  size_t len, cap;
-  int oom; /* growing it failed */
+struct webp_out {        /* pic.custom_ptr */
+  struct codec_buf file; /* the encoded file so far */
+  int oom;               /* growing it failed */
 };
 
 static int on_write(const uint8_t *data, size_t n, const WebPPicture *pic) {
   struct webp_out *o = pic->custom_ptr;
-  if (n > o->cap - o->len) {
-    size_t cap = o->cap ? o->cap : 4096;
-    while (cap - o->len < n && cap <= SIZE_MAX / 2) cap *= 2;
-    uint8_t *p = cap - o->len < n ? NULL : codec_realloc(o->data, cap);
-    if (p == NULL) {
-      o->oom = 1;
-      return 0; /* WebPEncode stops with VP8_ENC_ERROR_BAD_WRITE */
-    }
-    o->data = p;
-    o->cap = cap;
-  }
-  memcpy(o->data + o->len, data, n);
-  o->len += n;
-  return 1;
+  if (codec_buf_append(&o->file, data, n) == CODEC_OK) return 1;
+  o->oom = 1;
+  return 0; /* WebPEncode stops with VP8_ENC_ERROR_BAD_WRITE */
 }
 
 /* Encodes the 8-bit RGB or RGBA pixels src (img's size, channels channels) into e. */
@@ -161,16 +149,14 @@ enum codec_status codec_webp_encode(const struct codec_image *img,
     codec_msgf(msg, msglen, "out of memory converting the image for WebP");
     return CODEC_NOMEM;
   }
-  struct webp_out e = {NULL, 0, 0, 0};
+  struct webp_out e = {{NULL, 0, 0}, 0};
   enum codec_status st =
       encode_run(img, direct ? img->pixels : converted, channels, o, &e, msg, msglen);
   codec_free(converted);
   if (st != CODEC_OK) {
-    codec_free(e.data);
+    codec_free(e.file.data);
     return st;
   }
-  uint8_t *shrunk = codec_realloc(e.data, e.len); /* give back the slack of the doubling */
-  *out = shrunk != NULL ? shrunk : e.data;
-  *outlen = e.len;
+  codec_buf_take(&e.file, out, outlen);
   return CODEC_OK;
 }

@@ -21,14 +21,6 @@
  * count as none, so an exactly right output scores an infinite PSNR. */
 #define REF_NOISE 1e-6
 
-/* The hot loops run across STRIP columns; an AVX2 clone is picked at run time where the CPU has
- * it. Without FMA contraction both clones give the same bits. */
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define HOT __attribute__((target_clones("avx2", "default")))
-#else
-#define HOT
-#endif
-
 enum filter_kind { FILTER_FIR, FILTER_YVV, FILTER_YVV2WAY, FILTER_DERICHE, FILTER_PYRAMID };
 
 struct filter { /* one method, ready to run on strips */
@@ -98,7 +90,7 @@ static int filter_init(struct filter *f, const struct cpu_blur *b) {
  * on the edge rows, so their weights are added there at once (tail sums): the cost per output
  * is at most min(2r+1, n) + 2 rows, also when the kernel is wider than the image. Away from the
  * edges the symmetric taps are folded: one multiply per pair. */
-HOT static void fir_strip(const struct filter *f, const double *in, double *out, int n) {
+CPU_HOT static void fir_strip(const struct filter *f, const double *in, double *out, int n) {
   const double *w = f->w, *tail = f->tail;
   int r = f->radius;
   for (int i = 0; i < n; i++) {
@@ -137,7 +129,7 @@ static void pad_edges(double *x, int n, double g, double g2) {
 
 /* Young-van Vliet down a strip, in place; x has PAD scratch rows on each side. As
  * cpu_yvv_line, STRIP lines at a time. */
-HOT static void yvv_strip(const struct cpu_yvv *c, double *x, int n) {
+CPU_HOT static void yvv_strip(const struct cpu_yvv *c, double *x, int n) {
   double b = c->b, a1 = c->a[0], a2 = c->a[1], a3 = c->a[2];
   double *xl = x + (size_t)(n - 1) * STRIP, edge[STRIP];
   memcpy(edge, xl, sizeof(edge));
@@ -161,8 +153,8 @@ HOT static void yvv_strip(const struct cpu_yvv *c, double *x, int n) {
 
 /* Deriche down a strip: in (padded) to out; tmp (padded) holds the anti-causal part. As
  * cpu_deriche_line. */
-HOT static void deriche_strip(const struct cpu_deriche *c, double *in, double *out, double *tmp,
-                              int n) {
+CPU_HOT static void deriche_strip(const struct cpu_deriche *c, double *in, double *out, double *tmp,
+                                  int n) {
   const double *a = c->a, *b = c->bc, *ba = c->ba;
   pad_edges(in, n, 1, 1);
   for (int j = 1; j <= PAD; j++) /* each part's steady state beyond its starting edge */
@@ -192,7 +184,7 @@ HOT static void deriche_strip(const struct cpu_deriche *c, double *in, double *o
 }
 
 /* Seed 000's two-way filter down a strip: in (padded) to out (padded). As cpu_yvv2way_line. */
-HOT static void yvv2way_strip(const struct filter *f, double *in, double *out, int n) {
+CPU_HOT static void yvv2way_strip(const struct filter *f, double *in, double *out, int n) {
   const struct cpu_yvv *c = &f->yvv;
   double b = c->b, a1 = c->a[0], a2 = c->a[1], a3 = c->a[2], pc[STRIP] = {0};
   int h = n / 2, r = f->radius;
@@ -244,8 +236,8 @@ static size_t pyramid_rows(const struct filter *f, int n) {
 }
 
 /* pyramid down a strip: in (n rows) to out, through low (pyramid_rows). As cpu_pyramid_line. */
-HOT static void pyramid_strip(const struct filter *f, const double *in, double *out, double *low,
-                              int n) {
+CPU_HOT static void pyramid_strip(const struct filter *f, const double *in, double *out,
+                                  double *low, int n) {
   int k = f->k, r = f->radius, m = (n + k - 1) / k, e = r + 1;
   const double *w = f->w;
   double *fl = low + (size_t)(m + 2 * e) * STRIP;

@@ -17,12 +17,6 @@
 #define RING_BYTES (192 * 1024) /* a tile's ring of x-filtered rows: kept in L2 */
 #define VEC        32           /* outputs computed side by side, in registers */
 
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define HOT __attribute__((target_clones("avx2", "default")))
-#else
-#define HOT
-#endif
-
 struct sep {
   const struct cpu_image *src;
   struct cpu_image *dst;
@@ -75,7 +69,7 @@ typedef uint16_t vh16 __attribute__((vector_size(32)));
 
 /* out[i] = w0 rows[0][i] + sum_k wk (rows[-k][i] + rows[k][i]) for i in [0, n), 16 at a time
  * (rows and out have VEC samples of slack past n). Along x, rows[k] is in + k step. */
-HOT static void fir(const float *w, int r, const float *const *rows, float *out, int n) {
+CPU_HOT static void fir(const float *w, int r, const float *const *rows, float *out, int n) {
   for (int i = 0; i < n; i += VEC) {
     vf a[VEC / 8];
     for (int v = 0; v < VEC / 8; v++) a[v] = w[0] * LD(rows[0] + i + 8 * v);
@@ -89,7 +83,7 @@ HOT static void fir(const float *w, int r, const float *const *rows, float *out,
 
 /* The filtered samples v of n / c pixels rounded into samples [i0, i0 + n) of img; with alpha,
  * colour is divided by the pixel's filtered alpha, as image.c's store() does. */
-HOT static void store_row(const float *v, int n, struct cpu_image *img, size_t i0) {
+CPU_HOT static void store_row(const float *v, int n, struct cpu_image *img, size_t i0) {
   int i = 0, c = img->channels, max = (1 << img->depth) - 1;
   if (c != 2 && c != 4)
     for (; i + 8 <= n; i += 8) { /* v + 0.5 truncated, clamped to [0, max] in integers */
