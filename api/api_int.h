@@ -16,16 +16,17 @@
 
 /* ---- parameters ---- */
 
-enum param_type { PT_NUMBER, PT_INT, PT_BOOL, PT_ENUM, PT_KERNEL };
+enum param_type { PT_NUMBER, PT_INT, PT_BOOL, PT_ENUM, PT_KERNEL, PT_REGIONS };
 
 struct param_spec {
   const char *name;
   enum param_type type;
   double min, max;            /* PT_NUMBER and PT_INT: the accepted range, inclusive */
   const char *const *choices; /* PT_ENUM: the accepted words; PT_KERNEL: the kernel names */
-  const char *def;            /* the default, as a client would write it; NULL: required */
+  const char *def;  /* the default, as a client would write it; NULL: required; "": optional,
+                       with no default (the value stays zero; the endpoint's check decides) */
   size_t offset;    /* where the value goes: a double for PT_NUMBER, a struct api_kernel for
-                       PT_KERNEL, else an int */
+                       PT_KERNEL, a struct api_regions for PT_REGIONS, else an int */
   const char *doc;  /* one sentence for /methods */
   unsigned methods; /* bit m set: applies to method m; 0: to every method */
 };
@@ -48,16 +49,32 @@ struct endpoint {
 
 #define METHOD_AUTO CPU_NMETHODS /* the value of blur_params.method for method=auto */
 
-struct blur_params {
-  int method;      /* enum cpu_method, or METHOD_AUTO */
-  double sigma;    /* pixels */
-  double truncate; /* fir family and separable: kernel radius in sigmas */
-  int coeffs;      /* enum cpu_yvv_set */
-  int format;      /* index in format_choices: 0 the input's, 1 png, 2 jpeg, 3 webp */
-  int quality;     /* JPEG and lossy WebP quality */
-  int lossless;    /* WebP: lossless */
-  int compression; /* PNG zlib level */
-  int psnr;        /* compute the PSNR against the exact reference */
+#define API_REGIONS_MAX  64      /* rectangles in a region blur */
+#define API_REGION_COORD 1000000 /* largest |x|, |y|, w or h of a rectangle */
+
+struct api_regions {         /* a PT_REGIONS value: rectangles as given, before clipping */
+  int n;                     /* 0: none (the whole image) */
+  int r[API_REGIONS_MAX][4]; /* x, y, w, h in pixels; w and h at least 1 */
+};
+
+struct blur_params { /* POST /blur, and POST /sharpen (which has no regions) */
+  int method;        /* enum cpu_method, or METHOD_AUTO */
+  double sigma;      /* pixels, both axes; 0 when not given */
+  double sigma_x;    /* pixels along x and y: sigma's, or as given */
+  double sigma_y;
+  double truncate;            /* fir family and separable: kernel radius in sigmas */
+  int coeffs;                 /* enum cpu_yvv_set */
+  int format;                 /* index in format_choices: 0 the input's, 1 png, 2 jpeg, 3 webp */
+  int quality;                /* JPEG and lossy WebP quality */
+  int lossless;               /* WebP: lossless */
+  int compression;            /* PNG zlib level */
+  int psnr;                   /* compute the PSNR against the exact reference */
+  struct api_regions regions; /* /blur: blur only these */
+  int feather;                /* /blur: pixels of ramp outside each region */
+  double amount;              /* /sharpen: out = in + amount (in - blurred) */
+  double threshold;           /* /sharpen: |in - blurred| below this (levels) is left alone */
+  int luma;                   /* /sharpen: on luma only, added to R, G and B */
+  unsigned given;             /* the parameters the request gave (struct endpoint) */
 };
 
 #define VAR_AUTO CPU_VAR_NMETHODS /* var_params.method for method=auto: exact */
@@ -102,6 +119,7 @@ extern const struct endpoint api_convert_endpoint; /* format, quality, lossless,
 extern const struct endpoint api_variance_endpoint;
 extern const struct endpoint api_contrast_endpoint;
 extern const struct endpoint api_convolve_endpoint;
+extern const struct endpoint api_sharpen_endpoint;
 /* Every endpoint that takes parameters, NULL-terminated (for /methods and the OpenAPI text). */
 extern const struct endpoint *const api_endpoints[];
 
@@ -258,13 +276,21 @@ int backend_batch_stats(struct backend *b, int dev, struct batch_stats *s);
 
 /* ---- jobs ---- */
 
-enum job_kind { JOB_NONE, JOB_BLUR, JOB_CONVERT, JOB_VARIANCE, JOB_CONTRAST, JOB_CONVOLVE };
+enum job_kind {
+  JOB_NONE,
+  JOB_BLUR,
+  JOB_CONVERT,
+  JOB_VARIANCE,
+  JOB_CONTRAST,
+  JOB_CONVOLVE,
+  JOB_SHARPEN
+};
 
 struct job_params { /* what an image job does */
   enum job_kind kind;
-  union {                            /* the kind's parameters, as its endpoint parsed them */
-    struct blur_params blur;         /* JOB_BLUR; JOB_CONVERT uses its output fields only */
-    struct var_params var;           /* JOB_VARIANCE */
+  union {                    /* the kind's parameters, as its endpoint parsed them */
+    struct blur_params blur; /* JOB_BLUR, JOB_SHARPEN; JOB_CONVERT uses its output fields only */
+    struct var_params var;   /* JOB_VARIANCE */
     struct contrast_params contrast; /* JOB_CONTRAST */
     struct conv_params conv;         /* JOB_CONVOLVE */
   } u;

@@ -460,7 +460,7 @@ static void warm_up(struct backend *b, struct worker *w) {
     in.pixels[i] = (uint8_t)((i * 2654435761u) >> 24 & 0x3f) + (uint8_t)(i / (size_t)(width * ch));
   struct stage_times st;
   struct cpu_accuracy acc;
-  struct cpu_blur blur = {w->ops->auto_method(12, width, height), 12, 4, CPU_YVV_CALIBRATED};
+  struct cpu_blur blur = {w->ops->auto_method(12, width, height), 12, 12, 4, CPU_YVV_CALIBRATED};
   dst.data = out.pixels = w->ops->keeps_images ? NULL : malloc(cpu_image_bytes(&src));
   if (w->ops->job_begin) w->ops->job_begin(w->state);
   if ((w->ops->keeps_images || dst.data) &&

@@ -168,6 +168,11 @@ static void image_methods(json_t *list) {
     json_array_append_new(names, json_string(cpu_conv_names[i]));
   json_object_set_new(e, "kernels", names);
   json_array_append_new(list, e);
+  json_array_append_new(
+      list, method_entry("unsharp", &api_sharpen_endpoint,
+                         "unsharp mask: out = in + amount (in - G_sigma(in)) where |in - G| >= "
+                         "threshold; the Gaussian by any /blur method (parameter method)",
+                         "the mask's blur as the /blur method's; X-PSNR measures it", -1));
 }
 
 static struct api_response *metrics(ROUTE_ARGS) {
@@ -356,8 +361,8 @@ const struct route api_routes[] = {
      "text/plain; version=0.0.4; charset=utf-8", 0, metrics, JOB_NONE},
     {"/openapi.json", "GET", "This OpenAPI 3.1 description, generated from the route and "
      "parameter tables.", NULL, "application/json", 0, openapi, JOB_NONE},
-    {"/blur", "POST", "Blurs the uploaded PNG or JPEG with a Gaussian of standard deviation "
-     "sigma; answers the image, with stage times and PSNR.", &api_blur_endpoint, NULL, 0,
+    {"/blur", "POST", "Blurs the uploaded image with a Gaussian of standard deviation sigma (or "
+     "sigma_x and sigma_y), whole or in regions; answers the image, with stage times and PSNR.", &api_blur_endpoint, NULL, 0,
      image_job, JOB_BLUR},
     {"/convert", "POST", "Decodes the upload and encodes it again (format conversion), with no "
      "filter.", &api_convert_endpoint, NULL, 0, image_job, JOB_CONVERT},
@@ -368,6 +373,9 @@ const struct route api_routes[] = {
      "colour kept.", &api_contrast_endpoint, NULL, 0, image_job, JOB_CONTRAST},
     {"/convolve", "POST", "2-D convolution with a named (seed 003) or custom odd square kernel.",
      &api_convolve_endpoint, NULL, 0, image_job, JOB_CONVOLVE},
+    {"/sharpen", "POST", "Unsharp mask: out = in + amount (in - G_sigma(in)), with a threshold, "
+     "on colour (premultiplied) or on luma only.", &api_sharpen_endpoint, NULL, 0, image_job,
+     JOB_SHARPEN},
 };
 /* clang-format on */
 const int api_nroutes = sizeof(api_routes) / sizeof(api_routes[0]);

@@ -29,6 +29,7 @@ struct image_job {
   struct api_trace *trace; /* the server's notes on the request, or NULL */
   api_done_fn done;
   void *udata;
+  char msg[256]; /* a filter's sentence for the error it returns, or "" */
 };
 
 struct timing { /* stage times of one job, ms; negative when not applicable */
@@ -37,11 +38,12 @@ struct timing { /* stage times of one job, ms; negative when not applicable */
   const char *decoder, *encoder; /* the codecs that ran, or NULL */
 };
 
-struct result {          /* what the filter stage tells the client besides the pixels */
-  const char *method;    /* X-Method (the method that ran, auto resolved), or NULL */
-  double psnr;           /* dB, INFINITY when identical; NAN when not measured */
-  double scale;          /* /variance: X-Scale; 0 otherwise */
-  double min, mean, max; /* /variance: the map's statistics, unscaled */
+struct result {            /* what the filter stage tells the client besides the pixels */
+  const char *method;      /* X-Method (the method that ran, auto resolved), or NULL */
+  double sigma_x, sigma_y; /* X-Sigma (x,y) of a blur; 0 for other kinds */
+  double psnr;             /* dB, INFINITY when identical; NAN when not measured */
+  double scale;            /* /variance: X-Scale; 0 otherwise */
+  double min, mean, max;   /* /variance: the map's statistics, unscaled */
 };
 
 /* Whether the job should stop before its next stage. */
@@ -80,6 +82,7 @@ static void add_headers(struct api_response *r, const char *backend, const struc
   if (isinf(res->psnr)) api_response_header(r, "X-PSNR", "inf");
   if (isfinite(res->psnr)) api_response_header(r, "X-PSNR", "%.2f", res->psnr);
   if (res->method) api_response_header(r, "X-Method", "%s", res->method);
+  if (res->sigma_x > 0) api_response_header(r, "X-Sigma", "%g,%g", res->sigma_x, res->sigma_y);
   if (res->scale > 0) api_response_header(r, "X-Scale", "%.17g", res->scale);
 }
 
@@ -87,10 +90,21 @@ static void add_headers(struct api_response *r, const char *backend, const struc
 static void kind_fields(json_t *o, const struct job_params *p, const struct result *res) {
   const struct var_params *v = &p->u.var;
   const struct contrast_params *c = &p->u.contrast;
-  int is_auto = (p->kind == JOB_BLUR && p->u.blur.method == METHOD_AUTO) ||
-                (p->kind == JOB_VARIANCE && v->method == VAR_AUTO);
+  int is_auto =
+      ((p->kind == JOB_BLUR || p->kind == JOB_SHARPEN) && p->u.blur.method == METHOD_AUTO) ||
+      (p->kind == JOB_VARIANCE && v->method == VAR_AUTO);
   if (is_auto) json_object_set_new(o, "requested_method", json_string("auto"));
-  if (p->kind == JOB_BLUR) json_object_set_new(o, "sigma", json_real(p->u.blur.sigma));
+  const struct blur_params *bp = &p->u.blur;
+  if (p->kind == JOB_BLUR || p->kind == JOB_SHARPEN)
+    json_object_update_new(o,
+                           json_pack("{s:f, s:f}", "sigma_x", bp->sigma_x, "sigma_y", bp->sigma_y));
+  if ((p->kind == JOB_BLUR || p->kind == JOB_SHARPEN) && bp->sigma_x == bp->sigma_y)
+    json_object_set_new(o, "sigma", json_real(bp->sigma_x));
+  if (p->kind == JOB_BLUR && bp->regions.n > 0)
+    json_object_set_new(o, "regions", json_integer(bp->regions.n));
+  if (p->kind == JOB_SHARPEN)
+    json_object_update_new(
+        o, json_pack("{s:f, s:f}", "amount", bp->amount, "threshold", bp->threshold));
   if (p->kind == JOB_VARIANCE)
     json_object_update_new(o, json_pack("{s:i, s:s, s:s, s:f, s:f, s:f, s:f}", "radius", v->radius,
                                         "window", v->window == CPU_WINDOW_BOX ? "box" : "triangle",
@@ -146,20 +160,186 @@ static enum api_error output_buffer(struct worker *w, const struct cpu_image *sr
 typedef enum api_error (*filter_fn)(struct image_job *j, struct worker *w, struct codec_image *in,
                                     struct codec_image *out, struct result *res, struct timing *t);
 
+/* The blur of p for an image of width x height: auto resolved on the larger sigma. */
+static struct cpu_blur blur_of(const struct blur_params *p, struct worker *w, int width, int height,
+                               struct result *res) {
+  struct cpu_blur b = {p->method, p->sigma_x, p->sigma_y, p->truncate, p->coeffs};
+  double s = p->sigma_x > p->sigma_y ? p->sigma_x : p->sigma_y;
+  if (p->method == METHOD_AUTO) b.method = w->ops->auto_method(s, width, height);
+  res->method = cpu_method_name(b.method);
+  res->sigma_x = p->sigma_x, res->sigma_y = p->sigma_y;
+  return b;
+}
+
+static enum api_error blur_regions(struct image_job *j, struct worker *w, struct codec_image *in,
+                                   struct codec_image *out, struct result *res, struct timing *t);
+
 static enum api_error blur_filter(struct image_job *j, struct worker *w, struct codec_image *in,
                                   struct codec_image *out, struct result *res, struct timing *t) {
   const struct blur_params *p = &j->p.u.blur;
+  if (p->regions.n > 0) return blur_regions(j, w, in, out, res, t);
   struct cpu_image src = {in->pixels, in->width, in->height, in->channels, in->depth};
   struct cpu_image dst = src;
   *out = *in;
   if (output_buffer(w, &src, &dst, out) != API_OK) return API_OUT_OF_MEMORY;
-  struct cpu_blur b = {p->method, p->sigma, p->truncate, p->coeffs};
-  if (p->method == METHOD_AUTO) b.method = w->ops->auto_method(p->sigma, in->width, in->height);
-  res->method = cpu_method_name(b.method);
+  struct cpu_blur b = blur_of(p, w, in->width, in->height, res);
   struct cpu_accuracy acc;
   enum api_error e = w->ops->blur(w->state, &b, &src, &dst, p->psnr ? &acc : NULL, &t->st);
   if (p->psnr && e == API_OK) res->psnr = acc.psnr;
   out->pixels = dst.data;
+  return e;
+}
+
+/* ---- /blur with regions ---- */
+
+/* How far, in pixels along an axis of this sigma, the blur b and the exact reference see: a box
+ * grown by this much gives, inside the box, what the whole image gives (the recursive filters'
+ * responses past the reference's 4 sigma weigh about 3e-5: under 0.01 of a level). Then 16
+ * more, so that a box can start on a multiple of 16 and pyramid's cells lie where the whole
+ * image's do. */
+static int reach(const struct cpu_blur *b, double sigma) {
+  int r = cpu_gauss_radius(sigma, CPU_TRUNCATE), m = r;
+  if (cpu_method_is_fir(b->method) || b->method == CPU_SEPARABLE)
+    m = cpu_gauss_radius(sigma, b->truncate);
+  if (b->method == CPU_PYRAMID) {
+    struct cpu_pyramid py;
+    cpu_pyramid_params(sigma, b->truncate, &py);
+    m = py.k > 1 ? py.k * (py.radius + 3) : cpu_gauss_radius(sigma, b->truncate);
+  }
+  return (r > m ? r : m) + 16;
+}
+
+static int clampi(int v, int lo, int hi) {
+  return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* Adds the stage times of one box to the job's. */
+static void add_times(struct stage_times *sum, const struct stage_times *st) {
+  double *a = &sum->filter, *b = (double *)&st->filter;
+  for (size_t i = 0; i < sizeof(*st) / sizeof(double); i++)
+    if (b[i] >= 0) a[i] = (a[i] < 0 ? 0 : a[i]) + b[i];
+}
+
+/* Region i of p clipped to the image into rect (x0, y0, x1, y1); 400 when nothing is left. */
+static enum api_error region_rect(const struct blur_params *p, int i, const struct codec_image *in,
+                                  int rect[4], char *msg, size_t msglen) {
+  const int *r = p->regions.r[i];
+  long x0 = r[0], y0 = r[1], x1 = (long)r[0] + r[2], y1 = (long)r[1] + r[3];
+  rect[0] = (int)(x0 < 0 ? 0 : x0), rect[1] = (int)(y0 < 0 ? 0 : y0);
+  rect[2] = (int)(x1 > in->width ? in->width : x1),
+  rect[3] = (int)(y1 > in->height ? in->height : y1);
+  if (rect[0] < rect[2] && rect[1] < rect[3]) return API_OK;
+  snprintf(msg, msglen,
+           "regions: rectangle %d [%d, %d, %d, %d] lies wholly outside the %dx%d image.", i + 1,
+           r[0], r[1], r[2], r[3], in->width, in->height);
+  return API_BAD_PARAMETER;
+}
+
+/* Blurs the box of the image around each region (the region, its feather and the filter's reach)
+ * on the worker's backend and blends it in: the cost follows the regions' area. X-PSNR is over
+ * the boxes. */
+/* The box around region i: rect (x0, y0, x1, y1) grown by rx and ry, clipped, starting on a
+ * multiple of 16; its pixels copied out of img into box. */
+static enum api_error region_box(const struct cpu_image *img, const int rect[4], int rx, int ry,
+                                 struct cpu_image *box, int *bx, int *by) {
+  size_t px = (size_t)img->channels * (img->depth / 8);
+  *bx = clampi(rect[0] - rx, 0, img->width) / 16 * 16;
+  *by = clampi(rect[1] - ry, 0, img->height) / 16 * 16;
+  *box = (struct cpu_image){NULL, clampi(rect[2] + rx, 0, img->width) - *bx,
+                            clampi(rect[3] + ry, 0, img->height) - *by, img->channels, img->depth};
+  if (!(box->data = codec_alloc_pixels(cpu_image_bytes(box)))) return API_OUT_OF_MEMORY;
+  for (int y = 0; y < box->height; y++)
+    memcpy((char *)box->data + (size_t)y * box->width * px,
+           (const char *)img->data + ((size_t)(*by + y) * img->width + *bx) * px,
+           (size_t)box->width * px);
+  return API_OK;
+}
+
+/* Blurs the box of the image around each region (the region, its feather and the filter's
+ * reach) on the worker's backend and blends it into the image, in place: the cost follows the
+ * regions' area. The boxes are copied out first, so that overlapping regions blur the input.
+ * X-PSNR is over the boxes. */
+static enum api_error blur_regions(struct image_job *j, struct worker *w, struct codec_image *in,
+                                   struct codec_image *out, struct result *res, struct timing *t) {
+  const struct blur_params *p = &j->p.u.blur;
+  struct cpu_blur b = blur_of(p, w, in->width, in->height, res);
+  int n = p->regions.n, rect[API_REGIONS_MAX][4], bx[API_REGIONS_MAX], by[API_REGIONS_MAX];
+  int rx = reach(&b, p->sigma_x) + p->feather, ry = reach(&b, p->sigma_y) + p->feather;
+  struct cpu_image box[API_REGIONS_MAX] = {{0}};
+  double sse = 0, count = 0, peak = (1 << in->depth) - 1, t0 = api_now_ms();
+  enum api_error e = w->ops->to_host(w->state, in);
+  for (int i = 0; e == API_OK && i < n; i++)
+    e = region_rect(p, i, in, rect[i], j->msg, sizeof(j->msg));
+  struct cpu_image img = {in->pixels, in->width, in->height, in->channels, in->depth};
+  for (int i = 0; e == API_OK && i < n; i++)
+    e = region_box(&img, rect[i], rx, ry, &box[i], &bx[i], &by[i]);
+  t->st = (struct stage_times){api_now_ms() - t0, p->psnr ? 0 : -1, -1, -1, -1};
+  for (int i = 0; e == API_OK && i < n; i++) {
+    struct cpu_image blurred = box[i];
+    struct codec_image got = {
+        NULL, box[i].width, box[i].height, in->channels, in->depth, in->format, 1};
+    struct cpu_accuracy acc;
+    struct stage_times st;
+    blurred.data = w->ops->keeps_images ? NULL : codec_alloc_pixels(cpu_image_bytes(&box[i]));
+    if (!w->ops->keeps_images && !blurred.data) e = API_OUT_OF_MEMORY;
+    if (e == API_OK) e = w->ops->blur(w->state, &b, &box[i], &blurred, p->psnr ? &acc : NULL, &st);
+    got.pixels = blurred.data;
+    if (e == API_OK) e = w->ops->to_host(w->state, &got); /* from the device, when it is there */
+    if (e == API_OK) {
+      double t1 = api_now_ms();
+      struct cpu_image g = box[i];
+      g.data = got.pixels;
+      cpu_blend_box(&img, &g, bx[i], by[i], rect[i], p->feather);
+      add_times(&t->st, &st);
+      t->st.filter += api_now_ms() - t1;
+      double samples = (double)cpu_image_bytes(&g) / (in->depth / 8);
+      if (p->psnr && !isinf(acc.psnr)) sse += samples * peak * peak / pow(10, acc.psnr / 10);
+      count += samples;
+    }
+    codec_image_free(&got);
+  }
+  for (int i = 0; i < n; i++) free(box[i].data);
+  if (e == API_OK && p->psnr)
+    res->psnr = sse > 0 ? 10 * log10(peak * peak * count / sse) : INFINITY;
+  *out = *in; /* the blended image is the input's buffer */
+  in->pixels = NULL;
+  return e;
+}
+
+/* ---- /sharpen ---- */
+
+/* The unsharp mask: the blur on the worker's backend, then in + amount (in - blurred) on the
+ * host. */
+static enum api_error sharpen_filter(struct image_job *j, struct worker *w, struct codec_image *in,
+                                     struct codec_image *out, struct result *res,
+                                     struct timing *t) {
+  const struct blur_params *p = &j->p.u.blur;
+  struct cpu_blur b = blur_of(p, w, in->width, in->height, res);
+  enum api_error e = w->ops->to_host(w->state, in);
+  struct cpu_image src = {in->pixels, in->width, in->height, in->channels, in->depth},
+                   blurred = src;
+  struct codec_image got = *in;
+  struct cpu_accuracy acc;
+  got.pixels = blurred.data = NULL;
+  if (e == API_OK && !w->ops->keeps_images &&
+      !(blurred.data = codec_alloc_pixels(cpu_image_bytes(&src))))
+    e = API_OUT_OF_MEMORY;
+  if (e == API_OK) e = w->ops->blur(w->state, &b, &src, &blurred, p->psnr ? &acc : NULL, &t->st);
+  got.pixels = blurred.data;
+  if (e == API_OK) e = w->ops->to_host(w->state, &got);
+  *out = *in;
+  out->pixels = e == API_OK ? codec_alloc_pixels(cpu_image_bytes(&src)) : NULL;
+  if (e == API_OK && !out->pixels) e = API_OUT_OF_MEMORY;
+  if (e == API_OK) {
+    double t0 = api_now_ms();
+    struct cpu_unsharp u = {p->amount, p->threshold, p->luma};
+    struct cpu_image g = src, dst = src;
+    g.data = got.pixels, dst.data = out->pixels;
+    cpu_unsharp_image(NULL, &u, &src, &g, &dst);
+    t->st.filter += api_now_ms() - t0;
+    if (p->psnr) res->psnr = acc.psnr;
+  }
+  codec_image_free(&got);
   return e;
 }
 
@@ -290,11 +470,9 @@ static enum api_error var_filter(struct image_job *j, struct worker *w, struct c
   return e;
 }
 
-static const filter_fn filters[] = {[JOB_BLUR] = blur_filter,
-                                    [JOB_CONVERT] = NULL,
-                                    [JOB_VARIANCE] = var_filter,
-                                    [JOB_CONTRAST] = pixel_filter,
-                                    [JOB_CONVOLVE] = pixel_filter};
+static const filter_fn filters[] = {
+    [JOB_BLUR] = blur_filter,      [JOB_CONVERT] = NULL,          [JOB_VARIANCE] = var_filter,
+    [JOB_CONTRAST] = pixel_filter, [JOB_CONVOLVE] = pixel_filter, [JOB_SHARPEN] = sharpen_filter};
 
 /* How the result is encoded: the kind's format, quality, compression and lossless flag. */
 static struct codec_encode_opts encode_opts(const struct job_params *p, enum codec_format input) {
@@ -303,7 +481,7 @@ static struct codec_encode_opts encode_opts(const struct job_params *p, enum cod
   const struct contrast_params *c = &p->u.contrast;
   const struct conv_params *k = &p->u.conv;
   struct codec_encode_opts o = {CODEC_PNG, 90, p->u.var.compression, 0}; /* JOB_VARIANCE */
-  if (p->kind == JOB_BLUR || p->kind == JOB_CONVERT)
+  if (p->kind == JOB_BLUR || p->kind == JOB_CONVERT || p->kind == JOB_SHARPEN)
     o = (struct codec_encode_opts){formats[b->format], b->quality, b->compression, b->lossless};
   if (p->kind == JOB_CONTRAST)
     o = (struct codec_encode_opts){formats[c->format], c->quality, c->compression, c->lossless};
@@ -379,13 +557,13 @@ static void job_run(struct job *job, struct worker *w) {
   const struct codec_image *img = NULL;
   uint8_t *enc = NULL;
   size_t enclen = 0;
-  struct result res = {NULL, NAN, 0, 0, 0, 0};
+  struct result res = {NULL, 0, 0, NAN, 0, 0, 0, 0};
   char msg[256] = "";
   enum api_error e = process(j, w, &in, &out, &img, &enc, &enclen, &res, &t, msg, sizeof(msg));
   if (e == API_GPU_LOST) api_fail(j->ctx); /* the process will stop and be restarted */
   struct api_response *r =
       e == API_OK ? respond(j, img, &enc, enclen, &res, &t, w->ops->worker_name(w->state))
-                  : api_error_response(e, msg);
+                  : api_error_response(e, msg[0] ? msg : j->msg);
   if (!r) r = api_error_response(API_OUT_OF_MEMORY, NULL);
   if (j->trace && res.method) j->trace->algorithm = res.method;
   note_stages(j, &t);

@@ -85,10 +85,20 @@ static json_t *param_schema(const struct param_spec *s, int in_query) {
     json_decref(o);
     o = kernel_schema(s, in_query);
     break;
+  case PT_REGIONS: /* [[x, y, w, h], ...]; x,y,w,h;x,y,w,h (or the JSON text) in a query string */
+    json_decref(o);
+    o = in_query
+            ? json_pack("{s:s, s:s, s:[s]}", "type", "string", "pattern",
+                        "^-?[0-9]+,-?[0-9]+,[0-9]+,[0-9]+(;-?[0-9]+,-?[0-9]+,[0-9]+,[0-9]+)*;?$",
+                        "examples", "10,20,256,256;600,40,128,64")
+            : json_pack("{s:s, s:i, s:i, s:{s:s, s:i, s:i, s:{s:s}}}", "type", "array", "minItems",
+                        1, "maxItems", API_REGIONS_MAX, "items", "type", "array", "minItems", 4,
+                        "maxItems", 4, "items", "type", "integer");
+    break;
   default: /* a type added after this file: its text in a query string, any JSON in params */
     if (in_query) json_object_set_new(o, "type", json_string("string"));
   }
-  if (s->def) json_object_set_new(o, "default", default_value(s));
+  if (s->def && *s->def) json_object_set_new(o, "default", default_value(s));
   return o;
 }
 
@@ -355,6 +365,11 @@ static const char *const kind_fields[][3] = {
     {"s0", "number", "/contrast: target standard deviation."},
     {"kernel_size", "integer", "/convolve: the kernel's side."},
     {"bias", "number", "/convolve: added to every sum."},
+    {"sigma_x", "number", "/blur: sigma along x."},
+    {"sigma_y", "number", "/blur: sigma along y."},
+    {"regions", "integer", "/blur: the number of regions blurred (absent without regions)."},
+    {"amount", "number", "/sharpen: the gain of the mask."},
+    {"threshold", "number", "/sharpen: the threshold in levels."},
 };
 
 static json_t *image_result_schema(void) {
@@ -463,6 +478,8 @@ static const char *md_type(const struct param_spec *s) {
     return "string";
   case PT_KERNEL:
     return "name or array";
+  case PT_REGIONS:
+    return "rectangles";
   }
   return "string"; /* a type added after this file: its text (any JSON value in params) */
 }
@@ -473,6 +490,8 @@ static void md_values(FILE *f, const struct param_spec *s) {
     fprintf(f, "%s`%s`", k ? ", " : "", s->choices[k]);
   if (s->type == PT_KERNEL)
     fprintf(f, ", or an odd square array of numbers up to %dx%d", CPU_CONV_MAX, CPU_CONV_MAX);
+  if (s->type == PT_REGIONS)
+    fprintf(f, "1 to %d of `[x, y, w, h]`, or `x,y,w,h;...` in the query", API_REGIONS_MAX);
 }
 
 static void md_params(FILE *f, const struct endpoint *ep) {
@@ -482,7 +501,10 @@ static void md_params(FILE *f, const struct endpoint *ep) {
     json_t *doc = param_doc(ep, s);
     fprintf(f, "| `%s` | %s | ", s->name, md_type(s));
     md_values(f, s);
-    fprintf(f, s->def ? " | `%s` | " : " | %s | ", s->def ? s->def : "required");
+    if (s->def && *s->def)
+      fprintf(f, " | `%s` | ", s->def);
+    else
+      fprintf(f, " | %s | ", s->def ? "none" : "required");
     md_cell(f, json_string_value(doc));
     fprintf(f, " |\n");
     json_decref(doc);

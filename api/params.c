@@ -72,17 +72,30 @@ static const char *const bool_choices[] = {"false", "true", NULL};
        0},                                                                                         \
       COMPRESSION_PARAM(T, "6")
 
+#define SIGMA_DOC "Standard deviation of the Gaussian in pixels"
+
 static const struct param_spec blur_params[] = {
     {"method", PT_ENUM, 0, 0, method_choices, "auto", OFF(method),
      "Blur algorithm; auto picks the fastest one that reaches 48 dB for this sigma and size.", 0},
-    {"sigma", PT_NUMBER, CPU_SIGMA_MIN, CPU_SIGMA_MAX, NULL, NULL, OFF(sigma),
-     "Standard deviation of the Gaussian in pixels, the same on both axes.", 0},
+    {"sigma", PT_NUMBER, CPU_SIGMA_MIN, CPU_SIGMA_MAX, NULL, "", OFF(sigma),
+     SIGMA_DOC ", the same on both axes. Give sigma, or sigma_x and sigma_y.", 0},
+    {"sigma_x", PT_NUMBER, CPU_SIGMA_MIN, CPU_SIGMA_MAX, NULL, "", OFF(sigma_x),
+     SIGMA_DOC " along x (within a row); with sigma_y, in place of sigma.", 0},
+    {"sigma_y", PT_NUMBER, CPU_SIGMA_MIN, CPU_SIGMA_MAX, NULL, "", OFF(sigma_y),
+     SIGMA_DOC " along y (within a column); with sigma_x, in place of sigma.", 0},
     {"truncate", PT_NUMBER, 1, 8, NULL, "4", OFF(truncate),
      "Kernel radius in sigmas: the taps run to ceil(truncate * sigma) (pyramid: of its reduced "
      "Gaussian).",
      FIR_FAMILY | 1u << CPU_PYRAMID},
     {"coeffs", PT_ENUM, 0, 0, coeff_choices, "calibrated", OFF(coeffs),
      "Young-van Vliet coefficient set; 1995 is the seed paper's.", YVV_FAMILY},
+    {"regions", PT_REGIONS, 1, API_REGIONS_MAX, NULL, "", OFF(regions),
+     "Blur only these rectangles, each [x, y, w, h] in pixels (a JSON array of them, or "
+     "x,y,w,h;x,y,w,h in the query); clipped to the image. Inside them the result equals the "
+     "whole-image blur; the rest is the input.",
+     0},
+    {"feather", PT_INT, 0, 1024, NULL, "0", OFF(feather),
+     "With regions: pixels outside each region over which the blur fades out (smoothstep).", 0},
     OUTPUT_PARAMS(struct blur_params),
     {"psnr", PT_BOOL, 0, 1, bool_choices, "true", OFF(psnr),
      "Measure the PSNR against the exact Gaussian (costs about one FIR pass).", 0},
@@ -95,8 +108,74 @@ static const struct param_spec convert_params[] = {OUTPUT_PARAMS(struct blur_par
 const struct endpoint api_convert_endpoint = {
     "/convert", convert_params, NPARAMS(convert_params), -1, 0, -1, NULL};
 
+static int was_given(const struct endpoint *ep, unsigned given, const char *name);
+
+/* sigma, or sigma_x and sigma_y; feather only with regions. */
+static enum api_error blur_check(void *params, char *msg, size_t msglen) {
+  struct blur_params *p = params;
+  const struct endpoint *ep = &api_blur_endpoint;
+  int s = was_given(ep, p->given, "sigma"), sx = was_given(ep, p->given, "sigma_x"),
+      sy = was_given(ep, p->given, "sigma_y");
+  if (s && (sx || sy)) {
+    snprintf(msg, msglen,
+             "Give sigma (both axes) or sigma_x and sigma_y, not both; got sigma and %s.",
+             sx ? "sigma_x" : "sigma_y");
+    return API_CONFLICTING_PARAMETER;
+  }
+  if (!s && !(sx && sy)) {
+    snprintf(msg, msglen,
+             "%s is required: the Gaussian's standard deviation in pixels (or "
+             "sigma_x and sigma_y, one per axis).",
+             sx   ? "sigma_y"
+             : sy ? "sigma_x"
+                  : "sigma");
+    return API_MISSING_PARAMETER;
+  }
+  if (s) p->sigma_x = p->sigma_y = p->sigma;
+  if (was_given(ep, p->given, "feather") && p->regions.n == 0) {
+    snprintf(msg, msglen, "feather applies only with regions.");
+    return API_BAD_PARAMETER;
+  }
+  return API_OK;
+}
+
 const struct endpoint api_blur_endpoint = {
-    "/blur", blur_params, NPARAMS(blur_params), 0, CPU_NMETHODS, -1, NULL};
+    "/blur", blur_params, NPARAMS(blur_params), 0, CPU_NMETHODS, (int)OFF(given), blur_check};
+
+/* ---- /sharpen ---- */
+
+static const struct param_spec sharpen_params[] = {
+    {"method", PT_ENUM, 0, 0, method_choices, "auto", OFF(method),
+     "Blur algorithm of the mask; auto picks the fastest one that reaches 48 dB.", 0},
+    {"sigma", PT_NUMBER, CPU_SIGMA_MIN, 50, NULL, "1", OFF(sigma),
+     SIGMA_DOC ": the size of the detail that is sharpened.", 0},
+    {"amount", PT_NUMBER, 0, 10, NULL, "1", OFF(amount),
+     "out = in + amount * (in - blurred): 0 leaves the image as it is.", 0},
+    {"threshold", PT_NUMBER, 0, 65535, NULL, "0", OFF(threshold),
+     "Differences in - blurred smaller than this many levels (of the image's depth) are left "
+     "alone, so flat noise is not sharpened.",
+     0},
+    {"luma", PT_BOOL, 0, 1, bool_choices, "false", OFF(luma),
+     "Sharpen luma only (BT.601) and add its change to R, G and B: no colour fringes.", 0},
+    {"truncate", PT_NUMBER, 1, 8, NULL, "4", OFF(truncate),
+     "Kernel radius in sigmas, as for /blur.", FIR_FAMILY | 1u << CPU_PYRAMID},
+    {"coeffs", PT_ENUM, 0, 0, coeff_choices, "calibrated", OFF(coeffs),
+     "Young-van Vliet coefficient set, as for /blur.", YVV_FAMILY},
+    OUTPUT_PARAMS(struct blur_params),
+    {"psnr", PT_BOOL, 0, 1, bool_choices, "true", OFF(psnr),
+     "Measure the mask's blur against the exact Gaussian (X-PSNR).", 0},
+};
+
+static enum api_error sharpen_check(void *params, char *msg, size_t msglen) {
+  struct blur_params *p = params;
+  (void)msg, (void)msglen;
+  p->sigma_x = p->sigma_y = p->sigma;
+  return API_OK;
+}
+
+const struct endpoint api_sharpen_endpoint = {
+    "/sharpen",      sharpen_params, NPARAMS(sharpen_params), 0, CPU_NMETHODS,
+    (int)OFF(given), sharpen_check};
 
 /* ---- /variance ---- */
 
@@ -193,8 +272,6 @@ static const struct param_spec conv_params[] = {
     OUTPUT_PARAMS(struct conv_params),
 };
 
-static int was_given(const struct endpoint *ep, unsigned given, const char *name);
-
 /* Builds the kernel to run from the kernel, normalize and bias parameters. */
 static enum api_error conv_check(void *params, char *msg, size_t msglen) {
   struct conv_params *p = params;
@@ -229,14 +306,19 @@ static enum api_error conv_check(void *params, char *msg, size_t msglen) {
 const struct endpoint api_convolve_endpoint = {
     "/convolve", conv_params, NPARAMS(conv_params), -1, 0, (int)KOFF(given), conv_check};
 
-const struct endpoint *const api_endpoints[] = {&api_blur_endpoint,     &api_convert_endpoint,
-                                                &api_variance_endpoint, &api_contrast_endpoint,
-                                                &api_convolve_endpoint, NULL};
+const struct endpoint *const api_endpoints[] = {&api_blur_endpoint,
+                                                &api_convert_endpoint,
+                                                &api_variance_endpoint,
+                                                &api_contrast_endpoint,
+                                                &api_convolve_endpoint,
+                                                &api_sharpen_endpoint,
+                                                NULL};
 
-struct pval {          /* a parsed value */
-  double num;          /* PT_NUMBER */
-  int i;               /* PT_INT, PT_BOOL, PT_ENUM */
-  struct api_kernel k; /* PT_KERNEL */
+struct pval {            /* a parsed value */
+  double num;            /* PT_NUMBER */
+  int i;                 /* PT_INT, PT_BOOL, PT_ENUM */
+  struct api_kernel k;   /* PT_KERNEL */
+  struct api_regions rg; /* PT_REGIONS */
 };
 
 static int hexval(int c) {
@@ -369,6 +451,92 @@ static enum api_error kernel_from_text(const struct param_spec *s, const char *t
   return API_BAD_PARAMETER;
 }
 
+/* Stores rectangle i of rg from its four numbers v[], checking them. */
+static enum api_error region_set(struct api_regions *rg, int i, const double *v, char *msg,
+                                 size_t msglen) {
+  for (int k = 0; k < 4; k++)
+    if (!(fabs(v[k]) <= API_REGION_COORD) || v[k] != floor(v[k])) {
+      snprintf(msg, msglen,
+               "regions: rectangle %d must be four whole numbers x, y, w, h from -%d to %d.", i + 1,
+               API_REGION_COORD, API_REGION_COORD);
+      return API_BAD_PARAMETER;
+    }
+  if (v[2] < 1 || v[3] < 1) {
+    snprintf(msg, msglen,
+             "regions: rectangle %d is %gx%g; its width and height must be at least 1 pixel.",
+             i + 1, v[2], v[3]);
+    return API_BAD_PARAMETER;
+  }
+  for (int k = 0; k < 4; k++) rg->r[i][k] = (int)v[k];
+  return API_OK;
+}
+
+static enum api_error region_count(size_t n, char *msg, size_t msglen) {
+  if (n >= 1 && n <= API_REGIONS_MAX) return API_OK;
+  snprintf(msg, msglen, "regions has %zu rectangles; give 1 to %d.", n, API_REGIONS_MAX);
+  return API_BAD_PARAMETER;
+}
+
+/* Fills rg from the JSON array a of [x, y, w, h] arrays. */
+static enum api_error regions_from_json(const json_t *a, struct api_regions *rg, char *msg,
+                                        size_t msglen) {
+  enum api_error e = region_count(json_array_size(a), msg, msglen);
+  for (size_t i = 0; e == API_OK && i < json_array_size(a); i++) {
+    const json_t *r = json_array_get(a, i);
+    double v[4];
+    if (!json_is_array(r) || json_array_size(r) != 4) {
+      snprintf(msg, msglen, "regions: rectangle %zu must be an array [x, y, w, h].", i + 1);
+      return API_BAD_PARAMETER;
+    }
+    for (int k = 0; k < 4; k++)
+      v[k] = json_is_number(json_array_get(r, k)) ? json_number_value(json_array_get(r, k)) : NAN;
+    e = region_set(rg, (int)i, v, msg, msglen);
+  }
+  rg->n = e == API_OK ? (int)json_array_size(a) : 0;
+  return e;
+}
+
+/* Parses text as regions: a JSON array, or x,y,w,h;x,y,w,h. */
+static enum api_error regions_from_text(const char *text, struct api_regions *rg, char *msg,
+                                        size_t msglen) {
+  if (text[strspn(text, " \t\r\n")] == '[') {
+    json_error_t err;
+    json_t *a = json_loads(text, 0, &err);
+    enum api_error e = API_BAD_PARAMETER;
+    if (json_is_array(a))
+      e = regions_from_json(a, rg, msg, msglen);
+    else if (a)
+      snprintf(msg, msglen, "regions must be a JSON array of [x, y, w, h] arrays.");
+    else
+      snprintf(msg, msglen, "regions is not valid JSON: %s (at character %d).", err.text,
+               err.position);
+    json_decref(a);
+    return e;
+  }
+  size_t n = 0;
+  for (const char *t = text; *t;) { /* rectangles separated by ';', numbers by ',' */
+    double v[4] = {0};
+    enum api_error e = region_count(n + 1, msg, msglen);
+    for (int k = 0; e == API_OK && k < 4; k++) {
+      char *end = (char *)t;
+      errno = 0;
+      if (isdigit((unsigned char)*t) || *t == '-') v[k] = strtod(t, &end);
+      if (end == t || errno || *end != (k < 3 ? ',' : *end ? ';' : 0)) {
+        snprintf(msg, msglen,
+                 "regions must be x,y,w,h;x,y,w,h (whole numbers) or a JSON array of [x, y, w, "
+                 "h]; rectangle %zu is not.",
+                 n + 1);
+        return API_BAD_PARAMETER;
+      }
+      t = *end ? end + 1 : end;
+    }
+    if (e == API_OK) e = region_set(rg, (int)n++, v, msg, msglen);
+    if (e != API_OK) return e;
+  }
+  rg->n = (int)n;
+  return region_count(n, msg, msglen);
+}
+
 /* Parses text as a value of s. */
 static enum api_error parse_text(const struct param_spec *s, const char *text, struct pval *v,
                                  char *msg, size_t msglen) {
@@ -392,6 +560,8 @@ static enum api_error parse_text(const struct param_spec *s, const char *text, s
   }
   case PT_KERNEL:
     return kernel_from_text(s, text, &v->k, msg, msglen);
+  case PT_REGIONS:
+    return regions_from_text(text, &v->rg, msg, msglen);
   case PT_BOOL:
     if (strcmp(text, "1") == 0) text = "true";
     if (strcmp(text, "0") == 0) text = "false";
@@ -418,6 +588,11 @@ static enum api_error parse_json(const struct param_spec *s, json_t *j, struct p
     snprintf(msg, msglen, "kernel must be a kernel's name or a JSON array of numbers.");
     return API_BAD_PARAMETER;
   }
+  if (s->type == PT_REGIONS && json_is_array(j)) return regions_from_json(j, &v->rg, msg, msglen);
+  if (s->type == PT_REGIONS) {
+    snprintf(msg, msglen, "regions must be a JSON array of [x, y, w, h] arrays.");
+    return API_BAD_PARAMETER;
+  }
   if (json_is_boolean(j) && s->type == PT_BOOL) {
     v->i = json_is_true(j);
     return API_OK;
@@ -439,6 +614,8 @@ static enum api_error parse_json(const struct param_spec *s, json_t *j, struct p
 static void store(const struct param_spec *s, const struct pval *v, void *out) {
   if (s->type == PT_KERNEL)
     memcpy((char *)out + s->offset, &v->k, sizeof(v->k));
+  else if (s->type == PT_REGIONS)
+    memcpy((char *)out + s->offset, &v->rg, sizeof(v->rg));
   else if (s->type == PT_NUMBER)
     *(double *)((char *)out + s->offset) = v->num;
   else
@@ -529,6 +706,8 @@ enum api_error params_load_json(const char *what, const char *text, size_t len, 
 
 static int same_value(const struct param_spec *s, const struct pval *a, const struct pval *b) {
   if (s->type == PT_NUMBER) return a->num == b->num;
+  if (s->type == PT_REGIONS)
+    return a->rg.n == b->rg.n && memcmp(a->rg.r, b->rg.r, sizeof(a->rg.r[0]) * a->rg.n) == 0;
   if (s->type != PT_KERNEL) return a->i == b->i;
   size_t n = a->k.named < 0 ? (size_t)a->k.size * (size_t)a->k.size : 0;
   return a->k.named == b->k.named && a->k.size == b->k.size &&
@@ -560,7 +739,7 @@ static enum api_error resolve(const struct param_spec *s, const struct query *q,
       snprintf(msg, msglen, "%s is required: %s", s->name, s->doc);
       return API_MISSING_PARAMETER;
     }
-    if ((e = parse_text(s, s->def, &qv, msg, msglen)) != API_OK) return API_INTERNAL;
+    if (*s->def && (e = parse_text(s, s->def, &qv, msg, msglen)) != API_OK) return API_INTERNAL;
   }
   store(s, jval && !qtext ? &jv : &qv, out);
   return API_OK;
@@ -622,7 +801,8 @@ enum api_error params_parse(const struct endpoint *ep, const char *query, const 
   return e;
 }
 
-static const char *const type_names[] = {"number", "integer", "boolean", "string", "kernel"};
+static const char *const type_names[] = {"number", "integer", "boolean",
+                                         "string", "kernel",  "regions"};
 
 static int was_given(const struct endpoint *ep, unsigned given, const char *name) {
   const struct param_spec *s = find_spec(ep, name);
@@ -637,12 +817,13 @@ json_t *params_describe(const struct endpoint *ep, int m) {
     json_t *p = json_pack("{s:s, s:s, s:b, s:s}", "name", s->name, "type", type_names[s->type],
                           "required", s->def == NULL, "description", s->doc);
     if (!p) continue;
-    if (s->def) json_object_set_new(p, "default", json_string(s->def));
+    if (s->def && *s->def) json_object_set_new(p, "default", json_string(s->def));
     if (s->type == PT_NUMBER || s->type == PT_INT) {
       json_object_set_new(p, "min", json_real(s->min));
       json_object_set_new(p, "max", json_real(s->max));
     }
     if (s->type == PT_KERNEL) json_object_set_new(p, "max_size", json_integer(CPU_CONV_MAX));
+    if (s->type == PT_REGIONS) json_object_set_new(p, "max_items", json_integer(API_REGIONS_MAX));
     if (s->type == PT_ENUM || s->type == PT_KERNEL) {
       json_t *c = json_array();
       for (int k = 0; s->choices[k]; k++) json_array_append_new(c, json_string(s->choices[k]));

@@ -75,8 +75,9 @@ int cpu_method_has_coeffs(enum cpu_method m);
 
 struct cpu_blur { /* one blur request */
   enum cpu_method method;
-  double sigma;    /* standard deviation in pixels, the same on both axes */
-  double truncate; /* fir family and separable: radius ceil(truncate*sigma) */
+  double sigma_x;  /* standard deviation in pixels along x (within a row) */
+  double sigma_y;  /* and along y (within a column); every method filters x, then y */
+  double truncate; /* fir family and separable: radius ceil(truncate*sigma) on each axis */
   int coeffs;      /* yvv, yvv2way: an enum cpu_yvv_set */
 };
 
@@ -258,10 +259,34 @@ struct cpu_accuracy { /* an output against the exact reference */
  * -1 when out of memory (dst is then undefined). */
 int cpu_blur_image(struct cpu_pool *pool, const struct cpu_blur *b, const struct cpu_image *src,
                    struct cpu_image *dst, struct cpu_accuracy *acc, struct cpu_timing *t);
-/* Measures out against the exact reference of src, as cpu_blur_image does. Returns 0, or -1
- * when out of memory. */
-int cpu_measure(struct cpu_pool *pool, double sigma, const struct cpu_image *src,
+/* Measures out against the exact reference of src (sigma_x along x, sigma_y along y), as
+ * cpu_blur_image does. Returns 0, or -1 when out of memory. */
+int cpu_measure(struct cpu_pool *pool, double sigma_x, double sigma_y, const struct cpu_image *src,
                 const struct cpu_image *out, struct cpu_accuracy *acc);
+
+/* ---- combining an image with its blur (compose.c) ---- */
+
+struct cpu_unsharp { /* out = in + amount (in - blurred) */
+  double amount;
+  double threshold; /* |in - blurred| below this many levels: the sample is left alone */
+  int luma;         /* on BT.601 luma only, its change added to every colour */
+};
+
+/* The unsharp mask of src with blur (src blurred: same shape) into dst (same shape, its own
+ * buffer), in double, rounded half up and clamped. Colour is sharpened premultiplied by alpha
+ * (in - blurred of colour times alpha), alpha is copied; with luma, the luma difference of
+ * each pixel goes to all its colours (alpha ignored, then copied). */
+void cpu_unsharp_image(struct cpu_pool *pool, const struct cpu_unsharp *u,
+                       const struct cpu_image *src, const struct cpu_image *blur,
+                       struct cpu_image *dst);
+
+/* Blends box (a blurred copy of the pixels of dst from (bx, by), same channels and depth) into
+ * dst inside rect (x0, y0, x1, y1: the region, x1 and y1 exclusive) and up to feather pixels
+ * around it: out = in + m (box - in), m = 1 inside the region and a smoothstep of the distance
+ * along each axis (the product of the two) outside it, 0 from feather + 1 on. Only the pixels
+ * box covers change. */
+void cpu_blend_box(struct cpu_image *dst, const struct cpu_image *box, int bx, int by,
+                   const int rect[4], int feather);
 
 /* ---- local statistics (seed 004), local contrast, convolution (seed 003) ----
  * These work on one plane of integer samples: a gray image (channels 1), 8- or 16-bit. Colour

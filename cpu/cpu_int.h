@@ -31,14 +31,14 @@ static inline void cpu_set_sample(struct cpu_image *img, size_t i, unsigned v) {
 int cpu_fir_image(struct cpu_pool *pool, const struct cpu_blur *b, const struct cpu_image *src,
                   struct cpu_image *dst);
 
-/* The separable filter with w[0..r] over an image in single precision, tiled (sep.c): src
- * into dst (same shape), colour premultiplied by alpha as in image.c. Returns 0, or -1 when out
- * of memory. For r <= CPU_SEP_RADIUS_MAX: wider kernels take image.c's double-precision planes,
- * which fold the taps beyond the edges into edge weights, where the tiles would filter every
- * replicated row and column out to the radius. */
+/* The separable filter with wx[0..rx] along x and wy[0..ry] along y over an image in single
+ * precision, tiled (sep.c): src into dst (same shape), colour premultiplied by alpha as in
+ * image.c. Returns 0, or -1 when out of memory. For rx, ry <= CPU_SEP_RADIUS_MAX: wider kernels
+ * take image.c's double-precision planes, which fold the taps beyond the edges into edge weights,
+ * where the tiles would filter every replicated row and column out to the radius. */
 #define CPU_SEP_RADIUS_MAX 64
-int cpu_sep_image(struct cpu_pool *pool, const double *w, int r, const struct cpu_image *src,
-                  struct cpu_image *dst);
+int cpu_sep_image(struct cpu_pool *pool, const double *wx, int rx, const double *wy, int ry,
+                  const struct cpu_image *src, struct cpu_image *dst);
 
 /* cpu_variance(), but the direct O(r^2) methods (naive, koenig, welford) compute only the rows
  * y with y % row_step == 0 and leave the others untouched: the accuracy tool samples rows at

@@ -1,9 +1,10 @@
-/* The fir family on the CPU, in exact integer arithmetic. The kernel is the sampled Gaussian
- * rounded to k-bit integers a[] that sum to 2^k exactly (cpu_fir_weights); every sum is then an
- * exact 64-bit integer, so the order of the additions does not matter. That is what makes the
- * GPU's direct 2-D kernels (seed 001: one thread per pixel, shared-memory tile, several outputs
- * per thread) give the same bits as this CPU twin, which evaluates the same double sum
- * sum_i a[i] (sum_j a[j] x[y+i][x+j]) as a row pass then a column pass, at O(r) per pixel.
+/* The fir family on the CPU, in exact integer arithmetic. The kernel of each axis is its sampled
+ * Gaussian rounded to k-bit integers that sum to 2^k exactly (cpu_fir_weights): ax[] along x
+ * with sigma_x, ay[] along y with sigma_y, the same k. Every sum is then an exact 64-bit integer,
+ * so the order of the additions does not matter. That is what makes the GPU's direct 2-D kernels
+ * (seed 001: one thread per pixel, shared-memory tile, several outputs per thread) give the same
+ * bits as this CPU twin, which evaluates the same double sum sum_i ay[i] (sum_j ax[j]
+ * x[y+i][x+j]) as a row pass then a column pass, at O(rx + ry) per pixel.
  *
  * Without alpha the output is round(sum / 2^2k). With alpha, colour is premultiplied exactly
  * (c * a, an integer), and the output colour is round(sum(c a) / sum(a)), an exact rational. */
@@ -12,25 +13,51 @@
 #include <stdlib.h>
 #include <string.h>
 
+struct fir_axis { /* the integer kernel of one axis */
+  int r;          /* radius */
+  uint32_t *a;    /* a[0..r], summing to 2^k over -r..r */
+  uint64_t *tail; /* tail[j] = a[j] + ... + a[r], j in [0, r+1] */
+};
+
 struct fir { /* one fir request, ready to run */
   const struct cpu_image *src;
-  int r, k;            /* radius; weights sum to 2^k */
-  uint32_t *a;         /* a[0..r] */
-  uint64_t *tail;      /* tail[j] = a[j] + ... + a[r], j in [0, r+1] */
+  int k;               /* each axis's weights sum to 2^k */
+  struct fir_axis x;   /* along x (the row pass) */
+  struct fir_axis y;   /* along y (the column pass) */
   int ch, premultiply; /* the channel being filtered; multiply it by alpha */
   uint64_t *h;         /* row pass result, height rows of width */
   uint64_t *v;         /* column pass result */
 };
 
-static uint64_t weight_sum(const struct fir *f, int lo) { /* weight of taps at distance >= lo */
-  return lo <= f->r ? f->tail[lo] : 0;
+static uint64_t weight_sum(const struct fir_axis *a, int lo) { /* taps at distance >= lo */
+  return lo <= a->r ? a->tail[lo] : 0;
 }
 
-/* Row pass: h[y][x] = sum_j a[|j|] X[y][clamp(x+j)], folding the taps past each edge. */
+/* The kernel of an axis whose sigma is sigma. Returns 0, or -1 when out of memory; free with
+ * axis_free() either way. */
+static int axis_init(struct fir_axis *a, double sigma, double truncate, int k) {
+  a->r = cpu_gauss_radius(sigma, truncate);
+  a->a = malloc((size_t)(a->r + 1) * sizeof(*a->a));
+  a->tail = malloc((size_t)(a->r + 2) * sizeof(*a->tail));
+  if (!a->a || !a->tail) return -1;
+  cpu_fir_weights(sigma, a->r, k, a->a);
+  a->tail[a->r + 1] = 0;
+  for (int j = a->r; j >= 0; j--) a->tail[j] = a->tail[j + 1] + a->a[j];
+  return 0;
+}
+
+static void axis_free(struct fir_axis *a) {
+  free(a->a);
+  free(a->tail);
+  a->a = NULL, a->tail = NULL;
+}
+
+/* Row pass: h[y][x] = sum_j ax[|j|] X[y][clamp(x+j)], folding the taps past each edge. */
 static void rows_chunk(void *arg, int begin, int end) {
   const struct fir *f = arg;
+  const struct fir_axis *ax = &f->x;
   const struct cpu_image *img = f->src;
-  int w = img->width, c = img->channels, r = f->r;
+  int w = img->width, c = img->channels, r = ax->r;
   uint32_t *x = malloc((size_t)w * sizeof(*x));
   if (!x) return; /* cpu_fir_image checks the scratch itself: see below */
   for (int y = begin; y < end; y++) {
@@ -42,26 +69,27 @@ static void rows_chunk(void *arg, int begin, int end) {
     uint64_t *h = f->h + (size_t)y * w;
     for (int i = 0; i < w; i++) {
       int lo = i < r ? -i : -r, hi = w - 1 - i < r ? w - 1 - i : r;
-      uint64_t acc = weight_sum(f, i + 1) * x[0] + weight_sum(f, w - i) * x[w - 1];
-      for (int j = lo; j <= hi; j++) acc += (uint64_t)f->a[j < 0 ? -j : j] * x[i + j];
+      uint64_t acc = weight_sum(ax, i + 1) * x[0] + weight_sum(ax, w - i) * x[w - 1];
+      for (int j = lo; j <= hi; j++) acc += (uint64_t)ax->a[j < 0 ? -j : j] * x[i + j];
       h[i] = acc;
     }
   }
   free(x);
 }
 
-/* Column pass: v[y][x] = sum_i a[|i|] h[clamp(y+i)][x]. */
+/* Column pass: v[y][x] = sum_i ay[|i|] h[clamp(y+i)][x]. */
 static void cols_chunk(void *arg, int begin, int end) {
   const struct fir *f = arg;
-  int w = f->src->width, n = f->src->height, r = f->r;
+  const struct fir_axis *ay = &f->y;
+  int w = f->src->width, n = f->src->height, r = ay->r;
   for (int y = begin; y < end; y++) {
-    uint64_t *v = f->v + (size_t)y * w, wl = weight_sum(f, y + 1), wr = weight_sum(f, n - y);
+    uint64_t *v = f->v + (size_t)y * w, wl = weight_sum(ay, y + 1), wr = weight_sum(ay, n - y);
     const uint64_t *first = f->h, *last = f->h + (size_t)(n - 1) * w;
     for (int x = 0; x < w; x++) v[x] = wl * first[x] + wr * last[x];
     int lo = y < r ? -y : -r, hi = n - 1 - y < r ? n - 1 - y : r;
     for (int i = lo; i <= hi; i++) {
       const uint64_t *row = f->h + (size_t)(y + i) * w;
-      uint64_t ai = f->a[i < 0 ? -i : i];
+      uint64_t ai = ay->a[i < 0 ? -i : i];
       for (int x = 0; x < w; x++) v[x] += ai * row[x];
     }
   }
@@ -98,26 +126,15 @@ int cpu_fir_image(struct cpu_pool *pool, const struct cpu_blur *b, const struct 
                   struct cpu_image *dst) {
   size_t px = (size_t)src->width * src->height;
   int alpha = src->channels == 2 || src->channels == 4;
-  struct fir f = {src,
-                  cpu_gauss_radius(b->sigma, b->truncate),
-                  cpu_fir_shift(src->depth, alpha),
-                  NULL,
-                  NULL,
-                  0,
-                  0,
-                  NULL,
-                  NULL};
-  f.a = malloc((size_t)(f.r + 1) * sizeof(*f.a));
-  f.tail = malloc((size_t)(f.r + 2) * sizeof(*f.tail));
+  struct fir f = {.src = src, .k = cpu_fir_shift(src->depth, alpha)};
+  int rx = axis_init(&f.x, b->sigma_x, b->truncate, f.k);
+  int ry = axis_init(&f.y, b->sigma_y, b->truncate, f.k);
   f.h = malloc((2 + alpha) * px * sizeof(uint64_t));
-  int rc = f.a && f.tail && f.h ? 0 : -1;
+  int rc = rx == 0 && ry == 0 && f.h ? 0 : -1;
   uint64_t *va = NULL;
   if (rc == 0) {
     f.v = f.h + px;
     va = alpha ? f.v + px : NULL;
-    cpu_fir_weights(b->sigma, f.r, f.k, f.a);
-    f.tail[f.r + 1] = 0;
-    for (int j = f.r; j >= 0; j--) f.tail[j] = f.tail[j + 1] + f.a[j];
   }
   for (int n = 0; rc == 0 && n < src->channels; n++) {
     /* alpha first, so colour can be divided by its sums */
@@ -136,7 +153,7 @@ int cpu_fir_image(struct cpu_pool *pool, const struct cpu_blur *b, const struct 
     f.v = out;
   }
   free(f.h);
-  free(f.tail);
-  free(f.a);
+  axis_free(&f.x);
+  axis_free(&f.y);
   return rc;
 }

@@ -1,6 +1,6 @@
 /* Whole-image blurring on the CPU: split an interleaved image into double planes, filter each
- * plane along x then y, merge back with rounding; then, when asked, measure the result against
- * the exact reference computed the same way.
+ * plane along x with sigma_x then along y with sigma_y, merge back with rounding; then, when
+ * asked, measure the result against the exact reference computed the same way.
  *
  * Every 1-D pass runs over STRIP lines side by side, so the inner loops run across the lines and
  * vectorise: the x pass gathers STRIP image rows of one channel and leaves a transposed plane,
@@ -23,7 +23,7 @@
 
 enum filter_kind { FILTER_FIR, FILTER_YVV, FILTER_YVV2WAY, FILTER_DERICHE, FILTER_PYRAMID };
 
-struct filter { /* one method, ready to run on strips */
+struct filter { /* one method along one axis, ready to run on strips */
   enum filter_kind kind;
   int radius;           /* FIR, PYRAMID: kernel radius; YVV2WAY: the centre pixel's FIR radius */
   double *w;            /* FIR, YVV2WAY, PYRAMID: w[0..radius], owned */
@@ -59,31 +59,44 @@ static int filter_kernel(struct filter *f, double sigma, int radius) {
   return 0;
 }
 
-static int filter_init(struct filter *f, const struct cpu_blur *b) {
+/* Method b->method along one axis, whose sigma is sigma (b->sigma_x or b->sigma_y). */
+static int filter_init(struct filter *f, const struct cpu_blur *b, double sigma) {
   memset(f, 0, sizeof(*f));
   switch (b->method) {
   case CPU_YVV:
   case CPU_YVV_BLOCKED: /* the same filter; only the GPU computes it block by block */
     f->kind = FILTER_YVV;
-    return cpu_yvv_coeffs(b->sigma, b->coeffs, &f->yvv);
+    return cpu_yvv_coeffs(sigma, b->coeffs, &f->yvv);
   case CPU_YVV2WAY:
     f->kind = FILTER_YVV2WAY;
-    if (cpu_yvv_coeffs(b->sigma, b->coeffs, &f->yvv) != 0) return -1;
-    return filter_kernel(f, b->sigma, cpu_paper_radius(b->sigma));
+    if (cpu_yvv_coeffs(sigma, b->coeffs, &f->yvv) != 0) return -1;
+    return filter_kernel(f, sigma, cpu_paper_radius(sigma));
   case CPU_DERICHE:
     f->kind = FILTER_DERICHE;
-    cpu_deriche_coeffs(b->sigma, &f->d);
+    cpu_deriche_coeffs(sigma, &f->d);
     return 0;
   case CPU_PYRAMID: {
     struct cpu_pyramid p;
-    cpu_pyramid_params(b->sigma, b->truncate, &p);
+    cpu_pyramid_params(sigma, b->truncate, &p);
     f->kind = p.k > 1 ? FILTER_PYRAMID : FILTER_FIR, f->k = p.k;
     return filter_kernel(f, p.sigma_low, p.radius);
   }
   default: /* separable, and the exact reference */
     f->kind = FILTER_FIR;
-    return filter_kernel(f, b->sigma, cpu_gauss_radius(b->sigma, b->truncate));
+    return filter_kernel(f, sigma, cpu_gauss_radius(sigma, b->truncate));
   }
+}
+
+/* f[0] along x (b->sigma_x) and f[1] along y (b->sigma_y). Free with filters_free() whatever
+ * this returns. */
+static int filters_init(struct filter f[2], const struct cpu_blur *b) {
+  int rx = filter_init(&f[0], b, b->sigma_x), ry = filter_init(&f[1], b, b->sigma_y);
+  return rx == 0 && ry == 0 ? 0 : -1;
+}
+
+static void filters_free(struct filter f[2]) {
+  filter_free(&f[0]);
+  filter_free(&f[1]);
 }
 
 /* FIR down a strip: in and out hold n rows of STRIP values. Taps that fall outside [0, n) land
@@ -276,7 +289,7 @@ CPU_HOT static void pyramid_strip(const struct filter *f, const double *in, doub
  * target, STRIP lines side by side: the source lines are read in order, so no plane is loaded,
  * copied or transposed on its own. */
 struct pass {
-  const struct filter *f;
+  const struct filter *f;      /* the filter of this pass's axis */
   const struct cpu_image *img; /* along x: the image, its channel ch, premultiplied or not */
   int ch, premultiply;
   double *t;             /* the plane between the passes: w rows of h */
@@ -382,14 +395,15 @@ static void planes_free(double *p, size_t n) {
   if (p) munmap(p, n * sizeof(double));
 }
 
-/* Filters channel ch of img into out (h rows of w) and/or, rounded, into channel ch of dst (colour
- * divided by alpha when alpha is not NULL); t is scratch of img's size. */
-static int blur_channel(struct cpu_pool *pool, const struct filter *f, const struct cpu_image *img,
-                        int ch, int premultiply, double *out, struct cpu_image *dst,
-                        const double *alpha, double *t) {
-  struct pass ps = {f, img, ch, premultiply, t, out, dst, alpha, 0, 0};
+/* Filters channel ch of img with f[0] along x and f[1] along y into out (h rows of w) and/or,
+ * rounded, into channel ch of dst (colour divided by alpha when alpha is not NULL); t is scratch
+ * of img's size. */
+static int blur_channel(struct cpu_pool *pool, const struct filter f[2],
+                        const struct cpu_image *img, int ch, int premultiply, double *out,
+                        struct cpu_image *dst, const double *alpha, double *t) {
+  struct pass ps = {&f[0], img, ch, premultiply, t, out, dst, alpha, 0, 0};
   cpu_parallel_for(pool, (img->height + STRIP - 1) / STRIP, pass_chunk, &ps);
-  ps.along_y = 1;
+  ps.f = &f[1], ps.along_y = 1;
   if (!ps.failed) cpu_parallel_for(pool, (img->width + STRIP - 1) / STRIP, pass_chunk, &ps);
   return ps.failed ? -1 : 0;
 }
@@ -400,9 +414,9 @@ static int channel_at(const struct cpu_image *img, int k) {
   return alpha ? (k + img->channels - 1) % img->channels : k;
 }
 
-/* A double-precision method over every channel of src into dst. */
-static int blur_doubles(struct cpu_pool *pool, const struct filter *f, const struct cpu_image *src,
-                        struct cpu_image *dst) {
+/* A double-precision method (f[0] along x, f[1] along y) over every channel of src into dst. */
+static int blur_doubles(struct cpu_pool *pool, const struct filter f[2],
+                        const struct cpu_image *src, struct cpu_image *dst) {
   size_t px = (size_t)src->width * src->height;
   int alpha = src->channels == 2 || src->channels == 4, rc = 0;
   double *t = planes_new((1 + alpha) * px);
@@ -447,19 +461,19 @@ static void sse_chunk(void *arg, int begin, int end) {
   }
 }
 
-int cpu_measure(struct cpu_pool *pool, double sigma, const struct cpu_image *src,
+int cpu_measure(struct cpu_pool *pool, double sigma_x, double sigma_y, const struct cpu_image *src,
                 const struct cpu_image *out, struct cpu_accuracy *acc) {
-  struct filter ref;
-  struct cpu_blur rb = {CPU_SEPARABLE, sigma, CPU_TRUNCATE, 0};
+  struct filter ref[2];
+  struct cpu_blur rb = {CPU_SEPARABLE, sigma_x, sigma_y, CPU_TRUNCATE, 0};
   size_t px = (size_t)src->width * src->height;
-  int alpha = src->channels == 2 || src->channels == 4, rc = filter_init(&ref, &rb);
+  int alpha = src->channels == 2 || src->channels == 4, rc = filters_init(ref, &rb);
   double *p = rc == 0 ? planes_new((2 + alpha) * px) : NULL;
   double *rows = malloc(2 * (size_t)src->height * sizeof(double)), sse = 0, max = 0;
   rc = p && rows ? rc : -1;
   double *tmp = p ? p + px : NULL, *ra = p && alpha ? tmp + px : NULL;
   for (int k = 0; rc == 0 && k < src->channels; k++) {
     int ch = channel_at(src, k), is_alpha = alpha && ch == src->channels - 1;
-    rc = blur_channel(pool, &ref, src, ch, alpha && !is_alpha, is_alpha ? ra : p, NULL, NULL, tmp);
+    rc = blur_channel(pool, ref, src, ch, alpha && !is_alpha, is_alpha ? ra : p, NULL, NULL, tmp);
     struct sse e = {out, ch, is_alpha ? ra : p, alpha && !is_alpha ? ra : NULL, rows};
     if (rc == 0) cpu_parallel_for(pool, src->height, sse_chunk, &e);
     for (int y = 0; rc == 0 && y < src->height; y++) {
@@ -472,27 +486,33 @@ int cpu_measure(struct cpu_pool *pool, double sigma, const struct cpu_image *src
     *acc = (struct cpu_accuracy){mse > 0 ? 10 * log10(peak * peak / mse) : INFINITY, max};
   free(rows);
   planes_free(p, (2 + alpha) * px);
-  filter_free(&ref);
+  filters_free(ref);
   return rc;
+}
+
+/* Is f one sep.c's single-precision tiles can run (the sampled Gaussian, short enough)? An
+ * image goes to them when the filters of both axes are. */
+static int sep_fits(const struct filter *f) {
+  return f->kind == FILTER_FIR && f->radius <= CPU_SEP_RADIUS_MAX;
 }
 
 int cpu_blur_image(struct cpu_pool *pool, const struct cpu_blur *b, const struct cpu_image *src,
                    struct cpu_image *dst, struct cpu_accuracy *acc, struct cpu_timing *t) {
-  struct filter f;
+  struct filter f[2];
   double t0 = now_ms();
   int rc;
   if (cpu_method_is_fir(b->method)) {
     rc = cpu_fir_image(pool, b, src, dst);
   } else {
-    rc = filter_init(&f, b);
-    if (rc == 0 && f.kind == FILTER_FIR && f.radius <= CPU_SEP_RADIUS_MAX)
-      rc = cpu_sep_image(pool, f.w, f.radius, src, dst);
+    rc = filters_init(f, b);
+    if (rc == 0 && sep_fits(&f[0]) && sep_fits(&f[1]))
+      rc = cpu_sep_image(pool, f[0].w, f[0].radius, f[1].w, f[1].radius, src, dst);
     else if (rc == 0)
-      rc = blur_doubles(pool, &f, src, dst);
-    filter_free(&f);
+      rc = blur_doubles(pool, f, src, dst);
+    filters_free(f);
   }
   double t1 = now_ms();
-  if (rc == 0 && acc) rc = cpu_measure(pool, b->sigma, src, dst, acc);
+  if (rc == 0 && acc) rc = cpu_measure(pool, b->sigma_x, b->sigma_y, src, dst, acc);
   if (t) *t = (struct cpu_timing){t1 - t0, acc ? now_ms() - t1 : 0};
   return rc;
 }

@@ -1,8 +1,9 @@
-/* The separable sampled Gaussian over an 8- or 16-bit image in single precision, tile by tile.
+/* The separable sampled Gaussian over an 8- or 16-bit image in single precision, tile by tile,
+ * with a kernel of its own on each axis (wx[0..rx] along x, wy[0..ry] along y).
  *
  * A tile is a band of output rows by a block of interleaved samples. Each of its input rows is
- * converted to float and filtered along x into a ring of 2r + 1 rows, and each output row is the
- * weighted sum of the ring's rows at that column, rounded straight into the image. The ring is
+ * converted to float and filtered along x into a ring of 2 ry + 1 rows, and each output row is
+ * the weighted sum of the ring's rows at that column, rounded straight into the image. The ring is
  * sized to stay in L2, so neither pass goes through memory between them, and no plane is
  * allocated: the double-precision path in image.c moves planes of the whole image for every
  * channel, and spends most of its time doing so at small sigma, where the arithmetic is a few
@@ -20,21 +21,21 @@
 struct sep {
   const struct cpu_image *src;
   struct cpu_image *dst;
-  const float *w; /* w[0..r] */
-  int r;
+  const float *wx, *wy; /* wx[0..rx] along x, wy[0..ry] along y */
+  int rx, ry;
   int cols;  /* samples per tile row, a multiple of channels */
   int band;  /* output rows per tile */
   int ncols; /* tiles across a row */
   int failed;
 };
 
-/* Row y of the image, samples [x0 - r c, x1 + r c) with the edge pixel replicated, as floats
+/* Row y of the image, samples [x0 - rx c, x1 + rx c) with the edge pixel replicated, as floats
  * (colour premultiplied by alpha / max when the image has alpha) into p. */
 static void load_row(const struct sep *s, int y, int x0, int x1, float *p) {
   const struct cpu_image *img = s->src;
   int c = img->channels, w = img->width, alpha = c == 2 || c == 4;
   size_t row = (size_t)y * w * c;
-  int p0 = x0 / c - s->r, p1 = x1 / c + s->r; /* pixels [p0, p1) */
+  int p0 = x0 / c - s->rx, p1 = x1 / c + s->rx; /* pixels [p0, p1) */
   int lo = p0 < 0 ? 0 : p0, hi = p1 > w ? w : p1;
   float *q = p;
   for (int px = p0; px < lo; px++, q += c)
@@ -112,29 +113,31 @@ static int clampi(int v, int lo, int hi) {
 static void sep_chunk(void *arg, int begin, int end) {
   struct sep *s = arg;
   const struct cpu_image *img = s->src;
-  int c = img->channels, r = s->r, m = 2 * r + 1, h = img->height, n = img->width * c;
+  int c = img->channels, rx = s->rx, ry = s->ry, m = 2 * ry + 1, h = img->height;
+  int n = img->width * c;
   size_t stride = (size_t)s->cols + VEC;
   float *ring = calloc(((size_t)m + 1) * stride, sizeof(float));
-  float *pad = calloc((size_t)s->cols + 2 * (size_t)r * c + VEC, sizeof(float));
-  const float **rows = malloc(((size_t)m + 2 * (size_t)r + 1) * sizeof(*rows));
+  float *pad = calloc((size_t)s->cols + 2 * (size_t)rx * c + VEC, sizeof(float));
+  const float **rows = malloc(((size_t)m + 2 * (size_t)rx + 1) * sizeof(*rows));
   if (!ring || !pad || !rows) {
     __atomic_store_n(&s->failed, 1, __ATOMIC_RELAXED);
     goto out;
   }
   float *acc = ring + (size_t)m * stride;
-  const float **xrows = rows + m + r; /* along x: xrows[k] = the loaded row + k c */
+  const float **xrows = rows + m + rx; /* along x: xrows[k] = the loaded row + k c */
   for (int t = begin; t < end; t++) {
     int x0 = t % s->ncols * s->cols, x1 = x0 + s->cols < n ? x0 + s->cols : n;
     int y0 = t / s->ncols * s->band, y1 = y0 + s->band < h ? y0 + s->band : h;
     /* ring slot j % m holds row j (clamped to the image) filtered along x */
-    for (int j = y0 - r; j < y1 + r; j++) {
+    for (int j = y0 - ry; j < y1 + ry; j++) {
       load_row(s, clampi(j, 0, h - 1), x0, x1, pad);
-      for (int k = -r; k <= r; k++) xrows[k] = pad + (ptrdiff_t)(r + k) * c;
-      fir(s->w, r, xrows, ring + (size_t)((j % m + m) % m) * stride, x1 - x0);
-      int y = j - r; /* the output row whose last input row this was */
+      for (int k = -rx; k <= rx; k++) xrows[k] = pad + (ptrdiff_t)(rx + k) * c;
+      fir(s->wx, rx, xrows, ring + (size_t)((j % m + m) % m) * stride, x1 - x0);
+      int y = j - ry; /* the output row whose last input row this was */
       if (y < y0) continue;
-      for (int k = -r; k <= r; k++) rows[k + r] = ring + (size_t)(((y + k) % m + m) % m) * stride;
-      fir(s->w, r, rows + r, acc, x1 - x0);
+      for (int k = -ry; k <= ry; k++)
+        rows[k + ry] = ring + (size_t)(((y + k) % m + m) % m) * stride;
+      fir(s->wy, ry, rows + ry, acc, x1 - x0);
       store_row(acc, x1 - x0, s->dst, (size_t)y * n + x0);
     }
   }
@@ -144,16 +147,18 @@ out:
   free(rows);
 }
 
-int cpu_sep_image(struct cpu_pool *pool, const double *w, int r, const struct cpu_image *src,
-                  struct cpu_image *dst) {
-  float *wf = malloc((size_t)(r + 1) * sizeof(float));
+int cpu_sep_image(struct cpu_pool *pool, const double *wx, int rx, const double *wy, int ry,
+                  const struct cpu_image *src, struct cpu_image *dst) {
+  float *wf = malloc((size_t)(rx + ry + 2) * sizeof(float));
   if (!wf) return -1;
-  for (int k = 0; k <= r; k++) wf[k] = (float)w[k];
+  for (int k = 0; k <= rx; k++) wf[k] = (float)wx[k];
+  for (int k = 0; k <= ry; k++) wf[rx + 1 + k] = (float)wy[k];
   int c = src->channels, n = src->width * c;
-  int cols = RING_BYTES / (int)sizeof(float) / (2 * r + 1);
+  int cols = RING_BYTES / (int)sizeof(float) / (2 * ry + 1);
   cols = cols < 4 * VEC ? 4 * VEC : cols;
   cols = cols >= n ? n : cols / (c * VEC) * (c * VEC);
-  struct sep s = {src, dst, wf, r, cols, 8 * r > 64 ? 8 * r : 64, (n + cols - 1) / cols, 0};
+  int band = 8 * ry > 64 ? 8 * ry : 64; /* a band filters 2 ry rows beyond it: a quarter more */
+  struct sep s = {src, dst, wf, wf + rx + 1, rx, ry, cols, band, (n + cols - 1) / cols, 0};
   cpu_parallel_for(pool, s.ncols * ((src->height + s.band - 1) / s.band), sep_chunk, &s);
   free(wf);
   return s.failed ? -1 : 0;

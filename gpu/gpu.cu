@@ -159,22 +159,40 @@ enum gpu_status grow_host(struct gpu_ctx *ctx, size_t need) {
   return GPU_OK;
 }
 
-/* Uploads n bytes of host data to the kernel buffer at byte offset off. */
-static enum gpu_status upload_w(struct gpu_ctx *ctx, size_t off, const void *data, size_t n) {
-  enum gpu_status st = grow(ctx, &ctx->d_w, &ctx->w_cap, off + n);
+/* The kernel buffer d_w has a slot per kernel, each large enough for the widest (radius
+ * ceil(8 CPU_SIGMA_MAX), 8 bytes a tap): the method's along x and along y, then the
+ * reference's. It is allocated whole at its first use, so a slot's address stays put while the
+ * others are filled. */
+enum w_slot { W_X, W_Y, W_REF_X, W_REF_Y, W_SLOTS };
+
+static size_t w_slot_bytes(void) {
+  return 8 * (size_t)(cpu_gauss_radius(CPU_SIGMA_MAX, 8) + 1);
+}
+
+static void *w_at(const struct gpu_ctx *ctx, enum w_slot slot) {
+  return (char *)ctx->d_w + slot * w_slot_bytes();
+}
+
+/* Uploads n bytes of host data into slot. */
+static enum gpu_status upload_w(struct gpu_ctx *ctx, enum w_slot slot, const void *data, size_t n) {
+  if (n > w_slot_bytes()) {
+    snprintf(ctx->err, sizeof(ctx->err), "a kernel of %zu bytes is wider than its slot", n);
+    return GPU_ERROR;
+  }
+  enum gpu_status st = grow(ctx, &ctx->d_w, &ctx->w_cap, W_SLOTS * w_slot_bytes());
   if (st != GPU_OK) return st;
-  CUDA_TRY(ctx, cudaMemcpyAsync((char *)ctx->d_w + off, data, n, cudaMemcpyHostToDevice, ctx->s));
+  CUDA_TRY(ctx, cudaMemcpyAsync(w_at(ctx, slot), data, n, cudaMemcpyHostToDevice, ctx->s));
   return GPU_OK;
 }
 
 /* Recursive filters run in double for 16-bit images (one level is 1/65535 there). On 8-bit
  * images yvv_blocked (a cascade) and deriche (two sections in delta form) run in single
- * precision at every sigma, yvv and yvv2way up to GPU_FLOAT_SIGMA_MAX (measured:
+ * precision at every sigma, yvv and yvv2way up to GPU_FLOAT_SIGMA_MAX on both axes (measured:
  * tests/gpu_check.c). */
 static int use_double(const struct gpu_ctx *ctx, const struct cpu_blur *b, int depth) {
   if (ctx->force_double) return ctx->force_double > 0;
-  return depth == 16 ||
-         ((b->method == CPU_YVV || b->method == CPU_YVV2WAY) && b->sigma > GPU_FLOAT_SIGMA_MAX);
+  return depth == 16 || ((b->method == CPU_YVV || b->method == CPU_YVV2WAY) &&
+                         fmax(b->sigma_x, b->sigma_y) > GPU_FLOAT_SIGMA_MAX);
 }
 
 /* Under gpu_bench, the timing starts here, once the host has prepared the method's kernels
@@ -184,30 +202,40 @@ static enum gpu_status kernels_start(struct gpu_ctx *ctx) {
   return status_of(ctx, cudaEventRecord(ctx->ev[EV_UPLOADED], ctx->s), "event");
 }
 
-static enum gpu_status run_fir(struct gpu_ctx *ctx, const struct cpu_blur *b, packed in,
-                               packed out) {
-  int alpha = in.c == 2 || in.c == 4, r = cpu_gauss_radius(b->sigma, b->truncate);
-  int k = cpu_fir_shift(in.depth, alpha);
-  uint32_t *a = (uint32_t *)malloc((size_t)(r + 1) * sizeof(uint32_t));
+/* The fir family's integer kernel for sigma (radius ceil(truncate sigma), shift k) into slot;
+ * its radius in *r. */
+static enum gpu_status upload_fir(struct gpu_ctx *ctx, enum w_slot slot, double sigma,
+                                  double truncate, int k, int *r) {
+  *r = cpu_gauss_radius(sigma, truncate);
+  uint32_t *a = (uint32_t *)malloc((size_t)(*r + 1) * sizeof(uint32_t));
   if (!a) return GPU_NO_MEMORY;
-  cpu_fir_weights(b->sigma, r, k, a);
-  enum gpu_status st = upload_w(ctx, 0, a, (size_t)(r + 1) * sizeof(uint32_t));
+  cpu_fir_weights(sigma, *r, k, a);
+  enum gpu_status st = upload_w(ctx, slot, a, (size_t)(*r + 1) * sizeof(uint32_t));
   free(a);
-  if (st != GPU_OK || (st = kernels_start(ctx)) != GPU_OK) return st;
-  return status_of(
-      ctx, launch_fir(b->method - CPU_FIR, in, out, (const uint32_t *)ctx->d_w, r, k, ctx->s),
-      "fir kernels");
+  return st;
 }
 
-/* The sampled Gaussian of sigma, w[0..r], into d_w in single precision. */
-static enum gpu_status upload_gauss(struct gpu_ctx *ctx, double sigma, int r) {
+static enum gpu_status run_fir(struct gpu_ctx *ctx, const struct cpu_blur *b, packed in,
+                               packed out) {
+  int alpha = in.c == 2 || in.c == 4, k = cpu_fir_shift(in.depth, alpha), rx, ry;
+  enum gpu_status st = upload_fir(ctx, W_X, b->sigma_x, b->truncate, k, &rx);
+  if (st == GPU_OK) st = upload_fir(ctx, W_Y, b->sigma_y, b->truncate, k, &ry);
+  if (st != GPU_OK || (st = kernels_start(ctx)) != GPU_OK) return st;
+  return status_of(ctx,
+                   launch_fir(b->method - CPU_FIR, in, out, (const uint32_t *)w_at(ctx, W_X), rx,
+                              (const uint32_t *)w_at(ctx, W_Y), ry, k, ctx->s),
+                   "fir kernels");
+}
+
+/* The sampled Gaussian of sigma, w[0..r], into slot in single precision. */
+static enum gpu_status upload_gauss(struct gpu_ctx *ctx, enum w_slot slot, double sigma, int r) {
   double *w = (double *)malloc((size_t)(r + 1) * sizeof(double));
   float *wf = (float *)malloc((size_t)(r + 1) * sizeof(float));
   enum gpu_status st = w && wf ? GPU_OK : GPU_NO_MEMORY;
   if (st == GPU_OK) {
     cpu_gauss_kernel(sigma, r, w);
     for (int i = 0; i <= r; i++) wf[i] = (float)w[i];
-    st = upload_w(ctx, 0, wf, (size_t)(r + 1) * sizeof(float));
+    st = upload_w(ctx, slot, wf, (size_t)(r + 1) * sizeof(float));
   }
   free(w);
   free(wf);
@@ -216,36 +244,44 @@ static enum gpu_status upload_gauss(struct gpu_ctx *ctx, double sigma, int r) {
 
 static enum gpu_status run_separable(struct gpu_ctx *ctx, const struct cpu_blur *b, packed in,
                                      packed out, mid m) {
-  int r = cpu_gauss_radius(b->sigma, b->truncate);
-  enum gpu_status st = upload_gauss(ctx, b->sigma, r);
+  int rx = cpu_gauss_radius(b->sigma_x, b->truncate),
+      ry = cpu_gauss_radius(b->sigma_y, b->truncate);
+  enum gpu_status st = upload_gauss(ctx, W_X, b->sigma_x, rx);
+  if (st == GPU_OK) st = upload_gauss(ctx, W_Y, b->sigma_y, ry);
   if (st != GPU_OK || (st = kernels_start(ctx)) != GPU_OK) return st;
-  return status_of(ctx, launch_separable(in, out, m, (const float *)ctx->d_w, r, ctx->s),
+  return status_of(ctx,
+                   launch_separable(in, out, m, (const float *)w_at(ctx, W_X), rx,
+                                    (const float *)w_at(ctx, W_Y), ry, ctx->s),
                    "separable kernels");
 }
 
-/* pyramid with k > 1 (k = 1 is separable). */
-static enum gpu_status run_pyramid(struct gpu_ctx *ctx, const struct cpu_pyramid *py, packed in,
-                                   packed out) {
-  pyr_params p = {py->k, py->radius};
-  enum gpu_status st = upload_gauss(ctx, py->sigma_low, py->radius);
+/* pyramid with k > 1 on at least one axis (k = 1 on both is separable). */
+static enum gpu_status run_pyramid(struct gpu_ctx *ctx, const struct cpu_pyramid *pyx,
+                                   const struct cpu_pyramid *pyy, packed in, packed out) {
+  pyr_params px = {pyx->k, pyx->radius}, py = {pyy->k, pyy->radius};
+  enum gpu_status st = upload_gauss(ctx, W_X, pyx->sigma_low, pyx->radius);
+  if (st == GPU_OK) st = upload_gauss(ctx, W_Y, pyy->sigma_low, pyy->radius);
   if (st == GPU_OK)
-    st = grow(ctx, (void **)&ctx->d_tmp, &ctx->tmp_cap, pyramid_tmp_bytes(p, in.w, in.h));
+    st = grow(ctx, (void **)&ctx->d_tmp, &ctx->tmp_cap, pyramid_tmp_bytes(px, py, in.w, in.h));
   if (st != GPU_OK || (st = kernels_start(ctx)) != GPU_OK) return st;
-  return status_of(ctx, launch_pyramid(p, in, out, ctx->d_tmp, (const float *)ctx->d_w, ctx->s),
+  return status_of(ctx,
+                   launch_pyramid(px, py, in, out, ctx->d_tmp, (const float *)w_at(ctx, W_X),
+                                  (const float *)w_at(ctx, W_Y), ctx->s),
                    "pyramid kernels");
 }
 
-/* The coefficients of every recursive method, from cpu/. */
-static enum gpu_status rec_prepare(struct gpu_ctx *ctx, const struct cpu_blur *b, int dbl,
-                                   rec_params *p) {
+/* The coefficients of every recursive method along one axis (sigma; yvv2way's kernel, when
+ * it does not fit p, in slot), from cpu/. */
+static enum gpu_status rec_prepare(struct gpu_ctx *ctx, const struct cpu_blur *b, double sigma,
+                                   enum w_slot slot, int dbl, rec_params *p) {
   struct cpu_yvv c;
   struct cpu_deriche d;
   memset(p, 0, sizeof(*p));
-  if (cpu_yvv_coeffs(b->sigma, (enum cpu_yvv_set)b->coeffs, &c) != 0) return GPU_NO_MEMORY;
+  if (cpu_yvv_coeffs(sigma, (enum cpu_yvv_set)b->coeffs, &c) != 0) return GPU_NO_MEMORY;
   p->b = c.b;
   memcpy(p->a, c.a, sizeof(p->a));
   memcpy(p->m, c.m, sizeof(p->m));
-  cpu_deriche_coeffs(b->sigma, &d);
+  cpu_deriche_coeffs(sigma, &d);
   memcpy(p->d_sec, d.sec, sizeof(p->d_sec));
   if (b->method == CPU_YVV_BLOCKED) {
     struct cpu_yvv_blocked m;
@@ -265,15 +301,15 @@ static enum gpu_status rec_prepare(struct gpu_ctx *ctx, const struct cpu_blur *b
       }
   }
   if (b->method == CPU_YVV2WAY) {
-    p->radius = cpu_paper_radius(b->sigma);
+    p->radius = cpu_paper_radius(sigma);
     double *w = (double *)malloc((size_t)(p->radius + 1) * sizeof(double));
     if (!w) return GPU_NO_MEMORY;
-    cpu_gauss_kernel(b->sigma, p->radius, w);
+    cpu_gauss_kernel(sigma, p->radius, w);
     enum gpu_status st = GPU_OK;
     if (p->radius < 64)
       memcpy(p->w, w, (size_t)(p->radius + 1) * sizeof(double));
-    else if ((st = upload_w(ctx, 0, w, (size_t)(p->radius + 1) * sizeof(double))) == GPU_OK)
-      p->d_w = (const double *)ctx->d_w;
+    else if ((st = upload_w(ctx, slot, w, (size_t)(p->radius + 1) * sizeof(double))) == GPU_OK)
+      p->d_w = (const double *)w_at(ctx, slot);
     free(w);
     return st;
   }
@@ -284,20 +320,21 @@ static enum gpu_status run_recursive(struct gpu_ctx *ctx, const struct cpu_blur 
                                      packed out, mid m) {
   size_t px = (size_t)in.w * in.h;
   int dbl = use_double(ctx, b, in.depth);
-  rec_params p;
+  rec_params cx, cy; /* the coefficients along x and along y */
   enum rec_kind kind = b->method == CPU_YVV       ? REC_YVV
                        : b->method == CPU_YVV2WAY ? REC_YVV2WAY
                        : b->method == CPU_DERICHE ? REC_DERICHE
                                                   : REC_YVV_BLOCKED;
-  enum gpu_status st = rec_prepare(ctx, b, dbl, &p);
+  enum gpu_status st = rec_prepare(ctx, b, b->sigma_x, W_X, dbl, &cx);
+  if (st == GPU_OK) st = rec_prepare(ctx, b, b->sigma_y, W_Y, dbl, &cy);
   if (st == GPU_OK && kind != REC_YVV_BLOCKED)
     st = grow(ctx, (void **)&ctx->d_tmp, &ctx->tmp_cap, px * sizeof(float4));
   if (st == GPU_OK && kind == REC_YVV_BLOCKED)
     st = grow(ctx, &ctx->d_carry, &ctx->carry_cap, blocked_carry_bytes(in.w, in.h, dbl));
   if (st != GPU_OK || (st = kernels_start(ctx)) != GPU_OK) return st;
-  return status_of(ctx,
-                   launch_recursive(kind, p, dbl, in, out, m, ctx->d_tmp, ctx->d_carry, ctx->s),
-                   "recursive kernels");
+  return status_of(
+      ctx, launch_recursive(kind, cx, cy, dbl, in, out, m, ctx->d_tmp, ctx->d_carry, ctx->s),
+      "recursive kernels");
 }
 
 /* The method's kernels, from d_in to d_out. */
@@ -308,9 +345,10 @@ static enum gpu_status run_method(struct gpu_ctx *ctx, const struct cpu_blur *b,
   mid m = {ctx->d_mid, img->width, img->height, img->depth == 8};
   if (cpu_method_is_fir(b->method)) return run_fir(ctx, b, in, out);
   if (b->method == CPU_PYRAMID) {
-    struct cpu_pyramid py;
-    cpu_pyramid_params(b->sigma, b->truncate, &py);
-    if (py.k > 1) return run_pyramid(ctx, &py, in, out);
+    struct cpu_pyramid px, py;
+    cpu_pyramid_params(b->sigma_x, b->truncate, &px);
+    cpu_pyramid_params(b->sigma_y, b->truncate, &py);
+    if (px.k > 1 || py.k > 1) return run_pyramid(ctx, &px, &py, in, out);
   }
   enum gpu_status st = grow(ctx, &ctx->d_mid, &ctx->mid_cap, px * (m.half ? 8 : 16));
   m.p = ctx->d_mid;
@@ -320,23 +358,32 @@ static enum gpu_status run_method(struct gpu_ctx *ctx, const struct cpu_blur *b,
   return run_recursive(ctx, b, in, out, m);
 }
 
-/* The exact reference on the GPU, and the error of d_out against it. */
-static enum gpu_status run_reference(struct gpu_ctx *ctx, double sigma,
-                                     const struct cpu_image *img) {
-  int r = cpu_gauss_radius(sigma, CPU_TRUNCATE);
-  size_t px = (size_t)img->width * img->height,
-         off = 16 * (size_t)(cpu_gauss_radius(CPU_SIGMA_MAX, 8) + 1);
-  double *w = (double *)malloc((size_t)(r + 1) * sizeof(double));
+/* The reference's kernel for sigma (radius ceil(CPU_TRUNCATE sigma), in double) into slot; its
+ * radius in *r. */
+static enum gpu_status upload_ref(struct gpu_ctx *ctx, enum w_slot slot, double sigma, int *r) {
+  *r = cpu_gauss_radius(sigma, CPU_TRUNCATE);
+  double *w = (double *)malloc((size_t)(*r + 1) * sizeof(double));
   if (!w) return GPU_NO_MEMORY;
-  cpu_gauss_kernel(sigma, r, w);
-  enum gpu_status st = upload_w(ctx, off, w, (size_t)(r + 1) * sizeof(double));
+  cpu_gauss_kernel(sigma, *r, w);
+  enum gpu_status st = upload_w(ctx, slot, w, (size_t)(*r + 1) * sizeof(double));
   free(w);
+  return st;
+}
+
+/* The exact reference on the GPU (sigma_x along x, sigma_y along y), and the error of d_out
+ * against it. */
+static enum gpu_status run_reference(struct gpu_ctx *ctx, double sigma_x, double sigma_y,
+                                     const struct cpu_image *img) {
+  size_t px = (size_t)img->width * img->height;
+  int rx, ry;
+  enum gpu_status st = upload_ref(ctx, W_REF_X, sigma_x, &rx);
+  if (st == GPU_OK) st = upload_ref(ctx, W_REF_Y, sigma_y, &ry);
   if (st == GPU_OK) st = grow(ctx, &ctx->d_ref, &ctx->ref_cap, px * img->channels * sizeof(double));
   if (st != GPU_OK) return st;
   CUDA_TRY(ctx, cudaMemsetAsync(ctx->d_stats, 0, 2 * sizeof(double), ctx->s));
-  CUDA_TRY(ctx,
-           launch_reference(packed_of(ctx->d_in, img), packed_of(ctx->d_out, img), ctx->d_ref,
-                            (const double *)((char *)ctx->d_w + off), r, ctx->d_stats, ctx->s));
+  CUDA_TRY(ctx, launch_reference(packed_of(ctx->d_in, img), packed_of(ctx->d_out, img), ctx->d_ref,
+                                 (const double *)w_at(ctx, W_REF_X), rx,
+                                 (const double *)w_at(ctx, W_REF_Y), ry, ctx->d_stats, ctx->s));
   CUDA_TRY(ctx, cudaMemcpyAsync(ctx->h_stats, ctx->d_stats, 2 * sizeof(double),
                                 cudaMemcpyDeviceToHost, ctx->s));
   return GPU_OK;
@@ -393,7 +440,7 @@ enum gpu_status gpu_blur_resident(struct gpu_ctx *ctx, const struct cpu_blur *b,
   CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_UPLOADED], ctx->s));
   if ((st = run_method(ctx, b, img)) != GPU_OK) return st;
   CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_FILTERED], ctx->s));
-  if (acc && (st = run_reference(ctx, b->sigma, img)) != GPU_OK) return st;
+  if (acc && (st = run_reference(ctx, b->sigma_x, b->sigma_y, img)) != GPU_OK) return st;
   CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_MEASURED], ctx->s));
   CUDA_TRY(ctx, cudaEventSynchronize(ctx->ev[EV_MEASURED])); /* a blocking-sync event */
   if (acc) {

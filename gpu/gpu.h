@@ -74,7 +74,8 @@ enum gpu_status gpu_bench(struct gpu_ctx *ctx, const struct cpu_blur *b,
  * and image size (README, "auto"). */
 enum cpu_method gpu_auto_method(double sigma, int width, int height);
 
-/* yvv and yvv2way on 8-bit images run in single precision up to this sigma and in double above
+/* yvv and yvv2way on 8-bit images run in single precision up to this sigma (the larger of the
+ * two axes') and in double above
  * it, where their direct forms in single precision drift more than a level from the CPU twin
  * (measured by tests/gpu_check.c; README). yvv_blocked (a cascade) and deriche (two sections in
  * delta form) stay in single precision at every sigma. 16-bit images always use double. */

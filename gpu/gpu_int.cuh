@@ -34,7 +34,7 @@ struct gpu_ctx {
   size_t carry_cap;
   void *d_ref; /* the reference's intermediate, a double per channel and pixel */
   size_t ref_cap;
-  void *d_w; /* kernels: the method's, then the reference's */
+  void *d_w; /* kernels: the method's along x and y, the reference's along x and y (gpu.cu) */
   size_t w_cap;
   double *d_stats; /* two doubles */
   void *d_lv[4];   /* local statistics' scratch: exact's row sums, the merge methods' lines */
@@ -263,17 +263,21 @@ __device__ __forceinline__ size_t scratch_index(const pass_io &io, int line, int
 
 /* ---- launches (each returns cudaGetLastError() after its kernels) ---- */
 
-/* The fir family: variant 0 fir (global), 1 fir_shared, 2 fir_mwpt. d_a holds a[0..r]. */
-cudaError_t launch_fir(int variant, packed in, packed out, const uint32_t *d_a, int r, int k,
-                       cudaStream_t s);
+/* The fir family: variant 0 fir (global), 1 fir_shared, 2 fir_mwpt. d_ax holds the weights
+ * along x, ax[0..rx], d_ay those along y, ay[0..ry], both with the same k. */
+cudaError_t launch_fir(int variant, packed in, packed out, const uint32_t *d_ax, int rx,
+                       const uint32_t *d_ay, int ry, int k, cudaStream_t s);
 
-/* Separable FIR through shared memory, weights d_w[0..r] in R precision. */
-cudaError_t launch_separable(packed in, packed out, mid m, const float *d_w, int r, cudaStream_t s);
+/* Separable FIR through shared memory: the row pass with d_wx[0..rx], the column pass with
+ * d_wy[0..ry]. */
+cudaError_t launch_separable(packed in, packed out, mid m, const float *d_wx, int rx,
+                             const float *d_wy, int ry, cudaStream_t s);
 
-/* The exact reference in double and the error of out against it: d_stats[0] += sum of squared
- * errors, d_stats[1] = max(d_stats[1], largest error) (as a positive double's bits). */
-cudaError_t launch_reference(packed in, packed out, void *d_ref, const double *d_w, int r,
-                             double *d_stats, cudaStream_t s);
+/* The exact reference in double (rows with d_wx[0..rx], columns with d_wy[0..ry]) and the error
+ * of out against it: d_stats[0] += sum of squared errors, d_stats[1] = max(d_stats[1], largest
+ * error) (as a positive double's bits). */
+cudaError_t launch_reference(packed in, packed out, void *d_ref, const double *d_wx, int rx,
+                             const double *d_wy, int ry, double *d_stats, cudaStream_t s);
 
 /* yvv_blocked's block length in samples (float, double). */
 #define BLOCKED_B_FLOAT  64
@@ -295,22 +299,26 @@ struct rec_params {                /* everything the recursive kernels need, pas
 
 enum rec_kind { REC_YVV, REC_YVV2WAY, REC_DERICHE, REC_YVV_BLOCKED };
 
-/* A recursive method over both passes. d_tmp is a scratch plane of 4 floats per pixel; d_carry
- * holds yvv_blocked's carries (see gpu.cu for its size). use_double picks the precision. */
-cudaError_t launch_recursive(enum rec_kind kind, const rec_params &p, int use_double, packed in,
-                             packed out, mid m, float4 *d_tmp, void *d_carry, cudaStream_t s);
+/* A recursive method over both passes: the x pass with px, the y pass with py. d_tmp is a
+ * scratch plane of 4 floats per pixel; d_carry holds yvv_blocked's carries (see gpu.cu for its
+ * size). use_double picks the precision. */
+cudaError_t launch_recursive(enum rec_kind kind, const rec_params &px, const rec_params &py,
+                             int use_double, packed in, packed out, mid m, float4 *d_tmp,
+                             void *d_carry, cudaStream_t s);
 
 /* The bytes yvv_blocked's carries need. */
 size_t blocked_carry_bytes(int w, int h, int use_double);
 
-/* pyramid (kernels_pyr.cu, cpu_pyramid_line in 2-D) for k > 1: the reduced Gaussian's weights
- * w[0..radius] in d_w, its grids in d_tmp (pyramid_tmp_bytes). */
-struct pyr_params {
+/* pyramid (kernels_pyr.cu, cpu_pyramid_line along x then y) with k > 1 on at least one axis:
+ * per axis its parameters (px, py) and the reduced Gaussian's weights w[0..radius] (d_wx, d_wy),
+ * the grids in d_tmp (pyramid_tmp_bytes). An axis with k = 1 is not reduced: the plain sampled
+ * Gaussian, as the CPU twin filters it. */
+struct pyr_params { /* one axis */
   int k, radius;
 };
-size_t pyramid_tmp_bytes(const pyr_params &p, int w, int h);
-cudaError_t launch_pyramid(const pyr_params &p, packed in, packed out, float4 *d_tmp,
-                           const float *d_w, cudaStream_t s);
+size_t pyramid_tmp_bytes(const pyr_params &px, const pyr_params &py, int w, int h);
+cudaError_t launch_pyramid(const pyr_params &px, const pyr_params &py, packed in, packed out,
+                           float4 *d_tmp, const float *d_wx, const float *d_wy, cudaStream_t s);
 
 /* ---- local statistics, contrast and convolution (kernels_local.cu) ---- */
 

@@ -8,8 +8,8 @@
 
 struct fir_args {
   packed in, out;
-  const uint32_t *a; /* a[0..r], summing with the mirror taps to 2^k */
-  int r, k;
+  const uint32_t *ax, *ay; /* ax[0..rx] along x, ay[0..ry] along y */
+  int rx, ry, k;           /* each kernel sums with its mirror taps to 2^k */
 };
 
 /* Pixel (x, y) as 4 exact integer lanes, colour premultiplied: c * a. */
@@ -62,24 +62,24 @@ __global__ void fir_global(fir_args f) {
   int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
   if (x >= f.in.w || y >= f.in.h) return;
   uint64_t acc[4] = {0, 0, 0, 0};
-  for (int i = -f.r; i <= f.r; i++) {
+  for (int i = -f.ry; i <= f.ry; i++) {
     int yy = clampi(y + i, 0, f.in.h - 1);
     uint64_t row[4] = {0, 0, 0, 0};
-    for (int j = -f.r; j <= f.r; j++)
-      mac(row, __ldg(&f.a[j < 0 ? -j : j]), load_int(f.in, clampi(x + j, 0, f.in.w - 1), yy));
-    uint64_t ai = __ldg(&f.a[i < 0 ? -i : i]);
+    for (int j = -f.rx; j <= f.rx; j++)
+      mac(row, __ldg(&f.ax[j < 0 ? -j : j]), load_int(f.in, clampi(x + j, 0, f.in.w - 1), yy));
+    uint64_t ai = __ldg(&f.ay[i < 0 ? -i : i]);
     for (int c = 0; c < 4; c++) acc[c] += ai * row[c];
   }
   store_int(f.out, x, y, acc, f.k);
 }
 
 /* GF_SM (M = 1) and GF_SM_MWPT (M = 2): a block of 16x16 threads owns a tile of 16M x 16M
- * outputs. The input rows the tile needs (tile + 2r) pass through shared memory in bands of
- * band_rows rows of tile + 2r pixels; for each input row a thread forms the horizontal sums of
+ * outputs. The input rows the tile needs (tile + 2ry) pass through shared memory in bands of
+ * band_rows rows of tile + 2rx pixels; for each input row a thread forms the horizontal sums of
  * its M output columns once and adds them, weighted, to its M output rows. */
 template <int M> __global__ void fir_tiled(fir_args f, int band_rows) {
   extern __shared__ uint4 s_band[];
-  const int T = 16 * M, r = f.r, sw = T + 2 * r, rows = T + 2 * r;
+  const int T = 16 * M, rx = f.rx, ry = f.ry, sw = T + 2 * rx, rows = T + 2 * ry;
   int x0 = blockIdx.x * T, y0 = blockIdx.y * T, tx = threadIdx.x, ty = threadIdx.y;
   int tid = ty * 16 + tx;
   uint64_t acc[M][M][4];
@@ -91,33 +91,33 @@ template <int M> __global__ void fir_tiled(fir_args f, int band_rows) {
   for (int b0 = 0; b0 < rows; b0 += band_rows) {
     int nb = rows - b0 < band_rows ? rows - b0 : band_rows;
     for (int idx = tid; idx < nb * sw; idx += 256) {
-      int yy = clampi(y0 - r + b0 + idx / sw, 0, f.in.h - 1);
-      int xx = clampi(x0 - r + idx % sw, 0, f.in.w - 1);
+      int yy = clampi(y0 - ry + b0 + idx / sw, 0, f.in.h - 1);
+      int xx = clampi(x0 - rx + idx % sw, 0, f.in.w - 1);
       s_band[idx] = load_int(f.in, xx, yy);
     }
     __syncthreads();
     for (int br = 0; br < nb; br++) {
-      int iy = y0 - r + b0 + br; /* the input row */
-      int oy = y0 + ty * M;      /* the thread's first output row */
-      if (iy < oy - r || iy > oy + M - 1 + r) continue;
+      int iy = y0 - ry + b0 + br; /* the input row */
+      int oy = y0 + ty * M;       /* the thread's first output row */
+      if (iy < oy - ry || iy > oy + M - 1 + ry) continue;
       uint64_t inner[M][4];
 #pragma unroll
       for (int mx = 0; mx < M; mx++)
         for (int c = 0; c < 4; c++) inner[mx][c] = 0;
-      const uint4 *row = s_band + br * sw + tx * M; /* tap -r of the first output column */
-      for (int j = 0; j <= 2 * r + M - 1; j++) {
+      const uint4 *row = s_band + br * sw + tx * M; /* tap -rx of the first output column */
+      for (int j = 0; j <= 2 * rx + M - 1; j++) {
         uint4 v = row[j];
 #pragma unroll
         for (int mx = 0; mx < M; mx++) {
-          int d = j - r - mx; /* tap offset for output column mx */
-          if (d >= -r && d <= r) mac(inner[mx], __ldg(&f.a[d < 0 ? -d : d]), v);
+          int d = j - rx - mx; /* tap offset for output column mx */
+          if (d >= -rx && d <= rx) mac(inner[mx], __ldg(&f.ax[d < 0 ? -d : d]), v);
         }
       }
 #pragma unroll
       for (int my = 0; my < M; my++) {
         int i = iy - (oy + my);
-        if (i < -r || i > r) continue;
-        uint64_t ai = __ldg(&f.a[i < 0 ? -i : i]);
+        if (i < -ry || i > ry) continue;
+        uint64_t ai = __ldg(&f.ay[i < 0 ? -i : i]);
 #pragma unroll
         for (int mx = 0; mx < M; mx++)
           for (int c = 0; c < 4; c++) acc[my][mx][c] += ai * inner[mx][c];
@@ -137,9 +137,9 @@ template <int M> __global__ void fir_tiled(fir_args f, int band_rows) {
 #define FIR_SMEM_MAX (96 * 1024) /* shared memory a tiled block may take */
 
 template <int M> static cudaError_t launch_tiled(const fir_args &f, cudaStream_t s) {
-  int T = 16 * M, sw = T + 2 * f.r, rows = T + 2 * f.r;
+  int T = 16 * M, sw = T + 2 * f.rx, rows = T + 2 * f.ry;
   int band = FIR_SMEM_MAX / (sw * (int)sizeof(uint4));
-  if (band < 1) return cudaErrorInvalidValue; /* r beyond 3000: refused before this point */
+  if (band < 1) return cudaErrorInvalidValue; /* rx beyond 3000: refused before this point */
   if (band > rows) band = rows;
   size_t smem = (size_t)band * sw * sizeof(uint4);
   cudaFuncSetAttribute(fir_tiled<M>, cudaFuncAttributeMaxDynamicSharedMemorySize, FIR_SMEM_MAX);
@@ -148,9 +148,9 @@ template <int M> static cudaError_t launch_tiled(const fir_args &f, cudaStream_t
   return cudaGetLastError();
 }
 
-cudaError_t launch_fir(int variant, packed in, packed out, const uint32_t *d_a, int r, int k,
-                       cudaStream_t s) {
-  fir_args f = {in, out, d_a, r, k};
+cudaError_t launch_fir(int variant, packed in, packed out, const uint32_t *d_ax, int rx,
+                       const uint32_t *d_ay, int ry, int k, cudaStream_t s) {
+  fir_args f = {in, out, d_ax, d_ay, rx, ry, k};
   if (variant == 1) return launch_tiled<1>(f, s);
   if (variant == 2) return launch_tiled<2>(f, s);
   dim3 block(32, 8), grid(div_up(in.w, 32), div_up(in.h, 8));

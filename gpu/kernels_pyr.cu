@@ -1,15 +1,18 @@
-/* pyramid on the GPU: cpu_pyramid_line in 2-D. The packed image is reduced k times with the
- * triangle weights into a grid of float4 cells with e = radius + 1 cells of margin on every side
- * (cells outside the image see its replicated edge, as the CPU twin's lines do), the sampled
- * Gaussian runs along x then y over the grid, and the quadratic B-spline expands it into the
- * packed output. The grid is 1/k^2 of the image, so the reduction's reads and the expansion's
- * writes are most of the work whatever sigma is. */
+/* pyramid on the GPU: cpu_pyramid_line along x then y. The packed image is reduced kx times
+ * along x and ky times along y with the triangle weights into a grid of float4 cells with
+ * e = radius + 1 cells of margin on each side of each axis (cells outside the image see its
+ * replicated edge, as the CPU twin's lines do), the sampled Gaussian runs along x then y over
+ * the grid, and the quadratic B-spline expands it into the packed output. The grid is
+ * 1/(kx ky) of the image, so the reduction's reads and the expansion's writes are most of the
+ * work whatever sigma is. An axis with k = 1 (sigma below 6 while the other axis is reduced)
+ * keeps one cell per sample and expands by copying them: the plain sampled Gaussian of the CPU
+ * twin. */
 #include "gpu_int.cuh"
 
 #define PYR_RUN 8 /* cells one reducing thread stacks vertically */
 
 /* Weight of the sample a places after the start of its cell (a in [-(K/2), 2K - K/2)): the
- * triangle K - |a - (K - 1) / 2|, 0 outside. */
+ * triangle K - |a - (K - 1) / 2|, 0 outside (K = 1: 1 for the cell's own sample, 0 beside). */
 template <int K> __device__ __forceinline__ float tri(int a) {
   float d = fabsf((float)a - (K - 1) * 0.5f);
   return d < K ? K - d : 0.f;
@@ -17,36 +20,40 @@ template <int K> __device__ __forceinline__ float tri(int a) {
 
 /* Row y of cell column cx, weighted along x: sum over a of tri(a) pixel (K cx + a, y), clamped. */
 template <int K> __device__ __forceinline__ v4<float> tri_row(const packed &in, int cx, int y) {
-  v4<float> h = v4_zero<float>();
   int yy = clampi(y, 0, in.h - 1);
+  if constexpr (K == 1) return load_px<float>(in, clampi(cx, 0, in.w - 1), yy);
+  v4<float> h = v4_zero<float>();
 #pragma unroll
   for (int a = -(K / 2); a < 2 * K - K / 2; a++)
     v4_fma(h, tri<K>(a), load_px<float>(in, clampi(K * cx + a, 0, in.w - 1), yy));
   return h;
 }
 
-/* Cells (cx, cy0 .. cy0 + PYR_RUN - 1) of the grid (indices from -e; grid column cx + e). A row
- * of the image falls in two neighbouring cells: the second half of cell cy and the first half
- * of cy + 1, so each row is weighted along x once. */
-template <int K> __global__ void pyr_reduce(packed in, float4 *g, int e, int lw, int lh) {
+/* Cells (cx, cy0 .. cy0 + PYR_RUN - 1) of the grid (indices from -ex along x, -ey along y;
+ * grid cell (cx + ex, cy + ey)). A row of the image falls in two neighbouring cells: the second
+ * half of cell cy and the first half of cy + 1, so each row is weighted along x once. The rows
+ * of a cell are unrolled when KX == KY only: unrolled, the 20 pairs of different K would take
+ * several times as long to compile as the rest of gpu/. */
+template <int KX, int KY>
+__global__ void pyr_reduce(packed in, float4 *g, int ex, int ey, int lw, int lh) {
   int gx = blockIdx.x * blockDim.x + threadIdx.x,
       gy0 = (blockIdx.y * blockDim.y + threadIdx.y) * PYR_RUN;
   if (gx >= lw || gy0 >= lh) return;
-  int cx = gx - e;
-  const float norm = 1.f / (K * K * K * K); /* the triangle's weights sum to K^2 per axis */
+  int cx = gx - ex;
+  const float norm = 1.f / (KX * KX * KY * KY); /* the triangle's weights sum to K^2 per axis */
   v4<float> next = v4_zero<float>();
-#pragma unroll
-  for (int a = -(K / 2); a < K - K / 2; a++)
-    v4_fma(next, tri<K>(a), tri_row<K>(in, cx, K * (gy0 - e) + a));
+#pragma unroll(KX == KY ? KY : 1)
+  for (int a = -(KY / 2); a < KY - KY / 2; a++)
+    v4_fma(next, tri<KY>(a), tri_row<KX>(in, cx, KY * (gy0 - ey) + a));
   for (int q = 0; q < PYR_RUN && gy0 + q < lh; q++) {
-    int cy = gy0 + q - e;
+    int cy = gy0 + q - ey;
     v4<float> cur = next;
     next = v4_zero<float>();
-#pragma unroll
-    for (int a = K - K / 2; a < 2 * K - K / 2; a++) {
-      v4<float> h = tri_row<K>(in, cx, K * cy + a);
-      v4_fma(cur, tri<K>(a), h);
-      v4_fma(next, tri<K>(a - K), h);
+#pragma unroll(KX == KY ? KY : 1)
+    for (int a = KY - KY / 2; a < 2 * KY - KY / 2; a++) {
+      v4<float> h = tri_row<KX>(in, cx, KY * cy + a);
+      v4_fma(cur, tri<KY>(a), h);
+      v4_fma(next, tri<KY>(a - KY), h);
     }
     g[(size_t)(gy0 + q) * lw + gx] =
         make_float4(cur.l[0] * norm, cur.l[1] * norm, cur.l[2] * norm, cur.l[3] * norm);
@@ -72,31 +79,35 @@ __global__ void pyr_fir(const float4 *in, int ip, float4 *out, int ow, int oh, i
 }
 
 /* The B-spline weights of cells j-1, j, j+1 for the sample r places into cell j
- * (cpu_pyramid_weights). */
+ * (cpu_pyramid_weights); K = 1: the cell itself. */
 template <int K> __device__ __forceinline__ void bspline(int r, float wt[3]) {
+  if constexpr (K == 1) {
+    wt[0] = 0.f, wt[1] = 1.f, wt[2] = 0.f;
+    return;
+  }
   float t = (float)r * (1.f / K) - (K - 1) * (0.5f / K);
   wt[0] = 0.5f * (0.5f - t) * (0.5f - t), wt[1] = 0.75f - t * t;
   wt[2] = 0.5f * (0.5f + t) * (0.5f + t);
 }
 
 /* Samples x0 .. x0+3 of row y of the output (x0 = 4 i): the column weights of the cells they
- * need (j-1 .. j+1 around their cell j; K = 2: two cells, so four), then the samples. f holds
- * cells -1 .. mw of the grid's rows -1 .. mh (pitch fw). 8-bit RGBA rows whose width is a
- * multiple of 4 take one 16-byte store. */
-template <int K> __global__ void pyr_expand(const float4 *f, int fw, packed out) {
-  const int NC = K == 2 ? 4 : 3;
+ * need (j-1 .. j+1 around their cell j; KX = 2: two cells, so four; KX = 1: four cells, so
+ * six), then the samples. f holds cells -1 .. mw of the grid's rows -1 .. mh (pitch fw). 8-bit
+ * RGBA rows whose width is a multiple of 4 take one 16-byte store. */
+template <int KX, int KY> __global__ void pyr_expand(const float4 *f, int fw, packed out) {
+  const int NC = KX < 4 ? 4 / KX + 2 : 3;
   int x0 = 4 * (blockIdx.x * blockDim.x + threadIdx.x), y = blockIdx.y * blockDim.y + threadIdx.y;
   if (x0 >= out.w || y >= out.h) return;
-  int cy = y / K, j0 = x0 / K;
+  int cy = y / KY, j0 = x0 / KX;
   float wy[3];
-  bspline<K>(y - cy * K, wy);
+  bspline<KY>(y - cy * KY, wy);
   v4<float> col[NC];
 #pragma unroll
   for (int b = 0; b < NC; b++) {
     col[b] = v4_zero<float>();
 #pragma unroll
     for (int a = 0; a < 3; a++) {
-      float4 v = f[(size_t)(cy + a) * fw + min(j0 + b, fw - 1)]; /* K = 2: past the edge */
+      float4 v = f[(size_t)(cy + a) * fw + min(j0 + b, fw - 1)]; /* KX < 4: past the edge */
       v4<float> p = {{v.x, v.y, v.z, v.w}};
       v4_fma(col[b], wy[a], p);
     }
@@ -104,9 +115,9 @@ template <int K> __global__ void pyr_expand(const float4 *f, int fw, packed out)
   v4<float> o[4];
 #pragma unroll
   for (int i = 0; i < 4; i++) {
-    int d = K == 2 ? i / 2 : 0, r = K == 2 ? i % 2 : x0 - j0 * K + i; /* cell j0 + d */
+    int d = KX < 4 ? i / KX : 0, r = KX < 4 ? i % KX : x0 - j0 * KX + i; /* cell j0 + d */
     float wx[3];
-    bspline<K>(r, wx);
+    bspline<KX>(r, wx);
     o[i] = v4_zero<float>();
 #pragma unroll
     for (int b = 0; b < 3; b++) v4_fma(o[i], wx[b], col[b + d]);
@@ -123,50 +134,76 @@ template <int K> __global__ void pyr_expand(const float4 *f, int fw, packed out)
     if (x0 + i < out.w) store_px<float>(out, x0 + i, y, o[i]);
 }
 
-static void pyr_dims(const pyr_params &p, int w, int h, int *mw, int *mh, int *lw, int *lh) {
-  int e = p.radius + 1;
-  *mw = (int)div_up(w, p.k), *mh = (int)div_up(h, p.k);
-  *lw = *mw + 2 * e, *lh = *mh + 2 * e;
+/* Cells along one axis of n samples: m of the image and, with e of margin each side, l. */
+static void pyr_dims(const pyr_params &p, int n, int *m, int *l) {
+  *m = (int)div_up(n, p.k), *l = *m + 2 * (p.radius + 1);
 }
 
-size_t pyramid_tmp_bytes(const pyr_params &p, int w, int h) {
+size_t pyramid_tmp_bytes(const pyr_params &px, const pyr_params &py, int w, int h) {
   int mw, mh, lw, lh;
-  pyr_dims(p, w, h, &mw, &mh, &lw, &lh);
+  pyr_dims(px, w, &mw, &lw);
+  pyr_dims(py, h, &mh, &lh);
   return ((size_t)lw * lh + (size_t)(mw + 2) * lh) * sizeof(float4);
 }
 
-/* The four kernels for one K. */
-template <int K>
-static void pyr_launch(const pyr_params &p, packed in, packed out, float4 *d_tmp, const float *d_w,
-                       cudaStream_t s) {
-  int mw, mh, lw, lh, e = p.radius + 1;
-  pyr_dims(p, in.w, in.h, &mw, &mh, &lw, &lh);
+/* The four kernels for one KX and KY. */
+template <int KX, int KY>
+static void pyr_launch(const pyr_params &px, const pyr_params &py, packed in, packed out,
+                       float4 *d_tmp, const float *d_wx, const float *d_wy, cudaStream_t s) {
+  int mw, mh, lw, lh, ex = px.radius + 1, ey = py.radius + 1;
+  pyr_dims(px, in.w, &mw, &lw);
+  pyr_dims(py, in.h, &mh, &lh);
   float4 *g = d_tmp, *gx = d_tmp + (size_t)lw * lh; /* the grid; after the x pass; after y: g */
   dim3 t(32, 8);
-  pyr_reduce<K>
-      <<<dim3(div_up(lw, 32), div_up(div_up(lh, PYR_RUN), 8)), t, 0, s>>>(in, g, e, lw, lh);
+  pyr_reduce<KX, KY>
+      <<<dim3(div_up(lw, 32), div_up(div_up(lh, PYR_RUN), 8)), t, 0, s>>>(in, g, ex, ey, lw, lh);
   /* x: cells -1 .. mw of every grid row; y: rows -1 .. mh of those */
-  pyr_fir<<<dim3(div_up(mw + 2, 32), div_up(lh, 8)), t, 0, s>>>(g, lw, gx, mw + 2, lh, e - 1, 0, 1,
-                                                                d_w, p.radius);
+  pyr_fir<<<dim3(div_up(mw + 2, 32), div_up(lh, 8)), t, 0, s>>>(g, lw, gx, mw + 2, lh, ex - 1, 0, 1,
+                                                                d_wx, px.radius);
   pyr_fir<<<dim3(div_up(mw + 2, 32), div_up(mh + 2, 8)), t, 0, s>>>(
-      gx, mw + 2, g, mw + 2, mh + 2, 0, e - 1, mw + 2, d_w, p.radius);
-  pyr_expand<K><<<dim3(div_up(in.w, 4 * 32), div_up(in.h, 8)), t, 0, s>>>(g, mw + 2, out);
+      gx, mw + 2, g, mw + 2, mh + 2, 0, ey - 1, mw + 2, d_wy, py.radius);
+  pyr_expand<KX, KY><<<dim3(div_up(in.w, 4 * 32), div_up(in.h, 8)), t, 0, s>>>(g, mw + 2, out);
 }
 
-cudaError_t launch_pyramid(const pyr_params &p, packed in, packed out, float4 *d_tmp,
-                           const float *d_w, cudaStream_t s) {
-  switch (p.k) {
+/* pyr_launch for KX and py.k. */
+template <int KX>
+static void pyr_launch_y(const pyr_params &px, const pyr_params &py, packed in, packed out,
+                         float4 *d_tmp, const float *d_wx, const float *d_wy, cudaStream_t s) {
+  switch (py.k) {
+  case 1:
+    pyr_launch<KX, 1>(px, py, in, out, d_tmp, d_wx, d_wy, s);
+    break;
   case 2:
-    pyr_launch<2>(p, in, out, d_tmp, d_w, s);
+    pyr_launch<KX, 2>(px, py, in, out, d_tmp, d_wx, d_wy, s);
     break;
   case 4:
-    pyr_launch<4>(p, in, out, d_tmp, d_w, s);
+    pyr_launch<KX, 4>(px, py, in, out, d_tmp, d_wx, d_wy, s);
     break;
   case 8:
-    pyr_launch<8>(p, in, out, d_tmp, d_w, s);
+    pyr_launch<KX, 8>(px, py, in, out, d_tmp, d_wx, d_wy, s);
     break;
   default:
-    pyr_launch<16>(p, in, out, d_tmp, d_w, s);
+    pyr_launch<KX, 16>(px, py, in, out, d_tmp, d_wx, d_wy, s);
+  }
+}
+
+cudaError_t launch_pyramid(const pyr_params &px, const pyr_params &py, packed in, packed out,
+                           float4 *d_tmp, const float *d_wx, const float *d_wy, cudaStream_t s) {
+  switch (px.k) {
+  case 1:
+    pyr_launch_y<1>(px, py, in, out, d_tmp, d_wx, d_wy, s);
+    break;
+  case 2:
+    pyr_launch_y<2>(px, py, in, out, d_tmp, d_wx, d_wy, s);
+    break;
+  case 4:
+    pyr_launch_y<4>(px, py, in, out, d_tmp, d_wx, d_wy, s);
+    break;
+  case 8:
+    pyr_launch_y<8>(px, py, in, out, d_tmp, d_wx, d_wy, s);
+    break;
+  default:
+    pyr_launch_y<16>(px, py, in, out, d_tmp, d_wx, d_wy, s);
   }
   return cudaGetLastError();
 }

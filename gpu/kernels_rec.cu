@@ -531,15 +531,16 @@ static void one_pass(enum rec_kind kind, const pass_io &io, const rec_params &p,
   }
 }
 
-cudaError_t launch_recursive(enum rec_kind kind, const rec_params &p, int use_double, packed in,
-                             packed out, mid m, float4 *d_tmp, void *d_carry, cudaStream_t s) {
+cudaError_t launch_recursive(enum rec_kind kind, const rec_params &px, const rec_params &py,
+                             int use_double, packed in, packed out, mid m, float4 *d_tmp,
+                             void *d_carry, cudaStream_t s) {
   pass_io x = {in, m, 0, in.w, in.h}, y = {out, m, 1, in.h, in.w};
   if (use_double) {
-    one_pass<double>(kind, x, p, d_tmp, d_carry, s);
-    one_pass<double>(kind, y, p, d_tmp, d_carry, s);
+    one_pass<double>(kind, x, px, d_tmp, d_carry, s);
+    one_pass<double>(kind, y, py, d_tmp, d_carry, s);
   } else {
-    one_pass<float>(kind, x, p, d_tmp, d_carry, s);
-    one_pass<float>(kind, y, p, d_tmp, d_carry, s);
+    one_pass<float>(kind, x, px, d_tmp, d_carry, s);
+    one_pass<float>(kind, y, py, d_tmp, d_carry, s);
   }
   return cudaGetLastError();
 }

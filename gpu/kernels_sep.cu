@@ -63,13 +63,13 @@ template <class R> __global__ void sep_cols(mid m, packed out, const R *w, int r
   }
 }
 
-cudaError_t launch_separable(packed in, packed out, mid m, const float *d_w, int r,
-                             cudaStream_t s) {
+cudaError_t launch_separable(packed in, packed out, mid m, const float *d_wx, int rx,
+                             const float *d_wy, int ry, cudaStream_t s) {
   size_t smem = (size_t)(COL_R + COL_CH) * COL_W * sizeof(v4<float>);
-  sep_rows<float><<<dim3(div_up(in.w, ROW_T), in.h), ROW_T, 0, s>>>(in, m, d_w, r);
+  sep_rows<float><<<dim3(div_up(in.w, ROW_T), in.h), ROW_T, 0, s>>>(in, m, d_wx, rx);
   cudaFuncSetAttribute(sep_cols<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-  sep_cols<float>
-      <<<dim3(div_up(in.w, COL_W), div_up(in.h, COL_R)), dim3(COL_W, 8), smem, s>>>(m, out, d_w, r);
+  sep_cols<float><<<dim3(div_up(in.w, COL_W), div_up(in.h, COL_R)), dim3(COL_W, 8), smem, s>>>(
+      m, out, d_wy, ry);
   return cudaGetLastError();
 }
 
@@ -209,27 +209,27 @@ __global__ void ref_cols(const double *ref, packed out, const double *w, int r, 
 }
 
 template <int L>
-static cudaError_t launch_ref(packed in, packed out, double *ref, const double *w, int r,
-                              double *stats, cudaStream_t s) {
+static cudaError_t launch_ref(packed in, packed out, double *ref, const double *wx, int rx,
+                              const double *wy, int ry, double *stats, cudaStream_t s) {
   size_t smem = (size_t)L * (REF_CR + REF_CCH) * REF_CW * sizeof(double);
-  ref_rows<L><<<dim3(div_up(in.w, 4 * REF_T), in.h), REF_T, 0, s>>>(in, ref, w, r);
+  ref_rows<L><<<dim3(div_up(in.w, 4 * REF_T), in.h), REF_T, 0, s>>>(in, ref, wx, rx);
   cudaFuncSetAttribute(ref_cols<L>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   ref_cols<L><<<dim3(div_up(in.w, REF_CW), div_up(in.h, REF_CR)), dim3(REF_CW, 16), smem, s>>>(
-      ref, out, w, r, stats);
+      ref, out, wy, ry, stats);
   return cudaGetLastError();
 }
 
-cudaError_t launch_reference(packed in, packed out, void *d_ref, const double *d_w, int r,
-                             double *d_stats, cudaStream_t s) {
+cudaError_t launch_reference(packed in, packed out, void *d_ref, const double *d_wx, int rx,
+                             const double *d_wy, int ry, double *d_stats, cudaStream_t s) {
   double *ref = (double *)d_ref;
   switch (in.c) {
   case 1:
-    return launch_ref<1>(in, out, ref, d_w, r, d_stats, s);
+    return launch_ref<1>(in, out, ref, d_wx, rx, d_wy, ry, d_stats, s);
   case 2:
-    return launch_ref<2>(in, out, ref, d_w, r, d_stats, s);
+    return launch_ref<2>(in, out, ref, d_wx, rx, d_wy, ry, d_stats, s);
   case 3:
-    return launch_ref<3>(in, out, ref, d_w, r, d_stats, s);
+    return launch_ref<3>(in, out, ref, d_wx, rx, d_wy, ry, d_stats, s);
   default:
-    return launch_ref<4>(in, out, ref, d_w, r, d_stats, s);
+    return launch_ref<4>(in, out, ref, d_wx, rx, d_wy, ry, d_stats, s);
   }
 }

@@ -1,11 +1,12 @@
 /* The GPU test suite (`make test-gpu`, on a machine with an NVIDIA GPU): every method on the GPU
- * against its CPU twin on real photographs and odd sizes (1x1, 1xN, Nx1, 1023x777, 8192x8192):
- * the fir family byte for byte, the other methods within 1 level; the GPU's PSNR against the
- * CPU's measurement of the same output; single against double precision across sigma (the data
- * behind GPU_FLOAT_SIGMA_MAX, and yvv_blocked and deriche within a level in single precision
- * at every sigma); an out-of-memory job that fails alone; and, with --fault, a sticky
- * error that is reported as fatal. --quick runs the small cases only, --sanitize fewer still
- * (for compute-sanitizer, which slows every kernel down).
+ * against its CPU twin on real photographs and odd sizes (1x1, 1xN, Nx1, 1023x777, 8192x8192),
+ * with one sigma on both axes and with a sigma of its own on each: the fir family byte for byte,
+ * the other methods within 1 level; the GPU's PSNR against the CPU's measurement of the same
+ * output; single against double precision across sigma (the data behind GPU_FLOAT_SIGMA_MAX,
+ * and yvv_blocked and deriche within a level in single precision at every sigma); an
+ * out-of-memory job that fails alone; and, with --fault, a sticky error that is reported as
+ * fatal. --quick runs the small cases only (odd sizes and the per-axis cases), --sanitize fewer
+ * still (for compute-sanitizer, which slows every kernel down).
  *
  * Local statistics, contrast and convolution (issue 5) against cpu_variance, cpu_contrast_image
  * and cpu_convolve_image: exact variance and convolution bit for bit; the float32 variance
@@ -71,22 +72,27 @@ static double pixel_diff(const struct cpu_image *x, const struct cpu_image *y, s
   return fabs(a - b);
 }
 
-/* One method on one image at one sigma, GPU against CPU. */
-static void compare(struct gpu_ctx *g, enum cpu_method m, double sigma, const struct cpu_image *src,
-                    const char *label) {
+/* One method on one image at sigma_x along x and sigma_y along y, GPU against CPU. */
+static void compare(struct gpu_ctx *g, enum cpu_method m, double sigma_x, double sigma_y,
+                    const struct cpu_image *src, const char *label) {
   struct cpu_image c = *src, d = *src;
   size_t n = cpu_image_bytes(src) / (size_t)(src->depth / 8);
   c.data = malloc(cpu_image_bytes(src));
   d.data = malloc(cpu_image_bytes(src));
   ASSERT(c.data && d.data);
-  struct cpu_blur b = {m, sigma, CPU_TRUNCATE, CPU_YVV_CALIBRATED};
+  struct cpu_blur b = {m, sigma_x, sigma_y, CPU_TRUNCATE, CPU_YVV_CALIBRATED};
   struct cpu_accuracy ca, ga, gm;
   struct gpu_times t;
+  char sigma[32]; /* "12", or "1,20" (x, y) */
+  if (sigma_x == sigma_y)
+    snprintf(sigma, sizeof(sigma), "%g", sigma_x);
+  else
+    snprintf(sigma, sizeof(sigma), "%g,%g", sigma_x, sigma_y);
   ASSERT(cpu_blur_image(pool, &b, src, &c, &ca, NULL) == 0);
   enum gpu_status st = gpu_blur(g, &b, src, &d, &ga, &t);
   if (st != GPU_OK)
-    TEST_FAIL("%s %s sigma %g: %s", label, cpu_method_name(m), sigma, gpu_ctx_error(g));
-  ASSERT(cpu_measure(pool, sigma, src, &d, &gm) == 0);
+    TEST_FAIL("%s %s sigma %s: %s", label, cpu_method_name(m), sigma, gpu_ctx_error(g));
+  ASSERT(cpu_measure(pool, sigma_x, sigma_y, src, &d, &gm) == 0);
   double maxd = 0;
   size_t diffs = 0;
   for (size_t i = 0; i < n; i++) {
@@ -100,7 +106,7 @@ static void compare(struct gpu_ctx *g, enum cpu_method m, double sigma, const st
   double dpsnr = isinf(ga.psnr) && isinf(gm.psnr) ? 0 : fabs(ga.psnr - gm.psnr);
   int ok = maxd <= allowed && dpsnr < 1e-6 * (1 + fabs(gm.psnr)) + 1e-9 &&
            fabs(ga.max_abs - gm.max_abs) < 1e-6;
-  printf("%-4s %-14s %-11s sigma %6g  max diff %.3f (%zu samples)  psnr gpu %.4f cpu-measured %.4f "
+  printf("%-4s %-14s %-11s sigma %6s  max diff %.3f (%zu samples)  psnr gpu %.4f cpu-measured %.4f "
          "cpu-method %.4f  kernel %.3f ms\n",
          ok ? "ok" : "FAIL", label, cpu_method_name(m), sigma, maxd, diffs, ga.psnr, gm.psnr,
          ca.psnr, t.kernel);
@@ -114,7 +120,7 @@ static void sweep(const struct cpu_image *img, const char *label, const double *
   for (int m = 0; m < CPU_NMETHODS; m++)
     for (int s = 0; s < ns && (only < 0 || m == only); s++) {
       if (cpu_method_is_fir(m) && sigmas[s] > fir_max_sigma) continue; /* O(r^2) per pixel */
-      compare(ctx, m, sigmas[s], img, label);
+      compare(ctx, m, sigmas[s], sigmas[s], img, label);
     }
 }
 
@@ -142,6 +148,36 @@ static void test_odd_sizes(void) {
   codec_image_free(&g16);
 }
 
+/* A sigma of its own on each axis: every method at five (sigma_x, sigma_y) pairs on 8-bit RGB,
+ * 8-bit RGBA (a width that takes pyramid's 16-byte stores), 16-bit RGBA, 1xN and Nx1. pyramid
+ * reduces (kx, ky) = (1, 4) times at (1, 20) and (3, 12), (8, 1) at (40, 3), (1, 16) at
+ * (0.5, 100) and (16, 2) at (100, 6); yvv and yvv2way run in double on 8-bit images where one
+ * sigma is above GPU_FLOAT_SIGMA_MAX. */
+static void test_per_axis(void) {
+  struct codec_image astro = fixture_photo("astronaut.png"), c16 = fixture_photo("rgba16.png");
+  const double pairs[][2] = {{1, 20}, {40, 3}, {0.5, 100}, {3, 12}, {100, 6}};
+  struct {
+    const struct codec_image *p;
+    int w, h, c;
+  } imgs[] = {{&astro, 203, 157, 3},
+              {&astro, 172, 230, 4},
+              {&c16, 140, 100, 4},
+              {&astro, 1, 37, 3},
+              {&astro, 37, 1, 4}};
+  for (int i = 0; i < 5; i++) {
+    char label[32];
+    snprintf(label, sizeof(label), "%dx%dx%d%s", imgs[i].w, imgs[i].h, imgs[i].c,
+             imgs[i].p->depth == 16 ? "/16" : "");
+    struct cpu_image img = tile(imgs[i].p, imgs[i].w, imgs[i].h, imgs[i].c);
+    for (int m = 0; m < CPU_NMETHODS; m++)
+      for (int k = 0; k < 5 && (only < 0 || m == only); k++)
+        compare(ctx, m, pairs[k][0], pairs[k][1], &img, label);
+    free(img.data);
+  }
+  codec_image_free(&astro);
+  codec_image_free(&c16);
+}
+
 static void test_photographs(void) {
   const char *names[] = {"camera.png", "astronaut.png", "red_square.png", "rgba16.png"};
   const double sigmas[] = {0.5, 1, 3, 12, 40, 100, 300};
@@ -165,7 +201,7 @@ static void test_8k(void) {
   for (int m = 0; m < CPU_NMETHODS; m++) {
     const double *s = cpu_method_is_fir(m) ? few : more;
     for (int k = 0; k < (cpu_method_is_fir(m) ? 1 : 3); k++)
-      compare(ctx, m, s[k], &img, "8192x8192x4");
+      compare(ctx, m, s[k], s[k], &img, "8192x8192x4");
   }
   free(img.data);
   codec_image_free(&p);
@@ -186,7 +222,7 @@ static void test_precision(void) {
     ASSERT(g);
     for (int k = 0; k < 4; k++)
       for (int s = 0; s < 11; s++) {
-        struct cpu_blur b = {ms[k], sigmas[s], CPU_TRUNCATE, CPU_YVV_CALIBRATED};
+        struct cpu_blur b = {ms[k], sigmas[s], sigmas[s], CPU_TRUNCATE, CPU_YVV_CALIBRATED};
         struct cpu_accuracy ca, ga;
         ASSERT(cpu_blur_image(pool, &b, &img, &c, &ca, NULL) == 0);
         ASSERT(gpu_blur(g, &b, &img, &d, &ga, NULL) == GPU_OK);
@@ -225,7 +261,7 @@ static void test_out_of_memory(void) {
   void *hold = NULL;
   ASSERT(g && cudaMemGetInfo(&fr, &tot) == cudaSuccess);
   ASSERT(cudaMalloc(&hold, fr - (64u << 20)) == cudaSuccess); /* leave 64 MB */
-  struct cpu_blur b = {CPU_YVV_BLOCKED, 12, CPU_TRUNCATE, CPU_YVV_CALIBRATED};
+  struct cpu_blur b = {CPU_YVV_BLOCKED, 12, 12, CPU_TRUNCATE, CPU_YVV_CALIBRATED};
   enum gpu_status st = gpu_blur(g, &b, &img, &out, NULL, NULL);
   printf("out of memory: status %d (%s)\n", st, gpu_ctx_error(g));
   ASSERT_INT(st, ==, GPU_NO_MEMORY);
@@ -483,7 +519,7 @@ static int fault(void) {
   printf("fault: injected, status %d (%s)\n", st, gpu_ctx_error(g));
   ASSERT_INT(st, ==, GPU_FATAL);
   struct cpu_image img = {calloc(16, 1), 2, 2, 4, 8}, out = {calloc(16, 1), 2, 2, 4, 8};
-  struct cpu_blur b = {CPU_YVV, 2, CPU_TRUNCATE, CPU_YVV_CALIBRATED};
+  struct cpu_blur b = {CPU_YVV, 2, 2, CPU_TRUNCATE, CPU_YVV_CALIBRATED};
   st = gpu_blur(g, &b, &img, &out, NULL, NULL);
   printf("fault: the next job: status %d (%s)\n", st, gpu_ctx_error(g));
   ASSERT_INT(st, ==, GPU_FATAL);
@@ -508,7 +544,10 @@ int main(int argc, char **argv) {
   ctx = gpu_ctx_new(0, err, sizeof(err));
   if (!ctx) TEST_FAIL("%s", err);
   printf("device: %s\n", gpu_ctx_name(ctx));
-  if (!local_only) test_odd_sizes();
+  if (!local_only) {
+    test_odd_sizes();
+    test_per_axis();
+  }
   if (only < 0) test_local();
   if (!quick && !local_only) {
     test_photographs();

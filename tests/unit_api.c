@@ -419,6 +419,105 @@ static void test_kernel_params(void) {
   for (int i = 0; api_endpoints[i]; i++) ASSERT(api_endpoints[i]->nparams <= MAX_PARAMS);
 }
 
+/* sigma_x and sigma_y, regions and feather on /blur; /sharpen's parameters. */
+static void test_blur_axes_regions(void) {
+  static const struct {
+    const char *q, *json;
+    enum api_error e;
+  } cases[] = {
+      {"sigma_x=1&sigma_y=20", NULL, API_OK},
+      {"sigma_x=0.49&sigma_y=2", NULL, API_BAD_PARAMETER},
+      {"sigma_x=1&sigma_y=300.5", NULL, API_BAD_PARAMETER},
+      {"sigma=2&sigma_x=1&sigma_y=2", NULL, API_CONFLICTING_PARAMETER},
+      {"sigma=2&sigma_y=2", NULL, API_CONFLICTING_PARAMETER},
+      {"sigma=2", "{\"sigma_x\": 3, \"sigma_y\": 4}", API_CONFLICTING_PARAMETER},
+      {"sigma_x=2", NULL, API_MISSING_PARAMETER},
+      {"sigma_y=2", NULL, API_MISSING_PARAMETER},
+      {"", NULL, API_MISSING_PARAMETER},
+      {"sigma_x=2", "{\"sigma_y\": 4}", API_OK},
+      {"sigma=2&regions=0,0,10,10", NULL, API_OK},
+      {"sigma=2&regions=-5,-5,10,10;20,30,1,1;", NULL, API_OK},
+      {"sigma=2&regions=0,0,0,10", NULL, API_BAD_PARAMETER},
+      {"sigma=2&regions=0,0,10,-1", NULL, API_BAD_PARAMETER},
+      {"sigma=2&regions=0,0,10", NULL, API_BAD_PARAMETER},
+      {"sigma=2&regions=0,0,10,10,5", NULL, API_BAD_PARAMETER},
+      {"sigma=2&regions=0,0,1.5,10", NULL, API_BAD_PARAMETER},
+      {"sigma=2&regions=a,0,1,1", NULL, API_BAD_PARAMETER},
+      {"sigma=2&regions=0,0,2000000,1", NULL, API_BAD_PARAMETER},
+      {"sigma=2&regions=", NULL, API_BAD_PARAMETER},
+      {"sigma=2&regions=;", NULL, API_BAD_PARAMETER},
+      {"sigma=2&regions=[[1,2,3,4]]", NULL, API_OK},
+      {"sigma=2", "{\"regions\": [[1, 2, 3, 4], [5, 6, 7, 8]]}", API_OK},
+      {"sigma=2", "{\"regions\": [[1, 2, 3]]}", API_BAD_PARAMETER},
+      {"sigma=2", "{\"regions\": [[1, 2, 3, \"4\"]]}", API_BAD_PARAMETER},
+      {"sigma=2", "{\"regions\": []}", API_BAD_PARAMETER},
+      {"sigma=2", "{\"regions\": [1, 2, 3, 4]}", API_BAD_PARAMETER},
+      {"sigma=2", "{\"regions\": \"1,2,3,4\"}", API_OK},
+      {"sigma=2", "{\"regions\": {\"x\": 1}}", API_BAD_PARAMETER},
+      {"sigma=2&regions=1,2,3,4", "{\"regions\": [[1, 2, 3, 4]]}", API_OK},
+      {"sigma=2&regions=1,2,3,4", "{\"regions\": [[1, 2, 3, 5]]}", API_CONFLICTING_PARAMETER},
+      {"sigma=2&regions=0,0,8,8&feather=4", NULL, API_OK},
+      {"sigma=2&regions=0,0,8,8&feather=1025", NULL, API_BAD_PARAMETER},
+      {"sigma=2&feather=4", NULL, API_BAD_PARAMETER},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    struct blur_params p;
+    char msg[512] = "";
+    enum api_error e = parse(cases[i].q, cases[i].json, &p, msg);
+    if (e != cases[i].e)
+      TEST_FAIL("'%s' %s: error %d, expected %d (%s)", cases[i].q,
+                cases[i].json ? cases[i].json : "", e, cases[i].e, msg);
+    if (e != API_OK) ASSERT(strlen(msg) > 20);
+  }
+  struct blur_params p;
+  char msg[512];
+  ASSERT_INT(parse("sigma_x=1.5&sigma_y=20", NULL, &p, msg), ==, API_OK);
+  ASSERT_DBL(p.sigma_x, ==, 1.5);
+  ASSERT_DBL(p.sigma_y, ==, 20);
+  ASSERT_INT(p.regions.n, ==, 0);
+  ASSERT_INT(parse("sigma=3&regions=-5,-6,10,11;20,30,1,2", NULL, &p, msg), ==, API_OK);
+  ASSERT_DBL(p.sigma_x, ==, 3);
+  ASSERT_DBL(p.sigma_y, ==, 3);
+  ASSERT_INT(p.regions.n, ==, 2);
+  ASSERT_INT(p.regions.r[0][0], ==, -5);
+  ASSERT_INT(p.regions.r[0][3], ==, 11);
+  ASSERT_INT(p.regions.r[1][1], ==, 30);
+  ASSERT_INT(p.feather, ==, 0);
+  char q[1024] = "sigma=2&regions=";
+  for (int i = 0; i < 65; i++) strcat(q, "1,1,1,1;");
+  ASSERT_INT(parse(q, NULL, &p, msg), ==, API_BAD_PARAMETER);
+  ASSERT(strstr(msg, "65 rectangles"));
+  q[strlen(q) - 8] = 0;
+  ASSERT_INT(parse(q, NULL, &p, msg), ==, API_OK);
+  ASSERT_INT(p.regions.n, ==, 64);
+  ASSERT_INT(parse("sigma=2&sigma_x=1&sigma_y=2", NULL, &p, msg), ==, API_CONFLICTING_PARAMETER);
+  ASSERT(strstr(msg, "sigma_x"));
+
+  const struct endpoint *ep = &api_sharpen_endpoint;
+  memset(&p, 0x5a, sizeof(p));
+  ASSERT_INT(params_parse(ep, "", NULL, 0, &p, msg, 512), ==, API_OK);
+  ASSERT_DBL(p.sigma_x, ==, 1);
+  ASSERT_DBL(p.sigma_y, ==, 1);
+  ASSERT_DBL(p.amount, ==, 1);
+  ASSERT_DBL(p.threshold, ==, 0);
+  ASSERT_INT(p.luma, ==, 0);
+  ASSERT_INT(p.method, ==, METHOD_AUTO);
+  ASSERT_INT(params_parse(ep, "sigma=2.5&amount=3&threshold=4&luma=true", NULL, 0, &p, msg, 512),
+             ==, API_OK);
+  ASSERT_DBL(p.sigma_y, ==, 2.5);
+  ASSERT_DBL(p.amount, ==, 3);
+  ASSERT_DBL(p.threshold, ==, 4);
+  ASSERT_INT(p.luma, ==, 1);
+  static const char *const bad[] = {
+      "sigma=50.5", "sigma=0.4", "amount=-0.1",     "amount=10.5", "threshold=-1",
+      "luma=maybe", "sigma_x=2", "regions=0,0,1,1", "method=fft",  "method=yvv&truncate=3"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    enum api_error e = params_parse(ep, bad[i], NULL, 0, &p, msg, 512);
+    if (e == API_OK) TEST_FAIL("/sharpen '%s' accepted", bad[i]);
+    ASSERT(api_error_status(e) == 400 && strlen(msg) > 20);
+  }
+}
+
 int main(void) {
   RUN(test_defaults);
   RUN(test_ranges);
@@ -431,6 +530,7 @@ int main(void) {
   RUN(test_errors);
   RUN(test_variance_params);
   RUN(test_kernel_params);
+  RUN(test_blur_axes_regions);
   fprintf(stderr, "unit_api: all passed\n");
   return 0;
 }

@@ -188,7 +188,7 @@ int main(int argc, char **argv) {
     for (int m = 0; m < CPU_NMETHODS; m++)
       for (int k = 0; k < ns; k++) {
         if (only && !strstr(only, cpu_method_name(m))) continue;
-        struct cpu_blur b = {m, sigmas[k], CPU_TRUNCATE, CPU_YVV_CALIBRATED};
+        struct cpu_blur b = {m, sigmas[k], sigmas[k], CPU_TRUNCATE, CPU_YVV_CALIBRATED};
         double taps = 2.0 * cpu_gauss_radius(sigmas[k], CPU_TRUNCATE) + 1, ms = -1;
         if (cpu_method_is_fir(m) && taps * taps * w * h > FIR_BUDGET) {
           printf("%dx%d,%s,%g,skipped,skipped\n", w, h, cpu_method_name(m), sigmas[k]);
@@ -214,7 +214,7 @@ int main(int argc, char **argv) {
   out.data = malloc(cpu_image_bytes(&img));
   double t[5];
   for (int i = 0; i < 5; i++) {
-    struct cpu_blur b = {CPU_YVV, 12, CPU_TRUNCATE, CPU_YVV_CALIBRATED};
+    struct cpu_blur b = {CPU_YVV, 12, 12, CPU_TRUNCATE, CPU_YVV_CALIBRATED};
     double t0 = now_ms();
     cpu_blur_image(pool, &b, &img, &out, NULL, NULL);
     t[i] = now_ms() - t0;

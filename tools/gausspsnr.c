@@ -30,7 +30,8 @@ int main(int argc, char **argv) {
   struct cpu_image b = {out.pixels, out.width, out.height, out.channels, out.depth};
   struct cpu_pool *pool = cpu_pool_new(cpu_cores("", (char[256]){0}, 256));
   struct cpu_accuracy acc;
-  int rc = cpu_measure(pool, atof(argv[3]), &a, &b, &acc);
+  double sigma = atof(argv[3]); /* the same on both axes */
+  int rc = cpu_measure(pool, sigma, sigma, &a, &b, &acc);
   if (rc == 0) printf("psnr_db=%.2f max_abs=%.3f\n", acc.psnr, acc.max_abs);
   cpu_pool_free(pool);
   codec_image_free(&src);

@@ -91,7 +91,7 @@ static void accuracy(const char *dir) {
     for (int m = 0; m < CPU_NMETHODS; m++) {
       fprintf(md, "| %s |", cpu_method_name(m));
       for (int s = 0; s < NSIGMAS; s++) {
-        struct cpu_blur b = {m, sigmas[s], CPU_TRUNCATE, CPU_YVV_CALIBRATED};
+        struct cpu_blur b = {m, sigmas[s], sigmas[s], CPU_TRUNCATE, CPU_YVV_CALIBRATED};
         struct cpu_accuracy acc;
         run(&b, &src, &dst, &acc);
         fprintf(csv, "%s,%s,%g,%.3f,%.3f\n", photos[p], cpu_method_name(m), sigmas[s], acc.psnr,
@@ -151,7 +151,7 @@ static void coefficients(const char *dir) {
     for (int s = 0; s < NSIGMAS; s++) {
       fprintf(md, "| %g |", sigmas[s]);
       for (int c = 0; c < NSETS; c++) {
-        struct cpu_blur b = {CPU_YVV, sigmas[s], CPU_TRUNCATE, c};
+        struct cpu_blur b = {CPU_YVV, sigmas[s], sigmas[s], CPU_TRUNCATE, c};
         struct cpu_accuracy acc;
         run(&b, &src, &dst, &acc);
         fprintf(csv, "%s,%s,%g,%.3f,%.3f\n", photos[p], names[c], sigmas[s], acc.psnr, acc.max_abs);
@@ -184,7 +184,7 @@ static void timing(const char *dir) {
     if (m == CPU_FIR_SHARED || m == CPU_FIR_MWPT) continue; /* the same code as fir */
     fprintf(md, "| %s |", cpu_method_name(m));
     for (int s = 0; s < NSIGMAS; s++) {
-      struct cpu_blur b = {m, sigmas[s], CPU_TRUNCATE, CPU_YVV_CALIBRATED};
+      struct cpu_blur b = {m, sigmas[s], sigmas[s], CPU_TRUNCATE, CPU_YVV_CALIBRATED};
       double t[3];
       for (int k = 0; k < 3; k++) {
         double t0 = now_ms();
@@ -245,9 +245,9 @@ static void table2(const char *dir) {
       double sigma = windows[k] / 2.0;
       /* truncate chosen so that ceil(truncate * sigma) is the paper's radius N/2 */
       double t = (cpu_paper_radius(sigma) - 0.25) / sigma;
-      struct cpu_blur b1 = {CPU_YVV, sigma, CPU_TRUNCATE, CPU_YVV_1995};
-      struct cpu_blur b2 = {CPU_YVV2WAY, sigma, CPU_TRUNCATE, CPU_YVV_1995};
-      struct cpu_blur bf = {CPU_SEPARABLE, sigma, t, 0};
+      struct cpu_blur b1 = {CPU_YVV, sigma, sigma, CPU_TRUNCATE, CPU_YVV_1995};
+      struct cpu_blur b2 = {CPU_YVV2WAY, sigma, sigma, CPU_TRUNCATE, CPU_YVV_1995};
+      struct cpu_blur bf = {CPU_SEPARABLE, sigma, sigma, t, 0};
       struct cpu_accuracy a1, a2, af;
       run(&b1, &src, &one, &a1);
       run(&b2, &src, &two, &a2);

@@ -3,12 +3,22 @@
 // parameters it takes; upload endpoints that have no methods (/convert) come from
 // /openapi.json. A request is a multipart form with the image and a params JSON object; the
 // answer is the image, with its stage times in Server-Timing and its PSNR in X-PSNR.
+// Two parameters get their own controls: where a method takes sigma, sigma_x and sigma_y, a
+// select picks one sigma for both axes or one per axis (never both: the server refuses that);
+// a regions parameter is drawn with the mouse on the preview of the image, as rectangles in
+// the image's own pixels, and sent only when there is one.
 'use strict';
 
 const $ = (id) => document.getElementById(id);
 const endpoints = new Map(); // path -> [{name, description, params}] (name null: no methods)
+const INPUT_TYPES = ['number', 'integer', 'boolean', 'string'];
+const MAX_REGIONS = 64; // unless the regions parameter says (max_items)
 let file = null;
 let urls = []; // object URLs to revoke when replaced
+let previewURL = null;
+let regions = []; // [x, y, w, h] in the image's pixels
+let regionsParam = null; // the current method's regions parameter, or null
+let sigmaMode = 'same'; // 'same': sigma; 'axes': sigma_x and sigma_y
 
 async function getJSON(url) {
   const r = await fetch(url);
@@ -58,8 +68,17 @@ function currentMethod() {
   return list.find((m) => m.name === $('method').value) || list[0];
 }
 
-// One input per parameter: a select for choices and booleans, a number box with its range.
+// Does the method select give m's method parameter? Only where m takes one and m's name is
+// among its choices (/sharpen's one entry takes any /blur method; /contrast's takes none).
+function methodFromSelect(m) {
+  const p = m && m.name && m.params.find((q) => q.name === 'method');
+  return Boolean(p) && (!p.choices || p.choices.includes(m.name));
+}
+
+// One input per parameter: a select for choices and booleans, a number box with its range;
+// null for a type this page does not know.
 function paramInput(p) {
+  if (!p.choices && !INPUT_TYPES.includes(p.type)) return null;
   let el;
   if (p.choices || p.type === 'boolean') {
     el = document.createElement('select');
@@ -74,7 +93,7 @@ function paramInput(p) {
   el.name = p.name;
   el.id = `param-${p.name}`;
   el.dataset.type = p.type;
-  if (p.default !== undefined) el.value = p.default;
+  if (p.default !== undefined) el.value = el.dataset.default = p.default;
   el.required = p.required;
   return el;
 }
@@ -84,22 +103,67 @@ function showParams() {
   $('method-desc').textContent = m ? `${m.description}${m.accuracy ? ` · accuracy ${m.accuracy}` : ''}` : '';
   const box = $('params');
   box.replaceChildren();
-  for (const p of m ? m.params : []) {
-    if (m.name && p.name === 'method') continue; // the method select sets it
+  const params = m ? m.params : [];
+  const names = params.map((p) => p.name);
+  const axes = ['sigma', 'sigma_x', 'sigma_y'].every((n) => names.includes(n));
+  regionsParam = null;
+  for (const p of params) {
+    if (p.name === 'method' && methodFromSelect(m)) continue; // the method select sets it
+    if (p.name === 'regions' || p.type === 'regions') { regionsParam = p; continue; } // drawn
+    const input = paramInput(p);
+    if (!input) continue;
+    if (axes && p.name === 'sigma') box.append(sigmaModeSelect());
     const label = document.createElement('label');
     label.title = p.description;
     const range = p.min !== undefined ? ` (${p.min}–${p.max})` : '';
-    label.append(`${p.name}${p.required ? ' *' : ''}${range} `, paramInput(p));
+    const required = p.required && !(axes && p.name.startsWith('sigma')); // sigma or both axes
+    label.append(`${p.name}${required ? ' *' : ''}${range} `, input);
+    if (axes && p.name.startsWith('sigma')) label.dataset.axes = p.name === 'sigma' ? 'same' : 'axes';
     box.append(label);
+  }
+  showSigmaMode();
+  showRegions();
+}
+
+// The select between one sigma for both axes and one per axis.
+function sigmaModeSelect() {
+  const sel = document.createElement('select');
+  sel.id = 'sigma-mode'; // no name: not a parameter
+  sel.add(new Option('same on both axes (sigma)', 'same'));
+  sel.add(new Option('per axis (sigma_x, sigma_y)', 'axes'));
+  sel.value = sigmaMode;
+  sel.addEventListener('change', () => {
+    sigmaMode = sel.value;
+    const sigma = $('param-sigma').value;
+    for (const id of ['param-sigma_x', 'param-sigma_y']) {
+      if (sigmaMode === 'axes' && $(id).value === '') $(id).value = sigma;
+    }
+    if (sigmaMode === 'same' && $('param-sigma').value === '') $('param-sigma').value = $('param-sigma_x').value;
+    showSigmaMode();
+  });
+  const label = document.createElement('label');
+  label.append('sigma ', sel);
+  return label;
+}
+
+// Shows the sigma boxes of the chosen mode; the others are disabled, so not sent.
+function showSigmaMode() {
+  for (const label of $('params').querySelectorAll('label[data-axes]')) {
+    label.hidden = label.dataset.axes !== sigmaMode;
+    label.querySelector('input').disabled = label.hidden;
   }
 }
 
-// The form's parameters as a JSON object: numbers as numbers, empty boxes left out.
+// The form's parameters as a JSON object: numbers as numbers; empty and disabled boxes and
+// values equal to the parameter's default left out (the server treats a value given as meant:
+// feather without regions, a bias over a named kernel's); the regions when the method takes
+// them and there are some.
 function formParams() {
   const out = {};
-  if (currentMethod() && currentMethod().name) out.method = $('method').value;
+  if (methodFromSelect(currentMethod())) out.method = $('method').value;
+  if (regionsParam && regions.length) out.regions = regions.map((r) => [...r]);
   for (const el of $('params').querySelectorAll('input, select')) {
-    if (el.value === '') continue;
+    if (!el.name || el.disabled || el.value === '' || el.value === el.dataset.default) continue;
     const t = el.dataset.type;
     out[el.name] = t === 'number' || t === 'integer' ? Number(el.value) : t === 'boolean' ? el.value === 'true' : el.value;
   }
@@ -150,6 +214,7 @@ async function busy(fn) {
   try { await fn(); } catch (e) { showError(e); }
   for (const b of document.querySelectorAll('button')) b.disabled = false;
   $('compare').disabled = !endpoints.has('/blur');
+  $('clear-regions').disabled = regions.length === 0;
   $('busy').hidden = true;
 }
 
@@ -174,10 +239,12 @@ function row(cells) {
   return tr;
 }
 
-// Every /blur method with the form's sigma, one after another; the fastest filter highlighted.
+// Every /blur method with the form's sigma (or sigma_x and sigma_y), one after another, on the
+// whole image; the fastest filter highlighted.
 async function compare() {
-  const sigma = $('param-sigma') ? $('param-sigma').value : '';
-  const params = sigma === '' ? {} : { sigma: Number(sigma) };
+  const form = formParams();
+  const params = {};
+  for (const k of ['sigma', 'sigma_x', 'sigma_y']) if (form[k] !== undefined) params[k] = form[k];
   const body = $('compare-table').tBodies[0];
   body.replaceChildren();
   $('compare-view').hidden = false;
@@ -203,6 +270,87 @@ function setFile(f) {
   if (file) {
     $('drop').firstChild.textContent = `${file.name} (${Math.round(file.size / 1024)} KiB) `;
   }
+  if (previewURL) URL.revokeObjectURL(previewURL);
+  previewURL = file ? URL.createObjectURL(file) : null;
+  if (previewURL) $('preview').src = previewURL;
+  else $('preview').removeAttribute('src');
+  $('preview-box').hidden = !file;
+  regions = []; // they were in the old image's pixels
+  showRegions();
+}
+
+// The regions: outlines over the preview (in % of the image, so they follow its displayed
+// size), their list, and the tools only where the method takes regions.
+function showRegions() {
+  const img = $('preview');
+  const [w, h] = [img.naturalWidth, img.naturalHeight];
+  $('stage').querySelectorAll('.region:not(.draft)').forEach((el) => el.remove());
+  if (w && h) for (const r of regions) $('stage').append(outline(r, w, h));
+  $('region-tools').hidden = !regionsParam;
+  $('stage').classList.toggle('drawable', Boolean(regionsParam));
+  $('clear-regions').disabled = regions.length === 0;
+  if ($('param-feather')) $('param-feather').disabled = regions.length === 0; // regions only
+  $('region-list').textContent = regions.length
+    ? `${regions.length} region${regions.length > 1 ? 's' : ''} [x, y, w, h]: ${regions.map((r) => `[${r.join(', ')}]`).join(' ')}`
+    : 'no region: the whole image';
+}
+
+function outline([x, y, rw, rh], w, h, el = document.createElement('div')) {
+  el.classList.add('region');
+  el.style.left = `${(100 * x) / w}%`;
+  el.style.top = `${(100 * y) / h}%`;
+  el.style.width = `${(100 * rw) / w}%`;
+  el.style.height = `${(100 * rh) / h}%`;
+  return el;
+}
+
+// The pointer's position in the image's own pixels: the displayed size scaled to the natural.
+function imagePoint(e) {
+  const img = $('preview');
+  const box = img.getBoundingClientRect();
+  const clamp = (v, hi) => Math.min(Math.max(v, 0), hi);
+  return [clamp(((e.clientX - box.left) * img.naturalWidth) / box.width, img.naturalWidth),
+    clamp(((e.clientY - box.top) * img.naturalHeight) / box.height, img.naturalHeight)];
+}
+
+// The rectangle between two image points, rounded to whole pixels.
+function rectOf([x0, y0], [x1, y1]) {
+  const [l, t] = [Math.round(Math.min(x0, x1)), Math.round(Math.min(y0, y1))];
+  return [l, t, Math.round(Math.max(x0, x1)) - l, Math.round(Math.max(y0, y1)) - t];
+}
+
+// Drag on the preview to draw a rectangle; a click without a drag draws nothing.
+function initDrawing() {
+  const stage = $('stage');
+  const img = $('preview');
+  let start = null;
+  let draft = null;
+  stage.addEventListener('pointerdown', (e) => {
+    if (!regionsParam || e.button !== 0 || !img.naturalWidth) return;
+    e.preventDefault();
+    const max = regionsParam.max_items || MAX_REGIONS;
+    if (regions.length >= max) return showError(new Error(`At most ${max} regions.`));
+    start = imagePoint(e);
+    draft = document.createElement('div');
+    draft.className = 'region draft';
+    stage.append(outline(rectOf(start, start), img.naturalWidth, img.naturalHeight, draft));
+    stage.setPointerCapture(e.pointerId);
+  });
+  stage.addEventListener('pointermove', (e) => {
+    if (start) outline(rectOf(start, imagePoint(e)), img.naturalWidth, img.naturalHeight, draft);
+  });
+  const end = (e) => {
+    if (!start) return;
+    const r = rectOf(start, imagePoint(e));
+    start = null;
+    draft.remove();
+    if (e.type === 'pointerup' && r[2] >= 1 && r[3] >= 1) regions.push(r);
+    showRegions();
+  };
+  stage.addEventListener('pointerup', end);
+  stage.addEventListener('pointercancel', end);
+  img.addEventListener('load', showRegions);
+  $('clear-regions').addEventListener('click', () => { regions = []; showRegions(); });
 }
 
 function init() {
@@ -219,6 +367,7 @@ function init() {
   });
   $('form').addEventListener('submit', (e) => { e.preventDefault(); busy(run); });
   $('compare').addEventListener('click', () => busy(compare));
+  initDrawing();
   load().then(() => { document.body.dataset.ready = '1'; }, showError);
 }
 
