@@ -90,7 +90,7 @@ static json_t *param_schema(const struct param_spec *s, int in_query) {
     o = in_query
             ? json_pack("{s:s, s:s, s:[s]}", "type", "string", "pattern",
                         "^-?[0-9]+,-?[0-9]+,[0-9]+,[0-9]+(;-?[0-9]+,-?[0-9]+,[0-9]+,[0-9]+)*;?$",
-                        "examples", "10,20,256,256;600,40,128,64")
+                        "examples", "0,0,16,16;2,2,8,8")
             : json_pack("{s:s, s:i, s:i, s:{s:s, s:i, s:i, s:{s:s}}}", "type", "array", "minItems",
                         1, "maxItems", API_REGIONS_MAX, "items", "type", "array", "minItems", 4,
                         "maxItems", 4, "items", "type", "integer");
@@ -129,6 +129,8 @@ static json_t *query_params(const struct route *r) {
                           !s->def && !is_upload(r), "description", param_doc(r->ep, s), "schema",
                           param_schema(s, 1));
     if (!s->def && is_upload(r)) json_object_set_new(p, "x-required", json_true());
+    if (strcmp(s->name, "sigma") == 0 && s->def && !*s->def) /* /blur: or sigma_x and sigma_y */
+      json_object_set_new(p, "x-required-unless", json_pack("[ss]", "sigma_x", "sigma_y"));
     json_array_append_new(arr, p);
   }
   return arr;

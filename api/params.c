@@ -132,8 +132,9 @@ static enum api_error blur_check(void *params, char *msg, size_t msglen) {
     return API_MISSING_PARAMETER;
   }
   if (s) p->sigma_x = p->sigma_y = p->sigma;
-  if (was_given(ep, p->given, "feather") && p->regions.n == 0) {
-    snprintf(msg, msglen, "feather applies only with regions.");
+  if (p->feather > 0 && p->regions.n == 0) {
+    snprintf(msg, msglen, "feather applies only with regions; got feather=%d and none.",
+             p->feather);
     return API_BAD_PARAMETER;
   }
   return API_OK;

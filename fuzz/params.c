@@ -9,17 +9,21 @@
 
 #include <math.h>
 
-static void check_blur_params(const struct blur_params *p) {
+static void check_blur_params(const struct blur_params *p, int sharpen) {
   FUZZ_CHECK(p->method >= 0 && p->method <= METHOD_AUTO);
   FUZZ_CHECK(isfinite(p->sigma_x) && p->sigma_x >= CPU_SIGMA_MIN && p->sigma_x <= CPU_SIGMA_MAX);
   FUZZ_CHECK(isfinite(p->sigma_y) && p->sigma_y >= CPU_SIGMA_MIN && p->sigma_y <= CPU_SIGMA_MAX);
-  FUZZ_CHECK(p->regions.n >= 0 && p->regions.n <= API_REGIONS_MAX);
-  for (int i = 0; i < p->regions.n; i++)
-    FUZZ_CHECK(p->regions.r[i][2] >= 1 && p->regions.r[i][3] >= 1 &&
-               abs(p->regions.r[i][0]) <= API_REGION_COORD &&
-               p->regions.r[i][2] <= API_REGION_COORD);
-  FUZZ_CHECK(p->feather >= 0 && p->feather <= 1024 && (p->feather == 0 || p->regions.n > 0));
-  FUZZ_CHECK(isfinite(p->amount) && p->amount >= 0 && p->amount <= 10);
+  if (sharpen) {
+    FUZZ_CHECK(isfinite(p->amount) && p->amount >= 0 && p->amount <= 10);
+    FUZZ_CHECK(isfinite(p->threshold) && p->threshold >= 0 && p->luma >= 0 && p->luma <= 1);
+  } else { /* /sharpen has no regions */
+    FUZZ_CHECK(p->regions.n >= 0 && p->regions.n <= API_REGIONS_MAX);
+    for (int i = 0; i < p->regions.n; i++)
+      FUZZ_CHECK(p->regions.r[i][2] >= 1 && p->regions.r[i][3] >= 1 &&
+                 abs(p->regions.r[i][0]) <= API_REGION_COORD &&
+                 p->regions.r[i][2] <= API_REGION_COORD);
+    FUZZ_CHECK(p->feather >= 0 && p->feather <= 1024 && (p->feather == 0 || p->regions.n > 0));
+  }
   FUZZ_CHECK(isfinite(p->truncate) && p->truncate >= 1 && p->truncate <= 8);
   FUZZ_CHECK(p->coeffs >= 0 && p->coeffs <= CPU_YVV_CALIBRATED);
   FUZZ_CHECK(p->format >= 0 && p->format <= 3);
@@ -52,7 +56,7 @@ static enum api_error parse_as(const struct endpoint *ep, const char *query, con
   if (e != API_OK) {
     FUZZ_CHECK(api_error_status(e) == 400 && msg[0] != 0);
   } else if (ep == &api_blur_endpoint || ep == &api_sharpen_endpoint) {
-    check_blur_params(&out->u.blur);
+    check_blur_params(&out->u.blur, ep == &api_sharpen_endpoint);
   } else if (ep == &api_variance_endpoint) {
     check_var_params(&out->u.var);
   } else if (ep == &api_convolve_endpoint) {

@@ -77,6 +77,9 @@ static const struct {
     {"/convolve", "", "{\"kernel\":[[0,-1,0],[-1,5,-1],[0,-1,0]],\"format\":\"png\"}",
      "progressive.jpg"},
     {"/convolve", "kernel=emboss", "{\"bias\":100}", "gray_alpha.png"},
+    {"/sharpen", "", "{\"sigma\":2,\"amount\":1.5,\"luma\":true}", "interlaced.png"},
+    {"/blur", "", "{\"sigma_x\":1,\"sigma_y\":6,\"regions\":[[5,5,30,20]],\"feather\":3}",
+     "rgba16.png"},
 };
 #define NSAME (sizeof(same_cases) / sizeof(same_cases[0]))
 

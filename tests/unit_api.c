@@ -459,6 +459,7 @@ static void test_blur_axes_regions(void) {
       {"sigma=2&regions=0,0,8,8&feather=4", NULL, API_OK},
       {"sigma=2&regions=0,0,8,8&feather=1025", NULL, API_BAD_PARAMETER},
       {"sigma=2&feather=4", NULL, API_BAD_PARAMETER},
+      {"sigma=2&feather=0", NULL, API_OK},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     struct blur_params p;
