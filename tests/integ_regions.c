@@ -21,6 +21,16 @@ static void decode(const struct http_resp *r, struct codec_image *img) {
     TEST_FAIL("answer does not decode: %s", msg);
 }
 
+/* Decodes fixture name (a PNG) into img. */
+static void load(const char *name, struct codec_image *img) {
+  size_t len;
+  char msg[128];
+  uint8_t *data = fixture(name, &len);
+  struct codec_limits lim = {9999, 9999, 99999999};
+  ASSERT_INT(codec_decode(data, len, &lim, img, msg, sizeof(msg)), ==, CODEC_OK);
+  free(data);
+}
+
 /* POSTs fixture name (a PNG) to path, expects 200 and decodes the PNG answer into img. */
 static void post(const char *path, const char *name, struct codec_image *img, struct http_resp *r) {
   size_t len;
@@ -137,11 +147,8 @@ static void test_regions(void) {
   struct codec_image in, whole, reg;
   struct http_resp r;
   size_t len;
-  char msg[128];
-  uint8_t *data = fixture("astronaut.png", &len);
-  ASSERT_INT(codec_decode(data, len, &(struct codec_limits){9999, 9999, 99999999}, &in, msg, 128),
-             ==, CODEC_OK);
-  free(data);
+  load("astronaut.png", &in);
+  uint8_t *data;
   for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {
     char path[200];
     snprintf(path, sizeof(path), "/blur?sigma=12&method=%s", m[i].method);
@@ -221,11 +228,8 @@ static void test_sharpen(void) {
   struct codec_image in, out;
   struct http_resp r;
   size_t len;
-  char msg[128];
-  uint8_t *data = fixture("astronaut.png", &len);
-  ASSERT_INT(codec_decode(data, len, &(struct codec_limits){9999, 9999, 99999999}, &in, msg, 128),
-             ==, CODEC_OK);
-  free(data);
+  load("astronaut.png", &in);
+  uint8_t *data;
   double *g = exact(&in, 2, 2);
   size_t n = (size_t)in.width * in.height * 3;
   post("/sharpen?sigma=2&amount=1&method=separable", "astronaut.png", &out, &r);
