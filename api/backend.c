@@ -12,7 +12,6 @@
  * by libjpeg, whose verdict stands. */
 #include "api_int.h"
 
-#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -500,7 +499,6 @@ static void *worker_main(void *arg) {
     if (b->ops->job_end) b->ops->job_end(wt.w->state);
     pthread_mutex_lock(&b->mu);
     b->running--;
-    if (b->running == 0 && b->count == 0) malloc_trim(0); /* idle: give freed memory back */
   }
   pthread_mutex_unlock(&b->mu);
   return NULL;

@@ -13,6 +13,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <microhttpd.h>
+#include <malloc.h>
 #include <math.h>
 #include <poll.h>
 #include <pthread.h>
@@ -187,13 +188,15 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
   if (r->started && !r->observed) /* no response was sent: the client left, or the body was cut */
     observe(r, r->no_memory ? 503 : r->too_large ? 413 : 499, 0);
   watch_set(s, conn, INFINITY, 0); /* idle until the next request: the idle timeout applies */
-  __atomic_sub_fetch(&s->inflight, 1, __ATOMIC_SEQ_CST);
   api_response_free(r->resp);
   api_response_free(r->early);
   pthread_mutex_destroy(&r->mu);
   free(r->body);
   free(r->uri);
   free(r);
+  /* The last request out gives the freed uploads, images and answers back to the system, so that
+   * RSS returns to its baseline after a burst. */
+  if (__atomic_sub_fetch(&s->inflight, 1, __ATOMIC_SEQ_CST) == 0) malloc_trim(0);
 }
 
 static enum MHD_Result send_response(struct request *r, struct api_response *resp) {
