@@ -374,13 +374,13 @@ static enum gpu_status upload_ref(struct gpu_ctx *ctx, enum w_slot slot, double 
  * against it. */
 static enum gpu_status run_reference(struct gpu_ctx *ctx, double sigma_x, double sigma_y,
                                      const struct cpu_image *img) {
-  size_t px = (size_t)img->width * img->height;
   int rx, ry;
   enum gpu_status st = upload_ref(ctx, W_REF_X, sigma_x, &rx);
   if (st == GPU_OK) st = upload_ref(ctx, W_REF_Y, sigma_y, &ry);
-  if (st == GPU_OK) st = grow(ctx, &ctx->d_ref, &ctx->ref_cap, px * img->channels * sizeof(double));
+  if (st == GPU_OK)
+    st = grow(ctx, &ctx->d_ref, &ctx->ref_cap,
+              reference_bytes(img->width, img->height, img->channels));
   if (st != GPU_OK) return st;
-  CUDA_TRY(ctx, cudaMemsetAsync(ctx->d_stats, 0, 2 * sizeof(double), ctx->s));
   CUDA_TRY(ctx, launch_reference(packed_of(ctx->d_in, img), packed_of(ctx->d_out, img), ctx->d_ref,
                                  (const double *)w_at(ctx, W_REF_X), rx,
                                  (const double *)w_at(ctx, W_REF_Y), ry, ctx->d_stats, ctx->s));

@@ -32,7 +32,7 @@ struct gpu_ctx {
   size_t tmp_cap;
   void *d_carry; /* yvv_blocked's carries */
   size_t carry_cap;
-  void *d_ref; /* the reference's intermediate, a double per channel and pixel */
+  void *d_ref; /* the reference's intermediate (a double per channel and pixel) and its sums */
   size_t ref_cap;
   void *d_w; /* kernels: the method's along x and y, the reference's along x and y (gpu.cu) */
   size_t w_cap;
@@ -274,8 +274,9 @@ cudaError_t launch_separable(packed in, packed out, mid m, const float *d_wx, in
                              const float *d_wy, int ry, cudaStream_t s);
 
 /* The exact reference in double (rows with d_wx[0..rx], columns with d_wy[0..ry]) and the error
- * of out against it: d_stats[0] += sum of squared errors, d_stats[1] = max(d_stats[1], largest
- * error) (as a positive double's bits). */
+ * of out against it: d_stats[0] = the sum of squared errors, d_stats[1] = the largest error, the
+ * same bits for the same image. d_ref holds reference_bytes(w, h, c). */
+size_t reference_bytes(int w, int h, int c);
 cudaError_t launch_reference(packed in, packed out, void *d_ref, const double *d_wx, int rx,
                              const double *d_wy, int ry, double *d_stats, cudaStream_t s);
 

@@ -137,17 +137,43 @@ template <int L> __global__ void ref_rows(packed in, double *ref, const double *
   }
 }
 
-/* Adds a warp's squared errors and largest error into stats (every thread of the warp calls it;
- * its first lane, counted over the block's threads in order, adds them). */
-__device__ __forceinline__ void stats_add(double *stats, double sse, double max) {
+/* Writes a block's squared errors and largest error to part[2 b] and part[2 b + 1], b the
+ * block's index (every thread calls it): the warps' sums are added in order, so that the same
+ * image gives the same bits (ref_sum adds the blocks' in order too). */
+__device__ __forceinline__ void block_stats(double *part, double sse, double max) {
+  __shared__ double s_red[32][2];
   for (int o = 16; o > 0; o /= 2) {
     sse += __shfl_down_sync(0xffffffff, sse, o);
     max = fmax(max, __shfl_down_sync(0xffffffff, max, o));
   }
-  if (((threadIdx.y * blockDim.x + threadIdx.x) & 31) == 0) {
-    atomicAdd(&stats[0], sse);
-    atomicMax((unsigned long long *)&stats[1], (unsigned long long)__double_as_longlong(max));
+  int t = threadIdx.y * blockDim.x + threadIdx.x, nw = blockDim.x * blockDim.y / 32;
+  if ((t & 31) == 0) s_red[t / 32][0] = sse, s_red[t / 32][1] = max;
+  __syncthreads();
+  if (t == 0) {
+    for (int i = 1; i < nw; i++) sse += s_red[i][0], max = fmax(max, s_red[i][1]);
+    size_t b = (size_t)blockIdx.y * gridDim.x + blockIdx.x;
+    part[2 * b] = sse, part[2 * b + 1] = max;
   }
+}
+
+/* stats[0] = the sum of the n blocks' squared errors, stats[1] = the largest error: one block
+ * of REF_SUM threads, each adding every REF_SUM-th block in order, then a tree. */
+#define REF_SUM 1024
+__global__ void ref_sum(const double *part, size_t n, double *stats) {
+  __shared__ double s_sse[REF_SUM], s_max[REF_SUM];
+  double sse = 0, max = 0;
+  for (size_t b = threadIdx.x; b < n; b += REF_SUM)
+    sse += part[2 * b], max = fmax(max, part[2 * b + 1]);
+  s_sse[threadIdx.x] = sse, s_max[threadIdx.x] = max;
+  __syncthreads();
+  for (int h = REF_SUM / 2; h > 0; h /= 2) {
+    if ((int)threadIdx.x < h) {
+      s_sse[threadIdx.x] += s_sse[threadIdx.x + h];
+      s_max[threadIdx.x] = fmax(s_max[threadIdx.x], s_max[threadIdx.x + h]);
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) stats[0] = s_sse[0], stats[1] = s_max[0];
 }
 
 /* Squared error and largest error of the output pixel against the reference's lanes ref. */
@@ -174,7 +200,7 @@ __device__ __forceinline__ void pixel_error(const packed &out, int x, int y, con
 #define REF_CR  64  /* output rows per column block */
 #define REF_CCH 128 /* taps per chunk */
 template <int L>
-__global__ void ref_cols(const double *ref, packed out, const double *w, int r, double *stats) {
+__global__ void ref_cols(const double *ref, packed out, const double *w, int r, double *part) {
   extern __shared__ double s_raw_d[];
   __shared__ double s_w[REF_CCH];
   constexpr int plane = (REF_CR + REF_CCH) * REF_CW;
@@ -205,17 +231,29 @@ __global__ void ref_cols(const double *ref, packed out, const double *w, int r, 
     int y = y0 + 4 * ty + q;
     if (x < out.w && y < out.h) pixel_error(out, x, y, d, &sse, &max);
   }
-  stats_add(stats, sse, max);
+  block_stats(part, sse, max);
+}
+
+/* The column pass's grid. */
+static dim3 cols_grid(int w, int h) {
+  return dim3(div_up(w, REF_CW), div_up(h, REF_CR));
+}
+
+size_t reference_bytes(int w, int h, int c) {
+  dim3 g = cols_grid(w, h);
+  return ((size_t)w * h * c + 2 * (size_t)g.x * g.y) * sizeof(double);
 }
 
 template <int L>
 static cudaError_t launch_ref(packed in, packed out, double *ref, const double *wx, int rx,
                               const double *wy, int ry, double *stats, cudaStream_t s) {
   size_t smem = (size_t)L * (REF_CR + REF_CCH) * REF_CW * sizeof(double);
+  double *part = ref + (size_t)in.w * in.h * L; /* the column blocks' sums */
+  dim3 grid = cols_grid(in.w, in.h);
   ref_rows<L><<<dim3(div_up(in.w, 4 * REF_T), in.h), REF_T, 0, s>>>(in, ref, wx, rx);
   cudaFuncSetAttribute(ref_cols<L>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-  ref_cols<L><<<dim3(div_up(in.w, REF_CW), div_up(in.h, REF_CR)), dim3(REF_CW, 16), smem, s>>>(
-      ref, out, wy, ry, stats);
+  ref_cols<L><<<grid, dim3(REF_CW, 16), smem, s>>>(ref, out, wy, ry, part);
+  ref_sum<<<1, REF_SUM, 0, s>>>(part, (size_t)grid.x * grid.y, stats);
   return cudaGetLastError();
 }
 

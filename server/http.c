@@ -60,7 +60,8 @@ struct srv {
   struct conn_watch *watched; /* open connections */
   pthread_t watchdog;
   int watchdog_started;
-  int stop; /* tells the watchdog to end (atomic) */
+  int stop;  /* tells the watchdog to end (atomic) */
+  int freed; /* memory was freed since the last malloc_trim (atomic) */
 };
 
 static struct conn_watch *watch_of(struct MHD_Connection *c) {
@@ -111,6 +112,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx
     gate_release(s->gate, (struct sockaddr *)&w->addr);
     free(w);
     *socket_ctx = NULL;
+    __atomic_store_n(&s->freed, 1, __ATOMIC_SEQ_CST);
   }
 }
 
@@ -126,6 +128,11 @@ static void *watchdog_main(void *arg) {
         w->deadline = INFINITY;
       }
     pthread_mutex_unlock(&s->watch_mu);
+    /* Idle: the freed uploads, images and answers go back to the system, so that RSS returns to
+     * its baseline after a burst. */
+    if (__atomic_load_n(&s->inflight, __ATOMIC_SEQ_CST) == 0 &&
+        __atomic_exchange_n(&s->freed, 0, __ATOMIC_SEQ_CST))
+      malloc_trim(0);
   }
   return NULL;
 }
@@ -194,9 +201,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
   free(r->body);
   free(r->uri);
   free(r);
-  /* The last request out gives the freed uploads, images and answers back to the system, so that
-   * RSS returns to its baseline after a burst. */
-  if (__atomic_sub_fetch(&s->inflight, 1, __ATOMIC_SEQ_CST) == 0) malloc_trim(0);
+  __atomic_store_n(&s->freed, 1, __ATOMIC_SEQ_CST);
+  __atomic_sub_fetch(&s->inflight, 1, __ATOMIC_SEQ_CST);
 }
 
 static enum MHD_Result send_response(struct request *r, struct api_response *resp) {

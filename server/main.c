@@ -317,10 +317,10 @@ int main(int argc, char **argv) {
                           (unsigned)NUM(&c, "request-timeout")};
   signal(SIGPIPE, SIG_IGN);
   /* One malloc arena, so that malloc_trim can give every freed image back: with glibc's default
-   * of eight per core, each thread arena keeps up to 64 MB that malloc_trim cannot return, and
-   * RSS after a burst read 36 to 75 MB idle, where one arena read 7.5 to 10.3 MB, steady within a
-   * run, at the same CPU time per request (82-97 ms against 83-93 ms; tests/load/soak.py's mix at
-   * 80% of capacity, 2 cores, 2026-11-23). MALLOC_ARENA_MAX overrides it. */
+   * of eight per core, each thread arena keeps up to 64 MB that malloc_trim cannot return (idle
+   * RSS after tests/load/soak.py's load: 36 to 75 MB, against 7.4 MB with one arena). It costs
+   * nothing measurable on 2 cores and 2 to 8% of req/s on the 16-core H100 machine
+   * (docs/operations.md). MALLOC_ARENA_MAX overrides it. */
   if (!getenv("MALLOC_ARENA_MAX")) mallopt(M_ARENA_MAX, 1);
   struct rlimit nofile; /* a descriptor for each of --max-conns connections, and then some */
   if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {

@@ -15,7 +15,7 @@
 #    scheduled start;
 #  - blurd's VmRSS is flat after the first minute: at 60 s, in the middle and at the end, the
 #    arrivals pause until every request has been answered, and VmRSS is read 1 s later (blurd
-#    returns freed memory when the last request ends); the middle and end readings are at most
+#    returns freed memory within 0.1 s of going idle); the middle and end readings are at most
 #    10% above the one at 60 s. Under load, VmRSS is whatever the open-loop bursts hold in the
 #    queue (its median is reported, not checked);
 #  - the client kept up: requests started at >= 95% of the target rate;
