@@ -5,7 +5,6 @@
 # e.g. MALLOC_ARENA_MAX=8 bench/idle_rss.py build/blurd 5 (docs/engineering-notes.md).
 #   bench/idle_rss.py BLURD_BIN [STRETCHES (default 5)]
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,18 +22,8 @@ def cpu_ms(pid):
 def main():
     binary, stretches = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 5
     out = tempfile.NamedTemporaryFile(prefix="blurd-idle-out.")
-    blurd = subprocess.Popen([binary, "--bind", "127.0.0.1", "--port", "0"], stdout=out,
-                             stderr=subprocess.DEVNULL)
-    port = None
-    for _ in range(100):
-        text = open(out.name).read()
-        if "http://127.0.0.1:" in text:
-            port = int(text.split("http://127.0.0.1:")[1].split()[0].rstrip("/"))
-            break
-        time.sleep(0.1)
-    if port is None:
-        blurd.kill()
-        sys.exit("blurd did not start")
+    err = tempfile.NamedTemporaryFile(prefix="blurd-idle-err.")
+    blurd, port = soak.start(binary, [], out, err)
     mix = soak.load_mix()
     print(f"start rss_kb={soak.rss_kb(blurd.pid)}", flush=True)
     capacity = soak.Client(port, mix).closed_loop(4, 10)

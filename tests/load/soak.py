@@ -177,6 +177,20 @@ def rss_kb(pid):
         return 0
 
 
+def start(binary, args, out, err):
+    """Starts blurd on a free port of 127.0.0.1, its output to the temporary files out and err;
+    returns the process and the port, or exits when it does not start."""
+    blurd = subprocess.Popen([binary, "--bind", "127.0.0.1", "--port", "0"] + args, stdout=out,
+                             stderr=err)
+    for _ in range(100):
+        text = open(out.name).read()
+        if "http://127.0.0.1:" in text:
+            return blurd, int(text.split("http://127.0.0.1:")[1].split()[0].rstrip("/"))
+        time.sleep(0.1)
+    blurd.kill()
+    sys.exit(f"FAIL: blurd did not start: {open(err.name).read()[-2000:]}")
+
+
 def main():
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 180
     binary = sys.argv[2] if len(sys.argv) > 2 else os.path.join(ROOT, "build", "blurd")
@@ -184,18 +198,7 @@ def main():
     wall0 = time.monotonic()
     out = tempfile.NamedTemporaryFile(prefix="blurd-soak-out.")
     err = tempfile.NamedTemporaryFile(prefix="blurd-soak-err.")
-    blurd = subprocess.Popen([binary, "--bind", "127.0.0.1", "--port", "0"] +
-                             os.environ.get("BLURD_SOAK_ARGS", "").split(), stdout=out, stderr=err)
-    port = None
-    for _ in range(100):
-        text = open(out.name).read()
-        if "http://127.0.0.1:" in text:
-            port = int(text.split("http://127.0.0.1:")[1].split()[0].rstrip("/"))
-            break
-        time.sleep(0.1)
-    if port is None:
-        blurd.kill()
-        sys.exit(f"FAIL: blurd did not start: {open(err.name).read()[-2000:]}")
+    blurd, port = start(binary, os.environ.get("BLURD_SOAK_ARGS", "").split(), out, err)
     fails = []
 
     # 1. capacity, closed loop over the same mix with the same client
