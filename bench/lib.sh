@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Shell functions shared by the load benchmarks of the GPU machine (bench/gpu_load.sh,
+# Shell functions shared by the benchmarks that start blurd (bench/gpu_load.sh, bench/regions.sh,
 # bench/gpu_codecs.sh); source it from the repository root:
 #   . bench/lib.sh
 #   blurd_start OUT ERR BIN/blurd --bind 127.0.0.1 --port 0 ...   sets pid and port

@@ -8,6 +8,8 @@ set -euo pipefail
 bin=${1:-build}
 n=${2:-7}
 shift 2 || true
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 tmp=$(mktemp -d)
 pid=
 cleanup() {
@@ -18,14 +20,8 @@ trap cleanup EXIT
 "${PYTHON:-/usr/bin/python3}" -c "
 from PIL import Image
 Image.open('tests/data/photo_1080p.jpg').convert('RGB').resize((3840, 2160), Image.LANCZOS).save('$tmp/4k.png', compress_level=1)"
-"$bin/blurd" --bind 127.0.0.1 --port 0 --access-log off "$@" >"$tmp/out" 2>"$tmp/err" &
-pid=$!
-port=
-for _ in $(seq 100); do
-  port=$(grep -o '127.0.0.1:[0-9]*' "$tmp/out" 2>/dev/null | cut -d: -f2 || true)
-  [ -n "$port" ] && break
-  sleep 0.1
-done
+blurd_start "$tmp/out" "$tmp/err" "$bin/blurd" --bind 127.0.0.1 --port 0 --access-log off "$@" ||
+  { cat "$tmp/err" >&2; exit 1; }
 regions="400,300,256,256;1600,900,256,256;2800,400,256,256;3300,1700,256,256"
 median_filter() { # PATH: the median filter ms of n requests after 2 warm-ups
   for i in $(seq $((n + 2))); do
