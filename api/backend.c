@@ -34,6 +34,7 @@ struct backend {
   const char *jpeg_decoder; /* the GPU's JPEG decoder ("nvjpeg-hw"), when gpu_codecs */
   const char *jpeg_lib;     /* the nvJPEG library, when gpu_codecs */
   int batch_wait_us;        /* cfg->jpeg_batch_wait_us */
+  int decoders;             /* cfg->jpeg_decoders */
   int warm[3];              /* the warm-up image: width, height, channels (0: none) */
   int warming;              /* workers not yet warm */
   pthread_mutex_t warm_mu;  /* one warm-up at a time: the peak memory of one job */
@@ -583,7 +584,9 @@ static int start_gpu_jpeg(struct backend *b, const struct api_config *cfg, int p
     return -1;
   }
   for (int d = 0; d < b->ndev; d++) {
-    if (!(g->jpeg[d] = gpu_jpeg_new(d, cfg->jpeg_batch_wait_us, per_gpu, why, whylen))) return -1;
+    if (!(g->jpeg[d] =
+              gpu_jpeg_new(d, cfg->jpeg_batch_wait_us, per_gpu, cfg->jpeg_decoders, why, whylen)))
+      return -1;
     struct gpu_ctx *trial = gpu_ctx_new(d, why, whylen); /* nvJPEG must work here, or auto */
     int ok = trial && gpu_ctx_jpeg(trial, g->jpeg[d]) == GPU_OK; /* falls back to the CPU */
     if (trial && !ok) snprintf(why, whylen, "nvJPEG fails on cuda:%d: %s", d, gpu_ctx_error(trial));
@@ -629,6 +632,7 @@ static int start_codecs(struct backend *b, const struct api_config *cfg, int per
   }
   b->gpu_codecs = ok;
   b->batch_wait_us = cfg->jpeg_batch_wait_us;
+  b->decoders = cfg->jpeg_decoders;
   if (ok) why[0] = 0;
   if (!ok && b->ndev > 0) fprintf(stderr, "blurd: JPEG runs on the CPU (libjpeg-turbo): %s\n", why);
   return 0;
@@ -771,8 +775,8 @@ json_t *backend_codecs(struct backend *b) {
                         gpu ? b->jpeg_decoder : "libjpeg-turbo", "jpeg_encode",
                         gpu ? "nvjpeg" : "libjpeg-turbo", "png", "libpng", "webp", "libwebp");
   if (o && gpu)
-    json_object_update_new(
-        o, json_pack("{s:s, s:i}", "library", b->jpeg_lib, "batch_wait_us", b->batch_wait_us));
+    json_object_update_new(o, json_pack("{s:s, s:i, s:i}", "library", b->jpeg_lib, "batch_wait_us",
+                                        b->batch_wait_us, "decoders", b->decoders));
   if (o && !gpu) json_object_set_new(o, "reason", json_string(b->codecs_why));
   return o;
 }

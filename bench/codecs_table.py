@@ -169,7 +169,9 @@ def report(raw_path, peer_path, out_dir, date, machine, command, secs):
           "- blurd: `BIN/blurd --bind 127.0.0.1 --port 0 --queue 1024 --max-pixels 70M "
           "--max-conns-per-ip 1024 --gpu-codecs MODE --access-log off` (on: nvJPEG; off: "
           "libjpeg-turbo and libpng), one "
-          "server per mode, the cases one after another, each once blurd is idle",
+          "server per mode, ready (`/readyz`) and warmed by 5 s of the first case's load (not "
+          "counted: the first seconds after a start ran at half speed in both modes), the cases "
+          "one after another, each once blurd is idle",
           f"- load: `wrk -t4 -c64 -d{secs}s --timeout 30s -s tests/load/upload.lua URL -- PATH` "
           f"with BLURD_LOAD_FILE the case's file: multipart uploads, 64 connections, {secs} s per "
           f"case; the 4K and 8K files are tests/data/photo_1080p.jpg resized (LANCZOS, quality "

@@ -2,7 +2,9 @@
 # On the GPU machine: blurd's GPU codecs (nvJPEG, --gpu-codecs on) against its CPU codecs
 # (libjpeg-turbo and libpng, --gpu-codecs off), the filter on the GPU in both. For each mode, one
 # blurd (--queue 1024 --max-pixels 70M --max-conns-per-ip 1024 --access-log off; the 8K image has
-# 67 Mpix, over the default limit; wrk's 64 connections come from one address), then wrk with 64 connections for SECONDS per case, uploading (tests/load/upload.lua):
+# 67 Mpix, over the default limit; wrk's 64 connections come from one address), ready and warmed
+# by 5 s of the first case, then wrk with 64 connections for SECONDS per case, uploading
+# (tests/load/upload.lua):
 #   1080p JPEG /blur?sigma=12, the same with psnr=false, 1080p JPEG /convert, 4K JPEG /blur?sigma=12,
 #   8K JPEG /blur?sigma=12, 1080p PNG /blur?sigma=12
 # (the 4K 3840x2160 and 8K 8192x8192 JPEGs and the PNG are made from tests/data/photo_1080p.jpg
@@ -54,6 +56,10 @@ for mode in on off; do
     continue
   fi
   echo "mode $mode: $(cat "$tmp/$mode.out")"
+  # steady state: the workers warm, then 5 s of the first case, not counted (the first seconds
+  # after a start ran at half speed in both modes, 2026-11-23)
+  blurd_ready 120 || echo "mode $mode: not ready after 120 s"
+  BLURD_LOAD_FILE=${files[0]} wrk_run 5 "${paths[0]}" >/dev/null
   for i in "${!paths[@]}"; do
     name="${labels[$i]} ${paths[$i]}"
     res=$(BLURD_LOAD_FILE=${files[$i]} wrk_run "$secs" "${paths[$i]}")

@@ -26,6 +26,16 @@ blurd_start() {
   return 1
 }
 
+# blurd_ready [SECONDS]: waits until blurd at port answers /readyz with 200 (its workers warm), at
+# most SECONDS (default 120). Returns 1 when it does not.
+blurd_ready() {
+  for _ in $(seq $((${1:-120} * 5))); do
+    curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && return 0
+    sleep 0.2
+  done
+  return 1
+}
+
 # blurd's CPU seconds (user + system) so far
 cpu_s() { awk '{ printf "%.2f", ($14 + $15) / 100 }' "/proc/$pid/stat"; }
 

@@ -148,12 +148,14 @@ struct gpu_jpeg_stats {
   unsigned long long single; /* images decoded alone (progressive, what the batch refuses) */
 };
 
-struct gpu_jpeg; /* one device's decoder: nvJPEG handles, its batch thread */
+struct gpu_jpeg; /* one device's decoder: nvJPEG handles, its batch threads */
 
-/* The decoder of device dev. max_batch: images per batch at most (the contexts on the device).
- * Returns NULL with a sentence in err when nvJPEG is not loaded or does not start. */
-struct gpu_jpeg *gpu_jpeg_new(int dev, int batch_wait_us, int max_batch, char *err, size_t errlen);
-/* Stops the thread and frees j (after the contexts that use it); j may be NULL. */
+/* The decoder of device dev. max_batch: images per batch at most (the contexts on the device);
+ * threads: batch threads, each with its own batch (1 to 4). Returns NULL with a sentence in err
+ * when nvJPEG is not loaded or does not start. */
+struct gpu_jpeg *gpu_jpeg_new(int dev, int batch_wait_us, int max_batch, int threads, char *err,
+                              size_t errlen);
+/* Stops the threads and frees j (after the contexts that use it); j may be NULL. */
 void gpu_jpeg_free(struct gpu_jpeg *j);
 /* The batched decoder: "nvjpeg-hw" (the hardware decoder) or "nvjpeg-gpu" (CUDA kernels). */
 const char *gpu_jpeg_decoder(const struct gpu_jpeg *j);

@@ -1,14 +1,14 @@
 /* JPEG on the GPU with nvJPEG, loaded at run time (dlopen) so that one binary runs with or without
  * it. The declarations come from nvjpeg_api.h.
  *
- * Decoding is batched across requests. Each device has one struct gpu_jpeg: nvJPEG handles and a
- * batch thread. A context that decodes puts a request on the device's list and sleeps; the thread
- * takes the list when it holds max_batch requests, when every context that said it may decode
- * (gpu_jpeg_expect) has submitted, or when the oldest request has waited batch_wait_us, and
- * decodes it with nvjpegDecodeBatched: on the hardware JPEG decoder (A100, H100, H200) when the
- * GPU has one, else with nvJPEG's CUDA decoder. A batch the decoder fails is decoded again image
- * by image, so that one bad file fails alone. What the batched decoder refuses (progressive files
- * on the hardware decoder) is decoded alone on the context's stream by the default backend.
+ * Decoding is batched across requests. Each device has one struct gpu_jpeg: nvJPEG handles and one
+ * or more batch threads. A context that decodes puts a request on the device's list and sleeps; a
+ * free thread takes the list when it holds max_batch requests, when every context that said it may
+ * decode (gpu_jpeg_expect) has submitted, or when the oldest request has waited batch_wait_us, and
+ * decodes it with nvjpegDecodeBatched: on the hardware JPEG decoder (A100, H100, H200) when the GPU
+ * has one, else with nvJPEG's CUDA decoder. A batch the decoder fails is decoded again image by
+ * image, so that one bad file fails alone. What the batched decoder refuses (progressive files on
+ * the hardware decoder) is decoded alone on the context's stream by the default backend.
  *
  * The handles upsample chroma by interpolation (NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION), as
  * libjpeg's fancy upsampling does, and decode strictly (NVJPEG_FLAGS_BITSTREAM_STRICT), so that a
@@ -109,7 +109,7 @@ static double now_ms(void) {
 
 /* ---- one device's decoder ---- */
 
-struct dec_req { /* one decode waiting for the batch thread */
+struct dec_req { /* one decode waiting for a batch thread */
   const unsigned char *data;
   size_t len;
   nvj_image dst;
@@ -120,24 +120,35 @@ struct dec_req { /* one decode waiting for the batch thread */
   struct dec_req *next;
 };
 
-struct gpu_jpeg {
-  int dev;
-  nvj_handle batch_h; /* the batched decoder: the hardware backend, or GPU_HYBRID */
-  nvj_handle h;       /* single images and encoding: the default backend */
-  int hardware;       /* batch_h is the hardware decoder */
-  nvj_state bstate;   /* the batch thread's */
-  cudaStream_t s;     /* the batch thread's */
-  double wait_ms;
-  int max_batch;
-  struct dec_req **reqs; /* max_batch of them: the batch thread's scratch */
+/* A batch thread with its decode state and stream. With two, while one waits for its batch the
+ * other gathers and decodes the next (docs/engineering-notes.md, "two decoder threads"). */
+#define JPEG_LANES 4
+
+struct dec_lane {
+  struct gpu_jpeg *j;
+  nvj_state bstate;
+  cudaStream_t s;
+  struct dec_req **reqs; /* max_batch of them: scratch */
   const unsigned char **data;
   size_t *lens;
   nvj_image *dsts;
   pthread_t thread;
   int started;
+};
+
+struct gpu_jpeg {
+  int dev;
+  nvj_handle batch_h; /* the batched decoder: the hardware backend, or GPU_HYBRID */
+  nvj_handle h;       /* single images and encoding: the default backend */
+  int hardware;       /* batch_h is the hardware decoder */
+  double wait_ms;
+  int max_batch;
+  int lanes;
+  struct dec_lane lane[JPEG_LANES];
   pthread_mutex_t mu;
   pthread_cond_t work; /* a request came, a context stopped expecting, or stop */
   pthread_cond_t done; /* a batch finished */
+  int locks;           /* mu, work and done exist */
   struct dec_req *head, *tail;
   int pending;   /* requests in the list */
   int expecting; /* contexts that may still submit for their current job */
@@ -155,29 +166,30 @@ struct jpeg_ctx { /* a context's nvJPEG states */
 };
 
 /* Decodes n requests of one output format in one call; a failed batch image by image. */
-static void decode_group(struct gpu_jpeg *j, struct dec_req **r, int n) {
+static void decode_group(struct dec_lane *l, struct dec_req **r, int n) {
   for (int i = 0; i < n; i++)
-    j->data[i] = r[i]->data, j->lens[i] = r[i]->len, j->dsts[i] = r[i]->dst;
-  nvj_status e = nvj.nvjpegDecodeBatchedInitialize(j->batch_h, j->bstate, n, 1, r[0]->fmt);
+    l->data[i] = r[i]->data, l->lens[i] = r[i]->len, l->dsts[i] = r[i]->dst;
+  nvj_handle h = l->j->batch_h;
+  nvj_status e = nvj.nvjpegDecodeBatchedInitialize(h, l->bstate, n, 1, r[0]->fmt);
   if (e == NVJ_STATUS_SUCCESS)
-    e = nvj.nvjpegDecodeBatched(j->batch_h, j->bstate, j->data, j->lens, j->dsts, j->s);
-  cudaError_t c = cudaStreamSynchronize(j->s);
+    e = nvj.nvjpegDecodeBatched(h, l->bstate, l->data, l->lens, l->dsts, l->s);
+  cudaError_t c = cudaStreamSynchronize(l->s);
   if (c != cudaSuccess && e == NVJ_STATUS_SUCCESS) e = NVJ_STATUS_EXECUTION_FAILED;
   if (e == NVJ_STATUS_SUCCESS || n == 1 || c != cudaSuccess) { /* a CUDA error: no retry */
     for (int i = 0; i < n; i++) r[i]->status = e;
     return;
   }
-  for (int i = 0; i < n; i++) decode_group(j, &r[i], 1);
+  for (int i = 0; i < n; i++) decode_group(l, &r[i], 1);
 }
 
 /* Decodes the n requests of list, grouped by output format. */
-static void decode_batch(struct gpu_jpeg *j, struct dec_req *list) {
+static void decode_batch(struct dec_lane *l, struct dec_req *list) {
   static const nvj_output fmts[] = {NVJ_OUTPUT_RGBI, NVJ_OUTPUT_Y};
   for (size_t f = 0; f < sizeof(fmts) / sizeof(fmts[0]); f++) {
     int k = 0;
     for (struct dec_req *r = list; r; r = r->next)
-      if (r->fmt == fmts[f]) j->reqs[k++] = r;
-    if (k) decode_group(j, j->reqs, k);
+      if (r->fmt == fmts[f]) l->reqs[k++] = r;
+    if (k) decode_group(l, l->reqs, k);
   }
 }
 
@@ -192,7 +204,7 @@ static void count_batch(struct gpu_jpeg_stats *s, int n) {
 /* Waits (mu held) until the pending requests should leave: a full batch, nobody else expected,
  * the oldest one waited wait_ms, or stop. */
 static void gather(struct gpu_jpeg *j) {
-  while (j->pending < j->max_batch && j->expecting > 0 && !j->stop) {
+  while (j->pending && j->pending < j->max_batch && j->expecting > 0 && !j->stop) {
     double until = j->head->t + j->wait_ms, left = until - now_ms();
     if (left <= 0) return;
     struct timespec ts;
@@ -204,13 +216,15 @@ static void gather(struct gpu_jpeg *j) {
 }
 
 static void *batch_main(void *arg) {
-  struct gpu_jpeg *j = (struct gpu_jpeg *)arg;
+  struct dec_lane *l = (struct dec_lane *)arg;
+  struct gpu_jpeg *j = l->j;
   cudaSetDevice(j->dev);
   pthread_mutex_lock(&j->mu);
   for (;;) {
     while (!j->pending && !j->stop) pthread_cond_wait(&j->work, &j->mu);
     if (!j->pending) break; /* stopping, and nothing waits */
     gather(j);
+    if (!j->pending) continue; /* another thread took them */
     struct dec_req *list = j->head, *last = list;
     int n = 1;
     while (n < j->max_batch && last->next) last = last->next, n++;
@@ -219,7 +233,7 @@ static void *batch_main(void *arg) {
     last->next = NULL;
     j->pending -= n;
     pthread_mutex_unlock(&j->mu);
-    decode_batch(j, list);
+    decode_batch(l, list);
     pthread_mutex_lock(&j->mu);
     count_batch(&j->stats, n);
     for (struct dec_req *r = list, *next; r; r = next) next = r->next, r->done = 1;
@@ -239,7 +253,7 @@ static int make_locks(struct gpu_jpeg *j) {
   return rc ? -1 : 0;
 }
 
-/* The handles, the batch state, stream and scratch of j. Returns 0, or -1 with a sentence. */
+/* The handles and locks of j. Returns 0, or -1 with a sentence. */
 static int open_decoder(struct gpu_jpeg *j, char *err, size_t errlen) {
   unsigned fb = 0, fs = 0;
   char wb[64], ws[64];
@@ -248,29 +262,35 @@ static int open_decoder(struct gpu_jpeg *j, char *err, size_t errlen) {
     j->hardware = create_handle(NVJ_BACKEND_HARDWARE, &j->batch_h, &fb) == NVJ_STATUS_SUCCESS;
     if (!j->hardware) e = create_handle(NVJ_BACKEND_GPU_HYBRID, &j->batch_h, &fb);
   }
-  if (e == NVJ_STATUS_SUCCESS)
-    fprintf(stderr, "blurd: cuda:%d: JPEG decoder %s (%s, %s), single images (%s), %s\n", j->dev,
-            gpu_jpeg_decoder(j), nvj_lib, flag_words(fb, wb, sizeof(wb)),
-            flag_words(fs, ws, sizeof(ws)), "encoder nvjpeg");
-  if (e == NVJ_STATUS_SUCCESS) e = nvj.nvjpegJpegStateCreate(j->batch_h, &j->bstate);
-  size_t n = (size_t)j->max_batch;
-  j->reqs = (struct dec_req **)calloc(n, sizeof(*j->reqs));
-  j->data = (const unsigned char **)calloc(n, sizeof(*j->data));
-  j->lens = (size_t *)calloc(n, sizeof(*j->lens));
-  j->dsts = (nvj_image *)calloc(n, sizeof(*j->dsts));
   if (e != NVJ_STATUS_SUCCESS) {
     snprintf(err, errlen, "nvJPEG does not start on CUDA device %d: %s", j->dev, nvj_name(e));
     return -1;
   }
-  if (!j->reqs || !j->data || !j->lens || !j->dsts || make_locks(j) != 0 ||
-      cudaStreamCreateWithFlags(&j->s, cudaStreamNonBlocking) != cudaSuccess) {
-    snprintf(err, errlen, "cannot set up the JPEG decoder of CUDA device %d", j->dev);
-    return -1;
-  }
+  fprintf(stderr, "blurd: cuda:%d: JPEG decoder %s (%s, %s), single images (%s), %s\n", j->dev,
+          gpu_jpeg_decoder(j), nvj_lib, flag_words(fb, wb, sizeof(wb)),
+          flag_words(fs, ws, sizeof(ws)), "encoder nvjpeg");
+  if (make_locks(j) != 0) return -1;
+  j->locks = 1;
   return 0;
 }
 
-struct gpu_jpeg *gpu_jpeg_new(int dev, int batch_wait_us, int max_batch, char *err, size_t errlen) {
+/* Lane l's batch state, stream and scratch, and its thread. Returns 0 or -1. */
+static int start_lane(struct gpu_jpeg *j, struct dec_lane *l) {
+  size_t n = (size_t)j->max_batch;
+  l->j = j;
+  l->reqs = (struct dec_req **)calloc(n, sizeof(*l->reqs));
+  l->data = (const unsigned char **)calloc(n, sizeof(*l->data));
+  l->lens = (size_t *)calloc(n, sizeof(*l->lens));
+  l->dsts = (nvj_image *)calloc(n, sizeof(*l->dsts));
+  l->started = l->reqs && l->data && l->lens && l->dsts &&
+               nvj.nvjpegJpegStateCreate(j->batch_h, &l->bstate) == NVJ_STATUS_SUCCESS &&
+               cudaStreamCreateWithFlags(&l->s, cudaStreamNonBlocking) == cudaSuccess &&
+               pthread_create(&l->thread, NULL, batch_main, l) == 0;
+  return l->started ? 0 : -1;
+}
+
+struct gpu_jpeg *gpu_jpeg_new(int dev, int batch_wait_us, int max_batch, int threads, char *err,
+                              size_t errlen) {
   if (gpu_jpeg_load(NULL, err, errlen) != 0) return NULL;
   if (errlen) err[0] = 0;
   struct gpu_jpeg *j = (struct gpu_jpeg *)calloc(1, sizeof(*j));
@@ -281,37 +301,42 @@ struct gpu_jpeg *gpu_jpeg_new(int dev, int batch_wait_us, int max_batch, char *e
   j->dev = dev;
   j->wait_ms = batch_wait_us / 1e3;
   j->max_batch = max_batch > 0 ? max_batch : 1;
-  if (cudaSetDevice(dev) != cudaSuccess || open_decoder(j, err, errlen) != 0 ||
-      pthread_create(&j->thread, NULL, batch_main, j) != 0) {
+  j->lanes = threads < 1 ? 1 : threads > JPEG_LANES ? JPEG_LANES : threads;
+  int ok = cudaSetDevice(dev) == cudaSuccess && open_decoder(j, err, errlen) == 0;
+  for (int i = 0; ok && i < j->lanes; i++) ok = start_lane(j, &j->lane[i]) == 0;
+  if (!ok) {
     if (!*err) snprintf(err, errlen, "cannot start the JPEG decoder of CUDA device %d", dev);
     gpu_jpeg_free(j);
     return NULL;
   }
-  j->started = 1;
   return j;
 }
 
 void gpu_jpeg_free(struct gpu_jpeg *j) {
   if (!j) return;
-  if (j->started) {
+  if (j->locks) {
     pthread_mutex_lock(&j->mu);
     j->stop = 1;
     pthread_cond_broadcast(&j->work);
     pthread_mutex_unlock(&j->mu);
-    pthread_join(j->thread, NULL);
+    for (int i = 0; i < j->lanes; i++)
+      if (j->lane[i].started) pthread_join(j->lane[i].thread, NULL);
     pthread_cond_destroy(&j->work);
     pthread_cond_destroy(&j->done);
     pthread_mutex_destroy(&j->mu);
   }
   cudaSetDevice(j->dev);
-  if (j->s) cudaStreamDestroy(j->s);
-  if (j->bstate) nvj.nvjpegJpegStateDestroy(j->bstate);
+  for (int i = 0; i < j->lanes; i++) {
+    struct dec_lane *l = &j->lane[i];
+    if (l->s) cudaStreamDestroy(l->s);
+    if (l->bstate) nvj.nvjpegJpegStateDestroy(l->bstate);
+    free(l->reqs);
+    free(l->data);
+    free(l->lens);
+    free(l->dsts);
+  }
   if (j->batch_h) nvj.nvjpegDestroy(j->batch_h);
   if (j->h) nvj.nvjpegDestroy(j->h);
-  free(j->reqs);
-  free(j->data);
-  free(j->lens);
-  free(j->dsts);
   free(j);
 }
 
@@ -387,12 +412,12 @@ void gpu_jpeg_expect(struct gpu_ctx *ctx, int may_decode) {
   if (jc->expecting != may_decode) {
     j->expecting += may_decode ? 1 : -1;
     jc->expecting = may_decode;
-    if (!may_decode) pthread_cond_signal(&j->work); /* the batch may leave now */
+    if (!may_decode) pthread_cond_broadcast(&j->work); /* the batch may leave now */
   }
   pthread_mutex_unlock(&j->mu);
 }
 
-/* Puts r on the device's list and waits for the batch thread to decode it. */
+/* Puts r on the device's list and waits for a batch thread to decode it. */
 static nvj_status submit(struct jpeg_ctx *jc, struct dec_req *r) {
   struct gpu_jpeg *j = jc->j;
   pthread_mutex_lock(&j->mu);
@@ -470,7 +495,7 @@ static cudaError_t launch_orient(const uint8_t *src, uint8_t *dst, int sw, int s
   return cudaGetLastError();
 }
 
-/* Decodes src into ctx's image at dst on the batch thread, or alone. */
+/* Decodes src into ctx's image at dst on a batch thread, or alone. */
 static nvj_status decode_into(struct gpu_ctx *ctx, const struct gpu_jpeg_src *src, void *dst,
                               const char **codec) {
   struct jpeg_ctx *jc = ctx->jpeg;

@@ -40,6 +40,7 @@ static const struct opt opts[] = {
   {"workers",          "BLURD_WORKERS",          OPT_INT,  "0",       0, 1024,   "job workers (per GPU for the GPU backend); 0: one per core"},
   {"gpu-codecs",       "BLURD_GPU_CODECS",       OPT_STR,  "auto",    0, 0,      "JPEG on the GPU (nvJPEG): auto (when it loads), on (required), off"},
   {"jpeg-batch-wait-us", "BLURD_JPEG_BATCH_WAIT_US", OPT_INT, "1000", 0, 100000, "microseconds a GPU JPEG decode waits for others to batch with"},
+  {"jpeg-decoders",    "BLURD_JPEG_DECODERS",    OPT_INT,  "1",       1, 4,      "GPU JPEG batch decoders per GPU; 2 serves more /convert and psnr=false, less /blur with PSNR"},
   {"warm-image",       "BLURD_WARM_IMAGE",       OPT_STR,  "auto",    0, 0,      "each worker's warm-up image, WxHxC (C: 1 to 4); 0: none; auto: 4096x4096x4 (GPU), 1920x1080x3 (CPU)"},
   {"queue",            "BLURD_QUEUE",            OPT_INT,  "64",      1, 100000, "jobs that may wait for a worker; more get 503"},
   {"max-body",         "BLURD_MAX_BODY",         OPT_SIZE, "32M",     1, 1LL << 32, "largest request body in bytes (K, M, G suffixes)"},
@@ -242,6 +243,7 @@ static int api_settings(const struct config *c, struct api_config *ac, char *key
     return 2;
   }
   ac->jpeg_batch_wait_us = (int)NUM(c, "jpeg-batch-wait-us");
+  ac->jpeg_decoders = (int)NUM(c, "jpeg-decoders");
   if (warm_image(TEXT(c, "warm-image"), ac->warm) != 0) {
     fprintf(stderr, "blurd: --warm-image must be WIDTHxHEIGHT[xCHANNELS], auto or 0, not '%s'\n",
             TEXT(c, "warm-image"));

@@ -202,7 +202,7 @@ int main(int argc, char **argv) {
   char err[512];
   const char *lib;
   if (gpu_jpeg_load(&lib, err, sizeof(err)) != 0) TEST_FAIL("%s", err);
-  struct gpu_jpeg *j = gpu_jpeg_new(0, 1000, 1, err, sizeof(err));
+  struct gpu_jpeg *j = gpu_jpeg_new(0, 1000, 1, 1, err, sizeof(err));
   if (!j || !(ctx = gpu_ctx_new(0, err, sizeof(err)))) TEST_FAIL("%s", err);
   if (gpu_ctx_jpeg(ctx, j) != GPU_OK) TEST_FAIL("%s", gpu_ctx_error(ctx));
   if (argc > 1 && strcmp(argv[1], "--replay") == 0) {

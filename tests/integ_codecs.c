@@ -63,6 +63,7 @@ static void expect_codecs(json_t *c, int gpu, const char *reason) {
     ASSERT_STR(enc, "nvjpeg");
     ASSERT(strncmp(json_string_value(json_object_get(c, "library")), "libnvjpeg.so.", 13) == 0);
     ASSERT_INT(json_integer_value(json_object_get(c, "batch_wait_us")), ==, 1000);
+    ASSERT_INT(json_integer_value(json_object_get(c, "decoders")), ==, 1);
     return;
   }
   ASSERT_STR(dec, "libjpeg-turbo");

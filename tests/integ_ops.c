@@ -645,10 +645,12 @@ static void test_flag_errors(void) {
   ASSERT_INT(exit_status(missing), ==, 2);
   const char *codecs_bad[] = {"--gpu-codecs", "yes", NULL};
   const char *wait_bad[] = {"--jpeg-batch-wait-us", "100001", NULL};
+  const char *decoders_bad[] = {"--jpeg-decoders", "0", NULL};
   const char *codecs_on[] = {"--gpu-codecs", "on", NULL};
   const char *cpu_on[] = {"--backend", "cpu", "--gpu-codecs", "on", NULL};
   ASSERT_INT(exit_status(codecs_bad), ==, 2);
   ASSERT_INT(exit_status(wait_bad), ==, 2);
+  ASSERT_INT(exit_status(decoders_bad), ==, 2);
   ASSERT_INT(exit_status(cpu_on), ==, 1); /* JPEG on the GPU needs the GPU backend */
   if (strcmp(expected_codec("jpeg"), "nvjpeg") != 0)
     ASSERT_INT(exit_status(codecs_on), ==, 1); /* no GPU or no nvJPEG here: a clear error */
