@@ -8,6 +8,8 @@
 #   bench/cpu_codecs.sh [BUILD (default build)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 bin=${1:-build}/blurd
 port=${PORT:-8391}
 reps=${REPS:-9}
@@ -16,7 +18,7 @@ tmp=$(mktemp -d)
 "$bin" --backend cpu --bind 127.0.0.1 --port "$port" --access-log off >/dev/null 2>&1 &
 pid=$!
 trap 'kill "$pid" 2>/dev/null || true; rm -rf "$tmp"' EXIT
-until curl -sf "$url/readyz" >/dev/null; do sleep 0.2; done # warm: the first job ran
+blurd_ready 120 || { echo "blurd not ready after 120 s" >&2; exit 1; } # warm: the first job ran
 
 # The median duration of stage in REPS answers to /convert?query with file.
 time_of() {

@@ -15,6 +15,8 @@
 #   bench/cpu_vips.sh [DIR] [BUILD (default build)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 dir=${1:-docs}
 bin=${2:-build}
 reps=${REPS:-3}
@@ -44,13 +46,9 @@ vips_ms() {
 
 vips copy tests/data/photo_1080p.jpg "$tmp/1080p.png"
 vips resize tests/data/photo_1080p.jpg "$tmp/2160p.png" 2 --kernel lanczos3
-"$bin/blurd" --backend cpu --bind 127.0.0.1 --port 0 --access-log off >"$tmp/blurd.out" 2>/dev/null &
-pid=$!
-for _ in $(seq 100); do
-  port=$(grep -o '127.0.0.1:[0-9]*' "$tmp/blurd.out" 2>/dev/null | cut -d: -f2 || true)
-  [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break
-  sleep 0.2
-done
+blurd_start "$tmp/blurd.out" /dev/null "$bin/blurd" --backend cpu --bind 127.0.0.1 --port 0 \
+  --access-log off || { echo "blurd did not start" >&2; exit 1; }
+blurd_ready 20 || { echo "blurd not ready after 20 s" >&2; exit 1; }
 
 # blurd_run FILE QUERY: prints "filter_ms total_ms x_psnr wall_ms" of one request
 blurd_run() {

@@ -1,8 +1,9 @@
 # shellcheck shell=bash
 # Shell functions shared by the benchmarks that start blurd (bench/gpu_load.sh, bench/regions.sh,
-# bench/gpu_codecs.sh); source it from the repository root:
+# bench/gpu_codecs.sh, bench/cpu_vips.sh, bench/cpu_codecs.sh); source it from the repository root:
 #   . bench/lib.sh
 #   blurd_start OUT ERR BIN/blurd --bind 127.0.0.1 --port 0 ...   sets pid and port
+#   blurd_ready [SECONDS]                                         waits for /readyz
 #   wrk_run SECONDS PATH                                          prints RESULT ... cpu_ms_per_request=
 # WRK: the wrk binary (default wrk).
 

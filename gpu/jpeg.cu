@@ -122,7 +122,7 @@ struct dec_req { /* one decode waiting for a batch thread */
 
 /* A batch thread with its decode state and stream. With two, while one waits for its batch the
  * other gathers and decodes the next (docs/engineering-notes.md, "two decoder threads"). */
-#define JPEG_LANES 4
+#define JPEG_THREADS_MAX 4
 
 struct dec_lane {
   struct gpu_jpeg *j;
@@ -143,8 +143,8 @@ struct gpu_jpeg {
   int hardware;       /* batch_h is the hardware decoder */
   double wait_ms;
   int max_batch;
-  int lanes;
-  struct dec_lane lane[JPEG_LANES];
+  int threads; /* batch threads, in lane[0 .. threads) */
+  struct dec_lane lane[JPEG_THREADS_MAX];
   pthread_mutex_t mu;
   pthread_cond_t work; /* a request came, a context stopped expecting, or stop */
   pthread_cond_t done; /* a batch finished */
@@ -301,9 +301,9 @@ struct gpu_jpeg *gpu_jpeg_new(int dev, int batch_wait_us, int max_batch, int thr
   j->dev = dev;
   j->wait_ms = batch_wait_us / 1e3;
   j->max_batch = max_batch > 0 ? max_batch : 1;
-  j->lanes = threads < 1 ? 1 : threads > JPEG_LANES ? JPEG_LANES : threads;
+  j->threads = threads < 1 ? 1 : threads > JPEG_THREADS_MAX ? JPEG_THREADS_MAX : threads;
   int ok = cudaSetDevice(dev) == cudaSuccess && open_decoder(j, err, errlen) == 0;
-  for (int i = 0; ok && i < j->lanes; i++) ok = start_lane(j, &j->lane[i]) == 0;
+  for (int i = 0; ok && i < j->threads; i++) ok = start_lane(j, &j->lane[i]) == 0;
   if (!ok) {
     if (!*err) snprintf(err, errlen, "cannot start the JPEG decoder of CUDA device %d", dev);
     gpu_jpeg_free(j);
@@ -319,14 +319,14 @@ void gpu_jpeg_free(struct gpu_jpeg *j) {
     j->stop = 1;
     pthread_cond_broadcast(&j->work);
     pthread_mutex_unlock(&j->mu);
-    for (int i = 0; i < j->lanes; i++)
+    for (int i = 0; i < j->threads; i++)
       if (j->lane[i].started) pthread_join(j->lane[i].thread, NULL);
     pthread_cond_destroy(&j->work);
     pthread_cond_destroy(&j->done);
     pthread_mutex_destroy(&j->mu);
   }
   cudaSetDevice(j->dev);
-  for (int i = 0; i < j->lanes; i++) {
+  for (int i = 0; i < j->threads; i++) {
     struct dec_lane *l = &j->lane[i];
     if (l->s) cudaStreamDestroy(l->s);
     if (l->bstate) nvj.nvjpegJpegStateDestroy(l->bstate);
