@@ -9,7 +9,8 @@
  * twin. */
 #include "gpu_int.cuh"
 
-#define PYR_RUN 8 /* cells one reducing thread stacks vertically */
+#define PYR_RUN     8         /* at most, cells one reducing thread stacks vertically */
+#define PYR_THREADS (1 << 18) /* fewer reducing threads than this leave a large GPU idle */
 
 /* Weight of the sample a places after the start of its cell (a in [-(K/2), 2K - K/2)): the
  * triangle K - |a - (K - 1) / 2|, 0 outside (K = 1: 1 for the cell's own sample, 0 beside). */
@@ -29,15 +30,16 @@ template <int K> __device__ __forceinline__ v4<float> tri_row(const packed &in, 
   return h;
 }
 
-/* Cells (cx, cy0 .. cy0 + PYR_RUN - 1) of the grid (indices from -ex along x, -ey along y;
+/* Cells (cx, cy0 .. cy0 + run - 1) of the grid (indices from -ex along x, -ey along y;
  * grid cell (cx + ex, cy + ey)). A row of the image falls in two neighbouring cells: the second
- * half of cell cy and the first half of cy + 1, so each row is weighted along x once. The rows
+ * half of cell cy and the first half of cy + 1, so within a run each row is weighted along x
+ * once (a shorter run on a small grid gives more threads, a row between runs read twice). The rows
  * of a cell are unrolled when KX == KY only: unrolled, the 20 pairs of different K would take
  * several times as long to compile as the rest of gpu/. */
 template <int KX, int KY>
-__global__ void pyr_reduce(packed in, float4 *g, int ex, int ey, int lw, int lh) {
+__global__ void pyr_reduce(packed in, float4 *g, int ex, int ey, int lw, int lh, int run) {
   int gx = blockIdx.x * blockDim.x + threadIdx.x,
-      gy0 = (blockIdx.y * blockDim.y + threadIdx.y) * PYR_RUN;
+      gy0 = (blockIdx.y * blockDim.y + threadIdx.y) * run;
   if (gx >= lw || gy0 >= lh) return;
   int cx = gx - ex;
   const float norm = 1.f / (KX * KX * KY * KY); /* the triangle's weights sum to K^2 per axis */
@@ -45,7 +47,7 @@ __global__ void pyr_reduce(packed in, float4 *g, int ex, int ey, int lw, int lh)
 #pragma unroll(KX == KY ? KY : 1)
   for (int a = -(KY / 2); a < KY - KY / 2; a++)
     v4_fma(next, tri<KY>(a), tri_row<KX>(in, cx, KY * (gy0 - ey) + a));
-  for (int q = 0; q < PYR_RUN && gy0 + q < lh; q++) {
+  for (int q = 0; q < run && gy0 + q < lh; q++) {
     int cy = gy0 + q - ey;
     v4<float> cur = next;
     next = v4_zero<float>();
@@ -155,8 +157,10 @@ static void pyr_launch(const pyr_params &px, const pyr_params &py, packed in, pa
   pyr_dims(py, in.h, &mh, &lh);
   float4 *g = d_tmp, *gx = d_tmp + (size_t)lw * lh; /* the grid; after the x pass; after y: g */
   dim3 t(32, 8);
+  int run = PYR_RUN; /* shorter runs on small grids: more threads, each row read more often */
+  while (run > 1 && (size_t)lw * div_up(lh, run) < PYR_THREADS) run /= 2;
   pyr_reduce<KX, KY>
-      <<<dim3(div_up(lw, 32), div_up(div_up(lh, PYR_RUN), 8)), t, 0, s>>>(in, g, ex, ey, lw, lh);
+      <<<dim3(div_up(lw, 32), div_up(div_up(lh, run), 8)), t, 0, s>>>(in, g, ex, ey, lw, lh, run);
   /* x: cells -1 .. mw of every grid row; y: rows -1 .. mh of those */
   pyr_fir<<<dim3(div_up(mw + 2, 32), div_up(lh, 8)), t, 0, s>>>(g, lw, gx, mw + 2, lh, ex - 1, 0, 1,
                                                                 d_wx, px.radius);
