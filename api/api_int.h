@@ -165,6 +165,12 @@ void multipart_free(struct mp_part *parts, int nparts);
 
 /* ---- backend: a job queue and workers ---- */
 
+struct api_region { /* a region of /blur, clipped: its box (x, y, width, height: the region
+                      grown by the filter's reach, within the image) and itself (x0, y0, x1, y1) */
+  int box[4];
+  int rect[4];
+};
+
 struct stage_times { /* milliseconds; negative when the backend has no such stage */
   double filter;     /* the method itself (on a GPU: upload and kernels) */
   double reference;  /* exact reference and PSNR */
@@ -208,6 +214,13 @@ struct backend_ops {
    * or API_GPU_LOST (the device is lost: the process must restart). */
   enum api_error (*blur)(void *state, const struct cpu_blur *b, const struct cpu_image *src,
                          struct cpu_image *dst, struct cpu_accuracy *acc, struct stage_times *t);
+  /* Region blur of img (wherever its pixels are) on the device, the result staying there: each
+   * region's box blurred alone (acc[i], when acc, its accuracy) and blended in as
+   * cpu_blend_box does. NULL for a backend whose regions are blurred box by box on the host.
+   * Errors as for blur. */
+  enum api_error (*blur_regions)(void *state, const struct cpu_blur *b,
+                                 const struct codec_image *img, const struct api_region *r, int n,
+                                 int feather, struct cpu_accuracy *acc, struct stage_times *t);
   /* Local variance (cpu_variance's conventions, no mean) of the gray plane src (host) into var,
    * the caller's width*height doubles. Errors as for blur. */
   enum api_error (*variance)(void *state, const struct cpu_var *v, const struct cpu_image *src,

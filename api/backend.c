@@ -349,6 +349,19 @@ static enum gpu_status run_blur(struct gpu_ctx *ctx, const void *arg, const stru
   return gpu_blur_resident(ctx, arg, img, acc, g);
 }
 
+struct regions_arg { /* run_regions' */
+  const struct cpu_blur *b;
+  struct gpu_region r[API_REGIONS_MAX];
+  int n, feather;
+};
+
+static enum gpu_status run_regions(struct gpu_ctx *ctx, const void *arg,
+                                   const struct cpu_image *img, struct cpu_accuracy *acc,
+                                   struct gpu_times *g) {
+  const struct regions_arg *a = arg;
+  return gpu_blur_regions(ctx, a->b, img, a->r, a->n, a->feather, acc, g);
+}
+
 static enum gpu_status run_contrast(struct gpu_ctx *ctx, const void *arg,
                                     const struct cpu_image *img, struct cpu_accuracy *acc,
                                     struct gpu_times *g) {
@@ -368,6 +381,19 @@ static enum api_error gpu_blur_op(void *state, const struct cpu_blur *b,
                                   struct cpu_accuracy *acc, struct stage_times *t) {
   dst->data = NULL;
   return gpu_filter(state, src, run_blur, b, acc, t);
+}
+
+static enum api_error gpu_regions_op(void *state, const struct cpu_blur *b,
+                                     const struct codec_image *img, const struct api_region *r,
+                                     int n, int feather, struct cpu_accuracy *acc,
+                                     struct stage_times *t) {
+  struct cpu_image src = {img->pixels, img->width, img->height, img->channels, img->depth};
+  struct regions_arg a = {.b = b, .n = n, .feather = feather};
+  for (int i = 0; i < n; i++) {
+    memcpy(a.r[i].box, r[i].box, sizeof(a.r[i].box));
+    memcpy(a.r[i].rect, r[i].rect, sizeof(a.r[i].rect));
+  }
+  return gpu_filter(state, &src, run_regions, &a, acc, t);
 }
 
 static enum api_error gpu_contrast_op(void *state, const struct cpu_contrast *c,
@@ -407,6 +433,7 @@ static const struct backend_ops gpu_ops = {.kind = "cuda",
                                            .encode = gpu_encode,
                                            .to_host = gpu_to_host,
                                            .blur = gpu_blur_op,
+                                           .blur_regions = gpu_regions_op,
                                            .variance = gpu_variance_op,
                                            .contrast = gpu_contrast_op,
                                            .convolve = gpu_convolve_op,

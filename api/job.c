@@ -235,74 +235,96 @@ static enum api_error region_rect(const struct blur_params *p, int i, const stru
   return API_BAD_PARAMETER;
 }
 
-/* Blurs the box of the image around each region (the region, its feather and the filter's reach)
- * on the worker's backend and blends it in: the cost follows the regions' area. X-PSNR is over
- * the boxes. */
-/* The box around region i: rect (x0, y0, x1, y1) grown by rx and ry, clipped, starting on a
- * multiple of 16; its pixels copied out of img into box. */
-static enum api_error region_box(const struct cpu_image *img, const int rect[4], int rx, int ry,
-                                 struct cpu_image *box, int *bx, int *by) {
+/* The box around region rect (x0, y0, x1, y1): grown by rx and ry, clipped, starting on a
+ * multiple of 16. */
+static void region_box(const struct codec_image *in, int rx, int ry, struct api_region *r) {
+  int *b = r->box, *rect = r->rect;
+  b[0] = clampi(rect[0] - rx, 0, in->width) / 16 * 16;
+  b[1] = clampi(rect[1] - ry, 0, in->height) / 16 * 16;
+  b[2] = clampi(rect[2] + rx, 0, in->width) - b[0];
+  b[3] = clampi(rect[3] + ry, 0, in->height) - b[1];
+}
+
+/* The pixels of box r of img, copied into a new buffer. */
+static enum api_error copy_box(const struct cpu_image *img, const struct api_region *r,
+                               struct cpu_image *box) {
   size_t px = (size_t)img->channels * (img->depth / 8);
-  *bx = clampi(rect[0] - rx, 0, img->width) / 16 * 16;
-  *by = clampi(rect[1] - ry, 0, img->height) / 16 * 16;
-  *box = (struct cpu_image){NULL, clampi(rect[2] + rx, 0, img->width) - *bx,
-                            clampi(rect[3] + ry, 0, img->height) - *by, img->channels, img->depth};
+  *box = (struct cpu_image){NULL, r->box[2], r->box[3], img->channels, img->depth};
   if (!(box->data = codec_alloc_pixels(cpu_image_bytes(box)))) return API_OUT_OF_MEMORY;
   for (int y = 0; y < box->height; y++)
     memcpy((char *)box->data + (size_t)y * box->width * px,
-           (const char *)img->data + ((size_t)(*by + y) * img->width + *bx) * px,
+           (const char *)img->data + ((size_t)(r->box[1] + y) * img->width + r->box[0]) * px,
            (size_t)box->width * px);
   return API_OK;
 }
 
-/* Blurs the box of the image around each region (the region, its feather and the filter's
- * reach) on the worker's backend and blends it into the image, in place: the cost follows the
- * regions' area. The boxes are copied out first, so that overlapping regions blur the input.
- * X-PSNR is over the boxes. */
-static enum api_error blur_regions(struct image_job *j, struct worker *w, struct codec_image *in,
-                                   struct codec_image *out, struct result *res, struct timing *t) {
-  const struct blur_params *p = &j->p.u.blur;
-  struct cpu_blur b = blur_of(p, w, in->width, in->height, res);
-  int n = p->regions.n, rect[API_REGIONS_MAX][4], bx[API_REGIONS_MAX], by[API_REGIONS_MAX];
-  int rx = reach(&b, p->sigma_x) + p->feather, ry = reach(&b, p->sigma_y) + p->feather;
+/* Blurs each region's box (the region, its feather and the filter's reach) on the host's
+ * backend and blends it into the image, in place. The boxes are copied out first, so that
+ * overlapping regions blur the input. */
+static enum api_error blur_boxes(struct worker *w, const struct cpu_blur *b, struct codec_image *in,
+                                 const struct api_region *r, int n, int feather,
+                                 struct cpu_accuracy *acc, struct stage_times *t) {
   struct cpu_image box[API_REGIONS_MAX] = {{0}};
-  double sse = 0, count = 0, peak = (1 << in->depth) - 1, t0 = api_now_ms();
+  double t0 = api_now_ms();
   enum api_error e = w->ops->to_host(w->state, in);
-  for (int i = 0; e == API_OK && i < n; i++)
-    e = region_rect(p, i, in, rect[i], j->msg, sizeof(j->msg));
   struct cpu_image img = {in->pixels, in->width, in->height, in->channels, in->depth};
-  for (int i = 0; e == API_OK && i < n; i++)
-    e = region_box(&img, rect[i], rx, ry, &box[i], &bx[i], &by[i]);
-  t->st = (struct stage_times){api_now_ms() - t0, p->psnr ? 0 : -1, -1, -1, -1};
+  for (int i = 0; e == API_OK && i < n; i++) e = copy_box(&img, &r[i], &box[i]);
+  *t = (struct stage_times){api_now_ms() - t0, acc ? 0 : -1, -1, -1, -1};
   for (int i = 0; e == API_OK && i < n; i++) {
     struct cpu_image blurred = box[i];
     struct codec_image got = {
         NULL, box[i].width, box[i].height, in->channels, in->depth, in->format, 1};
-    struct cpu_accuracy acc;
     struct stage_times st;
     blurred.data = w->ops->keeps_images ? NULL : codec_alloc_pixels(cpu_image_bytes(&box[i]));
     if (!w->ops->keeps_images && !blurred.data) e = API_OUT_OF_MEMORY;
-    if (e == API_OK) e = w->ops->blur(w->state, &b, &box[i], &blurred, p->psnr ? &acc : NULL, &st);
+    if (e == API_OK) e = w->ops->blur(w->state, b, &box[i], &blurred, acc ? &acc[i] : NULL, &st);
     got.pixels = blurred.data;
     if (e == API_OK) e = w->ops->to_host(w->state, &got); /* from the device, when it is there */
     if (e == API_OK) {
       double t1 = api_now_ms();
       struct cpu_image g = box[i];
       g.data = got.pixels;
-      cpu_blend_box(&img, &g, bx[i], by[i], rect[i], p->feather);
-      add_times(&t->st, &st);
-      t->st.filter += api_now_ms() - t1;
-      double samples = (double)cpu_image_bytes(&g) / (in->depth / 8);
-      if (p->psnr && !isinf(acc.psnr)) sse += samples * peak * peak / pow(10, acc.psnr / 10);
-      count += samples;
+      cpu_blend_box(&img, &g, r[i].box[0], r[i].box[1], r[i].rect, feather);
+      add_times(t, &st);
+      t->filter += api_now_ms() - t1;
     }
     codec_image_free(&got);
   }
   for (int i = 0; i < n; i++) free(box[i].data);
-  if (e == API_OK && p->psnr)
-    res->psnr = sse > 0 ? 10 * log10(peak * peak * count / sse) : INFINITY;
-  *out = *in; /* the blended image is the input's buffer */
-  in->pixels = NULL;
+  return e;
+}
+
+/* /blur with regions: the cost follows the regions' area. On a backend that keeps images on its
+ * device the boxes are cut, blurred and blended there; otherwise on the host. X-PSNR is over the
+ * boxes. */
+static enum api_error blur_regions(struct image_job *j, struct worker *w, struct codec_image *in,
+                                   struct codec_image *out, struct result *res, struct timing *t) {
+  const struct blur_params *p = &j->p.u.blur;
+  struct cpu_blur b = blur_of(p, w, in->width, in->height, res);
+  struct api_region r[API_REGIONS_MAX];
+  struct cpu_accuracy acc[API_REGIONS_MAX], *a = p->psnr ? acc : NULL;
+  int n = p->regions.n;
+  int rx = reach(&b, p->sigma_x) + p->feather, ry = reach(&b, p->sigma_y) + p->feather;
+  enum api_error e = API_OK;
+  for (int i = 0; e == API_OK && i < n; i++)
+    if ((e = region_rect(p, i, in, r[i].rect, j->msg, sizeof(j->msg))) == API_OK)
+      region_box(in, rx, ry, &r[i]);
+  *out = *in;
+  out->pixels = NULL; /* the device's image, or the input's buffer once blended into */
+  if (e == API_OK && w->ops->blur_regions) {
+    e = w->ops->blur_regions(w->state, &b, in, r, n, p->feather, a, &t->st);
+  } else if (e == API_OK) {
+    e = blur_boxes(w, &b, in, r, n, p->feather, a, &t->st);
+    out->pixels = in->pixels;
+    in->pixels = NULL;
+  }
+  double sse = 0, count = 0, peak = (1 << in->depth) - 1;
+  for (int i = 0; e == API_OK && a && i < n; i++) {
+    double samples = (double)r[i].box[2] * r[i].box[3] * in->channels;
+    if (!isinf(acc[i].psnr)) sse += samples * peak * peak / pow(10, acc[i].psnr / 10);
+    count += samples;
+  }
+  if (e == API_OK && a) res->psnr = sse > 0 ? 10 * log10(peak * peak * count / sse) : INFINITY;
   return e;
 }
 

@@ -4,6 +4,8 @@
 # regions, psnr=false, on a running blurd's backend; prints the median `filter` stage time
 # (Server-Timing) of N requests of each after 2 warm-ups, and their ratio.
 #   bench/regions.sh BIN [N] [BLURD FLAGS...]     (BIN: the build folder; N default 7)
+# STAGE=kernel times the kernels alone on a GPU (the filter stage there includes the upload of
+# the PNG's pixels, the same 25 MB whatever the regions).
 set -euo pipefail
 bin=${1:-build}
 n=${2:-7}
@@ -27,10 +29,10 @@ median_filter() { # PATH: the median filter ms of n requests after 2 warm-ups
   for i in $(seq $((n + 2))); do
     curl -s -o /dev/null -D - -H 'Content-Type: image/png' --data-binary @"$tmp/4k.png" \
       "http://127.0.0.1:$port$1" | tr -d '\r' | grep -i '^server-timing' |
-      grep -o 'filter;dur=[0-9.]*' | cut -d= -f2 | if [ "$i" -gt 2 ]; then cat; else cat >/dev/null; fi
+      grep -o "${STAGE:-filter};dur=[0-9.]*" | cut -d= -f2 | if [ "$i" -gt 2 ]; then cat; else cat >/dev/null; fi
   done | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
 }
 backend=$(curl -s "http://127.0.0.1:$port/readyz" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("backend"))')
 whole=$(median_filter "/blur?sigma=30&psnr=false&format=png&compression=0")
 part=$(median_filter "/blur?sigma=30&psnr=false&format=png&compression=0&regions=$regions")
-echo "backend $backend, 3840x2160 RGB, sigma 30, median filter stage of $n: whole image $whole ms, four 256x256 regions $part ms, ratio $(awk -v a="$part" -v b="$whole" 'BEGIN { printf "%.3f", a / b }')"
+echo "backend $backend, 3840x2160 RGB, sigma 30, median ${STAGE:-filter} stage of $n: whole image $whole ms, four 256x256 regions $part ms, ratio $(awk -v a="$part" -v b="$whole" 'BEGIN { printf "%.3f", a / b }')"

@@ -124,6 +124,18 @@ enum gpu_status gpu_download(struct gpu_ctx *ctx, enum gpu_image which, const st
 enum gpu_status gpu_blur_resident(struct gpu_ctx *ctx, const struct cpu_blur *b,
                                   const struct cpu_image *img, struct cpu_accuracy *acc,
                                   struct gpu_times *t);
+/* A region of /blur: the box blurred (x, y, width, height: the region grown by the filter's
+ * reach, within the image) and the region itself (x0, y0, x1, y1, exclusive ends). */
+struct gpu_region {
+  int box[4];
+  int rect[4];
+};
+/* Region blur of the input image (shape img) into the output image: each region's box blurred
+ * alone (acc[i], when acc, its accuracy) and blended into the image in order, as cpu_blend_box
+ * does (the same samples). t gets the kernel and reference times. */
+enum gpu_status gpu_blur_regions(struct gpu_ctx *ctx, const struct cpu_blur *b,
+                                 const struct cpu_image *img, const struct gpu_region *r, int n,
+                                 int feather, struct cpu_accuracy *acc, struct gpu_times *t);
 enum gpu_status gpu_contrast_resident(struct gpu_ctx *ctx, const struct cpu_contrast *c,
                                       const struct cpu_image *img, struct gpu_times *t);
 enum gpu_status gpu_convolve_resident(struct gpu_ctx *ctx, const struct cpu_conv *c,

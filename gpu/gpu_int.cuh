@@ -43,6 +43,8 @@ struct gpu_ctx {
   size_t var_cap, mean_cap;
   void *d_gray; /* contrast: the luma plane */
   size_t gray_cap;
+  void *d_whole, *d_res; /* region blur: the image and the blended result (compose.cu) */
+  size_t whole_cap, res_cap;
   size_t bytes;          /* device bytes held */
   struct jpeg_ctx *jpeg; /* nvJPEG decoder and encoder states (jpeg.cu), or NULL */
   int force_double;      /* BLURD_GPU_PRECISION: -1 float, 1 double, 0 by sigma */

@@ -4,9 +4,11 @@
  * the other methods within 1 level; the GPU's PSNR against the CPU's measurement of the same
  * output; single against double precision across sigma (the data behind GPU_FLOAT_SIGMA_MAX,
  * and yvv_blocked and deriche within a level in single precision at every sigma); an
- * out-of-memory job that fails alone; and, with --fault, a sticky error that is reported as
- * fatal. --quick runs the small cases only (odd sizes and the per-axis cases), --sanitize fewer
- * still (for compute-sanitizer, which slows every kernel down).
+ * out-of-memory job that fails alone; region blur on the device against its parts (each box
+ * blurred by gpu_blur and blended by cpu_blend_box); and, with --fault, a sticky error that is
+ * reported as fatal. --quick runs the small cases only (odd sizes, the per-axis cases, regions),
+ * --sanitize fewer still (for compute-sanitizer, which slows every kernel down; `--sanitize
+ * regions` only the regions).
  *
  * Local statistics, contrast and convolution (issue 5) against cpu_variance, cpu_contrast_image
  * and cpu_convolve_image: exact variance and convolution bit for bit; the float32 variance
@@ -174,6 +176,70 @@ static void test_per_axis(void) {
         compare(ctx, m, pairs[k][0], pairs[k][1], &img, label);
     free(img.data);
   }
+  codec_image_free(&astro);
+  codec_image_free(&c16);
+}
+
+/* Region blur on the device against its parts: each box cut from the image, blurred by gpu_blur
+ * and blended on the host by cpu_blend_box (the blend's CPU twin), in order. The same samples
+ * and the same accuracy per box, with overlapping regions, one at a corner, and a feather. */
+static void test_regions(void) {
+  struct codec_image astro = fixture_photo("astronaut.png"), c16 = fixture_photo("rgba16.png");
+  struct cpu_image imgs[] = {tile(&astro, 203, 157, 3), tile(&c16, 140, 100, 4)};
+  const int rects[][4] = {{20, 30, 60, 70}, {50, 60, 90, 95}, {0, 0, 12, 9}, {100, 80, 140, 100}};
+  struct gpu_region r[4];
+  for (int i = 0; i < 2; i++)
+    for (int feather = 0; feather <= 5; feather += 5) {
+      struct cpu_image *img = &imgs[i], want = *img, got = *img;
+      struct cpu_blur b = {CPU_YVV, 3, 3, CPU_TRUNCATE, CPU_YVV_CALIBRATED};
+      struct cpu_accuracy acc[4], one[4];
+      struct gpu_times t;
+      size_t px = (size_t)img->channels * (img->depth / 8);
+      want.data = malloc(cpu_image_bytes(img));
+      ASSERT(want.data);
+      memcpy(want.data, img->data, cpu_image_bytes(img));
+      for (int k = 0; k < 4; k++) {
+        memcpy(r[k].rect, rects[k], sizeof(r[k].rect));
+        r[k].rect[2] = rects[k][2] < img->width ? rects[k][2] : img->width;
+        r[k].rect[3] = rects[k][3] < img->height ? rects[k][3] : img->height;
+        int x0 = r[k].rect[0] - 20 - feather, y0 = r[k].rect[1] - 20 - feather;
+        r[k].box[0] = (x0 < 0 ? 0 : x0) / 16 * 16, r[k].box[1] = (y0 < 0 ? 0 : y0) / 16 * 16;
+        int x1 = r[k].rect[2] + 20 + feather, y1 = r[k].rect[3] + 20 + feather;
+        r[k].box[2] = (x1 > img->width ? img->width : x1) - r[k].box[0];
+        r[k].box[3] = (y1 > img->height ? img->height : y1) - r[k].box[1];
+        struct cpu_image box = {NULL, r[k].box[2], r[k].box[3], img->channels, img->depth};
+        box.data = malloc(cpu_image_bytes(&box));
+        ASSERT(box.data);
+        for (int y = 0; y < box.height; y++)
+          memcpy((char *)box.data + (size_t)y * box.width * px,
+                 (char *)img->data + ((size_t)(r[k].box[1] + y) * img->width + r[k].box[0]) * px,
+                 (size_t)box.width * px);
+        ASSERT(gpu_blur(ctx, &b, &box, &box, &one[k], NULL) == GPU_OK);
+        cpu_blend_box(&want, &box, r[k].box[0], r[k].box[1], r[k].rect, feather);
+        free(box.data);
+      }
+      void *pixels = NULL;
+      enum gpu_status st = gpu_upload(ctx, img, NULL);
+      if (st == GPU_OK) st = gpu_blur_regions(ctx, &b, img, r, 4, feather, acc, &t);
+      if (st == GPU_OK) st = gpu_download(ctx, GPU_OUTPUT, img, &pixels, NULL);
+      if (st != GPU_OK) TEST_FAIL("regions: %s", gpu_ctx_error(ctx));
+      got.data = pixels;
+      size_t diffs = 0, n = cpu_image_bytes(img) / (size_t)(img->depth / 8);
+      for (size_t k = 0; k < n; k++) diffs += image_sample(&want, k) != image_sample(&got, k);
+      int same_acc = 1;
+      for (int k = 0; k < 4; k++)
+        same_acc &= acc[k].psnr == one[k].psnr && acc[k].max_abs == one[k].max_abs;
+      int ok = diffs == 0 && same_acc;
+      printf("%-4s regions %dx%dx%d%s feather %d: %zu samples differ from the parts blended on "
+             "the host; box PSNR %s (%.4f)  %.3f ms\n",
+             ok ? "ok" : "FAIL", img->width, img->height, img->channels,
+             img->depth == 16 ? "/16" : "", feather, diffs, same_acc ? "the same" : "DIFFERS",
+             acc[0].psnr, t.kernel + t.reference);
+      failures += !ok;
+      free(want.data);
+    }
+  free(imgs[0].data);
+  free(imgs[1].data);
   codec_image_free(&astro);
   codec_image_free(&c16);
 }
@@ -536,6 +602,12 @@ int main(int argc, char **argv) {
                                                : 0;
   local_only =
       argc > 1 && (strcmp(argv[1], "--local") == 0 || (argc > 2 && strcmp(argv[2], "local") == 0));
+  if (quick > 1 && argc > 2 && strcmp(argv[2], "regions") == 0) { /* --sanitize regions */
+    ASSERT(gpu_device_count() > 0 && (ctx = gpu_ctx_new(0, NULL, 0)));
+    test_regions();
+    gpu_ctx_free(ctx);
+    return failures ? 1 : 0;
+  }
   if (quick > 1 && argc > 2 && !local_only && (only = cpu_method_from_name(argv[2])) < 0)
     TEST_FAIL("unknown method %s", argv[2]);
   ASSERT(gpu_device_count() > 0);
@@ -547,6 +619,7 @@ int main(int argc, char **argv) {
   if (!local_only) {
     test_odd_sizes();
     test_per_axis();
+    if (only < 0) test_regions();
   }
   if (only < 0) test_local();
   if (!quick && !local_only) {

@@ -1,0 +1,104 @@
+/* Region blur on the device: each region's box is cut out of the resident image, blurred by the
+ * method's own kernels (and measured against the exact reference) and blended into a copy of
+ * the image by blend_kernel, the twin of cpu/compose.c's cpu_blend_box. Nothing leaves the
+ * device, so the answer can be encoded there too. */
+#include "gpu_int.cuh"
+
+#include <math.h>
+
+/* cpu/compose.c's ramp, in the same operations (no contraction into fused multiply-adds, which
+ * would round differently from the host). */
+__device__ double ramp(int d, int feather) {
+  if (d <= 0) return 1;
+  if (d > feather) return 0;
+  double t = __dsub_rn(1, __ddiv_rn(d, feather + 1));
+  return __dmul_rn(__dmul_rn(t, t), __dsub_rn(3, __dmul_rn(2, t)));
+}
+
+/* One sample of dst (x, y) blended with the box's: cpu_blend_box's formula. The window (x0, y0)
+ * .. (x1, y1) is where the region and its feather meet the box. */
+template <class T>
+__global__ void blend_kernel(T *dst, int width, const T *box, int bx, int by, int bw, int c,
+                             int4 rect, int x0, int y0, int x1, int y1, int feather, double peak) {
+  int x = x0 + blockIdx.x * blockDim.x + threadIdx.x,
+      y = y0 + blockIdx.y * blockDim.y + threadIdx.y;
+  if (x >= x1 || y >= y1) return;
+  int dx = x < rect.x ? rect.x - x : x - (rect.z - 1),
+      dy = y < rect.y ? rect.y - y : y - (rect.w - 1);
+  double m = __dmul_rn(ramp(dx, feather), ramp(dy, feather));
+  if (m <= 0) return;
+  T *p = dst + ((size_t)y * width + x) * c;
+  const T *q = box + ((size_t)(y - by) * bw + x - bx) * c;
+  for (int k = 0; k < c; k++) {
+    if (m == 1) {
+      p[k] = q[k];
+      continue;
+    }
+    double v = p[k], o = floor(__dadd_rn(__dadd_rn(v, __dmul_rn(m, __dsub_rn(q[k], v))), 0.5));
+    p[k] = (T)(o < 0 ? 0 : o > peak ? peak : o);
+  }
+}
+
+static cudaError_t launch_blend(void *dst, const struct cpu_image *img, const void *box,
+                                const struct gpu_region *r, int feather, cudaStream_t s) {
+  int x0 = max(r->rect[0] - feather, r->box[0]), y0 = max(r->rect[1] - feather, r->box[1]);
+  int x1 = min(r->rect[2] + feather, r->box[0] + r->box[2]);
+  int y1 = min(r->rect[3] + feather, r->box[1] + r->box[3]);
+  if (x0 >= x1 || y0 >= y1) return cudaSuccess;
+  dim3 block(32, 8), grid(div_up(x1 - x0, 32), div_up(y1 - y0, 8));
+  int4 rect = make_int4(r->rect[0], r->rect[1], r->rect[2], r->rect[3]);
+  double peak = (1 << img->depth) - 1;
+  if (img->depth == 8)
+    blend_kernel<<<grid, block, 0, s>>>((uint8_t *)dst, img->width, (const uint8_t *)box, r->box[0],
+                                        r->box[1], r->box[2], img->channels, rect, x0, y0, x1, y1,
+                                        feather, peak);
+  else
+    blend_kernel<<<grid, block, 0, s>>>((uint16_t *)dst, img->width, (const uint16_t *)box,
+                                        r->box[0], r->box[1], r->box[2], img->channels, rect, x0,
+                                        y0, x1, y1, feather, peak);
+  return cudaGetLastError();
+}
+
+static void swap_buffers(void **a, size_t *acap, void **b, size_t *bcap) {
+  void *p = *a;
+  size_t n = *acap;
+  *a = *b, *acap = *bcap;
+  *b = p, *bcap = n;
+}
+
+enum gpu_status gpu_blur_regions(struct gpu_ctx *ctx, const struct cpu_blur *b,
+                                 const struct cpu_image *img, const struct gpu_region *r, int n,
+                                 int feather, struct cpu_accuracy *acc, struct gpu_times *t) {
+  size_t px = (size_t)img->channels * (img->depth / 8), bytes = cpu_image_bytes(img);
+  CUDA_TRY(ctx, cudaSetDevice(ctx->dev));
+  enum gpu_status st = grow(ctx, &ctx->d_whole, &ctx->whole_cap, bytes);
+  if (st == GPU_OK) st = grow(ctx, &ctx->d_res, &ctx->res_cap, bytes);
+  if (st != GPU_OK) return st;
+  /* the image moves aside to d_whole (the boxes are cut from it, so overlapping regions blur the
+   * input) and d_res, its copy, takes the blends; d_in and d_out hold one box at a time */
+  swap_buffers(&ctx->d_in, &ctx->in_cap, &ctx->d_whole, &ctx->whole_cap);
+  CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_START], ctx->s));
+  CUDA_TRY(ctx, cudaMemcpyAsync(ctx->d_res, ctx->d_whole, bytes, cudaMemcpyDeviceToDevice, ctx->s));
+  double reference = 0;
+  for (int i = 0; i < n; i++) {
+    struct cpu_image box = {NULL, r[i].box[2], r[i].box[3], img->channels, img->depth};
+    struct gpu_times g = {0, 0, 0, 0};
+    if ((st = grow_images(ctx, cpu_image_bytes(&box))) != GPU_OK) return st;
+    CUDA_TRY(ctx, cudaMemcpy2DAsync(ctx->d_in, box.width * px,
+                                    (const char *)ctx->d_whole +
+                                        ((size_t)r[i].box[1] * img->width + r[i].box[0]) * px,
+                                    img->width * px, box.width * px, box.height,
+                                    cudaMemcpyDeviceToDevice, ctx->s));
+    if ((st = gpu_blur_resident(ctx, b, &box, acc ? &acc[i] : NULL, &g)) != GPU_OK) return st;
+    reference += g.reference;
+    CUDA_TRY(ctx, launch_blend(ctx->d_res, img, ctx->d_out, &r[i], feather, ctx->s));
+  }
+  swap_buffers(&ctx->d_out, &ctx->out_cap, &ctx->d_res, &ctx->res_cap);
+  CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_DONE], ctx->s));
+  CUDA_TRY(ctx, cudaEventSynchronize(ctx->ev[EV_DONE]));
+  if (t) {
+    t->reference = reference;
+    t->kernel = elapsed(ctx, EV_START, EV_DONE) - reference;
+  }
+  return GPU_OK;
+}
