@@ -10,6 +10,7 @@
 #include "cpu_int.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -381,18 +382,32 @@ static void pass_chunk(void *arg, int begin, int end) {
 
 /* n doubles for planes, in transparent huge pages where the kernel offers them (madvise): the x
  * pass writes its transposed plane a line of STRIP values at a time, each in another row, and
- * with 4 KB pages each such write would fault its page in, and miss the TLB. NULL when out of
- * memory. */
+ * with 4 KB pages each such write would fault its page in, and miss the TLB. From 1 MB on, the
+ * mapping is whole 2 MB pages on a 2 MB boundary, so that a small image's plane (a region's box)
+ * is in huge pages too. NULL when out of memory. */
+#define HUGE_PAGE ((size_t)2 << 20)
+
+static size_t planes_bytes(size_t n) {
+  size_t b = n * sizeof(double);
+  return b < HUGE_PAGE / 2 ? b : (b + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+}
+
 static double *planes_new(size_t n) {
-  void *p =
-      mmap(NULL, n * sizeof(double), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  size_t bytes = planes_bytes(n), extra = bytes >= HUGE_PAGE ? HUGE_PAGE : 0;
+  char *p = mmap(NULL, bytes + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return NULL;
-  madvise(p, n * sizeof(double), MADV_HUGEPAGE);
-  return p;
+  if (extra) { /* keep the whole huge pages inside: [p + lead, p + lead + bytes) */
+    size_t lead = (HUGE_PAGE - (uintptr_t)p % HUGE_PAGE) % HUGE_PAGE;
+    if (lead) munmap(p, lead);
+    munmap(p + lead + bytes, extra - lead);
+    p += lead;
+  }
+  madvise(p, bytes, MADV_HUGEPAGE);
+  return (double *)p;
 }
 
 static void planes_free(double *p, size_t n) {
-  if (p) munmap(p, n * sizeof(double));
+  if (p) munmap(p, planes_bytes(n));
 }
 
 /* Filters channel ch of img with f[0] along x and f[1] along y into out (h rows of w) and/or,
