@@ -67,18 +67,22 @@ typedef uint8_t vb32 __attribute__((vector_size(32)));
 typedef uint16_t vh __attribute__((vector_size(16)));
 typedef uint16_t vh16 __attribute__((vector_size(32)));
 #define LD(p) (*(const vfu *)(p))
+/* Sixteen floats for the taps: one AVX-512 register, two AVX ones. */
+typedef float vw __attribute__((vector_size(64)));
+typedef float vwu __attribute__((vector_size(64), aligned(4), may_alias));
+#define LDW(p) (*(const vwu *)(p))
 
 /* out[i] = w0 rows[0][i] + sum_k wk (rows[-k][i] + rows[k][i]) for i in [0, n), 16 at a time
  * (rows and out have VEC samples of slack past n). Along x, rows[k] is in + k step. */
 CPU_HOT static void fir(const float *w, int r, const float *const *rows, float *out, int n) {
   for (int i = 0; i < n; i += VEC) {
-    vf a[VEC / 8];
-    for (int v = 0; v < VEC / 8; v++) a[v] = w[0] * LD(rows[0] + i + 8 * v);
+    vw a[VEC / 16];
+    for (int v = 0; v < VEC / 16; v++) a[v] = w[0] * LDW(rows[0] + i + 16 * v);
     for (int k = 1; k <= r; k++) {
       const float *lo = rows[-k] + i, *hi = rows[k] + i;
-      for (int v = 0; v < VEC / 8; v++) a[v] += w[k] * (LD(lo + 8 * v) + LD(hi + 8 * v));
+      for (int v = 0; v < VEC / 16; v++) a[v] += w[k] * (LDW(lo + 16 * v) + LDW(hi + 16 * v));
     }
-    for (int v = 0; v < VEC / 8; v++) *(vfu *)(out + i + 8 * v) = a[v];
+    for (int v = 0; v < VEC / 16; v++) *(vwu *)(out + i + 16 * v) = a[v];
   }
 }
 
