@@ -24,6 +24,8 @@
 /* Four doubles, and four doubles at any address (one unaligned vector move; two without AVX). */
 typedef double vd __attribute__((vector_size(32)));
 typedef double vdu __attribute__((vector_size(32), aligned(8), may_alias));
+typedef long long vl __attribute__((vector_size(32)));
+typedef int vi4 __attribute__((vector_size(16)));
 #define LDD(p) (*(const vdu *)(p))
 
 enum filter_kind { FILTER_FIR, FILTER_YVV, FILTER_YVV2WAY, FILTER_DERICHE, FILTER_PYRAMID };
@@ -307,14 +309,32 @@ struct pass {
   int failed; /* set when a chunk could not get its scratch memory */
 };
 
-/* Filtered value v of sample j (a pixel index) rounded into channel ch of img; with alpha, v is
- * premultiplied colour, divided by the pixel's filtered alpha. */
-static inline void store(struct cpu_image *img, size_t j, int ch, double v, const double *alpha) {
-  double max = (1 << img->depth) - 1;
+/* Filtered values v[0..n) of pixels j..j+n-1 (n <= STRIP; v has STRIP values) rounded into
+ * channel ch of img; with alpha, v is premultiplied colour, divided by each pixel's filtered
+ * alpha. The rounding runs on all STRIP values at once (vectorised), the stores one by one. */
+CPU_HOT static void store(struct cpu_image *img, size_t j, int ch, const double *v, int n,
+                          const double *alpha) {
+  double max = (1 << img->depth) - 1, x[STRIP];
+  int c = img->channels, q[STRIP];
+  memcpy(x, v, sizeof(x));
   /* colour of a pixel whose alpha rounds to 0 is 0: invisible, and the same everywhere */
-  if (alpha) v = alpha[j] >= 0.5 ? v * max / alpha[j] : 0;
-  v = v <= 0 ? 0 : v >= max ? max : floor(v + 0.5);
-  cpu_set_sample(img, j * img->channels + ch, (unsigned)v);
+  for (int i = 0; alpha && i < n; i++) x[i] = alpha[j + i] >= 0.5 ? x[i] * max / alpha[j + i] : 0;
+  const vd zero = {0, 0, 0, 0}, top = {max, max, max, max};
+  for (int i = 0; i < STRIP; i += 4) { /* floor(x + 0.5) in [0, max]: clamped, then truncated */
+    vd y = LDD(x + i);
+    vl big = y >= top;
+    y = (vd)((vl)y & (y > zero)); /* below 0 (or NaN): 0 */
+    y = (vd)(((vl)y & ~big) | ((vl)top & big));
+    vi4 r = __builtin_convertvector(y + 0.5, vi4);
+    memcpy(q + i, &r, sizeof(r));
+  }
+  if (img->depth == 8) {
+    uint8_t *d = (uint8_t *)img->data + j * c + ch;
+    for (int i = 0; i < n; i++) d[(size_t)i * c] = (uint8_t)q[i];
+  } else {
+    uint16_t *d = (uint16_t *)img->data + j * c + ch;
+    for (int i = 0; i < n; i++) d[(size_t)i * c] = (uint16_t)q[i];
+  }
 }
 
 /* Strip `strip` of lines (image rows along x, image columns along y) into in: n rows of STRIP. */
@@ -332,6 +352,11 @@ static int gather(const struct pass *ps, int strip, double *in) {
   double inv_max = 1.0 / ((1 << img->depth) - 1);
   for (int s = 0; s < sl; s++) {
     size_t row = (size_t)(l0 + s) * w * c;
+    if (img->depth == 8 && !ps->premultiply) { /* the common case, without the branches */
+      const uint8_t *p = (const uint8_t *)img->data + row + ps->ch;
+      for (int x = 0; x < w; x++) in[(size_t)x * STRIP + s] = p[(size_t)x * c];
+      continue;
+    }
     for (int x = 0; x < w; x++) {
       size_t i = row + (size_t)x * c;
       double v = cpu_sample(img, i + ps->ch);
@@ -353,10 +378,9 @@ static void pass_chunk(void *arg, int begin, int end) {
   }
   double *in = buf + PAD * STRIP, *out = in + rows * STRIP, *tmp = out + rows * STRIP;
   for (int strip = begin; strip < end; strip++) {
-    int l0 = strip * STRIP, sl = gather(ps, strip, in);
+    int l0 = strip * STRIP, sl = gather(ps, strip, ps->f->kind == FILTER_YVV ? out : in);
     switch (ps->f->kind) {
-    case FILTER_YVV:
-      memcpy(out, in, (size_t)n * STRIP * sizeof(double));
+    case FILTER_YVV: /* in place */
       yvv_strip(&ps->f->yvv, out, n);
       break;
     case FILTER_YVV2WAY:
@@ -374,13 +398,16 @@ static void pass_chunk(void *arg, int begin, int end) {
     }
     for (int k = 0; k < n; k++) { /* sample k of the strip's lines: sl adjacent values */
       const double *v = out + (size_t)k * STRIP;
+      if (!ps->along_y && sl == STRIP) { /* a fixed size: inlined vector moves */
+        memcpy(ps->t + (size_t)k * h + l0, v, STRIP * sizeof(double));
+        continue;
+      }
       if (!ps->along_y) {
         memcpy(ps->t + (size_t)k * h + l0, v, sl * sizeof(double));
         continue;
       }
       if (ps->out) memcpy(ps->out + (size_t)k * w + l0, v, sl * sizeof(double));
-      for (int i = 0; ps->dst && i < sl; i++)
-        store(ps->dst, (size_t)k * w + l0 + i, ps->ch, v[i], ps->alpha);
+      if (ps->dst) store(ps->dst, (size_t)k * w + l0, ps->ch, v, sl, ps->alpha);
     }
   }
   free(buf);
