@@ -293,15 +293,16 @@ CPU_HOT static void pyramid_strip(const struct filter *f, const double *in, doub
 }
 
 /* One 1-D pass over a channel, STRIP lines at a time: along x (rows), from the image's channel
- * into a transposed plane (w rows of h), or along y (columns), from that plane into a plane of h
- * rows of w. Each strip is gathered straight from its source and scattered straight to its
- * target, STRIP lines side by side: the source lines are read in order, so no plane is loaded,
- * copied or transposed on its own. */
+ * into the plane between the passes, or along y (columns), from that plane into a plane of h
+ * rows of w and/or the image. The plane holds the image's columns in strips of STRIP, each h
+ * rows of STRIP values with PAD rows before and after: the y pass's strips as they are filtered,
+ * read in place, and the x pass writes each of its strips into blocks of STRIP x STRIP values
+ * (2 KB, contiguous). The x pass gathers its strip straight from the image's channel. */
 struct pass {
   const struct filter *f;      /* the filter of this pass's axis */
   const struct cpu_image *img; /* along x: the image, its channel ch, premultiplied or not */
   int ch, premultiply;
-  double *t;             /* the plane between the passes: w rows of h */
+  double *t;             /* the plane between the passes (between_size()) */
   double *out;           /* along y: the result, h rows of w, or NULL */
   struct cpu_image *dst; /* along y: the result rounded into channel ch of dst, or NULL */
   const double *alpha;   /* with dst: the filtered alpha plane that colour is divided by, or NULL */
@@ -337,18 +338,12 @@ CPU_HOT static void store(struct cpu_image *img, size_t j, int ch, const double 
   }
 }
 
-/* Strip `strip` of lines (image rows along x, image columns along y) into in: n rows of STRIP. */
+/* Strip `strip` of image rows (of channel ps->ch) into in: w rows of STRIP. Returns the rows it
+ * holds. */
 static int gather(const struct pass *ps, int strip, double *in) {
   const struct cpu_image *img = ps->img;
   int w = img->width, h = img->height, c = img->channels, l0 = strip * STRIP;
-  int lines = ps->along_y ? w : h, sl = lines - l0 < STRIP ? lines - l0 : STRIP;
-  if (ps->along_y) {
-    for (int s = 0; s < sl; s++) {
-      const double *src = ps->t + (size_t)(l0 + s) * h;
-      for (int y = 0; y < h; y++) in[(size_t)y * STRIP + s] = src[y];
-    }
-    return sl;
-  }
+  int sl = h - l0 < STRIP ? h - l0 : STRIP;
   double inv_max = 1.0 / ((1 << img->depth) - 1);
   for (int s = 0; s < sl; s++) {
     size_t row = (size_t)(l0 + s) * w * c;
@@ -367,10 +362,15 @@ static int gather(const struct pass *ps, int strip, double *in) {
   return sl;
 }
 
+/* Doubles in the plane between the passes. */
+static size_t between_size(const struct cpu_image *img) {
+  return (size_t)((img->width + STRIP - 1) / STRIP) * (img->height + 2 * PAD) * STRIP;
+}
+
 static void pass_chunk(void *arg, int begin, int end) {
   struct pass *ps = arg;
   int w = ps->img->width, h = ps->img->height, n = ps->along_y ? h : w;
-  size_t rows = (size_t)n + 2 * PAD;
+  size_t rows = (size_t)n + 2 * PAD, hs = (size_t)h + 2 * PAD; /* rows of a strip of t */
   double *buf = calloc((3 * rows + pyramid_rows(ps->f, n)) * STRIP, sizeof(double));
   if (!buf) {
     __atomic_store_n(&ps->failed, 1, __ATOMIC_RELAXED);
@@ -378,32 +378,34 @@ static void pass_chunk(void *arg, int begin, int end) {
   }
   double *in = buf + PAD * STRIP, *out = in + rows * STRIP, *tmp = out + rows * STRIP;
   for (int strip = begin; strip < end; strip++) {
-    int l0 = strip * STRIP, sl = gather(ps, strip, ps->f->kind == FILTER_YVV ? out : in);
+    int l0 = strip * STRIP, sl = w - l0 < STRIP ? w - l0 : STRIP;
+    double *a = in, *o = out; /* the strip's input and output */
+    if (ps->along_y)
+      a = ps->t + ((size_t)strip * hs + PAD) * STRIP;
+    else
+      sl = gather(ps, strip, a);
     switch (ps->f->kind) {
     case FILTER_YVV: /* in place */
-      yvv_strip(&ps->f->yvv, out, n);
+      yvv_strip(&ps->f->yvv, o = a, n);
       break;
     case FILTER_YVV2WAY:
-      yvv2way_strip(ps->f, in, out, n);
+      yvv2way_strip(ps->f, a, o, n);
       break;
     case FILTER_DERICHE:
-      deriche_strip(&ps->f->d, in, out, tmp, n);
+      deriche_strip(&ps->f->d, a, o, tmp, n);
       break;
     case FILTER_FIR:
-      fir_strip(ps->f, in, out, n);
+      fir_strip(ps->f, a, o, n);
       break;
     case FILTER_PYRAMID:
-      pyramid_strip(ps->f, in, out, tmp + rows * STRIP, n);
+      pyramid_strip(ps->f, a, o, tmp + rows * STRIP, n);
       break;
     }
     for (int k = 0; k < n; k++) { /* sample k of the strip's lines: sl adjacent values */
-      const double *v = out + (size_t)k * STRIP;
-      if (!ps->along_y && sl == STRIP) { /* a fixed size: inlined vector moves */
-        memcpy(ps->t + (size_t)k * h + l0, v, STRIP * sizeof(double));
-        continue;
-      }
-      if (!ps->along_y) {
-        memcpy(ps->t + (size_t)k * h + l0, v, sl * sizeof(double));
+      const double *v = o + (size_t)k * STRIP;
+      if (!ps->along_y) { /* column k % STRIP of rows l0.. of t's strip k / STRIP */
+        double *d = ps->t + ((size_t)(k / STRIP) * hs + PAD + l0) * STRIP + k % STRIP;
+        for (int s = 0; s < sl; s++) d[(size_t)s * STRIP] = v[s];
         continue;
       }
       if (ps->out) memcpy(ps->out + (size_t)k * w + l0, v, sl * sizeof(double));
@@ -413,10 +415,9 @@ static void pass_chunk(void *arg, int begin, int end) {
   free(buf);
 }
 
-/* n doubles for planes, in transparent huge pages where the kernel offers them (madvise): the x
- * pass writes its transposed plane a line of STRIP values at a time, each in another row, and
- * with 4 KB pages each such write would fault its page in, and miss the TLB. NULL when out of
- * memory. */
+/* n doubles for planes, in transparent huge pages where the kernel offers them (madvise): with
+ * 4 KB pages the passes' scattered writes would fault a page in at a time, and miss the TLB.
+ * NULL when out of memory. */
 static double *planes_new(size_t n) {
   void *p =
       mmap(NULL, n * sizeof(double), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -431,7 +432,7 @@ static void planes_free(double *p, size_t n) {
 
 /* Filters channel ch of img with f[0] along x and f[1] along y into out (h rows of w) and/or,
  * rounded, into channel ch of dst (colour divided by alpha when alpha is not NULL); t is scratch
- * of img's size. */
+ * of between_size(img) doubles. */
 static int blur_channel(struct cpu_pool *pool, const struct filter f[2],
                         const struct cpu_image *img, int ch, int premultiply, double *out,
                         struct cpu_image *dst, const double *alpha, double *t) {
@@ -453,15 +454,16 @@ static int blur_doubles(struct cpu_pool *pool, const struct filter f[2],
                         const struct cpu_image *src, struct cpu_image *dst) {
   size_t px = (size_t)src->width * src->height;
   int alpha = src->channels == 2 || src->channels == 4, rc = 0;
-  double *t = planes_new((1 + alpha) * px);
+  size_t n = between_size(src) + alpha * px;
+  double *t = planes_new(n);
   if (!t) return -1;
-  double *fa = alpha ? t + px : NULL;
+  double *fa = alpha ? t + between_size(src) : NULL;
   for (int k = 0; rc == 0 && k < src->channels; k++) {
     int ch = channel_at(src, k), is_alpha = alpha && ch == src->channels - 1;
     rc = blur_channel(pool, f, src, ch, alpha && !is_alpha, is_alpha ? fa : NULL, dst,
                       alpha && !is_alpha ? fa : NULL, t);
   }
-  planes_free(t, (1 + alpha) * px);
+  planes_free(t, n);
   return rc;
 }
 
@@ -501,10 +503,11 @@ int cpu_measure(struct cpu_pool *pool, double sigma_x, double sigma_y, const str
   struct cpu_blur rb = {CPU_SEPARABLE, sigma_x, sigma_y, CPU_TRUNCATE, 0};
   size_t px = (size_t)src->width * src->height;
   int alpha = src->channels == 2 || src->channels == 4, rc = filters_init(ref, &rb);
-  double *p = rc == 0 ? planes_new((2 + alpha) * px) : NULL;
+  size_t n = (1 + alpha) * px + between_size(src);
+  double *p = rc == 0 ? planes_new(n) : NULL;
   double *rows = malloc(2 * (size_t)src->height * sizeof(double)), sse = 0, max = 0;
   rc = p && rows ? rc : -1;
-  double *tmp = p ? p + px : NULL, *ra = p && alpha ? tmp + px : NULL;
+  double *tmp = p ? p + px : NULL, *ra = p && alpha ? tmp + between_size(src) : NULL;
   for (int k = 0; rc == 0 && k < src->channels; k++) {
     int ch = channel_at(src, k), is_alpha = alpha && ch == src->channels - 1;
     rc = blur_channel(pool, ref, src, ch, alpha && !is_alpha, is_alpha ? ra : p, NULL, NULL, tmp);
@@ -519,7 +522,7 @@ int cpu_measure(struct cpu_pool *pool, double sigma_x, double sigma_y, const str
   if (rc == 0)
     *acc = (struct cpu_accuracy){mse > 0 ? 10 * log10(peak * peak / mse) : INFINITY, max};
   free(rows);
-  planes_free(p, (2 + alpha) * px);
+  planes_free(p, n);
   filters_free(ref);
   return rc;
 }
