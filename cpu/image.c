@@ -416,18 +416,28 @@ static void pass_chunk(void *arg, int begin, int end) {
 }
 
 /* n doubles for planes, in transparent huge pages where the kernel offers them (madvise): with
- * 4 KB pages the passes' scattered writes would fault a page in at a time, and miss the TLB.
- * NULL when out of memory. */
+ * 4 KB pages the passes' scattered writes would fault a page in at a time, and miss the TLB. The
+ * mapping starts and ends on 2 MB boundaries: a part of a huge page at either end would still be
+ * faulted in 4 KB at a time (450 faults a 1080p yvv blur). NULL when out of memory. */
+#define HUGE_PAGE ((size_t)2 << 20)
+static size_t planes_bytes(size_t n) {
+  return (n * sizeof(double) + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+}
+
 static double *planes_new(size_t n) {
-  void *p =
-      mmap(NULL, n * sizeof(double), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return NULL;
-  madvise(p, n * sizeof(double), MADV_HUGEPAGE);
-  return p;
+  size_t bytes = planes_bytes(n);
+  uint8_t *m =
+      mmap(NULL, bytes + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return NULL;
+  uint8_t *p = (uint8_t *)(((uintptr_t)m + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+  if (p > m) munmap(m, (size_t)(p - m));
+  munmap(p + bytes, (size_t)(m + HUGE_PAGE - p));
+  madvise(p, bytes, MADV_HUGEPAGE);
+  return (double *)p;
 }
 
 static void planes_free(double *p, size_t n) {
-  if (p) munmap(p, n * sizeof(double));
+  if (p) munmap(p, planes_bytes(n));
 }
 
 /* Filters channel ch of img with f[0] along x and f[1] along y into out (h rows of w) and/or,
