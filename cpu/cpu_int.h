@@ -6,10 +6,11 @@
 
 #include "cpu.h"
 
-/* A hot loop (image.c's strips, sep.c's tiles): an AVX2 clone is picked at run time where the
- * CPU has it. Without FMA contraction both clones give the same bits. */
+/* A hot loop (image.c's strips, sep.c's tiles): an AVX-512 or AVX2 clone is picked at run time
+ * where the CPU has it. Without FMA contraction every clone gives the same bits. */
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define CPU_HOT __attribute__((target_clones("avx2", "default")))
+#define CPU_HOT    __attribute__((target_clones("avx512f", "avx2", "default")))
+#define CPU_AVX512 __attribute__((target("avx512f"))) /* a function only called where it runs */
 #else
 #define CPU_HOT
 #endif

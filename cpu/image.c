@@ -22,6 +22,13 @@
  * count as none, so an exactly right output scores an infinite PSNR. */
 #define REF_NOISE 1e-6
 
+/* Four doubles, and four doubles at any address (one unaligned vector move; two without AVX). */
+typedef double vd __attribute__((vector_size(32)));
+typedef double vdu __attribute__((vector_size(32), aligned(8), may_alias));
+typedef long long vl __attribute__((vector_size(32)));
+typedef int vi4 __attribute__((vector_size(16)));
+#define LDD(p) (*(const vdu *)(p))
+
 enum filter_kind { FILTER_FIR, FILTER_YVV, FILTER_YVV2WAY, FILTER_DERICHE, FILTER_PYRAMID };
 
 struct filter { /* one method along one axis, ready to run on strips */
@@ -110,12 +117,14 @@ CPU_HOT static void fir_strip(const struct filter *f, const double *in, double *
   for (int i = 0; i < n; i++) {
     double *o = out + (size_t)i * STRIP;
     const double *c = in + (size_t)i * STRIP;
-    if (i >= r && i + r < n) {
-      for (int s = 0; s < STRIP; s++) o[s] = w[0] * c[s];
+    if (i >= r && i + r < n) { /* the sums in registers: out may alias in for all GCC knows */
+      vd a[STRIP / 4];
+      for (int v = 0; v < STRIP / 4; v++) a[v] = w[0] * LDD(c + 4 * v);
       for (int k = 1; k <= r; k++) {
         const double *lo = c - (size_t)k * STRIP, *hi = c + (size_t)k * STRIP;
-        for (int s = 0; s < STRIP; s++) o[s] += w[k] * (lo[s] + hi[s]);
+        for (int v = 0; v < STRIP / 4; v++) a[v] += w[k] * (LDD(lo + 4 * v) + LDD(hi + 4 * v));
       }
+      for (int v = 0; v < STRIP / 4; v++) *(vdu *)(o + 4 * v) = a[v];
       continue;
     }
     double wl = i + 1 <= r ? tail[i + 1] : 0;
@@ -285,15 +294,16 @@ CPU_HOT static void pyramid_strip(const struct filter *f, const double *in, doub
 }
 
 /* One 1-D pass over a channel, STRIP lines at a time: along x (rows), from the image's channel
- * into a transposed plane (w rows of h), or along y (columns), from that plane into a plane of h
- * rows of w. Each strip is gathered straight from its source and scattered straight to its
- * target, STRIP lines side by side: the source lines are read in order, so no plane is loaded,
- * copied or transposed on its own. */
+ * into the plane between the passes, or along y (columns), from that plane into a plane of h
+ * rows of w and/or the image. The plane holds the image's columns in strips of STRIP, each h
+ * rows of STRIP values with PAD rows before and after: the y pass's strips as they are filtered,
+ * read in place, and the x pass writes each of its strips into blocks of STRIP x STRIP values
+ * (2 KB, contiguous). The x pass gathers its strip straight from the image's channel. */
 struct pass {
   const struct filter *f;      /* the filter of this pass's axis */
   const struct cpu_image *img; /* along x: the image, its channel ch, premultiplied or not */
   int ch, premultiply;
-  double *t;             /* the plane between the passes: w rows of h */
+  double *t;             /* the plane between the passes (between_size()) */
   double *out;           /* along y: the result, h rows of w, or NULL */
   struct cpu_image *dst; /* along y: the result rounded into channel ch of dst, or NULL */
   const double *alpha;   /* with dst: the filtered alpha plane that colour is divided by, or NULL */
@@ -301,31 +311,48 @@ struct pass {
   int failed; /* set when a chunk could not get its scratch memory */
 };
 
-/* Filtered value v of sample j (a pixel index) rounded into channel ch of img; with alpha, v is
- * premultiplied colour, divided by the pixel's filtered alpha. */
-static inline void store(struct cpu_image *img, size_t j, int ch, double v, const double *alpha) {
-  double max = (1 << img->depth) - 1;
+/* Filtered values v[0..n) of pixels j..j+n-1 (n <= STRIP; v has STRIP values) rounded into
+ * channel ch of img; with alpha, v is premultiplied colour, divided by each pixel's filtered
+ * alpha. The rounding runs on all STRIP values at once (vectorised), the stores one by one. */
+CPU_HOT static void store(struct cpu_image *img, size_t j, int ch, const double *v, int n,
+                          const double *alpha) {
+  double max = (1 << img->depth) - 1, x[STRIP];
+  int c = img->channels, q[STRIP];
+  memcpy(x, v, sizeof(x));
   /* colour of a pixel whose alpha rounds to 0 is 0: invisible, and the same everywhere */
-  if (alpha) v = alpha[j] >= 0.5 ? v * max / alpha[j] : 0;
-  v = v <= 0 ? 0 : v >= max ? max : floor(v + 0.5);
-  cpu_set_sample(img, j * img->channels + ch, (unsigned)v);
+  for (int i = 0; alpha && i < n; i++) x[i] = alpha[j + i] >= 0.5 ? x[i] * max / alpha[j + i] : 0;
+  const vd zero = {0, 0, 0, 0}, top = {max, max, max, max};
+  for (int i = 0; i < STRIP; i += 4) { /* floor(x + 0.5) in [0, max]: clamped, then truncated */
+    vd y = LDD(x + i);
+    vl big = y >= top;
+    y = (vd)((vl)y & (y > zero)); /* below 0 (or NaN): 0 */
+    y = (vd)(((vl)y & ~big) | ((vl)top & big));
+    vi4 r = __builtin_convertvector(y + 0.5, vi4);
+    memcpy(q + i, &r, sizeof(r));
+  }
+  if (img->depth == 8) {
+    uint8_t *d = (uint8_t *)img->data + j * c + ch;
+    for (int i = 0; i < n; i++) d[(size_t)i * c] = (uint8_t)q[i];
+  } else {
+    uint16_t *d = (uint16_t *)img->data + j * c + ch;
+    for (int i = 0; i < n; i++) d[(size_t)i * c] = (uint16_t)q[i];
+  }
 }
 
-/* Strip `strip` of lines (image rows along x, image columns along y) into in: n rows of STRIP. */
+/* Strip `strip` of image rows (of channel ps->ch) into in: w rows of STRIP. Returns the rows it
+ * holds. */
 static int gather(const struct pass *ps, int strip, double *in) {
   const struct cpu_image *img = ps->img;
   int w = img->width, h = img->height, c = img->channels, l0 = strip * STRIP;
-  int lines = ps->along_y ? w : h, sl = lines - l0 < STRIP ? lines - l0 : STRIP;
-  if (ps->along_y) {
-    for (int s = 0; s < sl; s++) {
-      const double *src = ps->t + (size_t)(l0 + s) * h;
-      for (int y = 0; y < h; y++) in[(size_t)y * STRIP + s] = src[y];
-    }
-    return sl;
-  }
+  int sl = h - l0 < STRIP ? h - l0 : STRIP;
   double inv_max = 1.0 / ((1 << img->depth) - 1);
   for (int s = 0; s < sl; s++) {
     size_t row = (size_t)(l0 + s) * w * c;
+    if (img->depth == 8 && !ps->premultiply) { /* the common case, without the branches */
+      const uint8_t *p = (const uint8_t *)img->data + row + ps->ch;
+      for (int x = 0; x < w; x++) in[(size_t)x * STRIP + s] = p[(size_t)x * c];
+      continue;
+    }
     for (int x = 0; x < w; x++) {
       size_t i = row + (size_t)x * c;
       double v = cpu_sample(img, i + ps->ch);
@@ -336,10 +363,15 @@ static int gather(const struct pass *ps, int strip, double *in) {
   return sl;
 }
 
+/* Doubles in the plane between the passes. */
+static size_t between_size(const struct cpu_image *img) {
+  return (size_t)((img->width + STRIP - 1) / STRIP) * (img->height + 2 * PAD) * STRIP;
+}
+
 static void pass_chunk(void *arg, int begin, int end) {
   struct pass *ps = arg;
   int w = ps->img->width, h = ps->img->height, n = ps->along_y ? h : w;
-  size_t rows = (size_t)n + 2 * PAD;
+  size_t rows = (size_t)n + 2 * PAD, hs = (size_t)h + 2 * PAD; /* rows of a strip of t */
   double *buf = calloc((3 * rows + pyramid_rows(ps->f, n)) * STRIP, sizeof(double));
   if (!buf) {
     __atomic_store_n(&ps->failed, 1, __ATOMIC_RELAXED);
@@ -347,61 +379,61 @@ static void pass_chunk(void *arg, int begin, int end) {
   }
   double *in = buf + PAD * STRIP, *out = in + rows * STRIP, *tmp = out + rows * STRIP;
   for (int strip = begin; strip < end; strip++) {
-    int l0 = strip * STRIP, sl = gather(ps, strip, in);
+    int l0 = strip * STRIP, sl = w - l0 < STRIP ? w - l0 : STRIP;
+    double *a = in, *o = out; /* the strip's input and output */
+    if (ps->along_y)
+      a = ps->t + ((size_t)strip * hs + PAD) * STRIP;
+    else
+      sl = gather(ps, strip, a);
     switch (ps->f->kind) {
-    case FILTER_YVV:
-      memcpy(out, in, (size_t)n * STRIP * sizeof(double));
-      yvv_strip(&ps->f->yvv, out, n);
+    case FILTER_YVV: /* in place */
+      yvv_strip(&ps->f->yvv, o = a, n);
       break;
     case FILTER_YVV2WAY:
-      yvv2way_strip(ps->f, in, out, n);
+      yvv2way_strip(ps->f, a, o, n);
       break;
     case FILTER_DERICHE:
-      deriche_strip(&ps->f->d, in, out, tmp, n);
+      deriche_strip(&ps->f->d, a, o, tmp, n);
       break;
     case FILTER_FIR:
-      fir_strip(ps->f, in, out, n);
+      fir_strip(ps->f, a, o, n);
       break;
     case FILTER_PYRAMID:
-      pyramid_strip(ps->f, in, out, tmp + rows * STRIP, n);
+      pyramid_strip(ps->f, a, o, tmp + rows * STRIP, n);
       break;
     }
     for (int k = 0; k < n; k++) { /* sample k of the strip's lines: sl adjacent values */
-      const double *v = out + (size_t)k * STRIP;
-      if (!ps->along_y) {
-        memcpy(ps->t + (size_t)k * h + l0, v, sl * sizeof(double));
+      const double *v = o + (size_t)k * STRIP;
+      if (!ps->along_y) { /* column k % STRIP of rows l0.. of t's strip k / STRIP */
+        double *d = ps->t + ((size_t)(k / STRIP) * hs + PAD + l0) * STRIP + k % STRIP;
+        for (int s = 0; s < sl; s++) d[(size_t)s * STRIP] = v[s];
         continue;
       }
       if (ps->out) memcpy(ps->out + (size_t)k * w + l0, v, sl * sizeof(double));
-      for (int i = 0; ps->dst && i < sl; i++)
-        store(ps->dst, (size_t)k * w + l0 + i, ps->ch, v[i], ps->alpha);
+      if (ps->dst) store(ps->dst, (size_t)k * w + l0, ps->ch, v, sl, ps->alpha);
     }
   }
   free(buf);
 }
 
-/* n doubles for planes, in transparent huge pages where the kernel offers them (madvise): the x
- * pass writes its transposed plane a line of STRIP values at a time, each in another row, and
- * with 4 KB pages each such write would fault its page in, and miss the TLB. From 1 MB on, the
- * mapping is whole 2 MB pages on a 2 MB boundary, so that a small image's plane (a region's box)
- * is in huge pages too. NULL when out of memory. */
+/* n doubles for planes, in transparent huge pages where the kernel offers them (madvise): with
+ * 4 KB pages the passes' scattered writes would fault a page in at a time, and miss the TLB. The
+ * mapping starts and ends on 2 MB boundaries: a part of a huge page at either end would still be
+ * faulted in 4 KB at a time (450 faults a 1080p yvv blur), and a small image's plane (a region's
+ * box) would have none. NULL when out of memory. */
 #define HUGE_PAGE ((size_t)2 << 20)
-
 static size_t planes_bytes(size_t n) {
-  size_t b = n * sizeof(double);
-  return b < HUGE_PAGE / 2 ? b : (b + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+  return (n * sizeof(double) + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
 }
 
 static double *planes_new(size_t n) {
-  size_t bytes = planes_bytes(n), extra = bytes >= HUGE_PAGE ? HUGE_PAGE : 0;
-  char *p = mmap(NULL, bytes + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return NULL;
-  if (extra) { /* keep the whole huge pages inside: [p + lead, p + lead + bytes) */
-    size_t lead = (HUGE_PAGE - (uintptr_t)p % HUGE_PAGE) % HUGE_PAGE;
-    if (lead) munmap(p, lead);
-    munmap(p + lead + bytes, extra - lead);
-    p += lead;
-  }
+  size_t bytes = planes_bytes(n);
+  uint8_t *m =
+      mmap(NULL, bytes + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return NULL;
+  uint8_t *p = (uint8_t *)(((uintptr_t)m + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+  if (p > m) munmap(m, (size_t)(p - m));
+  munmap(p + bytes, (size_t)(m + HUGE_PAGE - p));
   madvise(p, bytes, MADV_HUGEPAGE);
   return (double *)p;
 }
@@ -412,7 +444,7 @@ static void planes_free(double *p, size_t n) {
 
 /* Filters channel ch of img with f[0] along x and f[1] along y into out (h rows of w) and/or,
  * rounded, into channel ch of dst (colour divided by alpha when alpha is not NULL); t is scratch
- * of img's size. */
+ * of between_size(img) doubles. */
 static int blur_channel(struct cpu_pool *pool, const struct filter f[2],
                         const struct cpu_image *img, int ch, int premultiply, double *out,
                         struct cpu_image *dst, const double *alpha, double *t) {
@@ -434,15 +466,16 @@ static int blur_doubles(struct cpu_pool *pool, const struct filter f[2],
                         const struct cpu_image *src, struct cpu_image *dst) {
   size_t px = (size_t)src->width * src->height;
   int alpha = src->channels == 2 || src->channels == 4, rc = 0;
-  double *t = planes_new((1 + alpha) * px);
+  size_t n = between_size(src) + alpha * px;
+  double *t = planes_new(n);
   if (!t) return -1;
-  double *fa = alpha ? t + px : NULL;
+  double *fa = alpha ? t + between_size(src) : NULL;
   for (int k = 0; rc == 0 && k < src->channels; k++) {
     int ch = channel_at(src, k), is_alpha = alpha && ch == src->channels - 1;
     rc = blur_channel(pool, f, src, ch, alpha && !is_alpha, is_alpha ? fa : NULL, dst,
                       alpha && !is_alpha ? fa : NULL, t);
   }
-  planes_free(t, (1 + alpha) * px);
+  planes_free(t, n);
   return rc;
 }
 
@@ -482,10 +515,11 @@ int cpu_measure(struct cpu_pool *pool, double sigma_x, double sigma_y, const str
   struct cpu_blur rb = {CPU_SEPARABLE, sigma_x, sigma_y, CPU_TRUNCATE, 0};
   size_t px = (size_t)src->width * src->height;
   int alpha = src->channels == 2 || src->channels == 4, rc = filters_init(ref, &rb);
-  double *p = rc == 0 ? planes_new((2 + alpha) * px) : NULL;
+  size_t n = (1 + alpha) * px + between_size(src);
+  double *p = rc == 0 ? planes_new(n) : NULL;
   double *rows = malloc(2 * (size_t)src->height * sizeof(double)), sse = 0, max = 0;
   rc = p && rows ? rc : -1;
-  double *tmp = p ? p + px : NULL, *ra = p && alpha ? tmp + px : NULL;
+  double *tmp = p ? p + px : NULL, *ra = p && alpha ? tmp + between_size(src) : NULL;
   for (int k = 0; rc == 0 && k < src->channels; k++) {
     int ch = channel_at(src, k), is_alpha = alpha && ch == src->channels - 1;
     rc = blur_channel(pool, ref, src, ch, alpha && !is_alpha, is_alpha ? ra : p, NULL, NULL, tmp);
@@ -500,7 +534,7 @@ int cpu_measure(struct cpu_pool *pool, double sigma_x, double sigma_y, const str
   if (rc == 0)
     *acc = (struct cpu_accuracy){mse > 0 ? 10 * log10(peak * peak / mse) : INFINITY, max};
   free(rows);
-  planes_free(p, (2 + alpha) * px);
+  planes_free(p, n);
   filters_free(ref);
   return rc;
 }
@@ -511,11 +545,25 @@ static int sep_fits(const struct filter *f) {
   return f->kind == FILTER_FIR && f->radius <= CPU_SEP_RADIUS_MAX;
 }
 
+/* Faults in dst's pages with one call, before the filters write them: a fresh buffer's first
+ * writes otherwise take a page fault each 4 KB (where it is not in huge pages), and on a
+ * virtual machine each fault is dear. A hint: where the kernel lacks it, nothing changes. */
+static void prefault(struct cpu_image *dst) {
+#ifdef MADV_POPULATE_WRITE
+  uintptr_t lo = ((uintptr_t)dst->data + 4095) & ~(uintptr_t)4095;
+  uintptr_t hi = ((uintptr_t)dst->data + cpu_image_bytes(dst)) & ~(uintptr_t)4095;
+  if (hi > lo) madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE);
+#else
+  (void)dst;
+#endif
+}
+
 int cpu_blur_image(struct cpu_pool *pool, const struct cpu_blur *b, const struct cpu_image *src,
                    struct cpu_image *dst, struct cpu_accuracy *acc, struct cpu_timing *t) {
   struct filter f[2];
   double t0 = now_ms();
   int rc;
+  prefault(dst);
   if (cpu_method_is_fir(b->method)) {
     rc = cpu_fir_image(pool, b, src, dst);
   } else {
