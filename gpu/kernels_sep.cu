@@ -79,25 +79,39 @@ cudaError_t launch_separable(packed in, packed out, mid m, const float *d_wx, in
  * row pass and 314 for the column pass with four lanes, one output a thread in rows and 32 rows a
  * block in columns; the kernels below are what replaced them (docs/engineering-notes.md). ---- */
 
-/* Adds the n taps of one chunk (weights w[0..n)) into a thread's 4 outputs acc[q], with one
- * sliding window of weights: staged sample i (lane c at s[c][at(i)]) is tap i - q of output q,
- * so each sample is read once from shared memory for 4 outputs. Each output takes its taps in
- * increasing order, as one output at a time would: the sums are the same bits. */
-template <int L, class At>
+/* Adds the n taps of one chunk into a thread's 4 outputs acc[q], with one sliding window of
+ * weights: staged sample i (lane c at s[c][p0 + (i / 4) gs + (i % 4) us]) is tap i - q of output
+ * q, so each sample is read once from shared memory for 4 outputs. The weights w are padded:
+ * w[3 + k] is tap k of the chunk, and w[0..2] and w[n + 3..] are 0 (REF_WPAD of them), so that
+ * the samples come in groups of 4 whose offsets are constants, with no test a sample. Each
+ * output takes its taps in increasing order, as one output at a time would (the zeros add
+ * nothing): the sums are the same bits. */
+#define REF_WPAD 8
+template <int L>
 __device__ __forceinline__ void slide4(double (&acc)[4][L], double *const *s, const double *w,
-                                       int n, At at) {
-  double wq[4] = {0, 0, 0, 0};
-  for (int i = 0; i < n + 3; i++) {
-    wq[3] = wq[2], wq[2] = wq[1], wq[1] = wq[0];
-    wq[0] = i < n ? w[i] : 0.0;
-    int p = at(i);
+                                       int n, int p0, int gs, int us) {
+  for (int g = 0; 4 * g < n + 3; g++, p0 += gs) {
+    double wg[8]; /* wg[j] = w[4 g + j]: sample 4 g + u is tap 4 g + u - q of output q */
+    const double2 *w2 = (const double2 *)(w + 4 * g);
 #pragma unroll
-    for (int c = 0; c < L; c++) {
-      double v = s[c][p];
+    for (int j = 0; j < 4; j++) wg[2 * j] = w2[j].x, wg[2 * j + 1] = w2[j].y;
 #pragma unroll
-      for (int q = 0; q < 4; q++) acc[q][c] += wq[q] * v;
-    }
+    for (int u = 0; u < 4; u++)
+#pragma unroll
+      for (int c = 0; c < L; c++) {
+        double v = s[c][p0 + u * us];
+#pragma unroll
+        for (int q = 0; q < 4; q++) acc[q][c] += wg[u - q + 3] * v;
+      }
   }
+}
+
+/* Stages the chunk's n weights from w (base + j its taps' distances) into s_w, padded as slide4
+ * wants, by the block's nt threads, thread t. */
+__device__ __forceinline__ void stage_weights(double *s_w, const double *w, int base, int n, int t,
+                                              int nt) {
+  for (int j = t; j < n + 3 + REF_WPAD; j += nt)
+    s_w[j] = j >= 3 && j < n + 3 ? w[abs(base + j - 3)] : 0.0;
 }
 
 /* Row pass: a thread has the 4 adjacent outputs 4 tx + q. The pixels are staged lane by lane,
@@ -108,26 +122,30 @@ __device__ __forceinline__ void slide4(double (&acc)[4][L], double *const *s, co
 __device__ __forceinline__ int ref_pad(int j) {
   return j + j / 4;
 }
+__host__ __device__ inline int ref_rows_plane(int r) { /* the doubles a lane stages */
+  return (4 * REF_T + (2 * r + 1 < REF_CH ? 2 * r + 1 : REF_CH) + 4) * 5 / 4;
+}
 
 template <int L> __global__ void ref_rows(packed in, double *ref, const double *w, int r) {
-  __shared__ double s_px[L][(4 * REF_T + REF_CH) * 5 / 4];
-  __shared__ double s_w[REF_CH];
+  extern __shared__ double s_raw_d[];
+  __shared__ __align__(16) double s_w[REF_CH + 3 + REF_WPAD];
   double *s[L];
 #pragma unroll
-  for (int c = 0; c < L; c++) s[c] = s_px[c];
+  for (int c = 0; c < L; c++) s[c] = s_raw_d + c * ref_rows_plane(r);
   int y = blockIdx.y, x0 = blockIdx.x * 4 * REF_T, tx = threadIdx.x;
   double acc[4][L] = {};
   int ch = 2 * r + 1 < REF_CH ? 2 * r + 1 : REF_CH;
   for (int base = -r; base <= r; base += ch) {
     int n = base + ch - 1 < r ? ch : r - base + 1; /* taps in this chunk */
-    for (int j = tx; j < 4 * REF_T + n - 1; j += REF_T) {
+    /* n + 3 samples past the first output's, rounded up to slide4's groups of 4 */
+    for (int j = tx; j < 4 * REF_T + n + 3; j += REF_T) {
       v4<double> v = load_px<double>(in, clampi(x0 + base + j, 0, in.w - 1), y);
 #pragma unroll
       for (int c = 0; c < L; c++) s[c][ref_pad(j)] = v.l[c];
     }
-    for (int j = tx; j < n; j += REF_T) s_w[j] = w[abs(base + j)];
+    stage_weights(s_w, w, base, n, tx, REF_T);
     __syncthreads();
-    slide4<L>(acc, s, s_w, n, [&](int i) { return ref_pad(4 * tx + i); });
+    slide4<L>(acc, s, s_w, n, 5 * tx, 5, 1); /* ref_pad(4 tx + 4 g + u) */
     __syncthreads();
   }
   for (int q = 0; q < 4; q++) {
@@ -196,30 +214,35 @@ __device__ __forceinline__ void pixel_error(const packed &out, int x, int y, con
  * threads owns REF_CW columns and 64 output rows, a thread the 4 adjacent rows 4 ty + q. The
  * rows are staged lane by lane, up to REF_CCH taps per chunk: the tall block reads each row of
  * the double plane about (64 + 2r) / 64 times (2.5 at radius 48). */
-#define REF_CW  16  /* columns per column block */
-#define REF_CR  64  /* output rows per column block */
-#define REF_CCH 128 /* taps per chunk */
+#define REF_CW  16                                     /* columns per column block */
+#define REF_CR  64                                     /* output rows per column block */
+#define REF_CCH 128                                    /* taps per chunk */
+__host__ __device__ inline int ref_cols_chunk(int r) { /* taps per chunk at radius r */
+  return 2 * r + 1 < REF_CCH ? 2 * r + 1 : REF_CCH;
+}
+__host__ __device__ inline int ref_cols_plane(int r) { /* the doubles a lane stages */
+  return (REF_CR + ref_cols_chunk(r) + 4) * REF_CW;
+}
 template <int L>
 __global__ void ref_cols(const double *ref, packed out, const double *w, int r, double *part) {
   extern __shared__ double s_raw_d[];
-  __shared__ double s_w[REF_CCH];
-  constexpr int plane = (REF_CR + REF_CCH) * REF_CW;
+  __shared__ __align__(16) double s_w[REF_CCH + 3 + REF_WPAD];
   double *s[L];
 #pragma unroll
-  for (int c = 0; c < L; c++) s[c] = s_raw_d + c * plane;
+  for (int c = 0; c < L; c++) s[c] = s_raw_d + c * ref_cols_plane(r);
   int tx = threadIdx.x, ty = threadIdx.y, x = blockIdx.x * REF_CW + tx, y0 = blockIdx.y * REF_CR;
   double acc[4][L] = {};
-  int ch = 2 * r + 1 < REF_CCH ? 2 * r + 1 : REF_CCH;
+  int ch = ref_cols_chunk(r);
   for (int base = -r; base <= r; base += ch) {
     int n = base + ch - 1 < r ? ch : r - base + 1;
-    for (int j = ty * REF_CW + tx; j < n; j += 16 * REF_CW) s_w[j] = w[abs(base + j)];
-    for (int j = ty; j < REF_CR + n - 1; j += 16) {
+    stage_weights(s_w, w, base, n, ty * REF_CW + tx, 16 * REF_CW);
+    for (int j = ty; j < REF_CR + n + 3; j += 16) {
       const double *p = ref + ((size_t)clampi(y0 + base + j, 0, out.h - 1) * out.w + x) * L;
 #pragma unroll
       for (int c = 0; c < L; c++) s[c][j * REF_CW + tx] = x < out.w ? p[c] : 0.0;
     }
     __syncthreads();
-    slide4<L>(acc, s, s_w, n, [&](int i) { return (4 * ty + i) * REF_CW + tx; });
+    slide4<L>(acc, s, s_w, n, 4 * ty * REF_CW + tx, 4 * REF_CW, REF_CW);
     __syncthreads();
   }
   double sse = 0, max = 0;
@@ -247,10 +270,12 @@ size_t reference_bytes(int w, int h, int c) {
 template <int L>
 static cudaError_t launch_ref(packed in, packed out, double *ref, const double *wx, int rx,
                               const double *wy, int ry, double *stats, cudaStream_t s) {
-  size_t smem = (size_t)L * (REF_CR + REF_CCH) * REF_CW * sizeof(double);
+  size_t smem = (size_t)L * ref_cols_plane(ry) * sizeof(double);
   double *part = ref + (size_t)in.w * in.h * L; /* the column blocks' sums */
   dim3 grid = cols_grid(in.w, in.h);
-  ref_rows<L><<<dim3(div_up(in.w, 4 * REF_T), in.h), REF_T, 0, s>>>(in, ref, wx, rx);
+  ref_rows<L>
+      <<<dim3(div_up(in.w, 4 * REF_T), in.h), REF_T, L * ref_rows_plane(rx) * sizeof(double), s>>>(
+          in, ref, wx, rx);
   cudaFuncSetAttribute(ref_cols<L>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   ref_cols<L><<<grid, dim3(REF_CW, 16), smem, s>>>(ref, out, wy, ry, part);
   ref_sum<<<1, REF_SUM, 0, s>>>(part, (size_t)grid.x * grid.y, stats);
