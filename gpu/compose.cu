@@ -5,6 +5,7 @@
 #include "gpu_int.cuh"
 
 #include <math.h>
+#include <stdio.h>
 
 /* cpu/compose.c's ramp, in the same operations (no contraction into fused multiply-adds, which
  * would round differently from the host). */
@@ -66,39 +67,73 @@ static void swap_buffers(void **a, size_t *acap, void **b, size_t *bcap) {
   *b = p, *bcap = n;
 }
 
+/* The bytes of box r's pixels, rounded up so that the next box starts aligned for any kernel. */
+static size_t box_bytes(const struct cpu_image *img, const struct gpu_region *r) {
+  size_t n = (size_t)r->box[2] * r->box[3] * img->channels * (img->depth / 8);
+  return (n + 255) / 256 * 256;
+}
+
 enum gpu_status gpu_blur_regions(struct gpu_ctx *ctx, const struct cpu_blur *b,
                                  const struct cpu_image *img, const struct gpu_region *r, int n,
                                  int feather, struct cpu_accuracy *acc, struct gpu_times *t) {
   size_t px = (size_t)img->channels * (img->depth / 8), bytes = cpu_image_bytes(img);
+  if (n > GPU_REGIONS_MAX) {
+    snprintf(ctx->err, sizeof(ctx->err), "%d regions, more than %d", n, GPU_REGIONS_MAX);
+    return GPU_ERROR;
+  }
   CUDA_TRY(ctx, cudaSetDevice(ctx->dev));
   enum gpu_status st = grow(ctx, &ctx->d_whole, &ctx->whole_cap, bytes);
   if (st == GPU_OK) st = grow(ctx, &ctx->d_res, &ctx->res_cap, bytes);
   if (st != GPU_OK) return st;
   /* the image moves aside to d_whole (the boxes are cut from it, so overlapping regions blur the
-   * input) and d_res, its copy, takes the blends; d_in and d_out hold one box at a time */
+   * input) and d_res, its copy, takes the blends. d_in and d_out hold the boxes side by side, as
+   * many at a time as fit in the image's bytes (all of them, unless they overlap much): their
+   * kernels, then their references, with no wait between boxes */
   swap_buffers(&ctx->d_in, &ctx->in_cap, &ctx->d_whole, &ctx->whole_cap);
   CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_START], ctx->s));
   CUDA_TRY(ctx, cudaMemcpyAsync(ctx->d_res, ctx->d_whole, bytes, cudaMemcpyDeviceToDevice, ctx->s));
-  double reference = 0;
-  for (int i = 0; i < n; i++) {
-    struct cpu_image box = {NULL, r[i].box[2], r[i].box[3], img->channels, img->depth};
-    struct gpu_times g = {0, 0, 0, 0};
-    if ((st = grow_images(ctx, cpu_image_bytes(&box))) != GPU_OK) return st;
-    CUDA_TRY(ctx, cudaMemcpy2DAsync(ctx->d_in, box.width * px,
-                                    (const char *)ctx->d_whole +
-                                        ((size_t)r[i].box[1] * img->width + r[i].box[0]) * px,
-                                    img->width * px, box.width * px, box.height,
-                                    cudaMemcpyDeviceToDevice, ctx->s));
-    if ((st = gpu_blur_resident(ctx, b, &box, acc ? &acc[i] : NULL, &g)) != GPU_OK) return st;
-    reference += g.reference;
-    CUDA_TRY(ctx, launch_blend(ctx->d_res, img, ctx->d_out, &r[i], feather, ctx->s));
+  double kernel = 0, reference = 0;
+  for (int i0 = 0, i1; i0 < n; i0 = i1) {
+    size_t at[GPU_REGIONS_MAX + 1] = {0}; /* box i at at[i - i0] */
+    for (i1 = i0; i1 < n && (i1 == i0 || at[i1 - i0] + box_bytes(img, &r[i1]) <= bytes); i1++)
+      at[i1 - i0 + 1] = at[i1 - i0] + box_bytes(img, &r[i1]);
+    if ((st = grow_images(ctx, at[i1 - i0])) != GPU_OK) return st;
+    CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_UPLOADED], ctx->s));
+    for (int i = i0; i < i1; i++) {
+      struct cpu_image box = {NULL, r[i].box[2], r[i].box[3], img->channels, img->depth};
+      char *in = (char *)ctx->d_in + at[i - i0], *out = (char *)ctx->d_out + at[i - i0];
+      CUDA_TRY(ctx, cudaMemcpy2DAsync(in, box.width * px,
+                                      (const char *)ctx->d_whole +
+                                          ((size_t)r[i].box[1] * img->width + r[i].box[0]) * px,
+                                      img->width * px, box.width * px, box.height,
+                                      cudaMemcpyDeviceToDevice, ctx->s));
+      if ((st = run_method(ctx, b, &box, in, out)) != GPU_OK) return st;
+      CUDA_TRY(ctx, launch_blend(ctx->d_res, img, out, &r[i], feather, ctx->s));
+    }
+    CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_FILTERED], ctx->s));
+    for (int i = i0; acc && i < i1; i++) {
+      struct cpu_image box = {NULL, r[i].box[2], r[i].box[3], img->channels, img->depth};
+      st = run_reference(ctx, b->sigma_x, b->sigma_y, &box, (char *)ctx->d_in + at[i - i0],
+                         (char *)ctx->d_out + at[i - i0], ctx->d_stats + 2 * i);
+      if (st != GPU_OK) return st;
+    }
+    if (acc)
+      CUDA_TRY(ctx,
+               cudaMemcpyAsync(ctx->h_stats + 2 * i0, ctx->d_stats + 2 * i0,
+                               2 * (i1 - i0) * sizeof(double), cudaMemcpyDeviceToHost, ctx->s));
+    CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_MEASURED], ctx->s));
+    CUDA_TRY(ctx, cudaEventSynchronize(ctx->ev[EV_MEASURED]));
+    kernel += elapsed(ctx, i0 ? EV_UPLOADED : EV_START, EV_FILTERED);
+    reference += elapsed(ctx, EV_FILTERED, EV_MEASURED);
   }
   swap_buffers(&ctx->d_out, &ctx->out_cap, &ctx->d_res, &ctx->res_cap);
-  CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_DONE], ctx->s));
-  CUDA_TRY(ctx, cudaEventSynchronize(ctx->ev[EV_DONE]));
+  for (int i = 0; acc && i < n; i++) {
+    struct cpu_image box = {NULL, r[i].box[2], r[i].box[3], img->channels, img->depth};
+    accuracy_of(&box, ctx->h_stats + 2 * i, &acc[i]);
+  }
   if (t) {
-    t->reference = reference;
-    t->kernel = elapsed(ctx, EV_START, EV_DONE) - reference;
+    t->kernel = kernel;
+    t->reference = acc ? reference : 0;
   }
   return GPU_OK;
 }

@@ -85,8 +85,8 @@ struct gpu_ctx *gpu_ctx_new(int dev, char *err, size_t errlen) {
   int ok = cudaSetDevice(dev) == cudaSuccess;
   if (ok && cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync) != cudaSuccess) cudaGetLastError();
   ok = ok && cudaStreamCreateWithFlags(&ctx->s, cudaStreamNonBlocking) == cudaSuccess &&
-       cudaMalloc(&ctx->d_stats, 2 * sizeof(double)) == cudaSuccess &&
-       cudaMallocHost(&ctx->h_stats, 2 * sizeof(double)) == cudaSuccess;
+       cudaMalloc(&ctx->d_stats, 2 * GPU_REGIONS_MAX * sizeof(double)) == cudaSuccess &&
+       cudaMallocHost(&ctx->h_stats, 2 * GPU_REGIONS_MAX * sizeof(double)) == cudaSuccess;
   for (int i = 0; ok && i < NEV; i++)
     ok = cudaEventCreateWithFlags(&ctx->ev[i], cudaEventBlockingSync) == cudaSuccess;
   if (!ok) {
@@ -110,6 +110,7 @@ void gpu_ctx_free(struct gpu_ctx *ctx) {
   cudaFreeHost(ctx->h_in);
   cudaFreeHost(ctx->h_out);
   cudaFreeHost(ctx->h_stats);
+  free(ctx->h_w);
   for (int i = 0; i < NEV; i++)
     if (ctx->ev[i]) cudaEventDestroy(ctx->ev[i]);
   if (ctx->s) cudaStreamDestroy(ctx->s);
@@ -165,6 +166,7 @@ enum gpu_status grow_host(struct gpu_ctx *ctx, size_t need) {
  * reference's. It is allocated whole at its first use, so a slot's address stays put while the
  * others are filled. */
 enum w_slot { W_X, W_Y, W_REF_X, W_REF_Y, W_SLOTS };
+static_assert(W_SLOTS == sizeof(((gpu_ctx *)0)->w_len) / sizeof(size_t), "a length per slot");
 
 static size_t w_slot_bytes(void) {
   return 8 * (size_t)(cpu_gauss_radius(CPU_SIGMA_MAX, 8) + 1);
@@ -174,7 +176,10 @@ static void *w_at(const struct gpu_ctx *ctx, enum w_slot slot) {
   return (char *)ctx->d_w + slot * w_slot_bytes();
 }
 
-/* Uploads n bytes of host data into slot. */
+/* Uploads n bytes of host data into slot, unless the slot's last upload was the same bytes (it
+ * holds them by then, in the stream's order): a copy from pageable memory waits for the stream's
+ * work before it, and the next request (or region) usually has the same kernels. h_w keeps what
+ * each slot was given. */
 static enum gpu_status upload_w(struct gpu_ctx *ctx, enum w_slot slot, const void *data, size_t n) {
   if (n > w_slot_bytes()) {
     snprintf(ctx->err, sizeof(ctx->err), "a kernel of %zu bytes is wider than its slot", n);
@@ -182,7 +187,13 @@ static enum gpu_status upload_w(struct gpu_ctx *ctx, enum w_slot slot, const voi
   }
   enum gpu_status st = grow(ctx, &ctx->d_w, &ctx->w_cap, W_SLOTS * w_slot_bytes());
   if (st != GPU_OK) return st;
+  if (!ctx->h_w && !(ctx->h_w = calloc(W_SLOTS, w_slot_bytes()))) return GPU_NO_MEMORY;
+  char *held = (char *)ctx->h_w + slot * w_slot_bytes();
+  if (ctx->w_len[slot] == n && memcmp(held, data, n) == 0) return GPU_OK;
+  ctx->w_len[slot] = 0;
   CUDA_TRY(ctx, cudaMemcpyAsync(w_at(ctx, slot), data, n, cudaMemcpyHostToDevice, ctx->s));
+  memcpy(held, data, n);
+  ctx->w_len[slot] = n;
   return GPU_OK;
 }
 
@@ -338,10 +349,9 @@ static enum gpu_status run_recursive(struct gpu_ctx *ctx, const struct cpu_blur 
       "recursive kernels");
 }
 
-/* The method's kernels, from d_in to d_out. */
-static enum gpu_status run_method(struct gpu_ctx *ctx, const struct cpu_blur *b,
-                                  const struct cpu_image *img) {
-  packed in = packed_of(ctx->d_in, img), out = packed_of(ctx->d_out, img);
+enum gpu_status run_method(struct gpu_ctx *ctx, const struct cpu_blur *b,
+                           const struct cpu_image *img, void *d_in, void *d_out) {
+  packed in = packed_of(d_in, img), out = packed_of(d_out, img);
   size_t px = (size_t)img->width * img->height;
   mid m = {ctx->d_mid, img->width, img->height, img->depth == 8};
   if (cpu_method_is_fir(b->method)) return run_fir(ctx, b, in, out);
@@ -371,10 +381,9 @@ static enum gpu_status upload_ref(struct gpu_ctx *ctx, enum w_slot slot, double 
   return st;
 }
 
-/* The exact reference on the GPU (sigma_x along x, sigma_y along y), and the error of d_out
- * against it. */
-static enum gpu_status run_reference(struct gpu_ctx *ctx, double sigma_x, double sigma_y,
-                                     const struct cpu_image *img) {
+enum gpu_status run_reference(struct gpu_ctx *ctx, double sigma_x, double sigma_y,
+                              const struct cpu_image *img, void *d_in, void *d_out,
+                              double *d_stats) {
   int rx, ry;
   enum gpu_status st = upload_ref(ctx, W_REF_X, sigma_x, &rx);
   if (st == GPU_OK) st = upload_ref(ctx, W_REF_Y, sigma_y, &ry);
@@ -382,12 +391,17 @@ static enum gpu_status run_reference(struct gpu_ctx *ctx, double sigma_x, double
     st = grow(ctx, &ctx->d_ref, &ctx->ref_cap,
               reference_bytes(img->width, img->height, img->channels));
   if (st != GPU_OK) return st;
-  CUDA_TRY(ctx, launch_reference(packed_of(ctx->d_in, img), packed_of(ctx->d_out, img), ctx->d_ref,
+  CUDA_TRY(ctx, launch_reference(packed_of(d_in, img), packed_of(d_out, img), ctx->d_ref,
                                  (const double *)w_at(ctx, W_REF_X), rx,
-                                 (const double *)w_at(ctx, W_REF_Y), ry, ctx->d_stats, ctx->s));
-  CUDA_TRY(ctx, cudaMemcpyAsync(ctx->h_stats, ctx->d_stats, 2 * sizeof(double),
-                                cudaMemcpyDeviceToHost, ctx->s));
+                                 (const double *)w_at(ctx, W_REF_Y), ry, d_stats, ctx->s));
   return GPU_OK;
+}
+
+void accuracy_of(const struct cpu_image *img, const double *stats, struct cpu_accuracy *acc) {
+  double peak = (1 << img->depth) - 1;
+  double mse = stats[0] / ((double)img->width * img->height * img->channels);
+  acc->psnr = mse > 0 ? 10 * log10(peak * peak / mse) : INFINITY;
+  acc->max_abs = stats[1];
 }
 
 double elapsed(const struct gpu_ctx *ctx, int a, int b) {
@@ -439,17 +453,17 @@ enum gpu_status gpu_blur_resident(struct gpu_ctx *ctx, const struct cpu_blur *b,
   enum gpu_status st = grow_images(ctx, cpu_image_bytes(img));
   if (st != GPU_OK) return st;
   CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_UPLOADED], ctx->s));
-  if ((st = run_method(ctx, b, img)) != GPU_OK) return st;
+  if ((st = run_method(ctx, b, img, ctx->d_in, ctx->d_out)) != GPU_OK) return st;
   CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_FILTERED], ctx->s));
-  if (acc && (st = run_reference(ctx, b->sigma_x, b->sigma_y, img)) != GPU_OK) return st;
+  if (acc) {
+    st = run_reference(ctx, b->sigma_x, b->sigma_y, img, ctx->d_in, ctx->d_out, ctx->d_stats);
+    if (st != GPU_OK) return st;
+    CUDA_TRY(ctx, cudaMemcpyAsync(ctx->h_stats, ctx->d_stats, 2 * sizeof(double),
+                                  cudaMemcpyDeviceToHost, ctx->s));
+  }
   CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_MEASURED], ctx->s));
   CUDA_TRY(ctx, cudaEventSynchronize(ctx->ev[EV_MEASURED])); /* a blocking-sync event */
-  if (acc) {
-    double peak = (1 << img->depth) - 1;
-    double mse = ctx->h_stats[0] / ((double)img->width * img->height * img->channels);
-    acc->psnr = mse > 0 ? 10 * log10(peak * peak / mse) : INFINITY;
-    acc->max_abs = ctx->h_stats[1];
-  }
+  if (acc) accuracy_of(img, ctx->h_stats, acc);
   if (t) {
     t->kernel = elapsed(ctx, EV_UPLOADED, EV_FILTERED);
     t->reference = acc ? elapsed(ctx, EV_FILTERED, EV_MEASURED) : 0;
@@ -511,7 +525,7 @@ struct blur_run { /* the arguments of run_method, for bench_median */
 
 static enum gpu_status run_blur(struct gpu_ctx *ctx, const void *arg) {
   const struct blur_run *r = (const struct blur_run *)arg;
-  return run_method(ctx, r->b, r->src);
+  return run_method(ctx, r->b, r->src, ctx->d_in, ctx->d_out);
 }
 
 enum gpu_status gpu_bench(struct gpu_ctx *ctx, const struct cpu_blur *b,

@@ -132,7 +132,8 @@ struct gpu_region {
 };
 /* Region blur of the input image (shape img) into the output image: each region's box blurred
  * alone (acc[i], when acc, its accuracy) and blended into the image in order, as cpu_blend_box
- * does (the same samples). t gets the kernel and reference times. */
+ * does (the same samples). t gets the kernel and reference times. At most GPU_REGIONS_MAX. */
+#define GPU_REGIONS_MAX 64
 enum gpu_status gpu_blur_regions(struct gpu_ctx *ctx, const struct cpu_blur *b,
                                  const struct cpu_image *img, const struct gpu_region *r, int n,
                                  int feather, struct cpu_accuracy *acc, struct gpu_times *t);

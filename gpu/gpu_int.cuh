@@ -23,7 +23,7 @@ struct gpu_ctx {
   cudaEvent_t ev[NEV];
   void *h_in, *h_out; /* pinned staging, h_cap bytes each */
   size_t h_cap;
-  double *h_stats;    /* pinned: sum of squared errors, largest error */
+  double *h_stats;    /* pinned: sum of squared errors and largest error, per region */
   void *d_in, *d_out; /* packed images */
   size_t in_cap, out_cap;
   void *d_mid; /* the x pass's output, 8 or 16 bytes per pixel */
@@ -36,7 +36,9 @@ struct gpu_ctx {
   size_t ref_cap;
   void *d_w; /* kernels: the method's along x and y, the reference's along x and y (gpu.cu) */
   size_t w_cap;
-  double *d_stats; /* two doubles */
+  void *h_w;       /* what each slot of d_w was last given (gpu.cu's upload_w), */
+  size_t w_len[4]; /* and its bytes (0: unknown), a slot each */
+  double *d_stats; /* two doubles per region (GPU_REGIONS_MAX) */
   void *d_lv[4];   /* local statistics' scratch: exact's row sums, the merge methods' lines */
   size_t lv_cap[4];
   void *d_var, *d_mean; /* local variance and mean: float (float methods) or double (exact) */
@@ -59,6 +61,17 @@ enum gpu_status status_of(struct gpu_ctx *ctx, cudaError_t e, const char *where)
     enum gpu_status st_ = status_of(ctx, (x), #x);                                                 \
     if (st_ != GPU_OK) return st_;                                                                 \
   } while (0)
+
+/* The method's kernels (b) from the packed image d_in to d_out, both of shape img; no wait. */
+enum gpu_status run_method(struct gpu_ctx *ctx, const struct cpu_blur *b,
+                           const struct cpu_image *img, void *d_in, void *d_out);
+/* The exact reference of d_in (sigma_x along x, sigma_y along y) and the error of d_out against
+ * it into d_stats (two doubles: the sum of squared errors, the largest error); no wait. */
+enum gpu_status run_reference(struct gpu_ctx *ctx, double sigma_x, double sigma_y,
+                              const struct cpu_image *img, void *d_in, void *d_out,
+                              double *d_stats);
+/* The accuracy of an image img from its stats (run_reference's two doubles). */
+void accuracy_of(const struct cpu_image *img, const double *stats, struct cpu_accuracy *acc);
 
 /* Makes *p hold at least need bytes of device memory; *cap is its size. */
 enum gpu_status grow(struct gpu_ctx *ctx, void **p, size_t *cap, size_t need);
