@@ -245,39 +245,57 @@ static void region_box(const struct codec_image *in, int rx, int ry, struct api_
   b[3] = clampi(rect[3] + ry, 0, in->height) - b[1];
 }
 
-/* The pixels of box r of img, copied into a new buffer. */
-static enum api_error copy_box(const struct cpu_image *img, const struct api_region *r,
-                               struct cpu_image *box) {
+/* Each region's box as an image of in's pixel format, without pixels yet. Returns the bytes of
+ * all of them, and in *most those of the largest. */
+static size_t box_shapes(const struct codec_image *in, const struct api_region *r, int n,
+                         struct cpu_image *box, size_t *most) {
+  size_t sum = 0;
+  *most = 0;
+  for (int i = 0; i < n; i++) {
+    box[i] = (struct cpu_image){NULL, r[i].box[2], r[i].box[3], in->channels, in->depth};
+    size_t b = cpu_image_bytes(&box[i]);
+    sum += b;
+    *most = b > *most ? b : *most;
+  }
+  return sum;
+}
+
+/* The pixels of box r of img, copied to box->data. */
+static void copy_box(const struct cpu_image *img, const struct api_region *r,
+                     struct cpu_image *box) {
   size_t px = (size_t)img->channels * (img->depth / 8);
-  *box = (struct cpu_image){NULL, r->box[2], r->box[3], img->channels, img->depth};
-  if (!(box->data = codec_alloc_pixels(cpu_image_bytes(box)))) return API_OUT_OF_MEMORY;
   for (int y = 0; y < box->height; y++)
     memcpy((char *)box->data + (size_t)y * box->width * px,
            (const char *)img->data + ((size_t)(r->box[1] + y) * img->width + r->box[0]) * px,
            (size_t)box->width * px);
-  return API_OK;
 }
 
 /* Blurs each region's box (the region, its feather and the filter's reach) on the host's
  * backend and blends it into the image, in place. The boxes are copied out first, so that
- * overlapping regions blur the input. */
+ * overlapping regions blur the input. The copies and one blurred box, reused box after box, share
+ * one buffer in huge pages: a fresh buffer per box took a page fault each 4 KB. */
 static enum api_error blur_boxes(struct worker *w, const struct cpu_blur *b, struct codec_image *in,
                                  const struct api_region *r, int n, int feather,
                                  struct cpu_accuracy *acc, struct stage_times *t) {
-  struct cpu_image box[API_REGIONS_MAX] = {{0}};
+  struct cpu_image box[API_REGIONS_MAX];
   double t0 = api_now_ms();
+  size_t most, bytes = box_shapes(in, r, n, box, &most);
   enum api_error e = w->ops->to_host(w->state, in);
+  uint8_t *m = e == API_OK ? cpu_pages_new(bytes + most) : NULL, *at = m;
   struct cpu_image img = {in->pixels, in->width, in->height, in->channels, in->depth};
-  for (int i = 0; e == API_OK && i < n; i++) e = copy_box(&img, &r[i], &box[i]);
+  if (e == API_OK && !m) e = API_OUT_OF_MEMORY;
+  for (int i = 0; e == API_OK && i < n; at += cpu_image_bytes(&box[i]), i++) {
+    box[i].data = at;
+    copy_box(&img, &r[i], &box[i]);
+  }
   *t = (struct stage_times){api_now_ms() - t0, acc ? 0 : -1, -1, -1, -1};
   for (int i = 0; e == API_OK && i < n; i++) {
     struct cpu_image blurred = box[i];
     struct codec_image got = {
         NULL, box[i].width, box[i].height, in->channels, in->depth, in->format, 1};
     struct stage_times st;
-    blurred.data = w->ops->keeps_images ? NULL : codec_alloc_pixels(cpu_image_bytes(&box[i]));
-    if (!w->ops->keeps_images && !blurred.data) e = API_OUT_OF_MEMORY;
-    if (e == API_OK) e = w->ops->blur(w->state, b, &box[i], &blurred, acc ? &acc[i] : NULL, &st);
+    blurred.data = w->ops->keeps_images ? NULL : m + bytes;
+    e = w->ops->blur(w->state, b, &box[i], &blurred, acc ? &acc[i] : NULL, &st);
     got.pixels = blurred.data;
     if (e == API_OK) e = w->ops->to_host(w->state, &got); /* from the device, when it is there */
     if (e == API_OK) {
@@ -288,9 +306,9 @@ static enum api_error blur_boxes(struct worker *w, const struct cpu_blur *b, str
       add_times(t, &st);
       t->filter += api_now_ms() - t1;
     }
-    codec_image_free(&got);
+    if (w->ops->keeps_images) codec_image_free(&got); /* to_host's copy */
   }
-  for (int i = 0; i < n; i++) free(box[i].data);
+  cpu_pages_free(m, bytes + most);
   return e;
 }
 

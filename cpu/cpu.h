@@ -31,6 +31,12 @@ struct cpu_image { /* a view of interleaved pixels; the owner is whoever allocat
 /* Number of bytes in img's pixel buffer. */
 size_t cpu_image_bytes(const struct cpu_image *img);
 
+/* bytes of zeroed memory in whole transparent huge pages, on a 2 MB boundary: a fresh buffer
+ * faulted in 2 MB at a time rather than 4 KB. The caller frees it with cpu_pages_free (the same
+ * bytes). NULL when out of memory. */
+void *cpu_pages_new(size_t bytes);
+void cpu_pages_free(void *p, size_t bytes);
+
 /* ---- methods ---- */
 
 /* The method table: enum name, API name, one-line description. The API name is the word users

@@ -416,18 +416,18 @@ static void pass_chunk(void *arg, int begin, int end) {
   free(buf);
 }
 
-/* n doubles for planes, in transparent huge pages where the kernel offers them (madvise): with
- * 4 KB pages the passes' scattered writes would fault a page in at a time, and miss the TLB. The
- * mapping starts and ends on 2 MB boundaries: a part of a huge page at either end would still be
- * faulted in 4 KB at a time (450 faults a 1080p yvv blur), and a small image's plane (a region's
- * box) would have none. NULL when out of memory. */
+/* Planes go in transparent huge pages where the kernel offers them (madvise): with 4 KB pages
+ * the passes' scattered writes would fault a page in at a time, and miss the TLB. The mapping
+ * starts and ends on 2 MB boundaries: a part of a huge page at either end would still be faulted
+ * in 4 KB at a time (450 faults a 1080p yvv blur), and a small image's plane (a region's box)
+ * would have none. */
 #define HUGE_PAGE ((size_t)2 << 20)
-static size_t planes_bytes(size_t n) {
-  return (n * sizeof(double) + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+static size_t pages_bytes(size_t bytes) {
+  return (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
 }
 
-static double *planes_new(size_t n) {
-  size_t bytes = planes_bytes(n);
+void *cpu_pages_new(size_t bytes) {
+  bytes = pages_bytes(bytes);
   uint8_t *m =
       mmap(NULL, bytes + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return NULL;
@@ -435,11 +435,11 @@ static double *planes_new(size_t n) {
   if (p > m) munmap(m, (size_t)(p - m));
   munmap(p + bytes, (size_t)(m + HUGE_PAGE - p));
   madvise(p, bytes, MADV_HUGEPAGE);
-  return (double *)p;
+  return p;
 }
 
-static void planes_free(double *p, size_t n) {
-  if (p) munmap(p, planes_bytes(n));
+void cpu_pages_free(void *p, size_t bytes) {
+  if (p) munmap(p, pages_bytes(bytes));
 }
 
 /* Filters channel ch of img with f[0] along x and f[1] along y into out (h rows of w) and/or,
@@ -467,7 +467,7 @@ static int blur_doubles(struct cpu_pool *pool, const struct filter f[2],
   size_t px = (size_t)src->width * src->height;
   int alpha = src->channels == 2 || src->channels == 4, rc = 0;
   size_t n = between_size(src) + alpha * px;
-  double *t = planes_new(n);
+  double *t = cpu_pages_new(n * sizeof(double));
   if (!t) return -1;
   double *fa = alpha ? t + between_size(src) : NULL;
   for (int k = 0; rc == 0 && k < src->channels; k++) {
@@ -475,7 +475,7 @@ static int blur_doubles(struct cpu_pool *pool, const struct filter f[2],
     rc = blur_channel(pool, f, src, ch, alpha && !is_alpha, is_alpha ? fa : NULL, dst,
                       alpha && !is_alpha ? fa : NULL, t);
   }
-  planes_free(t, n);
+  cpu_pages_free(t, n * sizeof(double));
   return rc;
 }
 
@@ -516,7 +516,7 @@ int cpu_measure(struct cpu_pool *pool, double sigma_x, double sigma_y, const str
   size_t px = (size_t)src->width * src->height;
   int alpha = src->channels == 2 || src->channels == 4, rc = filters_init(ref, &rb);
   size_t n = (1 + alpha) * px + between_size(src);
-  double *p = rc == 0 ? planes_new(n) : NULL;
+  double *p = rc == 0 ? cpu_pages_new(n * sizeof(double)) : NULL;
   double *rows = malloc(2 * (size_t)src->height * sizeof(double)), sse = 0, max = 0;
   rc = p && rows ? rc : -1;
   double *tmp = p ? p + px : NULL, *ra = p && alpha ? tmp + between_size(src) : NULL;
@@ -534,7 +534,7 @@ int cpu_measure(struct cpu_pool *pool, double sigma_x, double sigma_y, const str
   if (rc == 0)
     *acc = (struct cpu_accuracy){mse > 0 ? 10 * log10(peak * peak / mse) : INFINITY, max};
   free(rows);
-  planes_free(p, n);
+  cpu_pages_free(p, n * sizeof(double));
   filters_free(ref);
   return rc;
 }
