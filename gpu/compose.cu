@@ -1,7 +1,7 @@
 /* Region blur on the device: each region's box is cut out of the resident image, blurred by the
- * method's own kernels (and measured against the exact reference) and blended into a copy of
- * the image by blend_kernel, the twin of cpu/compose.c's cpu_blend_box. Nothing leaves the
- * device, so the answer can be encoded there too. */
+ * method's own kernels (and measured against the exact reference) and blended into the image by
+ * blend_kernel, the twin of cpu/compose.c's cpu_blend_box. Nothing leaves the device, so the
+ * answer can be encoded there too. */
 #include "gpu_int.cuh"
 
 #include <math.h>
@@ -81,17 +81,24 @@ enum gpu_status gpu_blur_regions(struct gpu_ctx *ctx, const struct cpu_blur *b,
     snprintf(ctx->err, sizeof(ctx->err), "%d regions, more than %d", n, GPU_REGIONS_MAX);
     return GPU_ERROR;
   }
+  /* The image moves aside to d_whole, and d_in and d_out hold the boxes side by side, as many at
+   * a time as fit in the image's bytes: their copies, their kernels and blends, then their
+   * references, with no wait between boxes. The boxes are cut from the input (overlapping
+   * regions blur the input): when they all fit at once they are all cut before the first blend,
+   * which then goes into d_whole itself; otherwise into d_res, a copy of it. */
+  size_t all = 0;
+  for (int i = 0; i < n; i++) all += box_bytes(img, &r[i]);
+  int in_place = all <= bytes;
   CUDA_TRY(ctx, cudaSetDevice(ctx->dev));
   enum gpu_status st = grow(ctx, &ctx->d_whole, &ctx->whole_cap, bytes);
-  if (st == GPU_OK) st = grow(ctx, &ctx->d_res, &ctx->res_cap, bytes);
+  if (st == GPU_OK && !in_place) st = grow(ctx, &ctx->d_res, &ctx->res_cap, bytes);
   if (st != GPU_OK) return st;
-  /* the image moves aside to d_whole (the boxes are cut from it, so overlapping regions blur the
-   * input) and d_res, its copy, takes the blends. d_in and d_out hold the boxes side by side, as
-   * many at a time as fit in the image's bytes (all of them, unless they overlap much): their
-   * kernels, then their references, with no wait between boxes */
   swap_buffers(&ctx->d_in, &ctx->in_cap, &ctx->d_whole, &ctx->whole_cap);
   CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_START], ctx->s));
-  CUDA_TRY(ctx, cudaMemcpyAsync(ctx->d_res, ctx->d_whole, bytes, cudaMemcpyDeviceToDevice, ctx->s));
+  if (!in_place)
+    CUDA_TRY(ctx,
+             cudaMemcpyAsync(ctx->d_res, ctx->d_whole, bytes, cudaMemcpyDeviceToDevice, ctx->s));
+  void *dst = in_place ? ctx->d_whole : ctx->d_res;
   double kernel = 0, reference = 0;
   for (int i0 = 0, i1; i0 < n; i0 = i1) {
     size_t at[GPU_REGIONS_MAX + 1] = {0}; /* box i at at[i - i0] */
@@ -99,16 +106,17 @@ enum gpu_status gpu_blur_regions(struct gpu_ctx *ctx, const struct cpu_blur *b,
       at[i1 - i0 + 1] = at[i1 - i0] + box_bytes(img, &r[i1]);
     if ((st = grow_images(ctx, at[i1 - i0])) != GPU_OK) return st;
     CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_UPLOADED], ctx->s));
+    for (int i = i0; i < i1; i++)
+      CUDA_TRY(ctx, cudaMemcpy2DAsync((char *)ctx->d_in + at[i - i0], r[i].box[2] * px,
+                                      (const char *)ctx->d_whole +
+                                          ((size_t)r[i].box[1] * img->width + r[i].box[0]) * px,
+                                      img->width * px, r[i].box[2] * px, r[i].box[3],
+                                      cudaMemcpyDeviceToDevice, ctx->s));
     for (int i = i0; i < i1; i++) {
       struct cpu_image box = {NULL, r[i].box[2], r[i].box[3], img->channels, img->depth};
       char *in = (char *)ctx->d_in + at[i - i0], *out = (char *)ctx->d_out + at[i - i0];
-      CUDA_TRY(ctx, cudaMemcpy2DAsync(in, box.width * px,
-                                      (const char *)ctx->d_whole +
-                                          ((size_t)r[i].box[1] * img->width + r[i].box[0]) * px,
-                                      img->width * px, box.width * px, box.height,
-                                      cudaMemcpyDeviceToDevice, ctx->s));
       if ((st = run_method(ctx, b, &box, in, out)) != GPU_OK) return st;
-      CUDA_TRY(ctx, launch_blend(ctx->d_res, img, out, &r[i], feather, ctx->s));
+      CUDA_TRY(ctx, launch_blend(dst, img, out, &r[i], feather, ctx->s));
     }
     CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_FILTERED], ctx->s));
     for (int i = i0; acc && i < i1; i++) {
@@ -126,7 +134,10 @@ enum gpu_status gpu_blur_regions(struct gpu_ctx *ctx, const struct cpu_blur *b,
     kernel += elapsed(ctx, i0 ? EV_UPLOADED : EV_START, EV_FILTERED);
     reference += elapsed(ctx, EV_FILTERED, EV_MEASURED);
   }
-  swap_buffers(&ctx->d_out, &ctx->out_cap, &ctx->d_res, &ctx->res_cap);
+  if (in_place)
+    swap_buffers(&ctx->d_out, &ctx->out_cap, &ctx->d_whole, &ctx->whole_cap);
+  else
+    swap_buffers(&ctx->d_out, &ctx->out_cap, &ctx->d_res, &ctx->res_cap);
   for (int i = 0; acc && i < n; i++) {
     struct cpu_image box = {NULL, r[i].box[2], r[i].box[3], img->channels, img->depth};
     accuracy_of(&box, ctx->h_stats + 2 * i, &acc[i]);
