@@ -383,6 +383,20 @@ CPU_HOT static void store(struct cpu_image *img, size_t j, int ch, const double 
   }
 }
 
+/* 8-bit samples p[s rs + x c] of sl rows (s < sl) into in[x STRIP + s], x in [0, w): a pixel at a
+ * time, so that each of in's rows is written whole (row by row, every write lands in a
+ * different cache line of a buffer larger than L1). */
+CPU_HOT static void gather8(const uint8_t *p, size_t rs, int c, int w, int sl, double *in) {
+  for (int x = 0; x < w; x++) {
+    const uint8_t *q = p + (size_t)x * c;
+    double *d = in + (size_t)x * STRIP;
+    if (sl == STRIP)
+      for (int s = 0; s < STRIP; s++) d[s] = q[s * rs];
+    else
+      for (int s = 0; s < sl; s++) d[s] = q[s * rs];
+  }
+}
+
 /* Strip `strip` of image rows (of channel ps->ch) into in: w rows of STRIP. Returns the rows it
  * holds. */
 static int gather(const struct pass *ps, int strip, double *in) {
@@ -390,13 +404,13 @@ static int gather(const struct pass *ps, int strip, double *in) {
   int w = img->width, h = img->height, c = img->channels, l0 = strip * STRIP;
   int sl = h - l0 < STRIP ? h - l0 : STRIP;
   double inv_max = 1.0 / ((1 << img->depth) - 1);
+  if (img->depth == 8 && !ps->premultiply) { /* the common case, without the branches */
+    size_t rs = (size_t)w * c;
+    gather8((const uint8_t *)img->data + l0 * rs + ps->ch, rs, c, w, sl, in);
+    return sl;
+  }
   for (int s = 0; s < sl; s++) {
     size_t row = (size_t)(l0 + s) * w * c;
-    if (img->depth == 8 && !ps->premultiply) { /* the common case, without the branches */
-      const uint8_t *p = (const uint8_t *)img->data + row + ps->ch;
-      for (int x = 0; x < w; x++) in[(size_t)x * STRIP + s] = p[(size_t)x * c];
-      continue;
-    }
     for (int x = 0; x < w; x++) {
       size_t i = row + (size_t)x * c;
       double v = cpu_sample(img, i + ps->ch);
@@ -410,6 +424,24 @@ static int gather(const struct pass *ps, int strip, double *in) {
 /* Doubles in the plane between the passes. */
 static size_t between_size(const struct cpu_image *img) {
   return (size_t)((img->width + STRIP - 1) / STRIP) * (img->height + 2 * PAD) * STRIP;
+}
+
+/* The x pass's output o (n rows of STRIP: sample k of image rows l0..l0 + sl) into the plane t
+ * between the passes: value s of row k to row l0 + s, column k % STRIP of t's strip k / STRIP
+ * (hs rows each, PAD before). A block of STRIP x STRIP values at a time, a transpose within L1. */
+CPU_HOT static void scatter(double *t, size_t hs, int l0, const double *o, int n, int sl) {
+  for (int kb = 0; kb < n; kb += STRIP) {
+    int nk = n - kb < STRIP ? n - kb : STRIP;
+    double *d = t + ((size_t)(kb / STRIP) * hs + PAD + l0) * STRIP;
+    const double *v = o + (size_t)kb * STRIP;
+    if (nk == STRIP && sl == STRIP) {
+      for (int s = 0; s < STRIP; s++)
+        for (int k = 0; k < STRIP; k++) d[s * STRIP + k] = v[k * STRIP + s];
+      continue;
+    }
+    for (int s = 0; s < sl; s++)
+      for (int k = 0; k < nk; k++) d[(size_t)s * STRIP + k] = v[(size_t)k * STRIP + s];
+  }
 }
 
 static void pass_chunk(void *arg, int begin, int end) {
@@ -446,13 +478,12 @@ static void pass_chunk(void *arg, int begin, int end) {
       pyramid_strip(ps->f, a, o, tmp + rows * STRIP, n);
       break;
     }
+    if (!ps->along_y) {
+      scatter(ps->t, hs, l0, o, n, sl);
+      continue;
+    }
     for (int k = 0; k < n; k++) { /* sample k of the strip's lines: sl adjacent values */
       const double *v = o + (size_t)k * STRIP;
-      if (!ps->along_y) { /* column k % STRIP of rows l0.. of t's strip k / STRIP */
-        double *d = ps->t + ((size_t)(k / STRIP) * hs + PAD + l0) * STRIP + k % STRIP;
-        for (int s = 0; s < sl; s++) d[(size_t)s * STRIP] = v[s];
-        continue;
-      }
       if (ps->out) memcpy(ps->out + (size_t)k * w + l0, v, sl * sizeof(double));
       if (ps->dst) store(ps->dst, (size_t)k * w + l0, ps->ch, v, sl, ps->alpha);
     }
