@@ -383,9 +383,9 @@ CPU_HOT static void store(struct cpu_image *img, size_t j, int ch, const double 
   }
 }
 
-/* 8-bit samples p[s rs + x c] of sl rows (s < sl) into in[x STRIP + s], x in [0, w): a pixel at a
- * time, so that each of in's rows is written whole (row by row, every write lands in a
- * different cache line of a buffer larger than L1). */
+/* 8-bit samples p[s rs + x c] of sl rows (s < sl) into in[x STRIP + s], x in [0, w): a pixel of
+ * every row at a time, so that in is written in order; image row by image row, each write would
+ * land in a different cache line of a buffer larger than L1. */
 CPU_HOT static void gather8(const uint8_t *p, size_t rs, int c, int w, int sl, double *in) {
   for (int x = 0; x < w; x++) {
     const uint8_t *q = p + (size_t)x * c;
@@ -562,9 +562,10 @@ struct sse { /* error of one output channel against a reference plane */
   double *rows;        /* per row: the sum of squared errors, then the largest error */
 };
 
+#define SSE_ROWS 4 /* rows summed side by side: each row's sum is a chain of dependent adds */
+
 /* With alpha, colour is compared premultiplied: the colour of a transparent pixel is invisible,
  * so only colour times alpha counts. */
-#define SSE_ROWS 4 /* rows summed side by side: each row's sum is a chain of dependent adds */
 static void sse_chunk(void *arg, int begin, int end) {
   const struct sse *e = arg;
   const struct cpu_image *img = e->out;

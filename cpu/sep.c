@@ -85,10 +85,9 @@ CPU_HOT static void fir(const float *w, int r, const float *const *rows, float *
 }
 
 #ifdef CPU_AVX512
-/* fir() with sixteen floats a vector, one AVX-512 register, and VEC16 outputs a step: the same
- * operations in the same order. Each output's sum is a chain of dependent adds, so a step needs
- * four registers of sums in flight to keep the adders busy (with two, the adds' latency bound
- * the loop). fir() keeps eight floats a vector, since GCC lowers sixteen-float vectors for AVX2
+/* fir() with sixteen floats a vector, one AVX-512 register, and VEC16 outputs a step (four
+ * registers of sums in flight, each a chain of dependent adds): the same operations in the same
+ * order. fir() keeps eight floats a vector, since GCC lowers sixteen-float vectors for AVX2
  * through the stack. */
 typedef float vw __attribute__((vector_size(64)));
 typedef float vwu __attribute__((vector_size(64), aligned(4), may_alias));
