@@ -107,6 +107,41 @@ static void filters_free(struct filter f[2]) {
   filter_free(&f[1]);
 }
 
+#ifdef CPU_AVX512
+typedef double vd8 __attribute__((vector_size(64)));
+typedef double vd8u __attribute__((vector_size(64), aligned(8), may_alias));
+#define LDD8(p) (*(const vd8u *)(p))
+
+/* fir_strip's rows [i0, i1), away from the edges, with eight doubles a vector (one AVX-512
+ * register) and two rows a step: four registers of sums in flight, each a chain of dependent
+ * adds. The same operations in the same order as fir_strip's, so the same bits. in and out do
+ * not overlap. */
+CPU_AVX512 static void fir_interior8(const double *w, int r, const double *in, double *out, int i0,
+                                     int i1) {
+  int i = i0;
+  for (; i + 2 <= i1; i += 2) {
+    const double *c = in + (size_t)i * STRIP;
+    vd8 a[4];
+    for (int v = 0; v < 4; v++) a[v] = w[0] * LDD8(c + 8 * v);
+    for (int k = 1; k <= r; k++) {
+      const double *lo = c - (size_t)k * STRIP, *hi = c + (size_t)k * STRIP;
+      for (int v = 0; v < 4; v++) a[v] += w[k] * (LDD8(lo + 8 * v) + LDD8(hi + 8 * v));
+    }
+    for (int v = 0; v < 4; v++) *(vd8u *)(out + (size_t)i * STRIP + 8 * v) = a[v];
+  }
+  for (; i < i1; i++) {
+    const double *c = in + (size_t)i * STRIP;
+    vd8 a[2];
+    for (int v = 0; v < 2; v++) a[v] = w[0] * LDD8(c + 8 * v);
+    for (int k = 1; k <= r; k++) {
+      const double *lo = c - (size_t)k * STRIP, *hi = c + (size_t)k * STRIP;
+      for (int v = 0; v < 2; v++) a[v] += w[k] * (LDD8(lo + 8 * v) + LDD8(hi + 8 * v));
+    }
+    for (int v = 0; v < 2; v++) *(vd8u *)(out + (size_t)i * STRIP + 8 * v) = a[v];
+  }
+}
+#endif
+
 /* FIR down a strip: in and out hold n rows of STRIP values. Taps that fall outside [0, n) land
  * on the edge rows, so their weights are added there at once (tail sums): the cost per output
  * is at most min(2r+1, n) + 2 rows, also when the kernel is wider than the image. Away from the
@@ -117,6 +152,13 @@ CPU_HOT static void fir_strip(const struct filter *f, const double *in, double *
   for (int i = 0; i < n; i++) {
     double *o = out + (size_t)i * STRIP;
     const double *c = in + (size_t)i * STRIP;
+#ifdef CPU_AVX512
+    if (i >= r && i + r < n && __builtin_cpu_supports("avx512f")) {
+      fir_interior8(w, r, in, out, i, n - r);
+      i = n - r - 1;
+      continue;
+    }
+#endif
     if (i >= r && i + r < n) { /* the sums in registers: out may alias in for all GCC knows */
       vd a[STRIP / 4];
       for (int v = 0; v < STRIP / 4; v++) a[v] = w[0] * LDD(c + 4 * v);
@@ -130,13 +172,15 @@ CPU_HOT static void fir_strip(const struct filter *f, const double *in, double *
     double wl = i + 1 <= r ? tail[i + 1] : 0;
     double wr = n - i <= r ? tail[n - i] : 0;
     const double *first = in, *last = in + (size_t)(n - 1) * STRIP;
-    for (int s = 0; s < STRIP; s++) o[s] = wl * first[s] + wr * last[s];
+    vd a[STRIP / 4]; /* in registers too: near the edges a row is up to 2r + 1 taps */
+    for (int v = 0; v < STRIP / 4; v++) a[v] = wl * LDD(first + 4 * v) + wr * LDD(last + 4 * v);
     int lo = i < r ? -i : -r, hi = n - 1 - i < r ? n - 1 - i : r;
     for (int k = lo; k <= hi; k++) {
       double wk = w[k < 0 ? -k : k];
       const double *row = in + (size_t)(i + k) * STRIP;
-      for (int s = 0; s < STRIP; s++) o[s] += wk * row[s];
+      for (int v = 0; v < STRIP / 4; v++) a[v] += wk * LDD(row + 4 * v);
     }
+    for (int v = 0; v < STRIP / 4; v++) *(vdu *)(o + 4 * v) = a[v];
   }
 }
 
@@ -339,6 +383,20 @@ CPU_HOT static void store(struct cpu_image *img, size_t j, int ch, const double 
   }
 }
 
+/* 8-bit samples p[s rs + x c] of sl rows (s < sl) into in[x STRIP + s], x in [0, w): a pixel of
+ * every row at a time, so that in is written in order; image row by image row, each write would
+ * land in a different cache line of a buffer larger than L1. */
+CPU_HOT static void gather8(const uint8_t *p, size_t rs, int c, int w, int sl, double *in) {
+  for (int x = 0; x < w; x++) {
+    const uint8_t *q = p + (size_t)x * c;
+    double *d = in + (size_t)x * STRIP;
+    if (sl == STRIP)
+      for (int s = 0; s < STRIP; s++) d[s] = q[s * rs];
+    else
+      for (int s = 0; s < sl; s++) d[s] = q[s * rs];
+  }
+}
+
 /* Strip `strip` of image rows (of channel ps->ch) into in: w rows of STRIP. Returns the rows it
  * holds. */
 static int gather(const struct pass *ps, int strip, double *in) {
@@ -346,13 +404,13 @@ static int gather(const struct pass *ps, int strip, double *in) {
   int w = img->width, h = img->height, c = img->channels, l0 = strip * STRIP;
   int sl = h - l0 < STRIP ? h - l0 : STRIP;
   double inv_max = 1.0 / ((1 << img->depth) - 1);
+  if (img->depth == 8 && !ps->premultiply) { /* the common case, without the branches */
+    size_t rs = (size_t)w * c;
+    gather8((const uint8_t *)img->data + l0 * rs + ps->ch, rs, c, w, sl, in);
+    return sl;
+  }
   for (int s = 0; s < sl; s++) {
     size_t row = (size_t)(l0 + s) * w * c;
-    if (img->depth == 8 && !ps->premultiply) { /* the common case, without the branches */
-      const uint8_t *p = (const uint8_t *)img->data + row + ps->ch;
-      for (int x = 0; x < w; x++) in[(size_t)x * STRIP + s] = p[(size_t)x * c];
-      continue;
-    }
     for (int x = 0; x < w; x++) {
       size_t i = row + (size_t)x * c;
       double v = cpu_sample(img, i + ps->ch);
@@ -366,6 +424,24 @@ static int gather(const struct pass *ps, int strip, double *in) {
 /* Doubles in the plane between the passes. */
 static size_t between_size(const struct cpu_image *img) {
   return (size_t)((img->width + STRIP - 1) / STRIP) * (img->height + 2 * PAD) * STRIP;
+}
+
+/* The x pass's output o (n rows of STRIP: sample k of image rows l0..l0 + sl) into the plane t
+ * between the passes: value s of row k to row l0 + s, column k % STRIP of t's strip k / STRIP
+ * (hs rows each, PAD before). A block of STRIP x STRIP values at a time, a transpose within L1. */
+CPU_HOT static void scatter(double *t, size_t hs, int l0, const double *o, int n, int sl) {
+  for (int kb = 0; kb < n; kb += STRIP) {
+    int nk = n - kb < STRIP ? n - kb : STRIP;
+    double *d = t + ((size_t)(kb / STRIP) * hs + PAD + l0) * STRIP;
+    const double *v = o + (size_t)kb * STRIP;
+    if (nk == STRIP && sl == STRIP) {
+      for (int s = 0; s < STRIP; s++)
+        for (int k = 0; k < STRIP; k++) d[s * STRIP + k] = v[k * STRIP + s];
+      continue;
+    }
+    for (int s = 0; s < sl; s++)
+      for (int k = 0; k < nk; k++) d[(size_t)s * STRIP + k] = v[(size_t)k * STRIP + s];
+  }
 }
 
 static void pass_chunk(void *arg, int begin, int end) {
@@ -402,13 +478,12 @@ static void pass_chunk(void *arg, int begin, int end) {
       pyramid_strip(ps->f, a, o, tmp + rows * STRIP, n);
       break;
     }
+    if (!ps->along_y) {
+      scatter(ps->t, hs, l0, o, n, sl);
+      continue;
+    }
     for (int k = 0; k < n; k++) { /* sample k of the strip's lines: sl adjacent values */
       const double *v = o + (size_t)k * STRIP;
-      if (!ps->along_y) { /* column k % STRIP of rows l0.. of t's strip k / STRIP */
-        double *d = ps->t + ((size_t)(k / STRIP) * hs + PAD + l0) * STRIP + k % STRIP;
-        for (int s = 0; s < sl; s++) d[(size_t)s * STRIP] = v[s];
-        continue;
-      }
       if (ps->out) memcpy(ps->out + (size_t)k * w + l0, v, sl * sizeof(double));
       if (ps->dst) store(ps->dst, (size_t)k * w + l0, ps->ch, v, sl, ps->alpha);
     }
@@ -487,6 +562,8 @@ struct sse { /* error of one output channel against a reference plane */
   double *rows;        /* per row: the sum of squared errors, then the largest error */
 };
 
+#define SSE_ROWS 4 /* rows summed side by side: each row's sum is a chain of dependent adds */
+
 /* With alpha, colour is compared premultiplied: the colour of a transparent pixel is invisible,
  * so only colour times alpha counts. */
 static void sse_chunk(void *arg, int begin, int end) {
@@ -494,18 +571,22 @@ static void sse_chunk(void *arg, int begin, int end) {
   const struct cpu_image *img = e->out;
   int c = img->channels;
   double inv_max = 1.0 / ((1 << img->depth) - 1);
-  for (int y = begin; y < end; y++) {
-    double acc = 0, max = 0;
-    for (int x = 0; x < img->width; x++) {
-      size_t j = (size_t)y * img->width + x, i = j * c;
-      double v = cpu_sample(img, i + e->ch), r = e->ref[j];
-      if (e->alpha) v *= cpu_sample(img, i + c - 1) * inv_max;
-      double d = fabs(v - r) < REF_NOISE ? 0 : fabs(v - r);
-      acc += d * d;
-      max = d > max ? d : max;
+  for (int y0 = begin; y0 < end; y0 += SSE_ROWS) {
+    int nr = end - y0 < SSE_ROWS ? end - y0 : SSE_ROWS;
+    double acc[SSE_ROWS] = {0}, max[SSE_ROWS] = {0};
+    for (int x = 0; x < img->width; x++)
+      for (int q = 0; q < nr; q++) { /* row y0 + q, in the order of x as alone */
+        size_t j = (size_t)(y0 + q) * img->width + x, i = j * c;
+        double v = cpu_sample(img, i + e->ch), r = e->ref[j];
+        if (e->alpha) v *= cpu_sample(img, i + c - 1) * inv_max;
+        double d = fabs(v - r) < REF_NOISE ? 0 : fabs(v - r);
+        acc[q] += d * d;
+        max[q] = d > max[q] ? d : max[q];
+      }
+    for (int q = 0; q < nr; q++) {
+      e->rows[2 * (y0 + q)] = acc[q];
+      e->rows[2 * (y0 + q) + 1] = max[q];
     }
-    e->rows[2 * y] = acc;
-    e->rows[2 * y + 1] = max;
   }
 }
 

@@ -16,7 +16,9 @@
 #include <string.h>
 
 #define RING_BYTES (192 * 1024) /* a tile's ring of x-filtered rows: kept in L2 */
-#define VEC        32           /* outputs computed side by side, in registers */
+#define VEC        32           /* outputs computed side by side, in registers (fir) */
+#define VEC16      64           /* and in fir16: four AVX-512 registers */
+#define SLACK      VEC16        /* samples past the end of a row that a fir may read and write */
 
 struct sep {
   const struct cpu_image *src;
@@ -68,8 +70,8 @@ typedef uint16_t vh __attribute__((vector_size(16)));
 typedef uint16_t vh16 __attribute__((vector_size(32)));
 #define LD(p) (*(const vfu *)(p))
 
-/* out[i] = w0 rows[0][i] + sum_k wk (rows[-k][i] + rows[k][i]) for i in [0, n), 16 at a time
- * (rows and out have VEC samples of slack past n). Along x, rows[k] is in + k step. */
+/* out[i] = w0 rows[0][i] + sum_k wk (rows[-k][i] + rows[k][i]) for i in [0, n), VEC at a time
+ * (rows and out have SLACK samples of slack past n). Along x, rows[k] is in + k step. */
 CPU_HOT static void fir(const float *w, int r, const float *const *rows, float *out, int n) {
   for (int i = 0; i < n; i += VEC) {
     vf a[VEC / 8];
@@ -83,21 +85,22 @@ CPU_HOT static void fir(const float *w, int r, const float *const *rows, float *
 }
 
 #ifdef CPU_AVX512
-/* fir() with sixteen floats a vector, one AVX-512 register (7% faster at sigma 1 to 3 on the
- * build machine): the same operations in the same order. fir() keeps eight, since GCC lowers
- * sixteen-float vectors for AVX2 through the stack. */
+/* fir() with sixteen floats a vector, one AVX-512 register, and VEC16 outputs a step (four
+ * registers of sums in flight, each a chain of dependent adds): the same operations in the same
+ * order. fir() keeps eight floats a vector, since GCC lowers sixteen-float vectors for AVX2
+ * through the stack. */
 typedef float vw __attribute__((vector_size(64)));
 typedef float vwu __attribute__((vector_size(64), aligned(4), may_alias));
 #define LDW(p) (*(const vwu *)(p))
 CPU_AVX512 static void fir16(const float *w, int r, const float *const *rows, float *out, int n) {
-  for (int i = 0; i < n; i += VEC) {
-    vw a[VEC / 16];
-    for (int v = 0; v < VEC / 16; v++) a[v] = w[0] * LDW(rows[0] + i + 16 * v);
+  for (int i = 0; i < n; i += VEC16) {
+    vw a[VEC16 / 16];
+    for (int v = 0; v < VEC16 / 16; v++) a[v] = w[0] * LDW(rows[0] + i + 16 * v);
     for (int k = 1; k <= r; k++) {
       const float *lo = rows[-k] + i, *hi = rows[k] + i;
-      for (int v = 0; v < VEC / 16; v++) a[v] += w[k] * (LDW(lo + 16 * v) + LDW(hi + 16 * v));
+      for (int v = 0; v < VEC16 / 16; v++) a[v] += w[k] * (LDW(lo + 16 * v) + LDW(hi + 16 * v));
     }
-    for (int v = 0; v < VEC / 16; v++) *(vwu *)(out + i + 16 * v) = a[v];
+    for (int v = 0; v < VEC16 / 16; v++) *(vwu *)(out + i + 16 * v) = a[v];
   }
 }
 #endif
@@ -146,9 +149,9 @@ static void sep_chunk(void *arg, int begin, int end) {
   const struct cpu_image *img = s->src;
   int c = img->channels, rx = s->rx, ry = s->ry, m = 2 * ry + 1, h = img->height;
   int n = img->width * c;
-  size_t stride = (size_t)s->cols + VEC;
+  size_t stride = (size_t)s->cols + SLACK;
   float *ring = calloc(((size_t)m + 1) * stride, sizeof(float));
-  float *pad = calloc((size_t)s->cols + 2 * (size_t)rx * c + VEC, sizeof(float));
+  float *pad = calloc((size_t)s->cols + 2 * (size_t)rx * c + SLACK, sizeof(float));
   const float **rows = malloc(((size_t)m + 2 * (size_t)rx + 1) * sizeof(*rows));
   if (!ring || !pad || !rows) {
     __atomic_store_n(&s->failed, 1, __ATOMIC_RELAXED);
