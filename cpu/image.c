@@ -112,6 +112,18 @@ typedef double vd8 __attribute__((vector_size(64)));
 typedef double vd8u __attribute__((vector_size(64), aligned(8), may_alias));
 #define LDD8(p) (*(const vd8u *)(p))
 
+/* Row c's nv vectors of eight doubles (nv 2: one row of STRIP, 4: two rows) filtered into o. */
+CPU_AVX512 static inline void fir_rows8(const double *w, int r, const double *c, double *o,
+                                        int nv) {
+  vd8 a[4];
+  for (int v = 0; v < nv; v++) a[v] = w[0] * LDD8(c + 8 * v);
+  for (int k = 1; k <= r; k++) {
+    const double *lo = c - (size_t)k * STRIP, *hi = c + (size_t)k * STRIP;
+    for (int v = 0; v < nv; v++) a[v] += w[k] * (LDD8(lo + 8 * v) + LDD8(hi + 8 * v));
+  }
+  for (int v = 0; v < nv; v++) *(vd8u *)(o + 8 * v) = a[v];
+}
+
 /* fir_strip's rows [i0, i1), away from the edges, with eight doubles a vector (one AVX-512
  * register) and two rows a step: four registers of sums in flight, each a chain of dependent
  * adds. The same operations in the same order as fir_strip's, so the same bits. in and out do
@@ -119,26 +131,8 @@ typedef double vd8u __attribute__((vector_size(64), aligned(8), may_alias));
 CPU_AVX512 static void fir_interior8(const double *w, int r, const double *in, double *out, int i0,
                                      int i1) {
   int i = i0;
-  for (; i + 2 <= i1; i += 2) {
-    const double *c = in + (size_t)i * STRIP;
-    vd8 a[4];
-    for (int v = 0; v < 4; v++) a[v] = w[0] * LDD8(c + 8 * v);
-    for (int k = 1; k <= r; k++) {
-      const double *lo = c - (size_t)k * STRIP, *hi = c + (size_t)k * STRIP;
-      for (int v = 0; v < 4; v++) a[v] += w[k] * (LDD8(lo + 8 * v) + LDD8(hi + 8 * v));
-    }
-    for (int v = 0; v < 4; v++) *(vd8u *)(out + (size_t)i * STRIP + 8 * v) = a[v];
-  }
-  for (; i < i1; i++) {
-    const double *c = in + (size_t)i * STRIP;
-    vd8 a[2];
-    for (int v = 0; v < 2; v++) a[v] = w[0] * LDD8(c + 8 * v);
-    for (int k = 1; k <= r; k++) {
-      const double *lo = c - (size_t)k * STRIP, *hi = c + (size_t)k * STRIP;
-      for (int v = 0; v < 2; v++) a[v] += w[k] * (LDD8(lo + 8 * v) + LDD8(hi + 8 * v));
-    }
-    for (int v = 0; v < 2; v++) *(vd8u *)(out + (size_t)i * STRIP + 8 * v) = a[v];
-  }
+  for (; i + 2 <= i1; i += 2) fir_rows8(w, r, in + (size_t)i * STRIP, out + (size_t)i * STRIP, 4);
+  for (; i < i1; i++) fir_rows8(w, r, in + (size_t)i * STRIP, out + (size_t)i * STRIP, 2);
 }
 #endif
 

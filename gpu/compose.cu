@@ -67,10 +67,15 @@ static void swap_buffers(void **a, size_t *acap, void **b, size_t *bcap) {
   *b = p, *bcap = n;
 }
 
+/* Box r as an image of img's pixel format, without pixels. */
+static struct cpu_image box_of(const struct cpu_image *img, const struct gpu_region *r) {
+  return (struct cpu_image){NULL, r->box[2], r->box[3], img->channels, img->depth};
+}
+
 /* The bytes of box r's pixels, rounded up so that the next box starts aligned for any kernel. */
 static size_t box_bytes(const struct cpu_image *img, const struct gpu_region *r) {
-  size_t n = (size_t)r->box[2] * r->box[3] * img->channels * (img->depth / 8);
-  return (n + 255) / 256 * 256;
+  struct cpu_image box = box_of(img, r);
+  return (cpu_image_bytes(&box) + 255) / 256 * 256;
 }
 
 enum gpu_status gpu_blur_regions(struct gpu_ctx *ctx, const struct cpu_blur *b,
@@ -113,14 +118,14 @@ enum gpu_status gpu_blur_regions(struct gpu_ctx *ctx, const struct cpu_blur *b,
                                       img->width * px, r[i].box[2] * px, r[i].box[3],
                                       cudaMemcpyDeviceToDevice, ctx->s));
     for (int i = i0; i < i1; i++) {
-      struct cpu_image box = {NULL, r[i].box[2], r[i].box[3], img->channels, img->depth};
+      struct cpu_image box = box_of(img, &r[i]);
       char *in = (char *)ctx->d_in + at[i - i0], *out = (char *)ctx->d_out + at[i - i0];
       if ((st = run_method(ctx, b, &box, in, out)) != GPU_OK) return st;
       CUDA_TRY(ctx, launch_blend(dst, img, out, &r[i], feather, ctx->s));
     }
     CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_FILTERED], ctx->s));
     for (int i = i0; acc && i < i1; i++) {
-      struct cpu_image box = {NULL, r[i].box[2], r[i].box[3], img->channels, img->depth};
+      struct cpu_image box = box_of(img, &r[i]);
       st = run_reference(ctx, b->sigma_x, b->sigma_y, &box, (char *)ctx->d_in + at[i - i0],
                          (char *)ctx->d_out + at[i - i0], ctx->d_stats + 2 * i);
       if (st != GPU_OK) return st;
@@ -139,7 +144,7 @@ enum gpu_status gpu_blur_regions(struct gpu_ctx *ctx, const struct cpu_blur *b,
   else
     swap_buffers(&ctx->d_out, &ctx->out_cap, &ctx->d_res, &ctx->res_cap);
   for (int i = 0; acc && i < n; i++) {
-    struct cpu_image box = {NULL, r[i].box[2], r[i].box[3], img->channels, img->depth};
+    struct cpu_image box = box_of(img, &r[i]);
     accuracy_of(&box, ctx->h_stats + 2 * i, &acc[i]);
   }
   if (t) {
