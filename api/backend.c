@@ -589,13 +589,28 @@ static int choose_ops(struct backend *b, const struct api_config *cfg, char *err
   return b->shared ? 0 : -1;
 }
 
-/* Workers: the flag, or one per core for the CPU; per GPU the flag, or the cores shared out
- * among the GPUs (at least 2 each): a GPU worker spends most of its time in the codecs, and
- * sleeps while it waits for the GPU. */
-static int worker_count(const struct api_config *cfg, int ndev) {
+/* Workers: the flag, or one per core for the CPU. Per GPU the flag, or the cores shared out
+ * among the GPUs (at least 2 each): a worker with the CPU codecs spends most of its time in
+ * them. With the GPU codecs twice as many, as far as the smallest GPU has 2 GiB for each: such
+ * a worker sleeps most of a request, waiting for its batch decode and its kernels, so more of
+ * them keep the decoder's batches and the GPU fuller (1080p /blur with the PSNR on a 16-core
+ * H100 machine: 2,120 and 2,079 req/s with 32 workers and two decoder threads against 1,833 and
+ * 1,872 with 16 and one, docs/engineering-notes.md). 32 workers held 77.1 GB of an H100's 85
+ * after 12 s of 70-megapixel JPEGs: 2.4 GB each, with their share of the decoders and of CUDA. */
+#define GPU_WORKER_BYTES ((size_t)2400 * 1000 * 1000)
+static int worker_count(const struct api_config *cfg, int ndev, int gpu_codecs) {
   if (ndev == 0) return cfg->workers > 0 ? cfg->workers : cores();
-  int per_gpu = (cores() + ndev - 1) / ndev;
-  return (cfg->workers > 0 ? cfg->workers : per_gpu < 2 ? 2 : per_gpu) * ndev;
+  if (cfg->workers > 0) return cfg->workers * ndev;
+  int per_gpu = (cores() + ndev - 1) / ndev, most = 2 * per_gpu;
+#ifdef BLURD_CUDA
+  for (int d = 0; gpu_codecs && d < ndev; d++) {
+    struct gpu_device_info info;
+    if (gpu_device_info(d, &info) == 0 && (int)(info.mem_total / GPU_WORKER_BYTES) < most)
+      most = (int)(info.mem_total / GPU_WORKER_BYTES);
+  }
+#endif
+  if (gpu_codecs && most > per_gpu) per_gpu = most;
+  return (per_gpu < 2 ? 2 : per_gpu) * ndev;
 }
 
 #ifdef BLURD_CUDA
@@ -681,13 +696,15 @@ struct backend *backend_new(const struct api_config *cfg, char *err, size_t errl
   if (rc == 0 && (b->ndev = choose_ops(b, cfg, err, errlen)) < 0) rc = -1;
   static const int warm_gpu[3] = API_WARM_GPU, warm_cpu[3] = API_WARM_CPU;
   memcpy(b->warm, cfg->warm[0] >= 0 ? cfg->warm : b->ndev ? warm_gpu : warm_cpu, sizeof(b->warm));
+  /* the decoders batch at most the workers a GPU would have with the GPU codecs */
+  n = rc == 0 ? worker_count(cfg, b->ndev, 1) : 0;
+  if (rc == 0 && start_codecs(b, cfg, b->ndev ? n / b->ndev : 0, err, errlen) != 0) rc = -1;
   if (rc == 0) {
-    n = worker_count(cfg, b->ndev);
+    n = worker_count(cfg, b->ndev, b->gpu_codecs);
     b->workers = calloc((size_t)n, sizeof(*b->workers));
     b->threads = calloc((size_t)n, sizeof(*b->threads));
     if (!b->workers || !b->threads) rc = -1;
   }
-  if (rc == 0 && start_codecs(b, cfg, b->ndev ? n / b->ndev : 0, err, errlen) != 0) rc = -1;
   if (rc != 0 && !*err) snprintf(err, errlen, "out of memory");
   b->warming = n;
   for (int i = 0; rc == 0 && i < n; i++) rc = start_worker(b, i, err, errlen);

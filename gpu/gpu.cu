@@ -389,7 +389,7 @@ enum gpu_status run_reference(struct gpu_ctx *ctx, double sigma_x, double sigma_
   if (st == GPU_OK) st = upload_ref(ctx, W_REF_Y, sigma_y, &ry);
   if (st == GPU_OK)
     st = grow(ctx, &ctx->d_ref, &ctx->ref_cap,
-              reference_bytes(img->width, img->height, img->channels));
+              reference_bytes(img->width, img->height, img->channels, ry));
   if (st != GPU_OK) return st;
   CUDA_TRY(ctx, launch_reference(packed_of(d_in, img), packed_of(d_out, img), ctx->d_ref,
                                  (const double *)w_at(ctx, W_REF_X), rx,

@@ -290,8 +290,9 @@ cudaError_t launch_separable(packed in, packed out, mid m, const float *d_wx, in
 
 /* The exact reference in double (rows with d_wx[0..rx], columns with d_wy[0..ry]) and the error
  * of out against it: d_stats[0] = the sum of squared errors, d_stats[1] = the largest error, the
- * same bits for the same image. d_ref holds reference_bytes(w, h, c). */
-size_t reference_bytes(int w, int h, int c);
+ * same bits for the same image. d_ref holds reference_bytes(w, h, c, ry): tall images go through
+ * it in strips of rows, so that it stays near 128 MB. */
+size_t reference_bytes(int w, int h, int c, int ry);
 cudaError_t launch_reference(packed in, packed out, void *d_ref, const double *d_wx, int rx,
                              const double *d_wy, int ry, double *d_stats, cudaStream_t s);
 

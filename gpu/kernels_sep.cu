@@ -126,13 +126,15 @@ __host__ __device__ inline int ref_rows_plane(int r) { /* the doubles a lane sta
   return (4 * REF_T + (2 * r + 1 < REF_CH ? 2 * r + 1 : REF_CH) + 4) * 5 / 4;
 }
 
-template <int L> __global__ void ref_rows(packed in, double *ref, const double *w, int r) {
+/* Plane row j holds image row y_first + j. */
+template <int L>
+__global__ void ref_rows(packed in, double *ref, const double *w, int r, int y_first) {
   extern __shared__ double s_raw_d[];
   __shared__ __align__(16) double s_w[REF_CH + 3 + REF_WPAD];
   double *s[L];
 #pragma unroll
   for (int c = 0; c < L; c++) s[c] = s_raw_d + c * ref_rows_plane(r);
-  int y = blockIdx.y, x0 = blockIdx.x * 4 * REF_T, tx = threadIdx.x;
+  int y = y_first + blockIdx.y, x0 = blockIdx.x * 4 * REF_T, tx = threadIdx.x;
   double acc[4][L] = {};
   int ch = 2 * r + 1 < REF_CH ? 2 * r + 1 : REF_CH;
   for (int base = -r; base <= r; base += ch) {
@@ -151,14 +153,14 @@ template <int L> __global__ void ref_rows(packed in, double *ref, const double *
   for (int q = 0; q < 4; q++) {
     int x = x0 + 4 * tx + q;
     if (x < in.w)
-      for (int c = 0; c < L; c++) ref[((size_t)y * in.w + x) * L + c] = acc[q][c];
+      for (int c = 0; c < L; c++) ref[((size_t)blockIdx.y * in.w + x) * L + c] = acc[q][c];
   }
 }
 
-/* Writes a block's squared errors and largest error to part[2 b] and part[2 b + 1], b the
- * block's index (every thread calls it): the warps' sums are added in order, so that the same
- * image gives the same bits (ref_sum adds the blocks' in order too). */
-__device__ __forceinline__ void block_stats(double *part, double sse, double max) {
+/* Writes a block's squared errors and largest error to part[2 b] and part[2 b + 1] (every
+ * thread calls it): the warps' sums are added in order, so that the same image gives the same
+ * bits (ref_sum adds the blocks' in order too). */
+__device__ __forceinline__ void block_stats(double *part, size_t b, double sse, double max) {
   __shared__ double s_red[32][2];
   for (int o = 16; o > 0; o /= 2) {
     sse += __shfl_down_sync(0xffffffff, sse, o);
@@ -169,7 +171,6 @@ __device__ __forceinline__ void block_stats(double *part, double sse, double max
   __syncthreads();
   if (t == 0) {
     for (int i = 1; i < nw; i++) sse += s_red[i][0], max = fmax(max, s_red[i][1]);
-    size_t b = (size_t)blockIdx.y * gridDim.x + blockIdx.x;
     part[2 * b] = sse, part[2 * b + 1] = max;
   }
 }
@@ -213,7 +214,9 @@ __device__ __forceinline__ void pixel_error(const packed &out, int x, int y, con
 /* Column pass, compared with the method's output instead of stored: a block of REF_CW x 16
  * threads owns REF_CW columns and 64 output rows, a thread the 4 adjacent rows 4 ty + q. The
  * rows are staged lane by lane, up to REF_CCH taps per chunk: the tall block reads each row of
- * the double plane about (64 + 2r) / 64 times (2.5 at radius 48). */
+ * the double plane about (64 + 2r) / 64 times (2.5 at radius 48). The plane holds image rows
+ * pf to pl (those a strip of output rows from y_out, a multiple of REF_CR, reads), and rows past
+ * them are read as their nearest: the image's edge, or rows only slide4's zero weights reach. */
 #define REF_CW  16                                     /* columns per column block */
 #define REF_CR  64                                     /* output rows per column block */
 #define REF_CCH 128                                    /* taps per chunk */
@@ -224,20 +227,22 @@ __host__ __device__ inline int ref_cols_plane(int r) { /* the doubles a lane sta
   return (REF_CR + ref_cols_chunk(r) + 4) * REF_CW;
 }
 template <int L>
-__global__ void ref_cols(const double *ref, packed out, const double *w, int r, double *part) {
+__global__ void ref_cols(const double *ref, packed out, const double *w, int r, double *part,
+                         int y_out, int pf, int pl) {
   extern __shared__ double s_raw_d[];
   __shared__ __align__(16) double s_w[REF_CCH + 3 + REF_WPAD];
   double *s[L];
 #pragma unroll
   for (int c = 0; c < L; c++) s[c] = s_raw_d + c * ref_cols_plane(r);
-  int tx = threadIdx.x, ty = threadIdx.y, x = blockIdx.x * REF_CW + tx, y0 = blockIdx.y * REF_CR;
+  int tx = threadIdx.x, ty = threadIdx.y, x = blockIdx.x * REF_CW + tx,
+      y0 = y_out + blockIdx.y * REF_CR;
   double acc[4][L] = {};
   int ch = ref_cols_chunk(r);
   for (int base = -r; base <= r; base += ch) {
     int n = base + ch - 1 < r ? ch : r - base + 1;
     stage_weights(s_w, w, base, n, ty * REF_CW + tx, 16 * REF_CW);
     for (int j = ty; j < REF_CR + n + 3; j += 16) {
-      const double *p = ref + ((size_t)clampi(y0 + base + j, 0, out.h - 1) * out.w + x) * L;
+      const double *p = ref + ((size_t)(clampi(y0 + base + j, pf, pl) - pf) * out.w + x) * L;
 #pragma unroll
       for (int c = 0; c < L; c++) s[c][j * REF_CW + tx] = x < out.w ? p[c] : 0.0;
     }
@@ -254,7 +259,7 @@ __global__ void ref_cols(const double *ref, packed out, const double *w, int r, 
     int y = y0 + 4 * ty + q;
     if (x < out.w && y < out.h) pixel_error(out, x, y, d, &sse, &max);
   }
-  block_stats(part, sse, max);
+  block_stats(part, (size_t)(y0 / REF_CR) * gridDim.x + blockIdx.x, sse, max);
 }
 
 /* The column pass's grid. */
@@ -262,22 +267,41 @@ static dim3 cols_grid(int w, int h) {
   return dim3(div_up(w, REF_CW), div_up(h, REF_CR));
 }
 
-size_t reference_bytes(int w, int h, int c) {
-  dim3 g = cols_grid(w, h);
-  return ((size_t)w * h * c + 2 * (size_t)g.x * g.y) * sizeof(double);
+/* The output rows of a strip of the reference: the whole image when its double plane fits in
+ * REF_PLANE_BYTES, else the most whole column blocks whose plane (with r rows above and below)
+ * does, but at least 4 r rows, so that the rows computed twice stay under half the work. */
+#define REF_PLANE_BYTES ((size_t)128 << 20)
+static int ref_strip(int w, int h, int c, int r) {
+  long fit = (long)(REF_PLANE_BYTES / ((size_t)w * c * sizeof(double))) - 2 * r;
+  long s = fit / REF_CR * REF_CR, least = div_up(4 * r > REF_CR ? 4 * r : REF_CR, REF_CR) * REF_CR;
+  s = s < least ? least : s;
+  return s >= h ? h : (int)s;
 }
 
+size_t reference_bytes(int w, int h, int c, int r) {
+  dim3 g = cols_grid(w, h);
+  int rows = ref_strip(w, h, c, r) + 2 * r;
+  return ((size_t)w * (rows < h ? rows : h) * c + 2 * (size_t)g.x * g.y) * sizeof(double);
+}
+
+/* Strip by strip: the rows pass for the plane rows pf to pl, then the columns pass for the strip's
+ * output rows; the blocks' sums all go into part, and ref_sum adds them once. */
 template <int L>
 static cudaError_t launch_ref(packed in, packed out, double *ref, const double *wx, int rx,
                               const double *wy, int ry, double *stats, cudaStream_t s) {
   size_t smem = (size_t)L * ref_cols_plane(ry) * sizeof(double);
-  double *part = ref + (size_t)in.w * in.h * L; /* the column blocks' sums */
+  int strip = ref_strip(in.w, in.h, L, ry), rows = strip + 2 * ry;
+  double *part = ref + (size_t)in.w * (rows < in.h ? rows : in.h) * L; /* the column blocks' sums */
   dim3 grid = cols_grid(in.w, in.h);
-  ref_rows<L>
-      <<<dim3(div_up(in.w, 4 * REF_T), in.h), REF_T, L * ref_rows_plane(rx) * sizeof(double), s>>>(
-          in, ref, wx, rx);
   cudaFuncSetAttribute(ref_cols<L>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-  ref_cols<L><<<grid, dim3(REF_CW, 16), smem, s>>>(ref, out, wy, ry, part);
+  for (int y = 0; y < in.h; y += strip) {
+    int end = y + strip < in.h ? y + strip : in.h;
+    int pf = y - ry > 0 ? y - ry : 0, pl = end - 1 + ry < in.h - 1 ? end - 1 + ry : in.h - 1;
+    ref_rows<L><<<dim3(div_up(in.w, 4 * REF_T), pl - pf + 1), REF_T,
+                  L * ref_rows_plane(rx) * sizeof(double), s>>>(in, ref, wx, rx, pf);
+    ref_cols<L><<<dim3(grid.x, div_up(end - y, REF_CR)), dim3(REF_CW, 16), smem, s>>>(
+        ref, out, wy, ry, part, y, pf, pl);
+  }
   ref_sum<<<1, REF_SUM, 0, s>>>(part, (size_t)grid.x * grid.y, stats);
   return cudaGetLastError();
 }

@@ -212,8 +212,8 @@ def check_k8s(objs, defaults, answers):
         cpu = quantity(((c.get("resources") or {}).get("limits") or {}).get("cpu"))
         if workers == 0 and cpu and isinstance(gpus, int) and gpus > 0:
             # blurd's default (api/backend.c): the quota's cores, rounded up, shared among the
-            # GPUs, at least 2 a GPU
-            workers = max(2, -(-math.ceil(cpu) // gpus))
+            # GPUs, at least 2 a GPU, twice over with the GPU codecs (the image has nvJPEG)
+            workers = max(2, 2 * -(-math.ceil(cpu) // gpus))
         queue = int(env.get("BLURD_QUEUE", defaults.get("BLURD_QUEUE", "64")))
         if workers > 0 and isinstance(gpus, int) and value is not None:
             full = workers * gpus + queue

@@ -6,7 +6,8 @@
  * and yvv_blocked and deriche within a level in single precision at every sigma); an
  * out-of-memory job that fails alone; region blur on the device against its parts (each box
  * blurred by gpu_blur and blended by cpu_blend_box); and, with --fault, a sticky error that is
- * reported as fatal. --quick runs the small cases only (odd sizes, the per-axis cases, regions),
+ * reported as fatal; images whose exact reference runs in strips of rows. --quick runs the small
+ * cases only (odd sizes, the per-axis cases, regions) and the strips,
  * --sanitize fewer still (for compute-sanitizer, which slows every kernel down; `--sanitize
  * regions` only the regions).
  *
@@ -178,6 +179,24 @@ static void test_per_axis(void) {
   }
   codec_image_free(&astro);
   codec_image_free(&c16);
+}
+
+/* Images whose reference plane of doubles passes 128 MB: the reference goes through it in
+ * strips of rows (gpu/kernels_sep.cu, ref_strip), and must measure what the CPU measures. Three
+ * strips for the gray image at sigma 3 and 40 (radius 12 and 160), two for the RGB one, at
+ * different sigmas across and down. */
+static void test_strips(void) {
+  struct codec_image astro = fixture_photo("astronaut.png");
+  struct cpu_image gray = tile(&astro, 4096, 9000, 1), rgb = tile(&astro, 2048, 2800, 3);
+  const double sigmas[] = {3, 40};
+  for (int k = 0; k < 2; k++) {
+    compare(ctx, CPU_PYRAMID, sigmas[k], sigmas[k], &gray, "4096x9000x1");
+    compare(ctx, CPU_SEPARABLE, sigmas[k], sigmas[k], &gray, "4096x9000x1");
+  }
+  compare(ctx, CPU_PYRAMID, 12, 30, &rgb, "2048x2800x3");
+  free(gray.data);
+  free(rgb.data);
+  codec_image_free(&astro);
 }
 
 /* Region blur on the device against its parts: each box cut from the image, blurred by gpu_blur
@@ -620,6 +639,7 @@ int main(int argc, char **argv) {
     test_odd_sizes();
     test_per_axis();
     if (only < 0) test_regions();
+    if (only < 0 && quick < 2) test_strips();
   }
   if (only < 0) test_local();
   if (!quick && !local_only) {

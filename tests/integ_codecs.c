@@ -2,7 +2,7 @@
  * side: one with its default codecs (--gpu-codecs auto: nvJPEG on a GPU machine, libjpeg-turbo
  * elsewhere) and one with --gpu-codecs off. The tests check that
  *   - /readyz and /methods name the JPEG, PNG and WebP codecs and, when JPEG is not on the GPU,
- *     why;
+ *     why; on the CUDA backend, /readyz counts the default workers for the codecs that run;
  *   - every JPEG kind among the fixtures (baseline 4:4:4 and 4:2:0, progressive, gray, the eight
  *     EXIF orientations) decodes as libjpeg-turbo decodes it: exactly on the CPU, within 40 dB
  *     with nvJPEG (the worst case is printed);
@@ -24,6 +24,7 @@
 #include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 static struct server srv, cpu_srv; /* default codecs; --gpu-codecs off */
 
@@ -63,7 +64,7 @@ static void expect_codecs(json_t *c, int gpu, const char *reason) {
     ASSERT_STR(enc, "nvjpeg");
     ASSERT(strncmp(json_string_value(json_object_get(c, "library")), "libnvjpeg.so.", 13) == 0);
     ASSERT_INT(json_integer_value(json_object_get(c, "batch_wait_us")), ==, 1000);
-    ASSERT_INT(json_integer_value(json_object_get(c, "decoders")), ==, 1);
+    ASSERT_INT(json_integer_value(json_object_get(c, "decoders")), ==, 2);
     return;
   }
   ASSERT_STR(dec, "libjpeg-turbo");
@@ -73,14 +74,34 @@ static void expect_codecs(json_t *c, int gpu, const char *reason) {
   if (reason) ASSERT_STR(why, reason);
 }
 
+/* The default workers of a server on the CUDA backend (api/backend.c): per GPU the cores shared
+ * out among the GPUs, at least 2, and with the GPU codecs twice that as far as each GPU has 2.4
+ * GB for every worker. Assumes no CPU quota (the GPU machine's). */
+static void expect_workers(json_t *ready, int gpu_codecs) {
+  json_t *devs = json_object_get(ready, "devices");
+  long n = (long)json_array_size(devs), cores = sysconf(_SC_NPROCESSORS_ONLN);
+  if (n == 0) return; /* the CPU backend */
+  long per = (cores + n - 1) / n, most = 2 * per;
+  for (long d = 0; gpu_codecs && d < n; d++) {
+    long fit = (long)(json_number_value(
+                          json_object_get(json_array_get(devs, (size_t)d), "memory_total_bytes")) /
+                      2.4e9);
+    most = fit < most ? fit : most;
+  }
+  per = gpu_codecs && most > per ? most : per;
+  ASSERT_INT(json_integer_value(json_object_get(ready, "workers")), ==, (per < 2 ? 2 : per) * n);
+}
+
 static void test_reports(void) {
   json_t *ready = get_json(&srv, "/readyz"), *methods = get_json(&srv, "/methods");
   expect_codecs(json_object_get(ready, "codecs"), expect_gpu(), NULL);
   expect_codecs(json_object_get(methods, "codecs"), expect_gpu(), NULL);
+  expect_workers(ready, expect_gpu());
   json_decref(ready);
   json_decref(methods);
   ready = get_json(&cpu_srv, "/readyz");
   expect_codecs(json_object_get(ready, "codecs"), 0, "--gpu-codecs off");
+  expect_workers(ready, 0);
   json_decref(ready);
 }
 
