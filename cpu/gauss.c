@@ -502,11 +502,11 @@ int cpu_pyramid_line(const struct cpu_pyramid *p, const double *w, const double 
 
 /* The CPU rule for `auto`: separable up to sigma CPU_AUTO_SEPARABLE, yvv above. Both reach 58 dB
  * on photographs. separable's cost grows with its radius (sep.c: single precision, tiled), yvv's
- * does not: on a 1920x1080 RGB photograph (filter only, two pool threads, 2026-11-24) separable
- * took 12.5 ms at sigma 5 against yvv's 14.0, the same at 5.5, 14.9 against 13.7 at 6; on
- * 3840x2160 50 against 57 at 5, 57 against 57 at 5.5, 59 against 53 at 6 (engineering notes,
- * "The CPU passes, second round (2026-11-24, the 2-core build machine)"). */
-#define CPU_AUTO_SEPARABLE 5.5
+ * does not: on a 1920x1080 RGB photograph (the filter stage of /blur?psnr=false, best of 7,
+ * 2026-11-25) separable took 14.3 ms at sigma 7 against yvv's 19.7, 17.2 against 15.8 at 8; on
+ * 3840x2160 (best of 5) 56.4 against 71.8 at 7, 67.4 against 72.1 at 8, 73.9 against 71.6 at 9
+ * (engineering notes, "The separable filter's buffers (2026-11-25, the 2-core build machine)"). */
+#define CPU_AUTO_SEPARABLE 7.5
 enum cpu_method cpu_auto_method(double sigma, int width, int height) {
   (void)width, (void)height;
   return sigma <= CPU_AUTO_SEPARABLE ? CPU_SEPARABLE : CPU_YVV;

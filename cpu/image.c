@@ -620,17 +620,35 @@ static int sep_fits(const struct filter *f) {
   return f->kind == FILTER_FIR && f->radius <= CPU_SEP_RADIUS_MAX;
 }
 
-/* Faults in dst's pages with one call, before the filters write them: a fresh buffer's first
- * writes otherwise take a page fault each 4 KB (where it is not in huge pages), and on a
- * virtual machine each fault is dear. A hint: where the kernel lacks it, nothing changes. */
-static void prefault(struct cpu_image *dst) {
+/* Faults in dst's pages a few calls at a time, on the pool's threads, before the filters write
+ * them: a fresh buffer's first writes otherwise take a page fault each 4 KB (where it is not in
+ * huge pages), and on a virtual machine each fault is dear; the kernel zeroes each page it maps,
+ * which one thread did at about a third of a 3840x2160 RGB blur at sigma 1. Chunks of 2 MB, on
+ * 2 MB boundaries (the huge pages'). A hint: where the kernel lacks it, nothing changes. */
+#define PREFAULT_CHUNK ((uintptr_t)2 << 20)
+struct span {
+  uintptr_t lo, hi;
+};
+static void prefault_chunk(void *arg, int begin, int end) {
 #ifdef MADV_POPULATE_WRITE
-  uintptr_t lo = ((uintptr_t)dst->data + 4095) & ~(uintptr_t)4095;
-  uintptr_t hi = ((uintptr_t)dst->data + cpu_image_bytes(dst)) & ~(uintptr_t)4095;
-  if (hi > lo) madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE);
+  const struct span *s = arg;
+  uintptr_t base = s->lo & ~(PREFAULT_CHUNK - 1);
+  uintptr_t a = base + (uintptr_t)begin * PREFAULT_CHUNK,
+            b = base + (uintptr_t)end * PREFAULT_CHUNK;
+  a = a < s->lo ? s->lo : a, b = b > s->hi ? s->hi : b;
+  if (b > a) madvise((void *)a, b - a, MADV_POPULATE_WRITE);
 #else
-  (void)dst;
+  (void)arg, (void)begin, (void)end;
 #endif
+}
+
+static void prefault(struct cpu_pool *pool, struct cpu_image *dst) {
+  struct span s = {((uintptr_t)dst->data + 4095) & ~(uintptr_t)4095,
+                   ((uintptr_t)dst->data + cpu_image_bytes(dst)) & ~(uintptr_t)4095};
+  if (s.hi <= s.lo) return;
+  uintptr_t base = s.lo & ~(PREFAULT_CHUNK - 1);
+  cpu_parallel_for(pool, (int)((s.hi - base + PREFAULT_CHUNK - 1) / PREFAULT_CHUNK), prefault_chunk,
+                   &s);
 }
 
 int cpu_blur_image(struct cpu_pool *pool, const struct cpu_blur *b, const struct cpu_image *src,
@@ -638,7 +656,7 @@ int cpu_blur_image(struct cpu_pool *pool, const struct cpu_blur *b, const struct
   struct filter f[2];
   double t0 = now_ms();
   int rc;
-  prefault(dst);
+  prefault(pool, dst);
   if (cpu_method_is_fir(b->method)) {
     rc = cpu_fir_image(pool, b, src, dst);
   } else {

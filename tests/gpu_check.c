@@ -9,7 +9,7 @@
  * reported as fatal; images whose exact reference runs in strips of rows. --quick runs the small
  * cases only (odd sizes, the per-axis cases, regions) and the strips,
  * --sanitize fewer still (for compute-sanitizer, which slows every kernel down; `--sanitize
- * regions` only the regions).
+ * regions` only the regions, `--sanitize strips` only the strips).
  *
  * Local statistics, contrast and convolution (issue 5) against cpu_variance, cpu_contrast_image
  * and cpu_convolve_image: exact variance and convolution bit for bit; the float32 variance
@@ -621,10 +621,13 @@ int main(int argc, char **argv) {
                                                : 0;
   local_only =
       argc > 1 && (strcmp(argv[1], "--local") == 0 || (argc > 2 && strcmp(argv[2], "local") == 0));
-  if (quick > 1 && argc > 2 && strcmp(argv[2], "regions") == 0) { /* --sanitize regions */
+  int strips = quick > 1 && argc > 2 && strcmp(argv[2], "strips") == 0;
+  if (quick > 1 && argc > 2 && (strips || strcmp(argv[2], "regions") == 0)) { /* --sanitize */
     ASSERT(gpu_device_count() > 0 && (ctx = gpu_ctx_new(0, NULL, 0)));
-    test_regions();
+    pool = strips ? cpu_pool_new(16) : NULL;
+    strips ? test_strips() : test_regions();
     gpu_ctx_free(ctx);
+    cpu_pool_free(pool);
     return failures ? 1 : 0;
   }
   if (quick > 1 && argc > 2 && !local_only && (only = cpu_method_from_name(argv[2])) < 0)
