@@ -591,7 +591,7 @@ static int choose_ops(struct backend *b, const struct api_config *cfg, char *err
 
 /* Workers: the flag, or one per core for the CPU. Per GPU the flag, or the cores shared out
  * among the GPUs (at least 2 each): a worker with the CPU codecs spends most of its time in
- * them. With the GPU codecs twice as many, as far as the smallest GPU has 2 GiB for each: such
+ * them. With the GPU codecs twice as many, as far as each GPU has 2.4 GB for every one: such
  * a worker sleeps most of a request, waiting for its batch decode and its kernels, so more of
  * them keep the decoder's batches and the GPU fuller (1080p /blur with the PSNR on a 16-core
  * H100 machine: 2,120 and 2,079 req/s with 32 workers and two decoder threads against 1,833 and
