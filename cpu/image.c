@@ -627,14 +627,13 @@ static int sep_fits(const struct filter *f) {
  * 2 MB boundaries (the huge pages'). A hint: where the kernel lacks it, nothing changes. */
 #define PREFAULT_CHUNK ((uintptr_t)2 << 20)
 struct span {
-  uintptr_t lo, hi;
+  uintptr_t base, lo, hi; /* chunk i starts at base + i PREFAULT_CHUNK; [lo, hi) is faulted in */
 };
 static void prefault_chunk(void *arg, int begin, int end) {
 #ifdef MADV_POPULATE_WRITE
   const struct span *s = arg;
-  uintptr_t base = s->lo & ~(PREFAULT_CHUNK - 1);
-  uintptr_t a = base + (uintptr_t)begin * PREFAULT_CHUNK,
-            b = base + (uintptr_t)end * PREFAULT_CHUNK;
+  uintptr_t a = s->base + (uintptr_t)begin * PREFAULT_CHUNK,
+            b = s->base + (uintptr_t)end * PREFAULT_CHUNK;
   a = a < s->lo ? s->lo : a, b = b > s->hi ? s->hi : b;
   if (b > a) madvise((void *)a, b - a, MADV_POPULATE_WRITE);
 #else
@@ -643,12 +642,12 @@ static void prefault_chunk(void *arg, int begin, int end) {
 }
 
 static void prefault(struct cpu_pool *pool, struct cpu_image *dst) {
-  struct span s = {((uintptr_t)dst->data + 4095) & ~(uintptr_t)4095,
+  uintptr_t lo = ((uintptr_t)dst->data + 4095) & ~(uintptr_t)4095;
+  struct span s = {lo & ~(PREFAULT_CHUNK - 1), lo,
                    ((uintptr_t)dst->data + cpu_image_bytes(dst)) & ~(uintptr_t)4095};
   if (s.hi <= s.lo) return;
-  uintptr_t base = s.lo & ~(PREFAULT_CHUNK - 1);
-  cpu_parallel_for(pool, (int)((s.hi - base + PREFAULT_CHUNK - 1) / PREFAULT_CHUNK), prefault_chunk,
-                   &s);
+  cpu_parallel_for(pool, (int)((s.hi - s.base + PREFAULT_CHUNK - 1) / PREFAULT_CHUNK),
+                   prefault_chunk, &s);
 }
 
 int cpu_blur_image(struct cpu_pool *pool, const struct cpu_blur *b, const struct cpu_image *src,

@@ -278,10 +278,15 @@ static int ref_strip(int w, int h, int c, int r) {
   return s >= h ? h : (int)s;
 }
 
+/* The plane's rows: a strip's and r above and below it, at most the image's. */
+static int ref_plane_rows(int w, int h, int c, int r) {
+  int rows = ref_strip(w, h, c, r) + 2 * r;
+  return rows < h ? rows : h;
+}
+
 size_t reference_bytes(int w, int h, int c, int r) {
   dim3 g = cols_grid(w, h);
-  int rows = ref_strip(w, h, c, r) + 2 * r;
-  return ((size_t)w * (rows < h ? rows : h) * c + 2 * (size_t)g.x * g.y) * sizeof(double);
+  return ((size_t)w * ref_plane_rows(w, h, c, r) * c + 2 * (size_t)g.x * g.y) * sizeof(double);
 }
 
 /* Strip by strip: the rows pass for the plane rows pf to pl, then the columns pass for the strip's
@@ -290,8 +295,8 @@ template <int L>
 static cudaError_t launch_ref(packed in, packed out, double *ref, const double *wx, int rx,
                               const double *wy, int ry, double *stats, cudaStream_t s) {
   size_t smem = (size_t)L * ref_cols_plane(ry) * sizeof(double);
-  int strip = ref_strip(in.w, in.h, L, ry), rows = strip + 2 * ry;
-  double *part = ref + (size_t)in.w * (rows < in.h ? rows : in.h) * L; /* the column blocks' sums */
+  int strip = ref_strip(in.w, in.h, L, ry);
+  double *part = ref + (size_t)in.w * ref_plane_rows(in.w, in.h, L, ry) * L; /* the blocks' sums */
   dim3 grid = cols_grid(in.w, in.h);
   cudaFuncSetAttribute(ref_cols<L>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   for (int y = 0; y < in.h; y += strip) {
