@@ -503,10 +503,11 @@ int cpu_pyramid_line(const struct cpu_pyramid *p, const double *w, const double 
 /* The CPU rule for `auto`: separable up to sigma CPU_AUTO_SEPARABLE, yvv above. Both reach 58 dB
  * on photographs. separable's cost grows with its radius (sep.c: single precision, tiled), yvv's
  * does not: on a 1920x1080 RGB photograph (the filter stage of /blur?psnr=false, best of 7,
- * 2026-11-25) separable took 14.3 ms at sigma 7 against yvv's 19.7, 17.2 against 15.8 at 8; on
- * 3840x2160 (best of 5) 56.4 against 71.8 at 7, 67.4 against 72.1 at 8, 73.9 against 71.6 at 9
- * (engineering notes, "The separable filter's buffers (2026-11-25, the 2-core build machine)"). */
-#define CPU_AUTO_SEPARABLE 7.5
+ * 2026-11-25, since sep.c's output rows go in pairs) separable took 14.3 ms at sigma 9 against
+ * yvv's 17.4, 16.1 against 16.3 at 10, 19.9 against 19.7 at 11; on 3840x2160 (best of 5) 61.0
+ * against 76.4 at 10, 70.8 against 77.3 at 11 (engineering notes, "The separable filter's output
+ * rows in pairs (2026-11-25, the 2-core build machine)"). */
+#define CPU_AUTO_SEPARABLE 10
 enum cpu_method cpu_auto_method(double sigma, int width, int height) {
   (void)width, (void)height;
   return sigma <= CPU_AUTO_SEPARABLE ? CPU_SEPARABLE : CPU_YVV;
