@@ -1,7 +1,8 @@
-/* Region blur on the device: each region's box is cut out of the resident image, blurred by the
- * method's own kernels (and measured against the exact reference) and blended into the image by
- * blend_kernel, the twin of cpu/compose.c's cpu_blend_box. Nothing leaves the device, so the
- * answer can be encoded there too. */
+/* Region blur on the device: each region's box is blurred by the method's own kernels (and
+ * measured against the exact reference) and blended into the image by blend_kernel, the twin of
+ * cpu/compose.c's cpu_blend_box. pyramid, `auto` from sigma 12, reads the boxes where they lie in
+ * the image, all of them in each of its launches; the other methods take each box cut out of the
+ * image, one after the other. Nothing leaves the device, so the answer can be encoded there too. */
 #include "gpu_int.cuh"
 
 #include <math.h>
@@ -16,20 +17,34 @@ __device__ double ramp(int d, int feather) {
   return __dmul_rn(__dmul_rn(t, t), __dsub_rn(3, __dmul_rn(2, t)));
 }
 
-/* One sample of dst (x, y) blended with the box's: cpu_blend_box's formula. The window (x0, y0)
- * .. (x1, y1) is where the region and its feather meet the box. */
+/* A region's blend: its box (bx, by, bw wide) and the window (x0, y0) .. (x1, y1) where the
+ * region and its feather meet the box. */
+struct blend_item {
+  const void *box;
+  int bx, by, bw;
+  int4 rect;
+  int x0, y0, x1, y1;
+};
+#define BLEND_BATCH 16 /* regions a launch blends, when their windows do not overlap */
+struct blend_batch {
+  blend_item it[BLEND_BATCH];
+  int n;
+};
+
+/* One sample of dst (x, y) blended with region blockIdx.z's box: cpu_blend_box's formula. */
 template <class T>
-__global__ void blend_kernel(T *dst, int width, const T *box, int bx, int by, int bw, int c,
-                             int4 rect, int x0, int y0, int x1, int y1, int feather, double peak) {
-  int x = x0 + blockIdx.x * blockDim.x + threadIdx.x,
-      y = y0 + blockIdx.y * blockDim.y + threadIdx.y;
-  if (x >= x1 || y >= y1) return;
-  int dx = x < rect.x ? rect.x - x : x - (rect.z - 1),
-      dy = y < rect.y ? rect.y - y : y - (rect.w - 1);
+__global__ void blend_kernel(T *dst, int width, int c, const __grid_constant__ blend_batch b,
+                             int feather, double peak) {
+  const blend_item it = b.it[blockIdx.z];
+  int x = it.x0 + blockIdx.x * blockDim.x + threadIdx.x,
+      y = it.y0 + blockIdx.y * blockDim.y + threadIdx.y;
+  if (x >= it.x1 || y >= it.y1) return;
+  int dx = x < it.rect.x ? it.rect.x - x : x - (it.rect.z - 1),
+      dy = y < it.rect.y ? it.rect.y - y : y - (it.rect.w - 1);
   double m = __dmul_rn(ramp(dx, feather), ramp(dy, feather));
   if (m <= 0) return;
   T *p = dst + ((size_t)y * width + x) * c;
-  const T *q = box + ((size_t)(y - by) * bw + x - bx) * c;
+  const T *q = (const T *)it.box + ((size_t)(y - it.by) * it.bw + x - it.bx) * c;
   for (int k = 0; k < c; k++) {
     if (m == 1) {
       p[k] = q[k];
@@ -40,24 +55,53 @@ __global__ void blend_kernel(T *dst, int width, const T *box, int bx, int by, in
   }
 }
 
-static cudaError_t launch_blend(void *dst, const struct cpu_image *img, const void *box,
-                                const struct gpu_region *r, int feather, cudaStream_t s) {
-  int x0 = max(r->rect[0] - feather, r->box[0]), y0 = max(r->rect[1] - feather, r->box[1]);
-  int x1 = min(r->rect[2] + feather, r->box[0] + r->box[2]);
-  int y1 = min(r->rect[3] + feather, r->box[1] + r->box[3]);
-  if (x0 >= x1 || y0 >= y1) return cudaSuccess;
-  dim3 block(32, 8), grid(div_up(x1 - x0, 32), div_up(y1 - y0, 8));
-  int4 rect = make_int4(r->rect[0], r->rect[1], r->rect[2], r->rect[3]);
+static cudaError_t launch_blend(void *dst, const struct cpu_image *img, const blend_batch &b,
+                                int feather, cudaStream_t s) {
+  int w = 0, h = 0;
+  for (int i = 0; i < b.n; i++)
+    w = max(w, b.it[i].x1 - b.it[i].x0), h = max(h, b.it[i].y1 - b.it[i].y0);
+  if (b.n == 0) return cudaSuccess;
+  dim3 block(32, 8), grid(div_up(w, 32), div_up(h, 8), b.n);
   double peak = (1 << img->depth) - 1;
   if (img->depth == 8)
-    blend_kernel<<<grid, block, 0, s>>>((uint8_t *)dst, img->width, (const uint8_t *)box, r->box[0],
-                                        r->box[1], r->box[2], img->channels, rect, x0, y0, x1, y1,
-                                        feather, peak);
+    blend_kernel<<<grid, block, 0, s>>>((uint8_t *)dst, img->width, img->channels, b, feather,
+                                        peak);
   else
-    blend_kernel<<<grid, block, 0, s>>>((uint16_t *)dst, img->width, (const uint16_t *)box,
-                                        r->box[0], r->box[1], r->box[2], img->channels, rect, x0,
-                                        y0, x1, y1, feather, peak);
+    blend_kernel<<<grid, block, 0, s>>>((uint16_t *)dst, img->width, img->channels, b, feather,
+                                        peak);
   return cudaGetLastError();
+}
+
+/* Regions r[0..n) blended into dst in order, their boxes at box + at[i]: a launch for each run of
+ * regions whose windows do not overlap (their order does not matter there). */
+static cudaError_t blend_all(void *dst, const struct cpu_image *img, const struct gpu_region *r,
+                             int n, const char *box, const size_t *at, int feather,
+                             cudaStream_t s) {
+  blend_batch b;
+  b.n = 0;
+  for (int i = 0; i < n; i++) {
+    blend_item it = {box + at[i],
+                     r[i].box[0],
+                     r[i].box[1],
+                     r[i].box[2],
+                     make_int4(r[i].rect[0], r[i].rect[1], r[i].rect[2], r[i].rect[3]),
+                     max(r[i].rect[0] - feather, r[i].box[0]),
+                     max(r[i].rect[1] - feather, r[i].box[1]),
+                     min(r[i].rect[2] + feather, r[i].box[0] + r[i].box[2]),
+                     min(r[i].rect[3] + feather, r[i].box[1] + r[i].box[3])};
+    if (it.x0 >= it.x1 || it.y0 >= it.y1) continue;
+    int overlaps = b.n == BLEND_BATCH;
+    for (int j = 0; j < b.n && !overlaps; j++)
+      overlaps =
+          it.x0 < b.it[j].x1 && b.it[j].x0 < it.x1 && it.y0 < b.it[j].y1 && b.it[j].y0 < it.y1;
+    if (overlaps) {
+      cudaError_t e = launch_blend(dst, img, b, feather, s);
+      if (e != cudaSuccess) return e;
+      b.n = 0;
+    }
+    b.it[b.n++] = it;
+  }
+  return launch_blend(dst, img, b, feather, s);
 }
 
 static void swap_buffers(void **a, size_t *acap, void **b, size_t *bcap) {
@@ -87,10 +131,11 @@ enum gpu_status gpu_blur_regions(struct gpu_ctx *ctx, const struct cpu_blur *b,
     return GPU_ERROR;
   }
   /* The image moves aside to d_whole, and d_in and d_out hold the boxes side by side, as many at
-   * a time as fit in the image's bytes: their copies, their kernels and blends, then their
-   * references, with no wait between boxes. The boxes are cut from the input (overlapping
-   * regions blur the input): when they all fit at once they are all cut before the first blend,
-   * which then goes into d_whole itself; otherwise into d_res, a copy of it. */
+   * a time as fit in the image's bytes: their copies (pyramid without the PSNR needs none), their
+   * kernels and blends, then their references, with no wait between boxes. The boxes are blurred
+   * from the input (overlapping regions blur the input): when they all fit at once they are all
+   * blurred before the first blend, which then goes into d_whole itself; otherwise into d_res, a
+   * copy of it. */
   size_t all = 0;
   for (int i = 0; i < n; i++) all += box_bytes(img, &r[i]);
   int in_place = all <= bytes;
@@ -105,24 +150,30 @@ enum gpu_status gpu_blur_regions(struct gpu_ctx *ctx, const struct cpu_blur *b,
              cudaMemcpyAsync(ctx->d_res, ctx->d_whole, bytes, cudaMemcpyDeviceToDevice, ctx->s));
   void *dst = in_place ? ctx->d_whole : ctx->d_res;
   double kernel = 0, reference = 0;
+  struct cpu_pyramid pyx, pyy;
+  int batched = pyramid_reduces(b, &pyx, &pyy); /* all the boxes in each launch */
   for (int i0 = 0, i1; i0 < n; i0 = i1) {
     size_t at[GPU_REGIONS_MAX + 1] = {0}; /* box i at at[i - i0] */
     for (i1 = i0; i1 < n && (i1 == i0 || at[i1 - i0] + box_bytes(img, &r[i1]) <= bytes); i1++)
       at[i1 - i0 + 1] = at[i1 - i0] + box_bytes(img, &r[i1]);
     if ((st = grow_images(ctx, at[i1 - i0])) != GPU_OK) return st;
     CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_UPLOADED], ctx->s));
-    for (int i = i0; i < i1; i++)
+    for (int i = i0; i < i1 && (acc || !batched); i++) /* the reference reads the cut boxes */
       CUDA_TRY(ctx, cudaMemcpy2DAsync((char *)ctx->d_in + at[i - i0], r[i].box[2] * px,
                                       (const char *)ctx->d_whole +
                                           ((size_t)r[i].box[1] * img->width + r[i].box[0]) * px,
                                       img->width * px, r[i].box[2] * px, r[i].box[3],
                                       cudaMemcpyDeviceToDevice, ctx->s));
-    for (int i = i0; i < i1; i++) {
+    if (batched)
+      st = run_pyramid_boxes(ctx, &pyx, &pyy, img, ctx->d_whole, r + i0, i1 - i0, ctx->d_out, at);
+    for (int i = i0; !batched && i < i1 && st == GPU_OK; i++) {
       struct cpu_image box = box_of(img, &r[i]);
-      char *in = (char *)ctx->d_in + at[i - i0], *out = (char *)ctx->d_out + at[i - i0];
-      if ((st = run_method(ctx, b, &box, in, out)) != GPU_OK) return st;
-      CUDA_TRY(ctx, launch_blend(dst, img, out, &r[i], feather, ctx->s));
+      st =
+          run_method(ctx, b, &box, (char *)ctx->d_in + at[i - i0], (char *)ctx->d_out + at[i - i0]);
     }
+    if (st != GPU_OK) return st;
+    CUDA_TRY(ctx,
+             blend_all(dst, img, r + i0, i1 - i0, (const char *)ctx->d_out, at, feather, ctx->s));
     CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_FILTERED], ctx->s));
     for (int i = i0; acc && i < i1; i++) {
       struct cpu_image box = box_of(img, &r[i]);

@@ -267,19 +267,46 @@ static enum gpu_status run_separable(struct gpu_ctx *ctx, const struct cpu_blur 
                    "separable kernels");
 }
 
-/* pyramid with k > 1 on at least one axis (k = 1 on both is separable). */
+/* pyramid with k > 1 on at least one axis (k = 1 on both is separable) over the images of b,
+ * whose in, x0, y0 and out are set. */
 static enum gpu_status run_pyramid(struct gpu_ctx *ctx, const struct cpu_pyramid *pyx,
-                                   const struct cpu_pyramid *pyy, packed in, packed out) {
+                                   const struct cpu_pyramid *pyy, pyr_batch *b) {
   pyr_params px = {pyx->k, pyx->radius}, py = {pyy->k, pyy->radius};
   enum gpu_status st = upload_gauss(ctx, W_X, pyx->sigma_low, pyx->radius);
   if (st == GPU_OK) st = upload_gauss(ctx, W_Y, pyy->sigma_low, pyy->radius);
-  if (st == GPU_OK)
-    st = grow(ctx, (void **)&ctx->d_tmp, &ctx->tmp_cap, pyramid_tmp_bytes(px, py, in.w, in.h));
+  if (st == GPU_OK) st = grow(ctx, (void **)&ctx->d_tmp, &ctx->tmp_cap, pyr_plan(px, py, b, NULL));
   if (st != GPU_OK || (st = kernels_start(ctx)) != GPU_OK) return st;
+  pyr_plan(px, py, b, ctx->d_tmp);
   return status_of(ctx,
-                   launch_pyramid(px, py, in, out, ctx->d_tmp, (const float *)w_at(ctx, W_X),
+                   launch_pyramid(px, py, *b, (const float *)w_at(ctx, W_X),
                                   (const float *)w_at(ctx, W_Y), ctx->s),
                    "pyramid kernels");
+}
+
+int pyramid_reduces(const struct cpu_blur *b, struct cpu_pyramid *px, struct cpu_pyramid *py) {
+  if (b->method != CPU_PYRAMID) return 0;
+  cpu_pyramid_params(b->sigma_x, b->truncate, px);
+  cpu_pyramid_params(b->sigma_y, b->truncate, py);
+  return px->k > 1 || py->k > 1;
+}
+
+enum gpu_status run_pyramid_boxes(struct gpu_ctx *ctx, const struct cpu_pyramid *px,
+                                  const struct cpu_pyramid *py, const struct cpu_image *img,
+                                  const void *d_img, const struct gpu_region *r, int n, void *d_out,
+                                  const size_t *at) {
+  for (int i0 = 0; i0 < n; i0 += PYR_BATCH) {
+    pyr_batch batch;
+    batch.n = min(n - i0, PYR_BATCH);
+    for (int i = 0; i < batch.n; i++) {
+      struct cpu_image box = {NULL, r[i0 + i].box[2], r[i0 + i].box[3], img->channels, img->depth};
+      batch.it[i].in = packed_of((void *)d_img, img);
+      batch.it[i].x0 = r[i0 + i].box[0], batch.it[i].y0 = r[i0 + i].box[1];
+      batch.it[i].out = packed_of((char *)d_out + at[i0 + i], &box);
+    }
+    enum gpu_status st = run_pyramid(ctx, px, py, &batch);
+    if (st != GPU_OK) return st;
+  }
+  return GPU_OK;
 }
 
 /* The coefficients of every recursive method along one axis (sigma; yvv2way's kernel, when
@@ -354,12 +381,12 @@ enum gpu_status run_method(struct gpu_ctx *ctx, const struct cpu_blur *b,
   packed in = packed_of(d_in, img), out = packed_of(d_out, img);
   size_t px = (size_t)img->width * img->height;
   mid m = {ctx->d_mid, img->width, img->height, img->depth == 8};
+  struct cpu_pyramid pyx, pyy;
   if (cpu_method_is_fir(b->method)) return run_fir(ctx, b, in, out);
-  if (b->method == CPU_PYRAMID) {
-    struct cpu_pyramid px, py;
-    cpu_pyramid_params(b->sigma_x, b->truncate, &px);
-    cpu_pyramid_params(b->sigma_y, b->truncate, &py);
-    if (px.k > 1 || py.k > 1) return run_pyramid(ctx, &px, &py, in, out);
+  if (pyramid_reduces(b, &pyx, &pyy)) {
+    pyr_batch one;
+    one.n = 1, one.it[0].in = in, one.it[0].x0 = one.it[0].y0 = 0, one.it[0].out = out;
+    return run_pyramid(ctx, &pyx, &pyy, &one);
   }
   enum gpu_status st = grow(ctx, &ctx->d_mid, &ctx->mid_cap, px * (m.half ? 8 : 16));
   m.p = ctx->d_mid;

@@ -65,6 +65,16 @@ enum gpu_status status_of(struct gpu_ctx *ctx, cudaError_t e, const char *where)
 /* The method's kernels (b) from the packed image d_in to d_out, both of shape img; no wait. */
 enum gpu_status run_method(struct gpu_ctx *ctx, const struct cpu_blur *b,
                            const struct cpu_image *img, void *d_in, void *d_out);
+/* Whether b is pyramid with k > 1 on an axis (px and py its parameters), whose kernels take a
+ * batch of images at once. */
+int pyramid_reduces(const struct cpu_blur *b, struct cpu_pyramid *px, struct cpu_pyramid *py);
+/* pyramid with the parameters px and py (pyramid_reduces') over the boxes of r[0..n) in the
+ * packed image d_img (shape img), box i into d_out + at[i]: run_method's kernels for each box,
+ * PYR_BATCH boxes a launch; no wait. */
+enum gpu_status run_pyramid_boxes(struct gpu_ctx *ctx, const struct cpu_pyramid *px,
+                                  const struct cpu_pyramid *py, const struct cpu_image *img,
+                                  const void *d_img, const struct gpu_region *r, int n,
+                                  void *d_out, const size_t *at);
 /* The exact reference of d_in (sigma_x along x, sigma_y along y) and the error of d_out against
  * it into d_stats (two doubles: the sum of squared errors, the largest error); no wait. */
 enum gpu_status run_reference(struct gpu_ctx *ctx, double sigma_x, double sigma_y,
@@ -326,16 +336,31 @@ cudaError_t launch_recursive(enum rec_kind kind, const rec_params &px, const rec
 /* The bytes yvv_blocked's carries need. */
 size_t blocked_carry_bytes(int w, int h, int use_double);
 
-/* pyramid (kernels_pyr.cu, cpu_pyramid_line along x then y) with k > 1 on at least one axis:
- * per axis its parameters (px, py) and the reduced Gaussian's weights w[0..radius] (d_wx, d_wy),
- * the grids in d_tmp (pyramid_tmp_bytes). An axis with k = 1 is not reduced: the plain sampled
- * Gaussian, as the CPU twin filters it. */
+/* pyramid (kernels_pyr.cu, cpu_pyramid_line along x then y) with k > 1 on at least one axis,
+ * over a batch of images with the same parameters (a whole image, or a request's region boxes):
+ * per axis its parameters (px, py) and the reduced Gaussian's weights w[0..radius] (d_wx, d_wy).
+ * An axis with k = 1 is not reduced: the plain sampled Gaussian, as the CPU twin filters it. */
 struct pyr_params { /* one axis */
   int k, radius;
 };
-size_t pyramid_tmp_bytes(const pyr_params &px, const pyr_params &py, int w, int h);
-cudaError_t launch_pyramid(const pyr_params &px, const pyr_params &py, packed in, packed out,
-                           float4 *d_tmp, const float *d_wx, const float *d_wy, cudaStream_t s);
+#define PYR_BATCH 16 /* images a launch covers */
+struct pyr_item {    /* one image of a batch */
+  packed in;         /* its input: out.w x out.h pixels at (x0, y0) of in */
+  int x0, y0;
+  packed out;
+  float4 *g, *gx, *rows; /* its grids and the reduction's rows, in the batch's scratch */
+  int mw, mh, lw, lh;    /* cells of the image along x and y, and with their margins */
+};
+struct pyr_batch {
+  pyr_item it[PYR_BATCH];
+  int n;
+  int split; /* the reduction in two steps (pyr_plan decides) */
+};
+/* Fills in the items' cells and places their grids in d_tmp (NULL: nowhere, to size it); in, x0,
+ * y0 and out are the caller's. Returns the bytes the batch's grids take. */
+size_t pyr_plan(const pyr_params &px, const pyr_params &py, pyr_batch *b, float4 *d_tmp);
+cudaError_t launch_pyramid(const pyr_params &px, const pyr_params &py, const pyr_batch &b,
+                           const float *d_wx, const float *d_wy, cudaStream_t s);
 
 /* ---- local statistics, contrast and convolution (kernels_local.cu) ---- */
 

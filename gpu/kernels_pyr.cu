@@ -9,8 +9,9 @@
  * twin. */
 #include "gpu_int.cuh"
 
-#define PYR_RUN     8         /* at most, cells one reducing thread stacks vertically */
-#define PYR_THREADS (1 << 18) /* fewer reducing threads than this leave a large GPU idle */
+#define PYR_RUN        8         /* at most, cells one reducing thread stacks vertically */
+#define PYR_THREADS    (1 << 18) /* fewer reducing threads than this leave a large GPU idle */
+#define PYR_ROWS_BYTES ((size_t)128 << 20) /* the most the two-step reduction's rows take */
 
 /* Weight of the sample a places after the start of its cell (a in [-(K/2), 2K - K/2)): the
  * triangle K - |a - (K - 1) / 2|, 0 outside (K = 1: 1 for the cell's own sample, 0 beside). */
@@ -19,56 +20,97 @@ template <int K> __device__ __forceinline__ float tri(int a) {
   return d < K ? K - d : 0.f;
 }
 
-/* Row y of cell column cx, weighted along x: sum over a of tri(a) pixel (K cx + a, y), clamped. */
-template <int K> __device__ __forceinline__ v4<float> tri_row(const packed &in, int cx, int y) {
-  int yy = clampi(y, 0, in.h - 1);
-  if constexpr (K == 1) return load_px<float>(in, clampi(cx, 0, in.w - 1), yy);
+/* Row y of cell column cx of item it, weighted along x: sum over a of tri(a) pixel (K cx + a, y),
+ * clamped to the item's image, which lies at (x0, y0) of its input. */
+template <int K> __device__ __forceinline__ v4<float> tri_row(const pyr_item &it, int cx, int y) {
+  int yy = it.y0 + clampi(y, 0, it.out.h - 1);
+  if constexpr (K == 1) return load_px<float>(it.in, it.x0 + clampi(cx, 0, it.out.w - 1), yy);
   v4<float> h = v4_zero<float>();
 #pragma unroll
   for (int a = -(K / 2); a < 2 * K - K / 2; a++)
-    v4_fma(h, tri<K>(a), load_px<float>(in, clampi(K * cx + a, 0, in.w - 1), yy));
+    v4_fma(h, tri<K>(a), load_px<float>(it.in, it.x0 + clampi(K * cx + a, 0, it.out.w - 1), yy));
   return h;
 }
 
-/* Cells (cx, cy0 .. cy0 + run - 1) of the grid (indices from -ex along x, -ey along y;
+static __device__ __forceinline__ float4 float4_of(const v4<float> &v, float norm) {
+  return make_float4(v.l[0] * norm, v.l[1] * norm, v.l[2] * norm, v.l[3] * norm);
+}
+
+/* Cells (cx, cy0 .. cy0 + run - 1) of item it's grid (indices from -ex along x, -ey along y;
  * grid cell (cx + ex, cy + ey)). A row of the image falls in two neighbouring cells: the second
- * half of cell cy and the first half of cy + 1, so within a run each row is weighted along x
- * once (a shorter run on a small grid gives more threads, a row between runs read twice). The rows
- * of a cell are unrolled when KX == KY only: unrolled, the 20 pairs of different K would take
- * several times as long to compile as the rest of gpu/. */
-template <int KX, int KY>
-__global__ void pyr_reduce(packed in, float4 *g, int ex, int ey, int lw, int lh, int run) {
+ * half of cell cy and the first half of cy + 1, so within a run each row is weighted along x once
+ * (a shorter run on a small grid gives more threads, a row between runs read twice). The rows of
+ * a cell are unrolled when KX == KY only: unrolled, the 20 pairs of different K would take
+ * several times as long to compile as the rest of gpu/. One item a launch: read from a batch by
+ * blockIdx.z, the item's fields were loaded again inside the loops, which took 8192x8192 at sigma
+ * 100 from 0.83 to 1.79 ms (ncu, H100). */
+template <int KX, int KY> __global__ void pyr_reduce(const pyr_item it, int ex, int ey, int run) {
   int gx = blockIdx.x * blockDim.x + threadIdx.x,
       gy0 = (blockIdx.y * blockDim.y + threadIdx.y) * run;
-  if (gx >= lw || gy0 >= lh) return;
+  if (gx >= it.lw || gy0 >= it.lh) return;
   int cx = gx - ex;
   const float norm = 1.f / (KX * KX * KY * KY); /* the triangle's weights sum to K^2 per axis */
   v4<float> next = v4_zero<float>();
 #pragma unroll(KX == KY ? KY : 1)
   for (int a = -(KY / 2); a < KY - KY / 2; a++)
-    v4_fma(next, tri<KY>(a), tri_row<KX>(in, cx, KY * (gy0 - ey) + a));
-  for (int q = 0; q < run && gy0 + q < lh; q++) {
+    v4_fma(next, tri<KY>(a), tri_row<KX>(it, cx, KY * (gy0 - ey) + a));
+  for (int q = 0; q < run && gy0 + q < it.lh; q++) {
     int cy = gy0 + q - ey;
     v4<float> cur = next;
     next = v4_zero<float>();
 #pragma unroll(KX == KY ? KY : 1)
     for (int a = KY - KY / 2; a < 2 * KY - KY / 2; a++) {
-      v4<float> h = tri_row<KX>(in, cx, KY * cy + a);
+      v4<float> h = tri_row<KX>(it, cx, KY * cy + a);
       v4_fma(cur, tri<KY>(a), h);
       v4_fma(next, tri<KY>(a - KY), h);
     }
-    g[(size_t)(gy0 + q) * lw + gx] =
-        make_float4(cur.l[0] * norm, cur.l[1] * norm, cur.l[2] * norm, cur.l[3] * norm);
+    it.g[(size_t)(gy0 + q) * it.lw + gx] = float4_of(cur, norm);
   }
 }
 
-/* The sampled Gaussian w[0..r] along one axis of the grid: out (ow x oh) from in (pitch ip),
- * out (x, y) centred on in (x + dx, y + dy), step s along the axis (1: x, ip: y). */
-__global__ void pyr_fir(const float4 *in, int ip, float4 *out, int ow, int oh, int dx, int dy,
-                        int s, const float *w, int r) {
+/* pyr_reduce in two steps: pyr_rows weights every row of the image along x into a plane of lw
+ * cells by h rows, a thread per cell and row, and pyr_cols sums each cell's rows of it. The same
+ * operations in the same order as pyr_reduce, so the same grid. pyr_reduce's thread sums 4 KX KY
+ * pixels in a chain of dependent loads, which leaves the GPU idle on grids of fewer cells than
+ * PYR_THREADS and is slow from K = 8 on both axes; elsewhere the plane's traffic costs more than
+ * it saves (H100, `bench`, RGBA8, one step against two: 3840x2160 at sigma 12, K = 4, 0.094
+ * against 0.110 ms; at sigma 30, K = 8, 0.121 against 0.084; 8192x8192 at sigma 100, K = 16,
+ * 0.905 against 0.58). The plane takes at most PYR_ROWS_BYTES. */
+template <int KX> __global__ void pyr_rows(const __grid_constant__ pyr_batch b, int ex) {
+  const pyr_item it = b.it[blockIdx.z];
+  int gx = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+  if (gx >= it.lw || y >= it.out.h) return;
+  it.rows[(size_t)y * it.lw + gx] = float4_of(tri_row<KX>(it, gx - ex, y), 1.f);
+}
+
+template <int KX, int KY> __global__ void pyr_cols(const __grid_constant__ pyr_batch b, int ey) {
+  const pyr_item it = b.it[blockIdx.z];
+  int gx = blockIdx.x * blockDim.x + threadIdx.x, gy = blockIdx.y * blockDim.y + threadIdx.y;
+  if (gx >= it.lw || gy >= it.lh) return;
+  int cy = gy - ey;
+  v4<float> cur = v4_zero<float>();
+#pragma unroll
+  for (int a = -(KY / 2); a < 2 * KY - KY / 2; a++) {
+    float4 h = it.rows[(size_t)clampi(KY * cy + a, 0, it.out.h - 1) * it.lw + gx];
+    v4<float> v = {{h.x, h.y, h.z, h.w}};
+    v4_fma(cur, tri<KY>(a), v);
+  }
+  it.g[(size_t)gy * it.lw + gx] = float4_of(cur, 1.f / (KX * KX * KY * KY));
+}
+
+/* The sampled Gaussian w[0..r] along one axis of item blockIdx.z's grid: along x (pass 0) from g
+ * (pitch lw) into gx, cells -1 .. mw of every row; along y (pass 1) from gx (pitch mw + 2) back
+ * into g, rows -1 .. mh of those. */
+__global__ void pyr_fir(const __grid_constant__ pyr_batch b, int pass, int ex, int ey,
+                        const float *w, int r) {
+  const pyr_item it = b.it[blockIdx.z];
+  int ow = it.mw + 2, oh = pass ? it.mh + 2 : it.lh;
   int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
   if (x >= ow || y >= oh) return;
-  const float4 *c = in + (size_t)(y + dy) * ip + x + dx;
+  const float4 *in = pass ? it.gx : it.g;
+  float4 *out = pass ? it.g : it.gx;
+  int ip = pass ? ow : it.lw, s = pass ? ow : 1;
+  const float4 *c = in + (size_t)(y + (pass ? ey - 1 : 0)) * ip + x + (pass ? 0 : ex - 1);
   float w0 = __ldg(&w[0]);
   float4 v = __ldg(c), acc = make_float4(w0 * v.x, w0 * v.y, w0 * v.z, w0 * v.w);
   for (int t = 1; t <= r; t++) {
@@ -92,13 +134,17 @@ template <int K> __device__ __forceinline__ void bspline(int r, float wt[3]) {
   wt[2] = 0.5f * (0.5f + t) * (0.5f + t);
 }
 
-/* Samples x0 .. x0+3 of row y of the output (x0 = 4 i): the column weights of the cells they
- * need (j-1 .. j+1 around their cell j; KX = 2: two cells, so four; KX = 1: four cells, so
- * six), then the samples. f holds cells -1 .. mw of the grid's rows -1 .. mh (pitch fw). 8-bit
- * RGBA rows whose width is a multiple of 4 take one 16-byte store. */
-template <int KX, int KY> __global__ void pyr_expand(const float4 *f, int fw, packed out) {
+/* Samples x0 .. x0+3 of row y of item blockIdx.z's output (x0 = 4 i): the column weights of the
+ * cells they need (j-1 .. j+1 around their cell j; KX = 2: two cells, so four; KX = 1: four cells,
+ * so six), then the samples. g holds cells -1 .. mw of the grid's rows -1 .. mh (pitch mw + 2).
+ * 8-bit RGBA rows whose width is a multiple of 4 take one 16-byte store. */
+template <int KX, int KY> __global__ void pyr_expand(const __grid_constant__ pyr_batch b) {
+  const pyr_item it = b.it[blockIdx.z];
+  const float4 *f = it.g;
+  const packed &out = it.out;
   const int NC = KX < 4 ? 4 / KX + 2 : 3;
-  int x0 = 4 * (blockIdx.x * blockDim.x + threadIdx.x), y = blockIdx.y * blockDim.y + threadIdx.y;
+  int fw = it.mw + 2, x0 = 4 * (blockIdx.x * blockDim.x + threadIdx.x),
+      y = blockIdx.y * blockDim.y + threadIdx.y;
   if (x0 >= out.w || y >= out.h) return;
   int cy = y / KY, j0 = x0 / KX;
   float wy[3];
@@ -141,73 +187,94 @@ static void pyr_dims(const pyr_params &p, int n, int *m, int *l) {
   *m = (int)div_up(n, p.k), *l = *m + 2 * (p.radius + 1);
 }
 
-size_t pyramid_tmp_bytes(const pyr_params &px, const pyr_params &py, int w, int h) {
-  int mw, mh, lw, lh;
-  pyr_dims(px, w, &mw, &lw);
-  pyr_dims(py, h, &mh, &lh);
-  return ((size_t)lw * lh + (size_t)(mw + 2) * lh) * sizeof(float4);
+size_t pyr_plan(const pyr_params &px, const pyr_params &py, pyr_batch *b, float4 *d_tmp) {
+  size_t plane = 0, cells = 0, at = 0;
+  for (int i = 0; i < b->n; i++) {
+    pyr_item &it = b->it[i];
+    pyr_dims(px, it.out.w, &it.mw, &it.lw);
+    pyr_dims(py, it.out.h, &it.mh, &it.lh);
+    plane += (size_t)it.lw * it.out.h * sizeof(float4), cells += (size_t)it.lw * it.lh;
+  }
+  b->split = plane <= PYR_ROWS_BYTES && (cells < PYR_THREADS || px.k * py.k >= 64);
+  for (int i = 0; i < b->n; i++) { /* each item's grids on a 256-byte boundary */
+    pyr_item &it = b->it[i];
+    size_t g = at, gx = g + (size_t)it.lw * it.lh, rows = gx + (size_t)(it.mw + 2) * it.lh;
+    at = (rows + (b->split ? (size_t)it.lw * it.out.h : 0) + 15) / 16 * 16;
+    it.g = d_tmp ? d_tmp + g : NULL, it.gx = d_tmp ? d_tmp + gx : NULL;
+    it.rows = d_tmp && b->split ? d_tmp + rows : NULL;
+  }
+  return at * sizeof(float4);
 }
 
-/* The four kernels for one KX and KY. */
+/* The kernels for one KX and KY: the reduction (in one step or two), the Gaussian along x and
+ * along y, the expansion; each launch covers the batch's items, blockIdx.z the item. */
 template <int KX, int KY>
-static void pyr_launch(const pyr_params &px, const pyr_params &py, packed in, packed out,
-                       float4 *d_tmp, const float *d_wx, const float *d_wy, cudaStream_t s) {
-  int mw, mh, lw, lh, ex = px.radius + 1, ey = py.radius + 1;
-  pyr_dims(px, in.w, &mw, &lw);
-  pyr_dims(py, in.h, &mh, &lh);
-  float4 *g = d_tmp, *gx = d_tmp + (size_t)lw * lh; /* the grid; after the x pass; after y: g */
+static void pyr_launch(const pyr_params &px, const pyr_params &py, const pyr_batch &b,
+                       const float *d_wx, const float *d_wy, cudaStream_t s) {
+  int ex = px.radius + 1, ey = py.radius + 1, w = 0, h = 0, mw = 0, mh = 0, lw = 0, lh = 0;
+  for (int i = 0; i < b.n; i++) { /* the grid spans the largest item on each axis */
+    const pyr_item &it = b.it[i];
+    w = max(w, it.out.w), h = max(h, it.out.h), mw = max(mw, it.mw), mh = max(mh, it.mh);
+    lw = max(lw, it.lw), lh = max(lh, it.lh);
+  }
   dim3 t(32, 8);
-  int run = PYR_RUN; /* shorter runs on small grids: more threads, each row read more often */
-  while (run > 1 && (size_t)lw * div_up(lh, run) < PYR_THREADS) run /= 2;
-  pyr_reduce<KX, KY>
-      <<<dim3(div_up(lw, 32), div_up(div_up(lh, run), 8)), t, 0, s>>>(in, g, ex, ey, lw, lh, run);
-  /* x: cells -1 .. mw of every grid row; y: rows -1 .. mh of those */
-  pyr_fir<<<dim3(div_up(mw + 2, 32), div_up(lh, 8)), t, 0, s>>>(g, lw, gx, mw + 2, lh, ex - 1, 0, 1,
-                                                                d_wx, px.radius);
-  pyr_fir<<<dim3(div_up(mw + 2, 32), div_up(mh + 2, 8)), t, 0, s>>>(
-      gx, mw + 2, g, mw + 2, mh + 2, 0, ey - 1, mw + 2, d_wy, py.radius);
-  pyr_expand<KX, KY><<<dim3(div_up(in.w, 4 * 32), div_up(in.h, 8)), t, 0, s>>>(g, mw + 2, out);
+  if (b.split) {
+    pyr_rows<KX><<<dim3(div_up(lw, 32), div_up(h, 8), b.n), t, 0, s>>>(b, ex);
+    pyr_cols<KX, KY><<<dim3(div_up(lw, 32), div_up(lh, 8), b.n), t, 0, s>>>(b, ey);
+  } else {
+    for (int i = 0; i < b.n; i++) {
+      const pyr_item &it = b.it[i];
+      int run = PYR_RUN; /* shorter runs on smaller grids: more threads, rows read more often */
+      while (run > 1 && (size_t)it.lw * div_up(it.lh, run) < PYR_THREADS) run /= 2;
+      pyr_reduce<KX, KY>
+          <<<dim3(div_up(it.lw, 32), div_up(div_up(it.lh, run), 8)), t, 0, s>>>(it, ex, ey, run);
+    }
+  }
+  pyr_fir<<<dim3(div_up(mw + 2, 32), div_up(lh, 8), b.n), t, 0, s>>>(b, 0, ex, ey, d_wx, px.radius);
+  pyr_fir<<<dim3(div_up(mw + 2, 32), div_up(mh + 2, 8), b.n), t, 0, s>>>(b, 1, ex, ey, d_wy,
+                                                                         py.radius);
+  pyr_expand<KX, KY><<<dim3(div_up(w, 4 * 32), div_up(h, 8), b.n), t, 0, s>>>(b);
 }
 
 /* pyr_launch for KX and py.k. */
 template <int KX>
-static void pyr_launch_y(const pyr_params &px, const pyr_params &py, packed in, packed out,
-                         float4 *d_tmp, const float *d_wx, const float *d_wy, cudaStream_t s) {
+static void pyr_launch_y(const pyr_params &px, const pyr_params &py, const pyr_batch &b,
+                         const float *d_wx, const float *d_wy, cudaStream_t s) {
   switch (py.k) {
   case 1:
-    pyr_launch<KX, 1>(px, py, in, out, d_tmp, d_wx, d_wy, s);
+    pyr_launch<KX, 1>(px, py, b, d_wx, d_wy, s);
     break;
   case 2:
-    pyr_launch<KX, 2>(px, py, in, out, d_tmp, d_wx, d_wy, s);
+    pyr_launch<KX, 2>(px, py, b, d_wx, d_wy, s);
     break;
   case 4:
-    pyr_launch<KX, 4>(px, py, in, out, d_tmp, d_wx, d_wy, s);
+    pyr_launch<KX, 4>(px, py, b, d_wx, d_wy, s);
     break;
   case 8:
-    pyr_launch<KX, 8>(px, py, in, out, d_tmp, d_wx, d_wy, s);
+    pyr_launch<KX, 8>(px, py, b, d_wx, d_wy, s);
     break;
   default:
-    pyr_launch<KX, 16>(px, py, in, out, d_tmp, d_wx, d_wy, s);
+    pyr_launch<KX, 16>(px, py, b, d_wx, d_wy, s);
   }
 }
 
-cudaError_t launch_pyramid(const pyr_params &px, const pyr_params &py, packed in, packed out,
-                           float4 *d_tmp, const float *d_wx, const float *d_wy, cudaStream_t s) {
+cudaError_t launch_pyramid(const pyr_params &px, const pyr_params &py, const pyr_batch &b,
+                           const float *d_wx, const float *d_wy, cudaStream_t s) {
   switch (px.k) {
   case 1:
-    pyr_launch_y<1>(px, py, in, out, d_tmp, d_wx, d_wy, s);
+    pyr_launch_y<1>(px, py, b, d_wx, d_wy, s);
     break;
   case 2:
-    pyr_launch_y<2>(px, py, in, out, d_tmp, d_wx, d_wy, s);
+    pyr_launch_y<2>(px, py, b, d_wx, d_wy, s);
     break;
   case 4:
-    pyr_launch_y<4>(px, py, in, out, d_tmp, d_wx, d_wy, s);
+    pyr_launch_y<4>(px, py, b, d_wx, d_wy, s);
     break;
   case 8:
-    pyr_launch_y<8>(px, py, in, out, d_tmp, d_wx, d_wy, s);
+    pyr_launch_y<8>(px, py, b, d_wx, d_wy, s);
     break;
   default:
-    pyr_launch_y<16>(px, py, in, out, d_tmp, d_wx, d_wy, s);
+    pyr_launch_y<16>(px, py, b, d_wx, d_wy, s);
   }
   return cudaGetLastError();
 }
