@@ -114,6 +114,16 @@ CPU_AVX512 static void fir16(const float *w, int r, const float *const *rows, fl
   }
 }
 
+/* The samples of v selected by m rounded into 8- or 16-bit samples at out, as store_row() rounds
+ * them: v + 0.5 truncated, then clamped to [0, max] (AVX-512's saturating narrowing stores). */
+CPU_AVX512 static inline void store16(vw v, int depth, __mmask16 m, void *out) {
+  __m512i q = _mm512_max_epi32(_mm512_cvttps_epi32((__m512)(v + 0.5f)), _mm512_setzero_si512());
+  if (depth == 16)
+    _mm512_mask_cvtusepi32_storeu_epi16(out, m, q);
+  else
+    _mm512_mask_cvtusepi32_storeu_epi8(out, m, q);
+}
+
 /* Output rows y and, when out1 is not NULL, y + 1 of a tile along y, from the ring's rows[-r]
  * .. rows[r + 1] (rows[0] is row y's centre), rounded straight into the image at out0 and out1
  * (8 or 16 bits, no alpha): each sum is fir16()'s, the same operations in the same order, and
@@ -141,17 +151,9 @@ CPU_AVX512 static void fir16_pair(const float *w, int r, const float *const *row
     for (int v = 0; v < VEC16 / 16; v++) {
       int left = n - i - 16 * v;
       __mmask16 m = left >= 16 ? 0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
-      __m512i p =
-          _mm512_max_epi32(_mm512_cvttps_epi32((__m512)(a[v] + 0.5f)), _mm512_setzero_si512());
-      __m512i q =
-          _mm512_max_epi32(_mm512_cvttps_epi32((__m512)(b[v] + 0.5f)), _mm512_setzero_si512());
-      if (depth == 16) {
-        _mm512_mask_cvtusepi32_storeu_epi16((uint16_t *)out0 + i + 16 * v, m, p);
-        if (out1) _mm512_mask_cvtusepi32_storeu_epi16((uint16_t *)out1 + i + 16 * v, m, q);
-      } else {
-        _mm512_mask_cvtusepi32_storeu_epi8((uint8_t *)out0 + i + 16 * v, m, p);
-        if (out1) _mm512_mask_cvtusepi32_storeu_epi8((uint8_t *)out1 + i + 16 * v, m, q);
-      }
+      size_t at = (size_t)(i + 16 * v) * (size_t)(depth / 8);
+      store16(a[v], depth, m, (char *)out0 + at);
+      if (out1) store16(b[v], depth, m, (char *)out1 + at);
     }
   }
 }

@@ -57,10 +57,10 @@ __global__ void blend_kernel(T *dst, int width, int c, const __grid_constant__ b
 
 static cudaError_t launch_blend(void *dst, const struct cpu_image *img, const blend_batch &b,
                                 int feather, cudaStream_t s) {
+  if (b.n == 0) return cudaSuccess;
   int w = 0, h = 0;
   for (int i = 0; i < b.n; i++)
     w = max(w, b.it[i].x1 - b.it[i].x0), h = max(h, b.it[i].y1 - b.it[i].y0);
-  if (b.n == 0) return cudaSuccess;
   dim3 block(32, 8), grid(div_up(w, 32), div_up(h, 8), b.n);
   double peak = (1 << img->depth) - 1;
   if (img->depth == 8)
