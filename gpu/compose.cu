@@ -1,21 +1,13 @@
 /* Region blur on the device: each region's box is blurred by the method's own kernels (and
  * measured against the exact reference) and blended into the image by blend_kernel, the twin of
  * cpu/compose.c's cpu_blend_box. pyramid, `auto` from sigma 12, reads the boxes where they lie in
- * the image, all of them in each of its launches; the other methods take each box cut out of the
- * image, one after the other. Nothing leaves the device, so the answer can be encoded there too. */
+ * the image, all of them in each of its launches, and without the PSNR blurs only each region's
+ * window and blends it as it expands it; the other methods take each box cut out of the image,
+ * one after the other. Nothing leaves the device, so the answer can be encoded there too. */
 #include "gpu_int.cuh"
 
 #include <math.h>
 #include <stdio.h>
-
-/* cpu/compose.c's ramp, in the same operations (no contraction into fused multiply-adds, which
- * would round differently from the host). */
-__device__ double ramp(int d, int feather) {
-  if (d <= 0) return 1;
-  if (d > feather) return 0;
-  double t = __dsub_rn(1, __ddiv_rn(d, feather + 1));
-  return __dmul_rn(__dmul_rn(t, t), __dsub_rn(3, __dmul_rn(2, t)));
-}
 
 /* A region's blend: its box (bx, by, bw wide) and the window (x0, y0) .. (x1, y1) where the
  * region and its feather meet the box. */
@@ -31,28 +23,20 @@ struct blend_batch {
   int n;
 };
 
-/* One sample of dst (x, y) blended with region blockIdx.z's box: cpu_blend_box's formula. */
+/* Pixel (x, y) of dst blended with region blockIdx.z's box: cpu_blend_box's formula. */
 template <class T>
-__global__ void blend_kernel(T *dst, int width, int c, const __grid_constant__ blend_batch b,
-                             int feather, double peak) {
+__global__ void blend_kernel(packed dst, const __grid_constant__ blend_batch b, int feather) {
   const blend_item it = b.it[blockIdx.z];
   int x = it.x0 + blockIdx.x * blockDim.x + threadIdx.x,
       y = it.y0 + blockIdx.y * blockDim.y + threadIdx.y;
   if (x >= it.x1 || y >= it.y1) return;
-  int dx = x < it.rect.x ? it.rect.x - x : x - (it.rect.z - 1),
-      dy = y < it.rect.y ? it.rect.y - y : y - (it.rect.w - 1);
-  double m = __dmul_rn(ramp(dx, feather), ramp(dy, feather));
+  double m = blend_weight(x, y, it.rect, feather);
   if (m <= 0) return;
-  T *p = dst + ((size_t)y * width + x) * c;
-  const T *q = (const T *)it.box + ((size_t)(y - it.by) * it.bw + x - it.bx) * c;
-  for (int k = 0; k < c; k++) {
-    if (m == 1) {
-      p[k] = q[k];
-      continue;
-    }
-    double v = p[k], o = floor(__dadd_rn(__dadd_rn(v, __dmul_rn(m, __dsub_rn(q[k], v))), 0.5));
-    p[k] = (T)(o < 0 ? 0 : o > peak ? peak : o);
-  }
+  const T *p = (const T *)it.box + ((size_t)(y - it.by) * it.bw + x - it.bx) * dst.c;
+  unsigned q[4];
+#pragma unroll
+  for (int k = 0; k < 4; k++) q[k] = k < dst.c ? p[k] : 0;
+  blend_px(dst, x, y, q, m);
 }
 
 static cudaError_t launch_blend(void *dst, const struct cpu_image *img, const blend_batch &b,
@@ -62,13 +46,10 @@ static cudaError_t launch_blend(void *dst, const struct cpu_image *img, const bl
   for (int i = 0; i < b.n; i++)
     w = max(w, b.it[i].x1 - b.it[i].x0), h = max(h, b.it[i].y1 - b.it[i].y0);
   dim3 block(32, 8), grid(div_up(w, 32), div_up(h, 8), b.n);
-  double peak = (1 << img->depth) - 1;
   if (img->depth == 8)
-    blend_kernel<<<grid, block, 0, s>>>((uint8_t *)dst, img->width, img->channels, b, feather,
-                                        peak);
+    blend_kernel<uint8_t><<<grid, block, 0, s>>>(packed_of(dst, img), b, feather);
   else
-    blend_kernel<<<grid, block, 0, s>>>((uint16_t *)dst, img->width, img->channels, b, feather,
-                                        peak);
+    blend_kernel<uint16_t><<<grid, block, 0, s>>>(packed_of(dst, img), b, feather);
   return cudaGetLastError();
 }
 
@@ -130,29 +111,43 @@ enum gpu_status gpu_blur_regions(struct gpu_ctx *ctx, const struct cpu_blur *b,
     snprintf(ctx->err, sizeof(ctx->err), "%d regions, more than %d", n, GPU_REGIONS_MAX);
     return GPU_ERROR;
   }
-  /* The image moves aside to d_whole, and d_in and d_out hold the boxes side by side, as many at
-   * a time as fit in the image's bytes: their copies (pyramid without the PSNR needs none), their
-   * kernels and blends, then their references, with no wait between boxes. The boxes are blurred
-   * from the input (overlapping regions blur the input): when they all fit at once they are all
-   * blurred before the first blend, which then goes into d_whole itself; otherwise into d_res, a
-   * copy of it. */
+  /* The image moves aside to d_whole. pyramid without the PSNR, for at most PYR_BATCH regions
+   * whose reduction fits in two steps, blurs only their windows and blends them there as it
+   * expands them (in one launch for each run of windows that do not overlap). Otherwise d_in and
+   * d_out
+   * hold the boxes side by side, as many at a time as fit in the image's bytes: their copies
+   * (pyramid without the PSNR needs none), their kernels and blends, then their references, with
+   * no wait between boxes. The boxes are blurred from the input (overlapping regions blur the
+   * input): when they all fit at once they are all blurred before the first blend, which then
+   * goes into d_whole itself; otherwise into d_res, a copy of it. */
+  struct cpu_pyramid pyx, pyy;
+  int batched = pyramid_reduces(b, &pyx, &pyy); /* all the boxes in each launch */
+  int windows = batched && !acc && n <= PYR_BATCH;
   size_t all = 0;
   for (int i = 0; i < n; i++) all += box_bytes(img, &r[i]);
   int in_place = all <= bytes;
   CUDA_TRY(ctx, cudaSetDevice(ctx->dev));
   enum gpu_status st = grow(ctx, &ctx->d_whole, &ctx->whole_cap, bytes);
-  if (st == GPU_OK && !in_place) st = grow(ctx, &ctx->d_res, &ctx->res_cap, bytes);
   if (st != GPU_OK) return st;
   swap_buffers(&ctx->d_in, &ctx->in_cap, &ctx->d_whole, &ctx->whole_cap);
+  double kernel = 0, reference = 0;
   CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_START], ctx->s));
-  if (!in_place)
+  if (windows) {
+    st = run_pyramid_windows(ctx, &pyx, &pyy, img, ctx->d_whole, r, n, feather, &windows);
+    if (st != GPU_OK) return st;
+    in_place = in_place || windows;
+    CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_FILTERED], ctx->s));
+    CUDA_TRY(ctx, cudaEventSynchronize(ctx->ev[EV_FILTERED]));
+    kernel = elapsed(ctx, EV_START, EV_FILTERED);
+  }
+  if (!in_place) {
+    if ((st = grow(ctx, &ctx->d_res, &ctx->res_cap, bytes)) != GPU_OK) return st;
+    CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_START], ctx->s));
     CUDA_TRY(ctx,
              cudaMemcpyAsync(ctx->d_res, ctx->d_whole, bytes, cudaMemcpyDeviceToDevice, ctx->s));
+  }
   void *dst = in_place ? ctx->d_whole : ctx->d_res;
-  double kernel = 0, reference = 0;
-  struct cpu_pyramid pyx, pyy;
-  int batched = pyramid_reduces(b, &pyx, &pyy); /* all the boxes in each launch */
-  for (int i0 = 0, i1; i0 < n; i0 = i1) {
+  for (int i0 = 0, i1; !windows && i0 < n; i0 = i1) {
     size_t at[GPU_REGIONS_MAX + 1] = {0}; /* box i at at[i - i0] */
     for (i1 = i0; i1 < n && (i1 == i0 || at[i1 - i0] + box_bytes(img, &r[i1]) <= bytes); i1++)
       at[i1 - i0 + 1] = at[i1 - i0] + box_bytes(img, &r[i1]);

@@ -290,6 +290,28 @@ int pyramid_reduces(const struct cpu_blur *b, struct cpu_pyramid *px, struct cpu
   return px->k > 1 || py->k > 1;
 }
 
+/* Region r's box (or, when d_out is NULL, its window: the region and its feather within the box,
+ * from a multiple of 16) as a pyramid item reading the packed image d_img, img's shape. */
+static pyr_item pyr_region(const struct cpu_image *img, const void *d_img,
+                           const struct gpu_region *r, void *d_out, int feather) {
+  pyr_item it;
+  const int *b = r->box;
+  it.in = packed_of((void *)d_img, img);
+  it.clip = make_int4(b[0], b[1], b[0] + b[2], b[1] + b[3]);
+  it.x0 = b[0], it.y0 = b[1];
+  struct cpu_image box = {NULL, b[2], b[3], img->channels, img->depth};
+  if (d_out) {
+    it.out = packed_of(d_out, &box);
+    return it;
+  }
+  it.x0 = max(r->rect[0] - feather, b[0]) / 16 * 16,
+  it.y0 = max(r->rect[1] - feather, b[1]) / 16 * 16;
+  box.width = max(min(r->rect[2] + feather, it.clip.z) - it.x0, 0);
+  box.height = max(min(r->rect[3] + feather, it.clip.w) - it.y0, 0);
+  it.out = packed_of(NULL, &box);
+  return it;
+}
+
 enum gpu_status run_pyramid_boxes(struct gpu_ctx *ctx, const struct cpu_pyramid *px,
                                   const struct cpu_pyramid *py, const struct cpu_image *img,
                                   const void *d_img, const struct gpu_region *r, int n, void *d_out,
@@ -297,16 +319,29 @@ enum gpu_status run_pyramid_boxes(struct gpu_ctx *ctx, const struct cpu_pyramid 
   for (int i0 = 0; i0 < n; i0 += PYR_BATCH) {
     pyr_batch batch;
     batch.n = min(n - i0, PYR_BATCH);
-    for (int i = 0; i < batch.n; i++) {
-      struct cpu_image box = {NULL, r[i0 + i].box[2], r[i0 + i].box[3], img->channels, img->depth};
-      batch.it[i].in = packed_of((void *)d_img, img);
-      batch.it[i].x0 = r[i0 + i].box[0], batch.it[i].y0 = r[i0 + i].box[1];
-      batch.it[i].out = packed_of((char *)d_out + at[i0 + i], &box);
-    }
+    for (int i = 0; i < batch.n; i++)
+      batch.it[i] = pyr_region(img, d_img, &r[i0 + i], (char *)d_out + at[i0 + i], 0);
     enum gpu_status st = run_pyramid(ctx, px, py, &batch);
     if (st != GPU_OK) return st;
   }
   return GPU_OK;
+}
+
+enum gpu_status run_pyramid_windows(struct gpu_ctx *ctx, const struct cpu_pyramid *px,
+                                    const struct cpu_pyramid *py, const struct cpu_image *img,
+                                    void *d_img, const struct gpu_region *r, int n, int feather,
+                                    int *done) {
+  pyr_batch batch;
+  pyr_params ax = {px->k, px->radius}, ay = {py->k, py->radius};
+  batch.n = 0, batch.feather = feather;
+  for (int i = 0; i < n; i++) {
+    batch.it[batch.n] = pyr_region(img, d_img, &r[i], NULL, feather);
+    batch.rect[batch.n] = make_int4(r[i].rect[0], r[i].rect[1], r[i].rect[2], r[i].rect[3]);
+    batch.n += batch.it[batch.n].out.w > 0 && batch.it[batch.n].out.h > 0;
+  }
+  pyr_plan(ax, ay, &batch, NULL);
+  *done = batch.split; /* pyr_reduce reads no clip: its items are whole images or boxes */
+  return batch.n && batch.split ? run_pyramid(ctx, px, py, &batch) : GPU_OK;
 }
 
 /* The coefficients of every recursive method along one axis (sigma; yvv2way's kernel, when
@@ -386,6 +421,7 @@ enum gpu_status run_method(struct gpu_ctx *ctx, const struct cpu_blur *b,
   if (pyramid_reduces(b, &pyx, &pyy)) {
     pyr_batch one;
     one.n = 1, one.it[0].in = in, one.it[0].x0 = one.it[0].y0 = 0, one.it[0].out = out;
+    one.it[0].clip = make_int4(0, 0, img->width, img->height);
     return run_pyramid(ctx, &pyx, &pyy, &one);
   }
   enum gpu_status st = grow(ctx, &ctx->d_mid, &ctx->mid_cap, px * (m.half ? 8 : 16));

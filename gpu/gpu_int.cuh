@@ -73,8 +73,16 @@ int pyramid_reduces(const struct cpu_blur *b, struct cpu_pyramid *px, struct cpu
  * PYR_BATCH boxes a launch; no wait. */
 enum gpu_status run_pyramid_boxes(struct gpu_ctx *ctx, const struct cpu_pyramid *px,
                                   const struct cpu_pyramid *py, const struct cpu_image *img,
-                                  const void *d_img, const struct gpu_region *r, int n,
-                                  void *d_out, const size_t *at);
+                                  const void *d_img, const struct gpu_region *r, int n, void *d_out,
+                                  const size_t *at);
+/* pyramid as run_pyramid_boxes, over the windows of regions r[0..n) (n <= PYR_BATCH) only (each
+ * region with its feather, within its box), blended into d_img in place, in order; no wait.
+ * *done 0: nothing done, as the windows' reduction would not fit in two steps (run_pyramid_boxes
+ * then). */
+enum gpu_status run_pyramid_windows(struct gpu_ctx *ctx, const struct cpu_pyramid *px,
+                                    const struct cpu_pyramid *py, const struct cpu_image *img,
+                                    void *d_img, const struct gpu_region *r, int n, int feather,
+                                    int *done);
 /* The exact reference of d_in (sigma_x along x, sigma_y along y) and the error of d_out against
  * it into d_stats (two doubles: the sum of squared errors, the largest error); no wait. */
 enum gpu_status run_reference(struct gpu_ctx *ctx, double sigma_x, double sigma_y,
@@ -194,25 +202,73 @@ template <class R> __device__ __forceinline__ uchar4 rgba8_of_px(const v4<R> &v)
                      sample_of(v.l[2] * inv, (R)255), sample_of(a, (R)255));
 }
 
+/* 4 lanes as the samples of a pixel of im's format: colour divided by alpha, rounded half up,
+ * clamped (rgba8_of_px's values for 8-bit RGBA). */
+template <class R>
+__device__ __forceinline__ void samples_of_px(const packed &im, const v4<R> &v, unsigned q[4]) {
+  R max = (R)((1 << im.depth) - 1);
+  int alpha = im.c == 2 || im.c == 4;
+  R a = im.c == 4 ? v.l[3] : v.l[1], inv = alpha && a >= (R)0.5 ? quot(max, a) : (R)0;
+#pragma unroll
+  for (int k = 0; k < 4; k++) /* fixed bounds: the lanes stay in registers */
+    q[k] = k < im.c ? sample_of(alpha && k < im.c - 1 ? v.l[k] * inv : v.l[k], max) : 0;
+}
+
 /* Stores 4 lanes into pixel (x, y): colour divided by alpha, rounded half up, clamped. */
 template <class R>
 __device__ __forceinline__ void store_px(const packed &im, int x, int y, const v4<R> &v) {
-  R max = (R)((1 << im.depth) - 1);
   size_t i = ((size_t)y * im.w + x) * im.c;
-  int alpha = im.c == 2 || im.c == 4;
   if (im.c == 4 && im.depth == 8) {
     *(uchar4 *)((uint8_t *)im.p + i) = rgba8_of_px<R>(v);
     return;
   }
-  R a = im.c == 4 ? v.l[3] : v.l[1], inv = alpha && a >= (R)0.5 ? quot(max, a) : (R)0;
+  unsigned q[4];
+  samples_of_px<R>(im, v, q); /* 1 division */
 #pragma unroll
-  for (int k = 0; k < 4; k++) { /* fixed bounds: the lanes stay in registers */
+  for (int k = 0; k < 4; k++) {
     if (k >= im.c) break;
-    unsigned q = sample_of(alpha && k < im.c - 1 ? v.l[k] * inv : v.l[k], max); /* 1 division */
     if (im.depth == 16)
-      ((uint16_t *)im.p)[i + k] = (uint16_t)q;
+      ((uint16_t *)im.p)[i + k] = (uint16_t)q[k];
     else
-      ((uint8_t *)im.p)[i + k] = (uint8_t)q;
+      ((uint8_t *)im.p)[i + k] = (uint8_t)q[k];
+  }
+}
+
+/* The weight of a region's blur at d pixels outside it, its edge fading over feather pixels
+ * (cpu/compose.c's ramp, in the same operations: no contraction into fused multiply-adds, which
+ * would round differently from the host). */
+__device__ __forceinline__ double ramp(int d, int feather) {
+  if (d <= 0) return 1;
+  if (d > feather) return 0;
+  double t = __dsub_rn(1, __ddiv_rn(d, feather + 1));
+  return __dmul_rn(__dmul_rn(t, t), __dsub_rn(3, __dmul_rn(2, t)));
+}
+
+/* The weight of a region's blur (rect: x0, y0, x1, y1, exclusive ends) at pixel (x, y). */
+__device__ __forceinline__ double blend_weight(int x, int y, int4 rect, int feather) {
+  int dx = x < rect.x ? rect.x - x : x - (rect.z - 1),
+      dy = y < rect.y ? rect.y - y : y - (rect.w - 1);
+  return __dmul_rn(ramp(dx, feather), ramp(dy, feather));
+}
+
+/* Pixel (x, y) of im blended with the samples q of a region's blur at weight m (0 < m <= 1), as
+ * cpu_blend_box blends it. */
+__device__ __forceinline__ void blend_px(const packed &im, int x, int y, const unsigned q[4],
+                                         double m) {
+  size_t i = ((size_t)y * im.w + x) * im.c;
+  double peak = (1 << im.depth) - 1;
+#pragma unroll
+  for (int k = 0; k < 4; k++) {
+    if (k >= im.c) break;
+    double v = raw_sample(im, i + k), o = q[k];
+    if (m != 1) {
+      o = floor(__dadd_rn(__dadd_rn(v, __dmul_rn(m, __dsub_rn(o, v))), 0.5));
+      o = o < 0 ? 0 : o > peak ? peak : o;
+    }
+    if (im.depth == 16)
+      ((uint16_t *)im.p)[i + k] = (uint16_t)o;
+    else
+      ((uint8_t *)im.p)[i + k] = (uint8_t)o;
   }
 }
 
@@ -344,20 +400,26 @@ struct pyr_params { /* one axis */
   int k, radius;
 };
 #define PYR_BATCH 16 /* images a launch covers */
-struct pyr_item {    /* one image of a batch */
-  packed in;         /* its input: out.w x out.h pixels at (x0, y0) of in */
-  int x0, y0;
-  packed out;
+struct pyr_item {    /* one image of a batch, at most 128 bytes: pyr_reduce takes one by value, */
+  packed in;         /* and from 140 bytes nvcc reloaded its fields at every pixel (twice the */
+  int x0, y0;        /* time at 8192x8192; ptxas: ld.param 10 against 527). Its input: out.w x */
+  packed out;        /* out.h pixels at (x0, y0) of in; out.p NULL: blended into in there */
   float4 *g, *gx, *rows; /* its grids and the reduction's rows, in the batch's scratch */
   int mw, mh, lw, lh;    /* cells of the image along x and y, and with their margins */
+  int r0, nr;            /* the rows of in the two-step reduction weights: r0 .. r0 + nr - 1 */
+  int4 clip; /* the pixels of in it reads (x0, y0, x1, y1, exclusive ends): the nearest of them
+                stands for a pixel outside (the edge of the image, or of its box) */
 };
 struct pyr_batch {
   pyr_item it[PYR_BATCH];
   int n;
-  int split; /* the reduction in two steps (pyr_plan decides) */
+  int split;            /* the reduction in two steps (pyr_plan decides) */
+  int4 rect[PYR_BATCH]; /* items blended into their input: their regions (x0, y0, x1, y1) */
+  int feather;          /* and the regions' feather */
 };
-/* Fills in the items' cells and places their grids in d_tmp (NULL: nowhere, to size it); in, x0,
- * y0 and out are the caller's. Returns the bytes the batch's grids take. */
+/* Fills in the items' cells and rows and places their grids in d_tmp (NULL: nowhere, to size it);
+ * in, x0, y0, out and clip (and rect and feather for items with out.p NULL) are the caller's.
+ * Returns the bytes the batch's grids take. */
 size_t pyr_plan(const pyr_params &px, const pyr_params &py, pyr_batch *b, float4 *d_tmp);
 cudaError_t launch_pyramid(const pyr_params &px, const pyr_params &py, const pyr_batch &b,
                            const float *d_wx, const float *d_wy, cudaStream_t s);

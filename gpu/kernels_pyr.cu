@@ -20,16 +20,29 @@ template <int K> __device__ __forceinline__ float tri(int a) {
   return d < K ? K - d : 0.f;
 }
 
-/* Row y of cell column cx of item it, weighted along x: sum over a of tri(a) pixel (K cx + a, y),
- * clamped to the item's image, which lies at (x0, y0) of its input. */
-template <int K> __device__ __forceinline__ v4<float> tri_row(const pyr_item &it, int cx, int y) {
-  int yy = it.y0 + clampi(y, 0, it.out.h - 1);
-  if constexpr (K == 1) return load_px<float>(it.in, it.x0 + clampi(cx, 0, it.out.w - 1), yy);
+/* A row of in in cell column cx of an image at x0 of it, weighted along x: sum over a of tri(a)
+ * pixel x0 + clamp(K cx + a, lo, hi) of row yy. in is a copy in registers: read from the item,
+ * its fields were loaded again at every pixel (ptxas). */
+template <int K>
+__device__ __forceinline__ v4<float> tri_row(const packed in, int x0, int cx, int yy, int lo,
+                                             int hi) {
+  if constexpr (K == 1) return load_px<float>(in, x0 + clampi(cx, lo, hi), yy);
   v4<float> h = v4_zero<float>();
 #pragma unroll
   for (int a = -(K / 2); a < 2 * K - K / 2; a++)
-    v4_fma(h, tri<K>(a), load_px<float>(it.in, it.x0 + clampi(K * cx + a, 0, it.out.w - 1), yy));
+    v4_fma(h, tri<K>(a), load_px<float>(in, x0 + clampi(K * cx + a, lo, hi), yy));
   return h;
+}
+
+/* Row y of item it's image, clamped to it, as a row of its input: pyr_reduce's items read
+ * nothing outside their image, whose clip is the image itself. */
+__device__ __forceinline__ int image_row(const pyr_item &it, int y) {
+  return it.y0 + clampi(y, 0, it.out.h - 1);
+}
+
+/* The nearest in the item's clip of row y of its image, as a row of its input. */
+__device__ __forceinline__ int clip_row(const pyr_item &it, int y) {
+  return it.y0 + clampi(y, it.clip.y - it.y0, it.clip.w - 1 - it.y0);
 }
 
 static __device__ __forceinline__ float4 float4_of(const v4<float> &v, float norm) {
@@ -53,14 +66,15 @@ template <int KX, int KY> __global__ void pyr_reduce(const pyr_item it, int ex, 
   v4<float> next = v4_zero<float>();
 #pragma unroll(KX == KY ? KY : 1)
   for (int a = -(KY / 2); a < KY - KY / 2; a++)
-    v4_fma(next, tri<KY>(a), tri_row<KX>(it, cx, KY * (gy0 - ey) + a));
+    v4_fma(next, tri<KY>(a),
+           tri_row<KX>(it.in, it.x0, cx, image_row(it, KY * (gy0 - ey) + a), 0, it.out.w - 1));
   for (int q = 0; q < run && gy0 + q < it.lh; q++) {
     int cy = gy0 + q - ey;
     v4<float> cur = next;
     next = v4_zero<float>();
 #pragma unroll(KX == KY ? KY : 1)
     for (int a = KY - KY / 2; a < 2 * KY - KY / 2; a++) {
-      v4<float> h = tri_row<KX>(it, cx, KY * cy + a);
+      v4<float> h = tri_row<KX>(it.in, it.x0, cx, image_row(it, KY * cy + a), 0, it.out.w - 1);
       v4_fma(cur, tri<KY>(a), h);
       v4_fma(next, tri<KY>(a - KY), h);
     }
@@ -68,19 +82,20 @@ template <int KX, int KY> __global__ void pyr_reduce(const pyr_item it, int ex, 
   }
 }
 
-/* pyr_reduce in two steps: pyr_rows weights every row of the image along x into a plane of lw
- * cells by h rows, a thread per cell and row, and pyr_cols sums each cell's rows of it. The same
- * operations in the same order as pyr_reduce, so the same grid. pyr_reduce's thread sums 4 KX KY
- * pixels in a chain of dependent loads, which leaves the GPU idle on grids of fewer cells than
- * PYR_THREADS and is slow from K = 8 on both axes; elsewhere the plane's traffic costs more than
- * it saves (H100, `bench`, RGBA8, one step against two: 3840x2160 at sigma 12, K = 4, 0.094
- * against 0.110 ms; at sigma 30, K = 8, 0.121 against 0.084; 8192x8192 at sigma 100, K = 16,
- * 0.905 against 0.58). The plane takes at most PYR_ROWS_BYTES. */
+/* pyr_reduce in two steps: pyr_rows weights the rows of the input the cells read (r0 .. r0 + nr -
+ * 1) along x into a plane of lw cells by nr rows, a thread per cell and row, and pyr_cols sums
+ * each cell's rows of it. The same operations in the same order as pyr_reduce, so the same grid.
+ * pyr_reduce's thread sums 4 KX KY pixels in a chain of dependent loads, which leaves the GPU idle
+ * on grids of fewer cells than PYR_THREADS and is slow from K = 8 on both axes; elsewhere the
+ * plane's traffic costs more than it saves (H100, `bench`, RGBA8, one step against two: 3840x2160
+ * at sigma 12, K = 4, 0.094 against 0.110 ms; at sigma 30, K = 8, 0.121 against 0.084; 8192x8192 at
+ * sigma 100, K = 16, 0.905 against 0.58). The plane takes at most PYR_ROWS_BYTES. */
 template <int KX> __global__ void pyr_rows(const __grid_constant__ pyr_batch b, int ex) {
   const pyr_item it = b.it[blockIdx.z];
   int gx = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
-  if (gx >= it.lw || y >= it.out.h) return;
-  it.rows[(size_t)y * it.lw + gx] = float4_of(tri_row<KX>(it, gx - ex, y), 1.f);
+  if (gx >= it.lw || y >= it.nr) return;
+  it.rows[(size_t)y * it.lw + gx] = float4_of(
+      tri_row<KX>(it.in, it.x0, gx - ex, it.r0 + y, it.clip.x - it.x0, it.clip.z - 1 - it.x0), 1.f);
 }
 
 template <int KX, int KY> __global__ void pyr_cols(const __grid_constant__ pyr_batch b, int ey) {
@@ -91,7 +106,7 @@ template <int KX, int KY> __global__ void pyr_cols(const __grid_constant__ pyr_b
   v4<float> cur = v4_zero<float>();
 #pragma unroll
   for (int a = -(KY / 2); a < 2 * KY - KY / 2; a++) {
-    float4 h = it.rows[(size_t)clampi(KY * cy + a, 0, it.out.h - 1) * it.lw + gx];
+    float4 h = it.rows[(size_t)(clip_row(it, KY * cy + a) - it.r0) * it.lw + gx];
     v4<float> v = {{h.x, h.y, h.z, h.w}};
     v4_fma(cur, tri<KY>(a), v);
   }
@@ -134,12 +149,14 @@ template <int K> __device__ __forceinline__ void bspline(int r, float wt[3]) {
   wt[2] = 0.5f * (0.5f + t) * (0.5f + t);
 }
 
-/* Samples x0 .. x0+3 of row y of item blockIdx.z's output (x0 = 4 i): the column weights of the
- * cells they need (j-1 .. j+1 around their cell j; KX = 2: two cells, so four; KX = 1: four cells,
- * so six), then the samples. g holds cells -1 .. mw of the grid's rows -1 .. mh (pitch mw + 2).
- * 8-bit RGBA rows whose width is a multiple of 4 take one 16-byte store. */
-template <int KX, int KY> __global__ void pyr_expand(const __grid_constant__ pyr_batch b) {
-  const pyr_item it = b.it[blockIdx.z];
+/* Samples x0 .. x0+3 of row y of item first + blockIdx.z's output (x0 = 4 i): the column weights
+ * of the cells they need (j-1 .. j+1 around their cell j; KX = 2: two cells, so four; KX = 1: four
+ * cells, so six), then the samples. g holds cells -1 .. mw of the grid's rows -1 .. mh (pitch
+ * mw + 2). 8-bit RGBA rows whose width is a multiple of 4 take one 16-byte store. A region's
+ * window (out.p NULL) is blended into the input where it lies instead. */
+template <int KX, int KY>
+__global__ void pyr_expand(const __grid_constant__ pyr_batch b, int first) {
+  const pyr_item it = b.it[first + blockIdx.z];
   const float4 *f = it.g;
   const packed &out = it.out;
   const int NC = KX < 4 ? 4 / KX + 2 : 3;
@@ -170,6 +187,18 @@ template <int KX, int KY> __global__ void pyr_expand(const __grid_constant__ pyr
 #pragma unroll
     for (int b = 0; b < 3; b++) v4_fma(o[i], wx[b], col[b + d]);
   }
+  if (!out.p) {
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      int x = it.x0 + x0 + i, yy = it.y0 + y;
+      double m = x0 + i < out.w ? blend_weight(x, yy, b.rect[first + blockIdx.z], b.feather) : 0;
+      if (m <= 0) continue;
+      unsigned q[4];
+      samples_of_px<float>(it.in, o[i], q);
+      blend_px(it.in, x, yy, q, m);
+    }
+    return;
+  }
   if (out.c == 4 && out.depth == 8 && out.w % 4 == 0) {
     uchar4 q[4];
 #pragma unroll
@@ -189,37 +218,57 @@ static void pyr_dims(const pyr_params &p, int n, int *m, int *l) {
 
 size_t pyr_plan(const pyr_params &px, const pyr_params &py, pyr_batch *b, float4 *d_tmp) {
   size_t plane = 0, cells = 0, at = 0;
+  int ey = py.radius + 1;
   for (int i = 0; i < b->n; i++) {
     pyr_item &it = b->it[i];
     pyr_dims(px, it.out.w, &it.mw, &it.lw);
     pyr_dims(py, it.out.h, &it.mh, &it.lh);
-    plane += (size_t)it.lw * it.out.h * sizeof(float4), cells += (size_t)it.lw * it.lh;
+    /* the rows of cells -ey .. lh - ey - 1: k cell - k / 2 .. k (cell + 2) - k / 2 - 1 */
+    it.r0 = max(it.y0 - py.k * ey - py.k / 2, it.clip.y);
+    it.nr = min(it.y0 + py.k * (it.lh - ey + 1) - py.k / 2, it.clip.w) - it.r0;
+    plane += (size_t)it.lw * it.nr * sizeof(float4), cells += (size_t)it.lw * it.lh;
   }
   b->split = plane <= PYR_ROWS_BYTES && (cells < PYR_THREADS || px.k * py.k >= 64);
   for (int i = 0; i < b->n; i++) { /* each item's grids on a 256-byte boundary */
     pyr_item &it = b->it[i];
     size_t g = at, gx = g + (size_t)it.lw * it.lh, rows = gx + (size_t)(it.mw + 2) * it.lh;
-    at = (rows + (b->split ? (size_t)it.lw * it.out.h : 0) + 15) / 16 * 16;
+    at = (rows + (b->split ? (size_t)it.lw * it.nr : 0) + 15) / 16 * 16;
     it.g = d_tmp ? d_tmp + g : NULL, it.gx = d_tmp ? d_tmp + gx : NULL;
     it.rows = d_tmp && b->split ? d_tmp + rows : NULL;
   }
   return at * sizeof(float4);
 }
 
+/* Whether the windows of two items that blend into their input overlap. */
+static bool windows_overlap(const pyr_item &a, const pyr_item &b) {
+  return a.x0 < b.x0 + b.out.w && b.x0 < a.x0 + a.out.w && a.y0 < b.y0 + b.out.h &&
+         b.y0 < a.y0 + a.out.h;
+}
+
+/* The expansion of items first .. first + n - 1. */
+template <int KX, int KY>
+static void pyr_expand_launch(const pyr_batch &b, int first, int n, cudaStream_t s) {
+  int w = 0, h = 0;
+  for (int i = first; i < first + n; i++) w = max(w, b.it[i].out.w), h = max(h, b.it[i].out.h);
+  pyr_expand<KX, KY><<<dim3(div_up(w, 4 * 32), div_up(h, 8), n), dim3(32, 8), 0, s>>>(b, first);
+}
+
 /* The kernels for one KX and KY: the reduction (in one step or two), the Gaussian along x and
- * along y, the expansion; each launch covers the batch's items, blockIdx.z the item. */
+ * along y, the expansion; each launch covers the batch's items, blockIdx.z the item, but for the
+ * expansions of windows that overlap: those blend in order, a launch for each run of items whose
+ * windows do not. */
 template <int KX, int KY>
 static void pyr_launch(const pyr_params &px, const pyr_params &py, const pyr_batch &b,
                        const float *d_wx, const float *d_wy, cudaStream_t s) {
-  int ex = px.radius + 1, ey = py.radius + 1, w = 0, h = 0, mw = 0, mh = 0, lw = 0, lh = 0;
+  int ex = px.radius + 1, ey = py.radius + 1, nr = 0, mw = 0, mh = 0, lw = 0, lh = 0;
   for (int i = 0; i < b.n; i++) { /* the grid spans the largest item on each axis */
     const pyr_item &it = b.it[i];
-    w = max(w, it.out.w), h = max(h, it.out.h), mw = max(mw, it.mw), mh = max(mh, it.mh);
+    nr = max(nr, it.nr), mw = max(mw, it.mw), mh = max(mh, it.mh);
     lw = max(lw, it.lw), lh = max(lh, it.lh);
   }
   dim3 t(32, 8);
   if (b.split) {
-    pyr_rows<KX><<<dim3(div_up(lw, 32), div_up(h, 8), b.n), t, 0, s>>>(b, ex);
+    pyr_rows<KX><<<dim3(div_up(lw, 32), div_up(nr, 8), b.n), t, 0, s>>>(b, ex);
     pyr_cols<KX, KY><<<dim3(div_up(lw, 32), div_up(lh, 8), b.n), t, 0, s>>>(b, ey);
   } else {
     for (int i = 0; i < b.n; i++) {
@@ -233,7 +282,14 @@ static void pyr_launch(const pyr_params &px, const pyr_params &py, const pyr_bat
   pyr_fir<<<dim3(div_up(mw + 2, 32), div_up(lh, 8), b.n), t, 0, s>>>(b, 0, ex, ey, d_wx, px.radius);
   pyr_fir<<<dim3(div_up(mw + 2, 32), div_up(mh + 2, 8), b.n), t, 0, s>>>(b, 1, ex, ey, d_wy,
                                                                          py.radius);
-  pyr_expand<KX, KY><<<dim3(div_up(w, 4 * 32), div_up(h, 8), b.n), t, 0, s>>>(b);
+  int first = 0;
+  for (int i = 1; i < b.n; i++)
+    for (int j = first; j < i && !b.it[i].out.p; j++)
+      if (windows_overlap(b.it[i], b.it[j])) {
+        pyr_expand_launch<KX, KY>(b, first, i - first, s), first = i;
+        break;
+      }
+  pyr_expand_launch<KX, KY>(b, first, b.n - first, s);
 }
 
 /* pyr_launch for KX and py.k. */
