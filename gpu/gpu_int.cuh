@@ -400,16 +400,21 @@ struct pyr_params { /* one axis */
   int k, radius;
 };
 #define PYR_BATCH 16 /* images a launch covers */
-struct pyr_item {    /* one image of a batch, at most 128 bytes: pyr_reduce takes one by value, */
-  packed in;         /* and from 140 bytes nvcc reloaded its fields at every pixel (twice the */
-  int x0, y0;        /* time at 8192x8192; ptxas: ld.param 10 against 527). Its input: out.w x */
-  packed out;        /* out.h pixels at (x0, y0) of in; out.p NULL: blended into in there */
+/* One image of a batch: its input, out.w x out.h pixels at (x0, y0) of in; out.p NULL: blended
+ * into in there. pyr_reduce takes one by value, and at 140 bytes nvcc reloaded its fields from
+ * the parameter space at every pixel (ptxas: 527 loads in pyr_reduce<4,4> against 10; 8192x8192
+ * at sigma 30 0.55 to 0.92 ms), hence the batch holds what only regions need. */
+struct pyr_item {
+  packed in;
+  int x0, y0;
+  packed out;
   float4 *g, *gx, *rows; /* its grids and the reduction's rows, in the batch's scratch */
   int mw, mh, lw, lh;    /* cells of the image along x and y, and with their margins */
   int r0, nr;            /* the rows of in the two-step reduction weights: r0 .. r0 + nr - 1 */
   int4 clip; /* the pixels of in it reads (x0, y0, x1, y1, exclusive ends): the nearest of them
                 stands for a pixel outside (the edge of the image, or of its box) */
 };
+static_assert(sizeof(pyr_item) <= 128, "pyr_reduce's item in registers (see above)");
 struct pyr_batch {
   pyr_item it[PYR_BATCH];
   int n;
