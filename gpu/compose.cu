@@ -9,13 +9,11 @@
 #include <math.h>
 #include <stdio.h>
 
-/* A region's blend: its box (bx, by, bw wide) and the window (x0, y0) .. (x1, y1) where the
- * region and its feather meet the box. */
+/* A region's blend: its box (bx, by, bw wide), the region and its window (region_window). */
 struct blend_item {
   const void *box;
   int bx, by, bw;
-  int4 rect;
-  int x0, y0, x1, y1;
+  int4 rect, win;
 };
 #define BLEND_BATCH 16 /* regions a launch blends, when their windows do not overlap */
 struct blend_batch {
@@ -27,9 +25,9 @@ struct blend_batch {
 template <class T>
 __global__ void blend_kernel(packed dst, const __grid_constant__ blend_batch b, int feather) {
   const blend_item it = b.it[blockIdx.z];
-  int x = it.x0 + blockIdx.x * blockDim.x + threadIdx.x,
-      y = it.y0 + blockIdx.y * blockDim.y + threadIdx.y;
-  if (x >= it.x1 || y >= it.y1) return;
+  int x = it.win.x + blockIdx.x * blockDim.x + threadIdx.x,
+      y = it.win.y + blockIdx.y * blockDim.y + threadIdx.y;
+  if (x >= it.win.z || y >= it.win.w) return;
   double m = blend_weight(x, y, it.rect, feather);
   if (m <= 0) return;
   const T *p = (const T *)it.box + ((size_t)(y - it.by) * it.bw + x - it.bx) * dst.c;
@@ -44,7 +42,7 @@ static cudaError_t launch_blend(void *dst, const struct cpu_image *img, const bl
   if (b.n == 0) return cudaSuccess;
   int w = 0, h = 0;
   for (int i = 0; i < b.n; i++)
-    w = max(w, b.it[i].x1 - b.it[i].x0), h = max(h, b.it[i].y1 - b.it[i].y0);
+    w = max(w, b.it[i].win.z - b.it[i].win.x), h = max(h, b.it[i].win.w - b.it[i].win.y);
   dim3 block(32, 8), grid(div_up(w, 32), div_up(h, 8), b.n);
   if (img->depth == 8)
     blend_kernel<uint8_t><<<grid, block, 0, s>>>(packed_of(dst, img), b, feather);
@@ -66,15 +64,10 @@ static cudaError_t blend_all(void *dst, const struct cpu_image *img, const struc
                      r[i].box[1],
                      r[i].box[2],
                      make_int4(r[i].rect[0], r[i].rect[1], r[i].rect[2], r[i].rect[3]),
-                     max(r[i].rect[0] - feather, r[i].box[0]),
-                     max(r[i].rect[1] - feather, r[i].box[1]),
-                     min(r[i].rect[2] + feather, r[i].box[0] + r[i].box[2]),
-                     min(r[i].rect[3] + feather, r[i].box[1] + r[i].box[3])};
-    if (it.x0 >= it.x1 || it.y0 >= it.y1) continue;
-    int overlaps = b.n == BLEND_BATCH;
-    for (int j = 0; j < b.n && !overlaps; j++)
-      overlaps =
-          it.x0 < b.it[j].x1 && b.it[j].x0 < it.x1 && it.y0 < b.it[j].y1 && b.it[j].y0 < it.y1;
+                     region_window(&r[i], feather)};
+    if (it.win.x >= it.win.z || it.win.y >= it.win.w) continue;
+    bool overlaps = b.n == BLEND_BATCH;
+    for (int j = 0; j < b.n && !overlaps; j++) overlaps = rects_overlap(it.win, b.it[j].win);
     if (overlaps) {
       cudaError_t e = launch_blend(dst, img, b, feather, s);
       if (e != cudaSuccess) return e;

@@ -304,10 +304,9 @@ static pyr_item pyr_region(const struct cpu_image *img, const void *d_img,
     it.out = packed_of(d_out, &box);
     return it;
   }
-  it.x0 = max(r->rect[0] - feather, b[0]) / 16 * 16,
-  it.y0 = max(r->rect[1] - feather, b[1]) / 16 * 16;
-  box.width = max(min(r->rect[2] + feather, it.clip.z) - it.x0, 0);
-  box.height = max(min(r->rect[3] + feather, it.clip.w) - it.y0, 0);
+  int4 w = region_window(r, feather);
+  it.x0 = w.x / 16 * 16, it.y0 = w.y / 16 * 16;
+  box.width = max(w.z - it.x0, 0), box.height = max(w.w - it.y0, 0);
   it.out = packed_of(NULL, &box);
   return it;
 }

@@ -114,6 +114,19 @@ static inline unsigned div_up(unsigned a, unsigned b) {
   return (a + b - 1) / b;
 }
 
+/* Whether two rectangles (x0, y0, x1, y1, exclusive ends) overlap. */
+static inline bool rects_overlap(int4 a, int4 b) {
+  return a.x < b.z && b.x < a.z && a.y < b.w && b.y < a.w;
+}
+
+/* Region r's window: where the region and its feather meet its box (x0, y0, x1, y1, exclusive
+ * ends; empty where x0 >= x1 or y0 >= y1). */
+static inline int4 region_window(const struct gpu_region *r, int feather) {
+  return make_int4(max(r->rect[0] - feather, r->box[0]), max(r->rect[1] - feather, r->box[1]),
+                   min(r->rect[2] + feather, r->box[0] + r->box[2]),
+                   min(r->rect[3] + feather, r->box[1] + r->box[3]));
+}
+
 struct packed { /* an interleaved 8- or 16-bit image on the device */
   void *p;      /* width*height*c samples */
   int w, h, c, depth;

@@ -239,10 +239,9 @@ size_t pyr_plan(const pyr_params &px, const pyr_params &py, pyr_batch *b, float4
   return at * sizeof(float4);
 }
 
-/* Whether the windows of two items that blend into their input overlap. */
-static bool windows_overlap(const pyr_item &a, const pyr_item &b) {
-  return a.x0 < b.x0 + b.out.w && b.x0 < a.x0 + a.out.w && a.y0 < b.y0 + b.out.h &&
-         b.y0 < a.y0 + a.out.h;
+/* Where an item's image lies in its input. */
+static int4 extent(const pyr_item &a) {
+  return make_int4(a.x0, a.y0, a.x0 + a.out.w, a.y0 + a.out.h);
 }
 
 /* The expansion of items first .. first + n - 1. */
@@ -285,7 +284,7 @@ static void pyr_launch(const pyr_params &px, const pyr_params &py, const pyr_bat
   int first = 0;
   for (int i = 1; i < b.n; i++)
     for (int j = first; j < i && !b.it[i].out.p; j++)
-      if (windows_overlap(b.it[i], b.it[j])) {
+      if (rects_overlap(extent(b.it[i]), extent(b.it[j]))) {
         pyr_expand_launch<KX, KY>(b, first, i - first, s), first = i;
         break;
       }
