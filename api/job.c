@@ -192,27 +192,6 @@ static enum api_error blur_filter(struct image_job *j, struct worker *w, struct 
 
 /* ---- /blur with regions ---- */
 
-/* How far, in pixels along an axis of this sigma, the blur b and the exact reference see: a box
- * grown by this much gives, inside the box, what the whole image gives (the recursive filters'
- * responses past the reference's 4 sigma weigh about 3e-5: under 0.01 of a level). Then 16
- * more, so that a box can start on a multiple of 16 and pyramid's cells lie where the whole
- * image's do. */
-static int reach(const struct cpu_blur *b, double sigma) {
-  int r = cpu_gauss_radius(sigma, CPU_TRUNCATE), m = r;
-  if (cpu_method_is_fir(b->method) || b->method == CPU_SEPARABLE)
-    m = cpu_gauss_radius(sigma, b->truncate);
-  if (b->method == CPU_PYRAMID) {
-    struct cpu_pyramid py;
-    cpu_pyramid_params(sigma, b->truncate, &py);
-    m = py.k > 1 ? py.k * (py.radius + 3) : cpu_gauss_radius(sigma, b->truncate);
-  }
-  return (r > m ? r : m) + 16;
-}
-
-static int clampi(int v, int lo, int hi) {
-  return v < lo ? lo : v > hi ? hi : v;
-}
-
 /* Adds the stage times of one box to the job's. */
 static void add_times(struct stage_times *sum, const struct stage_times *st) {
   double *a = &sum->filter, *b = (double *)&st->filter;
@@ -233,16 +212,6 @@ static enum api_error region_rect(const struct blur_params *p, int i, const stru
            "regions: rectangle %d [%d, %d, %d, %d] lies wholly outside the %dx%d image.", i + 1,
            r[0], r[1], r[2], r[3], in->width, in->height);
   return API_BAD_PARAMETER;
-}
-
-/* The box around region rect (x0, y0, x1, y1): grown by rx and ry, clipped, starting on a
- * multiple of 16. */
-static void region_box(const struct codec_image *in, int rx, int ry, struct api_region *r) {
-  int *b = r->box, *rect = r->rect;
-  b[0] = clampi(rect[0] - rx, 0, in->width) / 16 * 16;
-  b[1] = clampi(rect[1] - ry, 0, in->height) / 16 * 16;
-  b[2] = clampi(rect[2] + rx, 0, in->width) - b[0];
-  b[3] = clampi(rect[3] + ry, 0, in->height) - b[1];
 }
 
 /* Each region's box as an image of in's pixel format, without pixels yet. Returns the bytes of
@@ -322,11 +291,12 @@ static enum api_error blur_regions(struct image_job *j, struct worker *w, struct
   struct api_region r[API_REGIONS_MAX];
   struct cpu_accuracy acc[API_REGIONS_MAX], *a = p->psnr ? acc : NULL;
   int n = p->regions.n;
-  int rx = reach(&b, p->sigma_x) + p->feather, ry = reach(&b, p->sigma_y) + p->feather;
+  int rx = cpu_blur_reach(&b, p->sigma_x) + p->feather,
+      ry = cpu_blur_reach(&b, p->sigma_y) + p->feather;
   enum api_error e = API_OK;
   for (int i = 0; e == API_OK && i < n; i++)
     if ((e = region_rect(p, i, in, r[i].rect, j->msg, sizeof(j->msg))) == API_OK)
-      region_box(in, rx, ry, &r[i]);
+      cpu_region_box(in->width, in->height, rx, ry, r[i].rect, r[i].box);
   *out = *in;
   out->pixels = NULL; /* the device's image, or the input's buffer once blended into */
   if (e == API_OK && w->ops->blur_regions) {

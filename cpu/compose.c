@@ -96,3 +96,26 @@ void cpu_blend_box(struct cpu_image *dst, const struct cpu_image *box, int bx, i
     }
   }
 }
+
+int cpu_blur_reach(const struct cpu_blur *b, double sigma) {
+  int r = cpu_gauss_radius(sigma, CPU_TRUNCATE), m = r;
+  if (cpu_method_is_fir(b->method) || b->method == CPU_SEPARABLE)
+    m = cpu_gauss_radius(sigma, b->truncate);
+  if (b->method == CPU_PYRAMID) {
+    struct cpu_pyramid py;
+    cpu_pyramid_params(sigma, b->truncate, &py);
+    m = py.k > 1 ? py.k * (py.radius + 3) : cpu_gauss_radius(sigma, b->truncate);
+  }
+  return (r > m ? r : m) + 16;
+}
+
+static int clamp_to(int v, int lo, int hi) {
+  return v < lo ? lo : v > hi ? hi : v;
+}
+
+void cpu_region_box(int width, int height, int rx, int ry, const int rect[4], int box[4]) {
+  box[0] = clamp_to(rect[0] - rx, 0, width) / 16 * 16;
+  box[1] = clamp_to(rect[1] - ry, 0, height) / 16 * 16;
+  box[2] = clamp_to(rect[2] + rx, 0, width) - box[0];
+  box[3] = clamp_to(rect[3] + ry, 0, height) - box[1];
+}

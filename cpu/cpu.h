@@ -294,6 +294,16 @@ void cpu_unsharp_image(struct cpu_pool *pool, const struct cpu_unsharp *u,
 void cpu_blend_box(struct cpu_image *dst, const struct cpu_image *box, int bx, int by,
                    const int rect[4], int feather);
 
+/* How far, in pixels along an axis of this sigma, the blur b and the exact reference see: a box
+ * grown by this much gives, inside the box, what the whole image gives (the recursive filters'
+ * responses past the reference's 4 sigma weigh about 3e-5: under 0.01 of a level). Then 16
+ * more, so that a box can start on a multiple of 16 and pyramid's cells lie where the whole
+ * image's do. */
+int cpu_blur_reach(const struct cpu_blur *b, double sigma);
+/* The box (x, y, width, height) around region rect (x0, y0, x1, y1) of a width x height image:
+ * grown by rx and ry, clipped, starting on a multiple of 16. */
+void cpu_region_box(int width, int height, int rx, int ry, const int rect[4], int box[4]);
+
 /* ---- local statistics (seed 004), local contrast, convolution (seed 003) ----
  * These work on one plane of integer samples: a gray image (channels 1), 8- or 16-bit. Colour
  * uploads are reduced to luma first with cpu_luma(). Borders replicate the edge. */

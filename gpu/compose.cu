@@ -7,6 +7,7 @@
 #include "gpu_int.cuh"
 
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 
 /* A region's blend: its box (bx, by, bw wide), the region and its window (region_window). */
@@ -191,4 +192,44 @@ enum gpu_status gpu_blur_regions(struct gpu_ctx *ctx, const struct cpu_blur *b,
     t->reference = acc ? reference : 0;
   }
   return GPU_OK;
+}
+
+static int cmp_ms(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+enum gpu_status gpu_bench_regions(struct gpu_ctx *ctx, const struct cpu_blur *b,
+                                  const struct cpu_image *src, const struct gpu_region *r, int n,
+                                  int feather, int reps, double ms[4]) {
+  double *t = (double *)calloc(4 * (size_t)reps, sizeof(double)); /* ms[k]'s at t + k reps */
+  if (!t) return GPU_NO_MEMORY;
+  struct cpu_pyramid px, py;
+  int windows = pyramid_reduces(b, &px, &py) && n <= PYR_BATCH;
+  enum gpu_status st = gpu_upload(ctx, src, NULL);
+  for (int i = -2; st == GPU_OK && i < reps; i++) {
+    struct gpu_times g;
+    if ((st = gpu_blur_regions(ctx, b, src, r, n, feather, NULL, &g)) != GPU_OK) break;
+    double one = g.kernel;
+    if ((st = gpu_blur_resident(ctx, b, src, NULL, &g)) != GPU_OK) break;
+    cudaEvent_t *e = ctx->ev;
+    CUDA_TRY(ctx, cudaEventRecord(e[EV_UPLOADED], ctx->s));
+    for (int k = 0; windows && k < 3 && st == GPU_OK; k++)
+      st = run_pyramid_windows(ctx, &px, &py, src, ctx->d_in, r, n, feather, &windows);
+    CUDA_TRY(ctx, cudaEventRecord(e[EV_FILTERED], ctx->s));
+    for (int k = 0; k < 3 && st == GPU_OK; k++) st = run_method(ctx, b, src, ctx->d_in, ctx->d_out);
+    CUDA_TRY(ctx, cudaEventRecord(e[EV_MEASURED], ctx->s));
+    CUDA_TRY(ctx, cudaEventSynchronize(e[EV_MEASURED]));
+    if (st == GPU_OK && i >= 0) {
+      t[i] = one, t[reps + i] = g.kernel;
+      t[2 * reps + i] = windows ? elapsed(ctx, EV_UPLOADED, EV_FILTERED) / 3 : -1;
+      t[3 * reps + i] = elapsed(ctx, EV_FILTERED, EV_MEASURED) / 3;
+    }
+  }
+  for (int k = 0; st == GPU_OK && k < 4; k++) {
+    qsort(t + k * reps, (size_t)reps, sizeof(double), cmp_ms);
+    ms[k] = t[k * reps + reps / 2];
+  }
+  free(t);
+  return st;
 }

@@ -73,6 +73,7 @@ struct gpu_ctx *gpu_ctx_new(int dev, char *err, size_t errlen) {
     return NULL;
   }
   ctx->dev = dev;
+  ctx->early = info.major >= 9;
   snprintf(ctx->name, sizeof(ctx->name), "cuda:%d %.96s", dev, info.name);
   const char *prec = getenv("BLURD_GPU_PRECISION");
   ctx->force_double = !prec                         ? 0
@@ -332,7 +333,7 @@ enum gpu_status run_pyramid_windows(struct gpu_ctx *ctx, const struct cpu_pyrami
                                     int *done) {
   pyr_batch batch;
   pyr_params ax = {px->k, px->radius}, ay = {py->k, py->radius};
-  batch.n = 0, batch.feather = feather;
+  batch.n = 0, batch.feather = feather, batch.early = ctx->early;
   for (int i = 0; i < n; i++) {
     batch.it[batch.n] = pyr_region(img, d_img, &r[i], NULL, feather);
     batch.rect[batch.n] = make_int4(r[i].rect[0], r[i].rect[1], r[i].rect[2], r[i].rect[3]);

@@ -137,6 +137,15 @@ struct gpu_region {
 enum gpu_status gpu_blur_regions(struct gpu_ctx *ctx, const struct cpu_blur *b,
                                  const struct cpu_image *img, const struct gpu_region *r, int n,
                                  int feather, struct cpu_accuracy *acc, struct gpu_times *t);
+/* For benchmarks (tools/bench.c): the kernel time of a region blur of src (uploaded here) and of
+ * a whole-image blur, in ms: each call alone as the server times it (ms[0] regions, ms[1] whole:
+ * gpu_blur_regions' and gpu_blur_resident's kernel time, median of reps after two warm-ups), and
+ * queued (ms[2], ms[3]: three calls back to back between two events, each launched while the one
+ * before runs, divided by 3, median of reps: the GPU time each takes; ms[2] -1 where the regions'
+ * blur waits between its launches, as it does but for pyramid's windows). */
+enum gpu_status gpu_bench_regions(struct gpu_ctx *ctx, const struct cpu_blur *b,
+                                  const struct cpu_image *src, const struct gpu_region *r, int n,
+                                  int feather, int reps, double ms[4]);
 enum gpu_status gpu_contrast_resident(struct gpu_ctx *ctx, const struct cpu_contrast *c,
                                       const struct cpu_image *img, struct gpu_times *t);
 enum gpu_status gpu_convolve_resident(struct gpu_ctx *ctx, const struct cpu_conv *c,

@@ -51,6 +51,7 @@ struct gpu_ctx {
   struct jpeg_ctx *jpeg; /* nvJPEG decoder and encoder states (jpeg.cu), or NULL */
   int force_double;      /* BLURD_GPU_PRECISION: -1 float, 1 double, 0 by sigma */
   int bench;             /* gpu_bench: kernel time only, after the host's preparation */
+  int early;             /* programmatic dependent launch: compute capability 9.0 on */
 };
 
 /* Records e with where it happened and says how bad it is: GPU_FATAL for a sticky error. */
@@ -434,6 +435,7 @@ struct pyr_batch {
   int split;            /* the reduction in two steps (pyr_plan decides) */
   int4 rect[PYR_BATCH]; /* items blended into their input: their regions (x0, y0, x1, y1) */
   int feather;          /* and the regions' feather */
+  int early; /* items blended: their kernels after the first launched early (sm_90 on) */
 };
 /* Fills in the items' cells and rows and places their grids in d_tmp (NULL: nowhere, to size it);
  * in, x0, y0, out and clip (and rect and feather for items with out.p NULL) are the caller's.

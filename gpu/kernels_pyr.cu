@@ -6,7 +6,8 @@
  * 1/(kx ky) of the image, so the reduction's reads and the expansion's writes are most of the
  * work whatever sigma is. An axis with k = 1 (sigma below 6 while the other axis is reduced)
  * keeps one cell per sample and expands by copying them: the plain sampled Gaussian of the CPU
- * twin. */
+ * twin. Regions' windows are blurred and blended into the image where they lie, in three
+ * launches (pyr_rows, pyr_cols_fir, pyr_fir_blend). */
 #include "gpu_int.cuh"
 
 #define PYR_RUN        8         /* at most, cells one reducing thread stacks vertically */
@@ -82,6 +83,44 @@ template <int KX, int KY> __global__ void pyr_reduce(const pyr_item it, int ex, 
   }
 }
 
+/* Programmatic dependent launch (sm_90 on), which a batch of windows uses: a kernel launched
+ * with it waits in wait_previous until the kernel before it has finished and its writes show, and
+ * the kernel before lets it start (be launched, its blocks placed) with let_next_start. Both are
+ * nothing on older GPUs, and wait_previous returns at once in a kernel launched without it. */
+__device__ __forceinline__ void wait_previous() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaGridDependencySynchronize();
+#endif
+}
+
+__device__ __forceinline__ void let_next_start() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaTriggerProgrammaticLaunchCompletion();
+#endif
+}
+
+/* Row y of the input weighted along x for cell column gx (the first step of two). */
+template <int KX>
+__device__ __forceinline__ float4 row_of_cells(const pyr_item &it, int gx, int ex, int y) {
+  return float4_of(tri_row<KX>(it.in, it.x0, gx - ex, y, it.clip.x - it.x0, it.clip.z - 1 - it.x0),
+                   1.f);
+}
+
+/* Cell (gx, cy) from its rows (the second step): rows holds row_of_cells' values of the input's
+ * rows from r0 on, pitch lw. */
+template <int KX, int KY>
+__device__ __forceinline__ float4 cell_of_rows(const pyr_item &it, const float4 *rows, int r0,
+                                               int gx, int cy) {
+  v4<float> cur = v4_zero<float>();
+#pragma unroll
+  for (int a = -(KY / 2); a < 2 * KY - KY / 2; a++) {
+    float4 h = rows[(size_t)(clip_row(it, KY * cy + a) - r0) * it.lw + gx];
+    v4<float> v = {{h.x, h.y, h.z, h.w}};
+    v4_fma(cur, tri<KY>(a), v);
+  }
+  return float4_of(cur, 1.f / (KX * KX * KY * KY));
+}
+
 /* pyr_reduce in two steps: pyr_rows weights the rows of the input the cells read (r0 .. r0 + nr -
  * 1) along x into a plane of lw cells by nr rows, a thread per cell and row, and pyr_cols sums
  * each cell's rows of it. The same operations in the same order as pyr_reduce, so the same grid.
@@ -92,25 +131,31 @@ template <int KX, int KY> __global__ void pyr_reduce(const pyr_item it, int ex, 
  * sigma 100, K = 16, 0.905 against 0.58). The plane takes at most PYR_ROWS_BYTES. */
 template <int KX> __global__ void pyr_rows(const __grid_constant__ pyr_batch b, int ex) {
   const pyr_item it = b.it[blockIdx.z];
+  let_next_start();
   int gx = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
   if (gx >= it.lw || y >= it.nr) return;
-  it.rows[(size_t)y * it.lw + gx] = float4_of(
-      tri_row<KX>(it.in, it.x0, gx - ex, it.r0 + y, it.clip.x - it.x0, it.clip.z - 1 - it.x0), 1.f);
+  it.rows[(size_t)y * it.lw + gx] = row_of_cells<KX>(it, gx, ex, it.r0 + y);
 }
 
 template <int KX, int KY> __global__ void pyr_cols(const __grid_constant__ pyr_batch b, int ey) {
   const pyr_item it = b.it[blockIdx.z];
   int gx = blockIdx.x * blockDim.x + threadIdx.x, gy = blockIdx.y * blockDim.y + threadIdx.y;
   if (gx >= it.lw || gy >= it.lh) return;
-  int cy = gy - ey;
-  v4<float> cur = v4_zero<float>();
-#pragma unroll
-  for (int a = -(KY / 2); a < 2 * KY - KY / 2; a++) {
-    float4 h = it.rows[(size_t)(clip_row(it, KY * cy + a) - it.r0) * it.lw + gx];
-    v4<float> v = {{h.x, h.y, h.z, h.w}};
-    v4_fma(cur, tri<KY>(a), v);
+  it.g[(size_t)gy * it.lw + gx] = cell_of_rows<KX, KY>(it, it.rows, it.r0, gx, gy - ey);
+}
+
+/* The sampled Gaussian w[0..r] at c, its taps s apart (G: c in global memory). */
+template <bool G>
+__device__ __forceinline__ float4 fir_at(const float4 *c, ptrdiff_t s, const float *w, int r) {
+  float w0 = __ldg(&w[0]);
+  float4 v = G ? __ldg(c) : *c, acc = make_float4(w0 * v.x, w0 * v.y, w0 * v.z, w0 * v.w);
+  for (int t = 1; t <= r; t++) {
+    float wt = __ldg(&w[t]);
+    float4 lo = G ? __ldg(c - t * s) : c[-t * s], hi = G ? __ldg(c + t * s) : c[t * s];
+    acc.x += wt * (lo.x + hi.x), acc.y += wt * (lo.y + hi.y);
+    acc.z += wt * (lo.z + hi.z), acc.w += wt * (lo.w + hi.w);
   }
-  it.g[(size_t)gy * it.lw + gx] = float4_of(cur, 1.f / (KX * KX * KY * KY));
+  return acc;
 }
 
 /* The sampled Gaussian w[0..r] along one axis of item blockIdx.z's grid: along x (pass 0) from g
@@ -126,15 +171,7 @@ __global__ void pyr_fir(const __grid_constant__ pyr_batch b, int pass, int ex, i
   float4 *out = pass ? it.g : it.gx;
   int ip = pass ? ow : it.lw, s = pass ? ow : 1;
   const float4 *c = in + (size_t)(y + (pass ? ey - 1 : 0)) * ip + x + (pass ? 0 : ex - 1);
-  float w0 = __ldg(&w[0]);
-  float4 v = __ldg(c), acc = make_float4(w0 * v.x, w0 * v.y, w0 * v.z, w0 * v.w);
-  for (int t = 1; t <= r; t++) {
-    float wt = __ldg(&w[t]);
-    float4 lo = __ldg(c - (ptrdiff_t)t * s), hi = __ldg(c + (ptrdiff_t)t * s);
-    acc.x += wt * (lo.x + hi.x), acc.y += wt * (lo.y + hi.y);
-    acc.z += wt * (lo.z + hi.z), acc.w += wt * (lo.w + hi.w);
-  }
-  out[(size_t)y * ow + x] = acc;
+  out[(size_t)y * ow + x] = fir_at<true>(c, s, w, r);
 }
 
 /* The B-spline weights of cells j-1, j, j+1 for the sample r places into cell j
@@ -149,20 +186,14 @@ template <int K> __device__ __forceinline__ void bspline(int r, float wt[3]) {
   wt[2] = 0.5f * (0.5f + t) * (0.5f + t);
 }
 
-/* Samples x0 .. x0+3 of row y of item first + blockIdx.z's output (x0 = 4 i): the column weights
- * of the cells they need (j-1 .. j+1 around their cell j; KX = 2: two cells, so four; KX = 1: four
- * cells, so six), then the samples. g holds cells -1 .. mw of the grid's rows -1 .. mh (pitch
- * mw + 2). 8-bit RGBA rows whose width is a multiple of 4 take one 16-byte store. A region's
- * window (out.p NULL) is blended into the input where it lies instead. */
+/* Samples x0 .. x0+3 of row y of an image from its smoothed grid (cells -1 .. mw of rows -1 ..
+ * mh: fw = mw + 2 columns), of which f holds rows from row0 and columns from col0, pitch p: the
+ * column weights of the cells they need (j-1 .. j+1 around their cell j; KX = 2: two cells, so
+ * four; KX = 1: four cells, so six), then the samples. */
 template <int KX, int KY>
-__global__ void pyr_expand(const __grid_constant__ pyr_batch b, int first) {
-  const pyr_item it = b.it[first + blockIdx.z];
-  const float4 *f = it.g;
-  const packed &out = it.out;
+__device__ __forceinline__ void expand4(const float4 *f, int p, int row0, int col0, int fw, int x0,
+                                        int y, v4<float> o[4]) {
   const int NC = KX < 4 ? 4 / KX + 2 : 3;
-  int fw = it.mw + 2, x0 = 4 * (blockIdx.x * blockDim.x + threadIdx.x),
-      y = blockIdx.y * blockDim.y + threadIdx.y;
-  if (x0 >= out.w || y >= out.h) return;
   int cy = y / KY, j0 = x0 / KX;
   float wy[3];
   bspline<KY>(y - cy * KY, wy);
@@ -172,12 +203,12 @@ __global__ void pyr_expand(const __grid_constant__ pyr_batch b, int first) {
     col[b] = v4_zero<float>();
 #pragma unroll
     for (int a = 0; a < 3; a++) {
-      float4 v = f[(size_t)(cy + a) * fw + min(j0 + b, fw - 1)]; /* KX < 4: past the edge */
+      float4 v =
+          f[(size_t)(cy + a - row0) * p + min(j0 + b, fw - 1) - col0]; /* KX < 4: past the edge */
       v4<float> p = {{v.x, v.y, v.z, v.w}};
       v4_fma(col[b], wy[a], p);
     }
   }
-  v4<float> o[4];
 #pragma unroll
   for (int i = 0; i < 4; i++) {
     int d = KX < 4 ? i / KX : 0, r = KX < 4 ? i % KX : x0 - j0 * KX + i; /* cell j0 + d */
@@ -187,18 +218,33 @@ __global__ void pyr_expand(const __grid_constant__ pyr_batch b, int first) {
 #pragma unroll
     for (int b = 0; b < 3; b++) v4_fma(o[i], wx[b], col[b + d]);
   }
-  if (!out.p) {
+}
+
+/* Samples x0 .. x0+3 of row y of window it (o, from expand4) blended into its input where they
+ * lie, with the weights of region rect and its feather. */
+__device__ __forceinline__ void blend4(const pyr_item &it, int4 rect, int feather, int x0, int y,
+                                       const v4<float> o[4]) {
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-      int x = it.x0 + x0 + i, yy = it.y0 + y;
-      double m = x0 + i < out.w ? blend_weight(x, yy, b.rect[first + blockIdx.z], b.feather) : 0;
-      if (m <= 0) continue;
-      unsigned q[4];
-      samples_of_px<float>(it.in, o[i], q);
-      blend_px(it.in, x, yy, q, m);
-    }
-    return;
+  for (int i = 0; i < 4; i++) {
+    int x = it.x0 + x0 + i, yy = it.y0 + y;
+    double m = x0 + i < it.out.w ? blend_weight(x, yy, rect, feather) : 0;
+    if (m <= 0) continue;
+    unsigned q[4];
+    samples_of_px<float>(it.in, o[i], q);
+    blend_px(it.in, x, yy, q, m);
   }
+}
+
+/* Samples x0 .. x0+3 of row y of item blockIdx.z's output (x0 = 4 i) from its grid g, which
+ * holds cells -1 .. mw of the grid's rows -1 .. mh (pitch mw + 2). 8-bit RGBA rows whose width is
+ * a multiple of 4 take one 16-byte store. */
+template <int KX, int KY> __global__ void pyr_expand(const __grid_constant__ pyr_batch b) {
+  const pyr_item it = b.it[blockIdx.z];
+  const packed &out = it.out;
+  int x0 = 4 * (blockIdx.x * blockDim.x + threadIdx.x), y = blockIdx.y * blockDim.y + threadIdx.y;
+  if (x0 >= out.w || y >= out.h) return;
+  v4<float> o[4];
+  expand4<KX, KY>(it.g, it.mw + 2, 0, 0, it.mw + 2, x0, y, o);
   if (out.c == 4 && out.depth == 8 && out.w % 4 == 0) {
     uchar4 q[4];
 #pragma unroll
@@ -209,6 +255,82 @@ __global__ void pyr_expand(const __grid_constant__ pyr_batch b, int first) {
 #pragma unroll
   for (int i = 0; i < 4; i++)
     if (x0 + i < out.w) store_px<float>(out, x0 + i, y, o[i]);
+}
+
+/* Regions' windows take three launches instead of five: pyr_rows, then pyr_cols_fir (pyr_cols
+ * and the Gaussian along x), then pyr_fir_blend (the Gaussian along y, the expansion and the
+ * blend), whose blocks each read what they need into shared memory, each launched while the one
+ * before runs (programmatic dependent launch). Their grids are small, and the five launches were
+ * mostly latency: 33 to 34 us of an H200 back to back for four 256x256 windows at sigma 30, the
+ * two pyr_fir 7 and 9 us (ncu) with a tenth of the warps active, waiting on L2; three take 25 us.
+ * The same operations in the same order, so the same samples. pyr_fir_blend's blocks take two
+ * rows of cells with 512 threads, a run of four samples each (four rows and 256 threads, four
+ * runs each, took 28 us). */
+#define PYR_TX 64  /* pyr_cols_fir: cells of a row a block smooths */
+#define PYR_TY 4   /* and rows */
+#define PYR_CX 16  /* pyr_fir_blend: cells of a row a block expands */
+#define PYR_CY 2   /* and rows */
+#define PYR_FB 512 /* and its threads */
+
+/* pyr_cols_fir's shared memory for a radius r along x. */
+static size_t cols_fir_bytes(int r) {
+  return sizeof(float4) * PYR_TY * (PYR_TX + 2 * r);
+}
+
+/* pyr_fir_blend's for a radius r along y: the rows of gx it smooths, then the smoothed rows. */
+static size_t fir_blend_bytes(int r) {
+  return sizeof(float4) * (PYR_CX + 2) * (2 * (PYR_CY + 2) + 2 * r);
+}
+
+/* Cells gx[gy][x0 .. x0 + PYR_TX - 1] of item blockIdx.z (gy = PYR_TY blockIdx.y + threadIdx.y,
+ * x0 = PYR_TX blockIdx.x) from the cells g[gy][x0 .. x0 + PYR_TX - 1 + 2 r] of its rows (r the
+ * radius along x, ex = r + 1), which pyr_cols would write. */
+template <int KX, int KY>
+__global__ void pyr_cols_fir(const __grid_constant__ pyr_batch b, int ey, const float *w, int r) {
+  const pyr_item it = b.it[blockIdx.z];
+  extern __shared__ float4 sm[];
+  wait_previous();
+  let_next_start();
+  int n = PYR_TX + 2 * r, x0 = blockIdx.x * PYR_TX, gy = blockIdx.y * PYR_TY + threadIdx.y,
+      fw = it.mw + 2;
+  if (x0 >= fw || (int)blockIdx.y * PYR_TY >= it.lh) return; /* the whole block */
+  float4 *row = sm + threadIdx.y * n;
+  for (int c = threadIdx.x; gy < it.lh && c < n && x0 + c < it.lw; c += PYR_TX)
+    row[c] = cell_of_rows<KX, KY>(it, it.rows, it.r0, x0 + c, gy - ey);
+  __syncthreads();
+  int x = x0 + threadIdx.x;
+  if (gy < it.lh && x < fw)
+    it.gx[(size_t)gy * fw + x] = fir_at<false>(row + threadIdx.x + r, 1, w, r);
+}
+
+/* Grid columns c0 .. c0 + PYR_CX - 1 and rows j0 .. j0 + PYR_CY - 1 of window first + blockIdx.z
+ * expanded and blended into its input (c0 = PYR_CX blockIdx.x, j0 = PYR_CY blockIdx.y): the rows
+ * of gx they read (j0 .. j0 + PYR_CY + 1 smoothed along y, with r either side) into shared memory,
+ * those smoothed, then the samples. */
+template <int KX, int KY>
+__global__ void __launch_bounds__(PYR_FB)
+    pyr_fir_blend(const __grid_constant__ pyr_batch b, int first, const float *w, int r) {
+  const pyr_item it = b.it[first + blockIdx.z];
+  extern __shared__ float4 sm[];
+  wait_previous();
+  let_next_start(); /* the next run of windows */
+  const int p = PYR_CX + 2, nj = PYR_CY + 2, xs = PYR_CX * KX / 4;
+  int fw = it.mw + 2, c0 = blockIdx.x * PYR_CX, j0 = blockIdx.y * PYR_CY, t = threadIdx.x,
+      nt = blockDim.x;
+  if (c0 >= it.mw || j0 >= it.mh) return; /* the whole block */
+  float4 *col = sm, *f = sm + (nj + 2 * r) * p;
+  for (int i = t; i < (nj + 2 * r) * p; i += nt) /* past the grid: never read */
+    col[i] = it.gx[(size_t)min(j0 + i / p, it.lh - 1) * fw + min(c0 + i % p, fw - 1)];
+  __syncthreads();
+  for (int i = t; i < nj * p; i += nt) f[i] = fir_at<false>(col + (i / p + r) * p + i % p, p, w, r);
+  __syncthreads();
+  for (int i = t; i < PYR_CY * KY * xs; i += nt) {
+    int x0 = KX * c0 + 4 * (i % xs), y = KY * j0 + i / xs;
+    if (x0 >= it.out.w || y >= it.out.h) continue;
+    v4<float> o[4];
+    expand4<KX, KY>(f, p, j0, c0, fw, x0, y, o);
+    blend4(it, b.rect[first + blockIdx.z], b.feather, x0, y, o);
+  }
 }
 
 /* Cells along one axis of n samples: m of the image and, with e of margin each side, l. */
@@ -228,7 +350,12 @@ size_t pyr_plan(const pyr_params &px, const pyr_params &py, pyr_batch *b, float4
     it.nr = min(it.y0 + py.k * (it.lh - ey + 1) - py.k / 2, it.clip.w) - it.r0;
     plane += (size_t)it.lw * it.nr * sizeof(float4), cells += (size_t)it.lw * it.lh;
   }
-  b->split = plane <= PYR_ROWS_BYTES && (cells < PYR_THREADS || px.k * py.k >= 64);
+  /* windows always take two steps (pyr_cols_fir reads the rows), and pyr_fir_blend's shared
+   * memory must be no more than a block has without asking (CPU_SIGMA_MAX: a radius of 75 at
+   * most, 47 KB) */
+  bool windows = b->n > 0 && !b->it[0].out.p;
+  b->split = plane <= PYR_ROWS_BYTES && (cells < PYR_THREADS || px.k * py.k >= 64 || windows) &&
+             (!windows || fir_blend_bytes(py.radius) <= (48 << 10));
   for (int i = 0; i < b->n; i++) { /* each item's grids on a 256-byte boundary */
     pyr_item &it = b->it[i];
     size_t g = at, gx = g + (size_t)it.lw * it.lh, rows = gx + (size_t)(it.mw + 2) * it.lh;
@@ -244,28 +371,59 @@ static int4 extent(const pyr_item &a) {
   return make_int4(a.x0, a.y0, a.x0 + a.out.w, a.y0 + a.out.h);
 }
 
-/* The expansion of items first .. first + n - 1. */
+/* Launches kernel k (grid g, block t, smem bytes of shared memory) on s with args, early (with
+ * programmatic dependent launch: it must wait_previous) or not. */
+template <class... P, class... A>
+static void launch_early(bool early, void (*k)(P...), dim3 g, dim3 t, size_t smem, cudaStream_t s,
+                         A... args) {
+  cudaLaunchAttribute at;
+  at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t c = {};
+  c.gridDim = g, c.blockDim = t, c.dynamicSmemBytes = smem, c.stream = s;
+  c.attrs = &at, c.numAttrs = early;
+  cudaLaunchKernelEx(&c, k, args...);
+}
+
+/* The smoothing along y, expansion and blend of windows first .. first + n - 1. */
 template <int KX, int KY>
-static void pyr_expand_launch(const pyr_batch &b, int first, int n, cudaStream_t s) {
-  int w = 0, h = 0;
-  for (int i = first; i < first + n; i++) w = max(w, b.it[i].out.w), h = max(h, b.it[i].out.h);
-  pyr_expand<KX, KY><<<dim3(div_up(w, 4 * 32), div_up(h, 8), n), dim3(32, 8), 0, s>>>(b, first);
+static void fir_blend_launch(const pyr_params &py, const pyr_batch &b, int first, int n,
+                             const float *d_wy, cudaStream_t s) {
+  int mw = 0, mh = 0;
+  for (int i = first; i < first + n; i++) mw = max(mw, b.it[i].mw), mh = max(mh, b.it[i].mh);
+  launch_early(b.early, pyr_fir_blend<KX, KY>, dim3(div_up(mw, PYR_CX), div_up(mh, PYR_CY), n),
+               dim3(PYR_FB), fir_blend_bytes(py.radius), s, b, first, d_wy, py.radius);
 }
 
 /* The kernels for one KX and KY: the reduction (in one step or two), the Gaussian along x and
- * along y, the expansion; each launch covers the batch's items, blockIdx.z the item, but for the
- * expansions of windows that overlap: those blend in order, a launch for each run of items whose
- * windows do not. */
+ * along y, the expansion; each launch covers the batch's items, blockIdx.z the item. A batch of
+ * windows (reduced in two steps) takes pyr_cols_fir and pyr_fir_blend, whose windows blend in
+ * order where they overlap: a launch for each run of windows that do not. */
 template <int KX, int KY>
 static void pyr_launch(const pyr_params &px, const pyr_params &py, const pyr_batch &b,
                        const float *d_wx, const float *d_wy, cudaStream_t s) {
-  int ex = px.radius + 1, ey = py.radius + 1, nr = 0, mw = 0, mh = 0, lw = 0, lh = 0;
+  int ex = px.radius + 1, ey = py.radius + 1, nr = 0, mw = 0, mh = 0, lw = 0, lh = 0, w = 0, h = 0;
   for (int i = 0; i < b.n; i++) { /* the grid spans the largest item on each axis */
     const pyr_item &it = b.it[i];
     nr = max(nr, it.nr), mw = max(mw, it.mw), mh = max(mh, it.mh);
-    lw = max(lw, it.lw), lh = max(lh, it.lh);
+    lw = max(lw, it.lw), lh = max(lh, it.lh), w = max(w, it.out.w), h = max(h, it.out.h);
   }
   dim3 t(32, 8);
+  if (!b.it[0].out.p) {
+    pyr_rows<KX><<<dim3(div_up(lw, 32), div_up(nr, 8), b.n), t, 0, s>>>(b, ex);
+    launch_early(b.early, pyr_cols_fir<KX, KY>,
+                 dim3(div_up(mw + 2, PYR_TX), div_up(lh, PYR_TY), b.n), dim3(PYR_TX, PYR_TY),
+                 cols_fir_bytes(px.radius), s, b, ey, d_wx, px.radius);
+    int first = 0;
+    for (int i = 1; i < b.n; i++)
+      for (int j = first; j < i; j++)
+        if (rects_overlap(extent(b.it[i]), extent(b.it[j]))) {
+          fir_blend_launch<KX, KY>(py, b, first, i - first, d_wy, s), first = i;
+          break;
+        }
+    fir_blend_launch<KX, KY>(py, b, first, b.n - first, d_wy, s);
+    return;
+  }
   if (b.split) {
     pyr_rows<KX><<<dim3(div_up(lw, 32), div_up(nr, 8), b.n), t, 0, s>>>(b, ex);
     pyr_cols<KX, KY><<<dim3(div_up(lw, 32), div_up(lh, 8), b.n), t, 0, s>>>(b, ey);
@@ -281,14 +439,7 @@ static void pyr_launch(const pyr_params &px, const pyr_params &py, const pyr_bat
   pyr_fir<<<dim3(div_up(mw + 2, 32), div_up(lh, 8), b.n), t, 0, s>>>(b, 0, ex, ey, d_wx, px.radius);
   pyr_fir<<<dim3(div_up(mw + 2, 32), div_up(mh + 2, 8), b.n), t, 0, s>>>(b, 1, ex, ey, d_wy,
                                                                          py.radius);
-  int first = 0;
-  for (int i = 1; i < b.n; i++)
-    for (int j = first; j < i && !b.it[i].out.p; j++)
-      if (rects_overlap(extent(b.it[i]), extent(b.it[j]))) {
-        pyr_expand_launch<KX, KY>(b, first, i - first, s), first = i;
-        break;
-      }
-  pyr_expand_launch<KX, KY>(b, first, b.n - first, s);
+  pyr_expand<KX, KY><<<dim3(div_up(w, 4 * 32), div_up(h, 8), b.n), t, 0, s>>>(b);
 }
 
 /* pyr_launch for KX and py.k. */

@@ -210,14 +210,17 @@ static void test_regions(void) {
   struct cpu_image imgs[] = {tile(&astro, 203, 157, 3), tile(&c16, 140, 100, 4)};
   const int rects[][4] = {{20, 30, 60, 70}, {50, 60, 90, 95}, {0, 0, 12, 9}, {100, 80, 140, 100}};
   const struct cpu_blur blurs[] = {{CPU_YVV, 3, 3, CPU_TRUNCATE, CPU_YVV_CALIBRATED},
-                                   {CPU_PYRAMID, 12, 9, CPU_TRUNCATE, 0}};
+                                   {CPU_PYRAMID, 12, 9, CPU_TRUNCATE, 0},
+                                   {CPU_PYRAMID, 12, 12, CPU_TRUNCATE, 0}};
   struct gpu_region r[20];
-  const int cases[][2] = {{0, 4}, {1, 20}, {1, 16}}; /* a blur of blurs, regions */
+  /* a blur of blurs, regions, the first of rects: pyramid's windows in five launches (16
+   * regions, windows overlapping) and in one (two far apart, the same k on both axes) */
+  const int cases[][3] = {{0, 4, 0}, {1, 20, 0}, {1, 16, 0}, {2, 2, 2}};
   for (int i = 0; i < 2; i++)
-    for (int c = 0; c < 3; c++)
+    for (int c = 0; c < 4; c++)
       for (int feather = 0; feather <= 5; feather += 5) {
         struct cpu_image *img = &imgs[i], want = *img, got = *img;
-        int m = cases[c][0], n = cases[c][1];
+        int m = cases[c][0], n = cases[c][1], first = cases[c][2];
         const struct cpu_blur b = blurs[m];
         struct cpu_accuracy acc[20], one[20];
         struct gpu_times t;
@@ -226,8 +229,8 @@ static void test_regions(void) {
         ASSERT(want.data);
         memcpy(want.data, img->data, cpu_image_bytes(img));
         for (int k = 0; k < n; k++) {
-          if (k < 4)
-            memcpy(r[k].rect, rects[k], sizeof(r[k].rect));
+          if (first + k < 4)
+            memcpy(r[k].rect, rects[first + k], sizeof(r[k].rect));
           else /* small ones across the image, some overlapping */
             r[k].rect[0] = k * 37 % 120, r[k].rect[1] = k * 23 % 90,
             r[k].rect[2] = r[k].rect[0] + 8 + k % 7, r[k].rect[3] = r[k].rect[1] + 6 + k % 5;
@@ -271,11 +274,11 @@ static void test_regions(void) {
           diffs_nopsnr += image_sample(&want, k) != image_sample(&got, k);
         int ok = diffs == 0 && diffs_nopsnr == 0 && same_acc;
         printf(
-            "%-4s regions %s %dx%dx%d%s %d regions feather %d: %zu samples differ from the parts "
-            "blended on the host (%zu without the PSNR); box PSNR %s (%.4f)  %.3f ms\n",
-            ok ? "ok" : "FAIL", m ? "pyramid" : "yvv", img->width, img->height, img->channels,
-            img->depth == 16 ? "/16" : "", n, feather, diffs, diffs_nopsnr,
-            same_acc ? "the same" : "DIFFERS", acc[0].psnr, t.kernel + t.reference);
+            "%-4s regions %s %g,%g %dx%dx%d%s %d regions feather %d: %zu samples differ from the "
+            "parts blended on the host (%zu without the PSNR); box PSNR %s (%.4f)  %.3f ms\n",
+            ok ? "ok" : "FAIL", m ? "pyramid" : "yvv", b.sigma_x, b.sigma_y, img->width,
+            img->height, img->channels, img->depth == 16 ? "/16" : "", n, feather, diffs,
+            diffs_nopsnr, same_acc ? "the same" : "DIFFERS", acc[0].psnr, t.kernel + t.reference);
         failures += !ok;
         free(want.data);
       }

@@ -16,7 +16,14 @@
  * warm-up) where it would pass VAR_ONCE_MS. The speed-ups the seed claims, and exact's
  * against naive and threewise, follow on stderr.
  *
- * Usage: bench variance [sizes (1920x1080,8192x8192)] [radii (7,15,31,63,127)] [reps (10)] */
+ * Usage: bench variance [sizes (1920x1080,8192x8192)] [radii (7,15,31,63,127)] [reps (10)]
+ *
+ * `bench regions` times issue 20's region blur on the GPU: four 256x256 regions
+ * (bench/regions.sh's) of a 3840x2160 RGB image tiled from the photograph, sigma 30, `auto`, no
+ * PSNR, against the whole image; each call alone as the server's kernel stage times it, and queued
+ * (back to back: the GPU time each takes), as CSV on stdout: timing,regions_ms,whole_ms,ratio.
+ *
+ * Usage: bench regions [reps (31)] */
 #include "../codecs/codecs.h"
 #include "../cpu/cpu.h"
 #include "../gpu/gpu.h"
@@ -39,18 +46,19 @@ static double now_ms(void) {
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* A w x h RGBA8 image tiled (mirrored) from the photograph, alpha a diagonal ramp. */
-static struct cpu_image rgba(const struct codec_image *p, int w, int h) {
-  struct cpu_image img = {malloc((size_t)w * h * 4), w, h, 4, 8};
+/* A w x h image of c channels (3: RGB, 4: RGBA, alpha a diagonal ramp) tiled (mirrored) from
+ * the photograph. */
+static struct cpu_image tiled(const struct codec_image *p, int w, int h, int c) {
+  struct cpu_image img = {malloc((size_t)w * h * c), w, h, c, 8};
   if (!img.data) exit(1);
   for (int y = 0; y < h; y++)
     for (int x = 0; x < w; x++) {
       int px = (x / p->width) % 2 ? p->width - 1 - x % p->width : x % p->width;
       int py = (y / p->height) % 2 ? p->height - 1 - y % p->height : y % p->height;
-      uint8_t *o = (uint8_t *)img.data + ((size_t)y * w + x) * 4;
+      uint8_t *o = (uint8_t *)img.data + ((size_t)y * w + x) * c;
       const uint8_t *i = p->pixels + ((size_t)py * p->width + px) * p->channels;
-      for (int c = 0; c < 3; c++) o[c] = i[p->channels >= 3 ? c : 0];
-      o[3] = (uint8_t)(128 + 127 * (x + y) / (w + h));
+      for (int k = 0; k < 3; k++) o[k] = i[p->channels >= 3 ? k : 0];
+      if (c == 4) o[3] = (uint8_t)(128 + 127 * (x + y) / (w + h));
     }
   return img;
 }
@@ -160,9 +168,38 @@ static int var_main(int argc, char **argv, const struct codec_image *photo, stru
   return 0;
 }
 
+static int regions_main(int argc, char **argv, const struct codec_image *photo,
+                        struct gpu_ctx *ctx) {
+  const int at[4][2] = {{400, 300}, {1600, 900}, {2800, 400}, {3300, 1700}};
+  struct cpu_image img = tiled(photo, 3840, 2160, 3);
+  struct cpu_blur b = {gpu_auto_method(30, img.width, img.height), 30, 30, CPU_TRUNCATE,
+                       CPU_YVV_CALIBRATED};
+  struct gpu_region r[4];
+  int reach = cpu_blur_reach(&b, 30), reps = argc > 2 ? atoi(argv[2]) : 31;
+  for (int i = 0; i < 4; i++) {
+    int rect[4] = {at[i][0], at[i][1], at[i][0] + 256, at[i][1] + 256};
+    memcpy(r[i].rect, rect, sizeof(rect));
+    cpu_region_box(img.width, img.height, reach, reach, rect, r[i].box);
+  }
+  double ms[4];
+  if (reps < 1 || gpu_bench_regions(ctx, &b, &img, r, 4, 0, reps, ms) != GPU_OK) {
+    fprintf(stderr, "bench: regions: %s\n", reps < 1 ? "reps < 1" : gpu_ctx_error(ctx));
+    return 1;
+  }
+  fprintf(stderr, "bench: 3840x2160 RGB, %s sigma 30, four 256x256 regions, median of %d\n",
+          cpu_method_name(b.method), reps);
+  printf("timing,regions_ms,whole_ms,ratio\n");
+  printf("each call,%.4f,%.4f,%.3f\n", ms[0], ms[1], ms[0] / ms[1]);
+  if (ms[2] >= 0) printf("queued,%.4f,%.4f,%.3f\n", ms[2], ms[3], ms[2] / ms[3]);
+  free(img.data);
+  gpu_ctx_free(ctx);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   int var_mode = argc > 1 && strcmp(argv[1], "variance") == 0, var_argc = argc;
-  if (var_mode) argc = 1; /* the blur benchmark's arguments do not apply */
+  int regions_mode = argc > 1 && strcmp(argv[1], "regions") == 0;
+  if (var_mode || regions_mode) argc = 1; /* the blur benchmark's arguments do not apply */
   const char *sizes = argc > 1 ? argv[1] : "1920x1080,3840x2160,8192x8192";
   double sigmas[16];
   int ns = parse_list(argc > 2 ? argv[2] : "0.5,1,2,3,12,40,100", sigmas, 16);
@@ -179,12 +216,13 @@ int main(int argc, char **argv) {
   }
   fprintf(stderr, "bench: %s\n", gpu_ctx_name(ctx));
   if (var_mode) return var_main(var_argc, argv, &photo, ctx);
+  if (regions_mode) return regions_main(var_argc, argv, &photo, ctx);
   printf("size,method,sigma,ms,gpix_s\n");
   for (const char *s = sizes; *s;) {
     int w, h, used = 0;
     if (sscanf(s, "%dx%d%n", &w, &h, &used) != 2) break;
     s += used + (s[used] == ',');
-    struct cpu_image img = rgba(&photo, w, h);
+    struct cpu_image img = tiled(&photo, w, h, 4);
     for (int m = 0; m < CPU_NMETHODS; m++)
       for (int k = 0; k < ns; k++) {
         if (only && !strstr(only, cpu_method_name(m))) continue;
@@ -210,7 +248,7 @@ int main(int argc, char **argv) {
   /* the CPU twin of yvv on 1920x1080 RGBA8, every core, median of 5 */
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   struct cpu_pool *pool = cpu_pool_new(cores > 0 ? (int)cores : 1);
-  struct cpu_image img = rgba(&photo, 1920, 1080), out = img;
+  struct cpu_image img = tiled(&photo, 1920, 1080, 4), out = img;
   out.data = malloc(cpu_image_bytes(&img));
   double t[5];
   for (int i = 0; i < 5; i++) {
