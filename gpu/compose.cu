@@ -194,11 +194,6 @@ enum gpu_status gpu_blur_regions(struct gpu_ctx *ctx, const struct cpu_blur *b,
   return GPU_OK;
 }
 
-static int cmp_ms(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 enum gpu_status gpu_bench_regions(struct gpu_ctx *ctx, const struct cpu_blur *b,
                                   const struct cpu_image *src, const struct gpu_region *r, int n,
                                   int feather, int reps, double ms[4]) {
@@ -212,14 +207,13 @@ enum gpu_status gpu_bench_regions(struct gpu_ctx *ctx, const struct cpu_blur *b,
     if ((st = gpu_blur_regions(ctx, b, src, r, n, feather, NULL, &g)) != GPU_OK) break;
     double one = g.kernel;
     if ((st = gpu_blur_resident(ctx, b, src, NULL, &g)) != GPU_OK) break;
-    cudaEvent_t *e = ctx->ev;
-    CUDA_TRY(ctx, cudaEventRecord(e[EV_UPLOADED], ctx->s));
+    st = status_of(ctx, cudaEventRecord(ctx->ev[EV_UPLOADED], ctx->s), "event");
     for (int k = 0; windows && k < 3 && st == GPU_OK; k++)
       st = run_pyramid_windows(ctx, &px, &py, src, ctx->d_in, r, n, feather, &windows);
-    CUDA_TRY(ctx, cudaEventRecord(e[EV_FILTERED], ctx->s));
+    if (st == GPU_OK) st = status_of(ctx, cudaEventRecord(ctx->ev[EV_FILTERED], ctx->s), "event");
     for (int k = 0; k < 3 && st == GPU_OK; k++) st = run_method(ctx, b, src, ctx->d_in, ctx->d_out);
-    CUDA_TRY(ctx, cudaEventRecord(e[EV_MEASURED], ctx->s));
-    CUDA_TRY(ctx, cudaEventSynchronize(e[EV_MEASURED]));
+    if (st == GPU_OK) st = status_of(ctx, cudaEventRecord(ctx->ev[EV_MEASURED], ctx->s), "event");
+    if (st == GPU_OK) st = status_of(ctx, cudaEventSynchronize(ctx->ev[EV_MEASURED]), "kernels");
     if (st == GPU_OK && i >= 0) {
       t[i] = one, t[reps + i] = g.kernel;
       t[2 * reps + i] = windows ? elapsed(ctx, EV_UPLOADED, EV_FILTERED) / 3 : -1;
@@ -227,7 +221,7 @@ enum gpu_status gpu_bench_regions(struct gpu_ctx *ctx, const struct cpu_blur *b,
     }
   }
   for (int k = 0; st == GPU_OK && k < 4; k++) {
-    qsort(t + k * reps, (size_t)reps, sizeof(double), cmp_ms);
+    qsort(t + k * reps, (size_t)reps, sizeof(double), cmp_double);
     ms[k] = t[k * reps + reps / 2];
   }
   free(t);

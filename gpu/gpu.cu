@@ -555,7 +555,7 @@ enum gpu_status gpu_blur(struct gpu_ctx *ctx, const struct cpu_blur *b, const st
   return GPU_OK;
 }
 
-static int cmp_double(const void *a, const void *b) {
+int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
 }

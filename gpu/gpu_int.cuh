@@ -79,7 +79,7 @@ enum gpu_status run_pyramid_boxes(struct gpu_ctx *ctx, const struct cpu_pyramid 
 /* pyramid as run_pyramid_boxes, over the windows of regions r[0..n) (n <= PYR_BATCH) only (each
  * region with its feather, within its box), blended into d_img in place, in order; no wait.
  * *done 0: nothing done, as the windows' reduction would not fit in two steps (run_pyramid_boxes
- * then). */
+ * then), or their smoothing in a block's shared memory (a radius along y over 81 cells). */
 enum gpu_status run_pyramid_windows(struct gpu_ctx *ctx, const struct cpu_pyramid *px,
                                     const struct cpu_pyramid *py, const struct cpu_image *img,
                                     void *d_img, const struct gpu_region *r, int n, int feather,
@@ -105,6 +105,8 @@ void deliver(const struct cpu_image *img, void *pixels, struct cpu_image *dst);
 void jpeg_ctx_free(struct gpu_ctx *ctx);
 /* Milliseconds between events a and b of ctx, or -1. */
 double elapsed(const struct gpu_ctx *ctx, int a, int b);
+/* qsort's comparison of two doubles. */
+int cmp_double(const void *a, const void *b);
 /* For the benchmarks: runs run(ctx, arg) warmups times, then reps times between CUDA events, and
  * stores the median time in *ms. */
 enum gpu_status bench_median(struct gpu_ctx *ctx, int warmups, int reps,
@@ -435,7 +437,7 @@ struct pyr_batch {
   int split;            /* the reduction in two steps (pyr_plan decides) */
   int4 rect[PYR_BATCH]; /* items blended into their input: their regions (x0, y0, x1, y1) */
   int feather;          /* and the regions' feather */
-  int early; /* items blended: their kernels after the first launched early (sm_90 on) */
+  int early;            /* items blended: their kernels after the first launched early (sm_90 on) */
 };
 /* Fills in the items' cells and rows and places their grids in d_tmp (NULL: nowhere, to size it);
  * in, x0, y0, out and clip (and rect and feather for items with out.p NULL) are the caller's.

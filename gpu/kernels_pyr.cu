@@ -352,7 +352,7 @@ size_t pyr_plan(const pyr_params &px, const pyr_params &py, pyr_batch *b, float4
   }
   /* windows always take two steps (pyr_cols_fir reads the rows), and pyr_fir_blend's shared
    * memory must be no more than a block has without asking (CPU_SIGMA_MAX: a radius of 75 at
-   * most, 47 KB) */
+   * most: 45,504 bytes) */
   bool windows = b->n > 0 && !b->it[0].out.p;
   b->split = plane <= PYR_ROWS_BYTES && (cells < PYR_THREADS || px.k * py.k >= 64 || windows) &&
              (!windows || fir_blend_bytes(py.radius) <= (48 << 10));
