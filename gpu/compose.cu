@@ -105,15 +105,13 @@ enum gpu_status gpu_blur_regions(struct gpu_ctx *ctx, const struct cpu_blur *b,
     snprintf(ctx->err, sizeof(ctx->err), "%d regions, more than %d", n, GPU_REGIONS_MAX);
     return GPU_ERROR;
   }
-  /* The image moves aside to d_whole. pyramid without the PSNR, for at most PYR_BATCH regions
-   * whose reduction fits in two steps, blurs only their windows and blends them there as it
-   * expands them (in one launch for each run of windows that do not overlap). Otherwise d_in and
-   * d_out
-   * hold the boxes side by side, as many at a time as fit in the image's bytes: their copies
-   * (pyramid without the PSNR needs none), their kernels and blends, then their references, with
-   * no wait between boxes. The boxes are blurred from the input (overlapping regions blur the
-   * input): when they all fit at once they are all blurred before the first blend, which then
-   * goes into d_whole itself; otherwise into d_res, a copy of it. */
+  /* The image moves aside to d_whole. pyramid without the PSNR, for at most PYR_BATCH regions,
+   * blurs only their windows and blends them there as it expands them (run_pyramid_windows).
+   * Otherwise d_in and d_out hold the boxes side by side, as many at a time as fit in the image's
+   * bytes: their copies (pyramid without the PSNR needs none), their kernels and blends, then
+   * their references, with no wait between boxes. The boxes are blurred from the input
+   * (overlapping regions blur the input): when they all fit at once they are all blurred before
+   * the first blend, which then goes into d_whole itself; otherwise into d_res, a copy of it. */
   struct cpu_pyramid pyx, pyy;
   int batched = pyramid_reduces(b, &pyx, &pyy); /* all the boxes in each launch */
   int windows = batched && !acc && n <= PYR_BATCH;

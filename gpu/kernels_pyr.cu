@@ -409,8 +409,8 @@ static void pyr_launch(const pyr_params &px, const pyr_params &py, const pyr_bat
     lw = max(lw, it.lw), lh = max(lh, it.lh), w = max(w, it.out.w), h = max(h, it.out.h);
   }
   dim3 t(32, 8);
-  if (!b.it[0].out.p) {
-    pyr_rows<KX><<<dim3(div_up(lw, 32), div_up(nr, 8), b.n), t, 0, s>>>(b, ex);
+  if (b.split) pyr_rows<KX><<<dim3(div_up(lw, 32), div_up(nr, 8), b.n), t, 0, s>>>(b, ex);
+  if (!b.it[0].out.p) { /* windows, always split (pyr_plan) */
     launch_early(b.early, pyr_cols_fir<KX, KY>,
                  dim3(div_up(mw + 2, PYR_TX), div_up(lh, PYR_TY), b.n), dim3(PYR_TX, PYR_TY),
                  cols_fir_bytes(px.radius), s, b, ey, d_wx, px.radius);
@@ -425,7 +425,6 @@ static void pyr_launch(const pyr_params &px, const pyr_params &py, const pyr_bat
     return;
   }
   if (b.split) {
-    pyr_rows<KX><<<dim3(div_up(lw, 32), div_up(nr, 8), b.n), t, 0, s>>>(b, ex);
     pyr_cols<KX, KY><<<dim3(div_up(lw, 32), div_up(lh, 8), b.n), t, 0, s>>>(b, ey);
   } else {
     for (int i = 0; i < b.n; i++) {
