@@ -141,6 +141,7 @@ struct api_request {
   const char *remote;              /* the client's address as text, or NULL */
   double t_start;                  /* api_now_ms() at the request line */
   struct api_trace *trace;         /* where the api takes notes for api_observe; may be NULL */
+  uint64_t body_scan[8]; /* api_body_chunk's state for this body; the server zeroes it */
 };
 
 /* What the server knows once it has answered (or given up on) a request. */
@@ -181,6 +182,14 @@ void api_finish(struct api_ctx *ctx, const struct api_request *req, struct api_r
 /* Called once per admitted request when it is answered: counts it in the metrics, records its
  * stage times and writes its access-log line. */
 void api_observe(struct api_ctx *ctx, const struct api_request *req, const struct api_outcome *o);
+
+/* Called by the server with each piece of an admitted request's body as it arrives, in order,
+ * before api_handle: checks what can be checked while the body streams in (a JSON body's size,
+ * element count and depth outside its image). Returns API_OK to go on, or an error with a
+ * sentence in msg: the server then stores no more of the body, reads it to its end, and answers
+ * api_error_response(e, msg) instead of calling api_handle. */
+enum api_error api_body_chunk(struct api_ctx *ctx, struct api_request *req, const uint8_t *data,
+                              size_t n, char *msg, size_t msglen);
 
 typedef void (*api_done_fn)(void *udata, struct api_response *resp);
 
