@@ -141,7 +141,7 @@ struct api_request {
   const char *remote;              /* the client's address as text, or NULL */
   double t_start;                  /* api_now_ms() at the request line */
   struct api_trace *trace;         /* where the api takes notes for api_observe; may be NULL */
-  uint64_t body_scan[8]; /* api_body_chunk's state for this body; the server zeroes it */
+  uint64_t body_scan[8];           /* api_body_chunk's state for this body; the server zeroes it */
 };
 
 /* What the server knows once it has answered (or given up on) a request. */
