@@ -123,6 +123,35 @@ static json_t *method_entry(const char *name, const struct endpoint *ep, const c
                    params_describe(ep, m));
 }
 
+/* ns per sample of /blur method name at sigma on a 1920x1080 RGB image, from the endpoint's cost
+ * function (the filter, and the PSNR reference when psnr). */
+static double blur_ns(const char *name, double sigma, int psnr) {
+  static const struct codec_shape hd = {1920, 1080, 3};
+  struct blur_params p;
+  char query[96], msg[256];
+  snprintf(query, sizeof(query), "method=%s&sigma=%g&psnr=%s", name, sigma,
+           psnr ? "true" : "false");
+  if (params_parse(&api_blur_endpoint, query, NULL, 0, &p, msg, sizeof(msg)) != API_OK) return -1;
+  return api_blur_endpoint.cost(&p, &hd) / (1920.0 * 1080 * 3) * 1e9;
+}
+
+/* What blur method name costs by the budget's model: ns per sample at a few sigmas on 1080p,
+ * without and with the PSNR reference. */
+static json_t *blur_cost_entry(const char *name) {
+  static const double sigmas[] = {2, 12, 50, 300};
+  json_t *ns = json_object(), *psnr = json_object();
+  char key[16];
+  for (int i = 0; i < 4; i++) {
+    snprintf(key, sizeof(key), "%g", sigmas[i]);
+    json_object_set_new(ns, key, json_real(round(blur_ns(name, sigmas[i], 0) * 100) / 100));
+    json_object_set_new(psnr, key, json_real(round(blur_ns(name, sigmas[i], 1) * 100) / 100));
+  }
+  return json_pack("{s:o, s:o, s:s}", "ns_per_sample_at_sigma", ns,
+                   "ns_per_sample_at_sigma_with_psnr", psnr, "rule",
+                   "on 1920x1080 RGB at the default truncate; a request whose estimate passes "
+                   "limits.max_cost_s gets 422 too_expensive");
+}
+
 static void blur_methods(json_t *list) {
   for (int m = 0; m <= CPU_NMETHODS; m++) {
     int is_auto = m == CPU_NMETHODS;
@@ -130,9 +159,10 @@ static void blur_methods(json_t *list) {
     const char *desc = is_auto ? "the fastest method that reaches 48 dB for the request's sigma "
                                  "and image size, on this backend"
                                : cpu_method_desc(m);
-    json_array_append_new(list, method_entry(name, &api_blur_endpoint, desc,
-                                             is_auto ? ">= 48 dB" : cpu_method_accuracy(m),
-                                             is_auto ? -1 : m));
+    json_t *e = method_entry(name, &api_blur_endpoint, desc,
+                             is_auto ? ">= 48 dB" : cpu_method_accuracy(m), is_auto ? -1 : m);
+    json_object_set_new(e, "cost", blur_cost_entry(name));
+    json_array_append_new(list, e);
   }
 }
 

@@ -189,7 +189,8 @@ static void test_within_budget(void) {
   ASSERT_INT(r.status, ==, 200);
   http_resp_free(&r);
   free(img);
-  /* /methods gives the budget and each variance method's radius limit at a few sizes */
+  /* /methods gives the budget, each blur method's cost per sample, and each variance method's
+   * radius limit at a few sizes */
   ASSERT_INT(http_request(&srv, "GET", "/methods", NULL, NULL, NULL, 0, &r), ==, 0);
   json_t *m = json_loads(r.body, 0, NULL), *e;
   ASSERT_DBL(json_number_value(json_object_get(json_object_get(m, "limits"), "max_cost_s")), ==,
@@ -200,6 +201,11 @@ static void test_within_budget(void) {
     const char *name = json_string_value(json_object_get(e, "name"));
     json_t *maxr =
         json_object_get(json_object_get(json_object_get(e, "cost"), "max_radius"), "40MP");
+    json_t *blur = json_object_get(json_object_get(e, "cost"), "ns_per_sample_at_sigma");
+    if (strcmp(json_string_value(json_object_get(e, "endpoint")), "/blur") == 0)
+      ASSERT_DBL(json_number_value(json_object_get(blur, "300")), >, 0); /* every blur method */
+    if (strcmp(name, "fir") == 0) /* O(taps) per sample: far past yvv's at sigma 300 */
+      ASSERT_DBL(json_number_value(json_object_get(blur, "300")), >, 100);
     if (strcmp(json_string_value(json_object_get(e, "endpoint")), "/variance") != 0) continue;
     seen++;
     ASSERT(json_is_integer(maxr));
