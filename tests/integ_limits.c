@@ -272,7 +272,7 @@ static void test_json_bodies(void) {
   double hwm = server_hwm_mb(&srv);
   fprintf(stderr, "    VmHWM %.0f MB\n", hwm);
   /* three 32 MB bodies held at once, and no parse tree (ASan's quarantine holds freed memory) */
-  ASSERT_DBL(hwm, <, getenv("BLURD_SAN") ? 800 : 400);
+  ASSERT_DBL(hwm, <, getenv("BLURD_SAN") ? 800 : 200);
   free(body);
   free(json);
   free(img);

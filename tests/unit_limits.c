@@ -93,6 +93,26 @@ static void test_bodyscan_image(void) {
   free(k);
 }
 
+/* api_body_chunk scans JSON bodies only, decided by the Content-Type of the first piece. */
+static void test_body_chunk(void) {
+  char msg[256];
+  size_t len;
+  char *b = repeat("{\"x\":[", "1,", 5000, "1]}", &len);
+  struct api_request json = {.content_type = "application/json; charset=utf-8"};
+  struct api_request form = {.content_type = "multipart/form-data; boundary=x"};
+  enum api_error e = API_OK;
+  for (size_t i = 0; e == API_OK && i < len; i += 1000)
+    e = api_body_chunk(NULL, &json, (const uint8_t *)b + i, len - i < 1000 ? len - i : 1000, msg,
+                       sizeof(msg));
+  ASSERT_INT(e, ==, API_BAD_JSON);
+  ASSERT_INT(api_error_status(e), ==, 400);
+  for (size_t i = 0; i < len; i += 1000)
+    ASSERT_INT(api_body_chunk(NULL, &form, (const uint8_t *)b + i, len - i < 1000 ? len - i : 1000,
+                              msg, sizeof(msg)),
+               ==, API_OK);
+  free(b);
+}
+
 static double cost(const struct endpoint *ep, const char *query, int w, int h, int c) {
   static struct job_params p; /* large: a kernel */
   char msg[256];
@@ -240,6 +260,7 @@ static void test_messages(void) {
 int main(void) {
   RUN(test_bodyscan_limits);
   RUN(test_bodyscan_image);
+  RUN(test_body_chunk);
   RUN(test_cost_model);
   RUN(test_budget);
   RUN(test_multipart_quoted);
