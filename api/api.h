@@ -31,6 +31,7 @@
   X(UNDECODABLE,         422, "undecodable_image",     "The image is corrupt or truncated.")        \
   X(IMAGE_TOO_LARGE,     422, "image_too_large",       "The image is larger than the configured limits.") \
   X(UNSUPPORTED_IMAGE,   422, "unsupported_image",     "The image uses a feature this service does not support.") \
+  X(TOO_EXPENSIVE,       422, "too_expensive",         "The request would take more work than the service allows (--max-cost); use a faster method, smaller parameters or a smaller image.") \
   X(TOO_MANY_CONNECTIONS_FROM_ADDRESS, 429, "too_many_connections_from_address", "This address has as many connections open as the service allows; retry shortly.") \
   X(INTERNAL,            500, "internal_error",        "Something went wrong inside the service.")  \
   X(QUEUE_FULL,          503, "queue_full",            "The job queue is full; retry shortly.")     \
@@ -80,10 +81,11 @@ struct api_config {
   /* Each worker's warm-up image at start: width, height, channels; 0 x 0: none; -1 x -1: the
    * backend's default (API_WARM_GPU or API_WARM_CPU). */
   int warm[3];
-  size_t max_body;        /* bytes */
-  uint64_t max_pixels;    /* width*height */
-  uint32_t max_width;     /* pixels */
-  uint32_t max_height;    /* pixels */
+  size_t max_body;     /* bytes */
+  uint64_t max_pixels; /* width*height */
+  uint32_t max_width;  /* pixels */
+  uint32_t max_height; /* pixels */
+  double max_cost; /* largest estimated work of one request, in seconds of one CPU core; 0: none */
   const char *access_log; /* path of the JSON-lines access log; "-": stderr; NULL or "off": none */
   const char *api_key;    /* requests outside the open routes must carry it; NULL or "": none */
   const char *cors_origins; /* comma-separated origins allowed by CORS, or "*"; NULL or "": none */

@@ -1,9 +1,9 @@
 /* Internals shared by the files of api/: parameter tables and parsing (params.c), the
- * multipart/form-data parser (multipart.c), the backend with its job queue and workers
- * (backend.c), jobs (job.c), response helpers (response.c), the route table (handler.c), the
- * OpenAPI description built from it (openapi.c), the demo page's files (web.c), metrics
- * (metrics.c), request ids and the access log (accesslog.c), the API key and CORS (guard.c).
- * Nothing outside api/ includes this header. */
+ * multipart/form-data parser (multipart.c), the streaming check of JSON bodies (bodyscan.c), the
+ * backend with its job queue and workers (backend.c), jobs (job.c), response helpers (response.c),
+ * the route table (handler.c), the OpenAPI description built from it (openapi.c), the demo page's
+ * files (web.c), metrics (metrics.c), request ids and the access log (accesslog.c), the API key and
+ * CORS (guard.c). Nothing outside api/ includes this header. */
 #ifndef BLURD_API_INT_H
 #define BLURD_API_INT_H
 
@@ -43,6 +43,10 @@ struct endpoint {
    * after every parameter is parsed. Returns API_OK, or an error with a sentence in msg. NULL:
    * nothing to check. */
   enum api_error (*check)(void *params, char *msg, size_t msglen);
+  /* The request's estimated work in seconds of one CPU core for an image of shape s (from its
+   * header): the filter stage and the PSNR reference, not the decode or encode, from the
+   * per-sample times measured in docs/engineering-notes.md. NULL: no filter (/convert). */
+  double (*cost)(const void *params, const struct codec_shape *s);
 };
 
 #define MAX_PARAMS 32
@@ -125,6 +129,16 @@ extern const struct endpoint *const api_endpoints[];
 
 #define PARAMS_JSON_MAX 16384 /* bytes of the params field */
 
+/* The budget of one request: API_OK when ep's estimate for params and the image (its header) is
+ * within ctx's --max-cost (or there is none, or the header cannot be read: the decoder will say
+ * why), else API_TOO_EXPENSIVE with a sentence in msg and the estimate in *estimate_s. */
+enum api_error params_budget(const struct api_ctx *ctx, const struct endpoint *ep,
+                             const void *params, const uint8_t *image, size_t len,
+                             double *estimate_s, char *msg, size_t msglen);
+/* The per-pixel costs of the variance methods, for /methods: ns per pixel of method m at
+ * radius r. */
+double params_var_ns(int m, int r);
+
 /* Parses the query string (percent-encoded, without '?') and the optional JSON object text of
  * the params field into out, the endpoint's parameter struct, filling defaults. Returns API_OK,
  * or an error with a sentence in msg. */
@@ -145,6 +159,35 @@ json_t *params_describe(const struct endpoint *ep, int m);
 /* Percent-decodes s[0..len) into a new string ('+' is a space). Returns NULL on a bad escape
  * or a NUL byte, or when out of memory. */
 char *params_unescape(const char *s, size_t len);
+
+/* ---- the streaming check of a JSON body (bodyscan.c) ---- */
+
+/* Limits of a JSON body outside the value of its top-level "image" string. A 31x31 custom kernel
+ * written with 17 significant digits a weight, as an array of indented rows, takes about 30 KB,
+ * and 994 values; regions take 321. */
+#define BODYSCAN_BYTES_MAX  65536
+#define BODYSCAN_VALUES_MAX 4096
+#define BODYSCAN_DEPTH_MAX  8 /* the parameters need 3: {"kernel": [[...]]} */
+
+struct bodyscan {     /* zeroed at the start of a body */
+  uint64_t bytes;     /* bytes counted (all but the image string's) */
+  uint32_t values;    /* values started */
+  uint32_t objects;   /* bit d: the container at depth d is an object */
+  uint8_t mode;       /* api_body_chunk: 0 undecided, 1 a JSON body, 2 not JSON */
+  uint8_t state;      /* bodyscan.c's BS_* */
+  uint8_t depth;      /* containers open */
+  uint8_t key;        /* a string here would be an object's key */
+  uint8_t in_key;     /* in a key string */
+  uint8_t escape;     /* after a backslash in a string */
+  uint8_t image;      /* in the value string of the top-level "image" */
+  uint8_t image_next; /* the key just read is the top-level "image" */
+  int8_t match;       /* bytes of "image" the key matches so far; -1: not it */
+};
+
+/* Feeds the next n bytes of a JSON body to s. Returns API_OK, or API_BODY_TOO_LARGE (bytes) or
+ * API_BAD_JSON (values, depth) with a sentence in msg. */
+enum api_error bodyscan_feed(struct bodyscan *s, const uint8_t *data, size_t n, char *msg,
+                             size_t msglen);
 
 /* ---- multipart/form-data ---- */
 
@@ -311,11 +354,26 @@ struct job_params { /* what an image job does */
 
 /* Queues the image job of req on ctx's backend: decode, p's operation, encode. The response
  * goes to done(udata). owned: NULL when image lies in req's body, else image's malloc'd buffer,
- * which the job frees (on API_OK only: otherwise it stays the caller's). Returns API_OK, or
- * API_QUEUE_FULL / API_SHUTTING_DOWN / API_OUT_OF_MEMORY (nothing was queued). */
+ * which the job frees (on API_OK only: otherwise it stays the caller's). json: NULL, or the
+ * endpoint whose parameters image holds as a JSON body not yet parsed: the job parses it first,
+ * on its worker (upload_json), and p holds only the kind. Returns API_OK, or API_QUEUE_FULL /
+ * API_SHUTTING_DOWN / API_OUT_OF_MEMORY (nothing was queued). */
 enum api_error job_submit(struct api_ctx *ctx, const struct api_request *req, const uint8_t *image,
-                          size_t len, uint8_t *owned, const struct job_params *p, api_done_fn done,
-                          void *udata);
+                          size_t len, uint8_t *owned, const struct endpoint *json,
+                          const struct job_params *p, api_done_fn done, void *udata);
+
+/* The checks of an upload once its parameters are in params (ep's struct): it carries an image,
+ * PNG, JPEG or WebP, whose estimated cost is within the budget (params_budget). Returns NULL to
+ * go on, or the error response (the caller owns it). */
+struct api_response *upload_check(struct api_ctx *ctx, const struct endpoint *ep,
+                                  const void *params, const uint8_t *image, size_t len);
+/* A JSON body's parse, run by its job on the worker: its parameters (and the query string's, query
+ * without '?') into p->u, its base64 image decoded into *owned (malloc'd, the caller frees it) of
+ * *len bytes, then upload_check. Returns NULL, or the error response with the statuses and
+ * sentences a multipart upload gets. */
+struct api_response *upload_json(struct api_ctx *ctx, const struct endpoint *ep, const char *query,
+                                 const uint8_t *body, size_t body_len, struct job_params *p,
+                                 uint8_t **owned, size_t *len);
 
 /* ---- metrics ---- */
 
@@ -419,6 +477,9 @@ struct api_response *web_answer(struct api_ctx *ctx, const struct route *r,
 
 /* A response with no body (204); NULL when out of memory. */
 struct api_response *response_empty(int status);
+/* api_error_response with the members of the object fields (stolen; may be NULL) added to the
+ * error object ("estimate_s": 212.4). */
+struct api_response *response_error(enum api_error e, const char *msg, json_t *fields);
 /* A response with a JSON body (takes a reference to body's ownership: body is decref'd). */
 struct api_response *response_json(int status, json_t *body);
 /* Base64 (RFC 4648, padded) of data as a new NUL-terminated string, or NULL. */

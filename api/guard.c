@@ -11,8 +11,8 @@
 
 /* Paths open without the API key: probes, scrapers, and what a browser needs before it has a
  * key (the demo page, the API description, the method list). Paths, whatever the method. */
-static const char *const open_paths[] = {"/healthz", "/readyz", "/metrics",
-                                         "/methods", "/",       "/openapi.json"};
+static const char *const open_paths[] = {"/healthz", "/readyz",  "/metrics",  "/methods",
+                                         "/",        "/demo.js", "/demo.css", "/openapi.json"};
 
 #define CORS_ALLOW_HEADERS "Authorization, X-API-Key, Content-Type, Accept, X-Request-Id"
 #define CORS_EXPOSE_HEADERS                                                                        \

@@ -1,10 +1,14 @@
 /* Routing and the endpoints that answer at once: /healthz, /readyz, /methods, /metrics,
  * /openapi.json, and the parsing and validation half of the image endpoints (POST /blur, /convert,
- * /variance, /contrast, /convolve), whose image work is queued as a job (job.c). The route table
- * at the end is the one list of endpoints: it dispatches requests, metrics and the access log
- * name them, and openapi.c describes them. */
+ * /variance, /contrast, /convolve), whose image work is queued as a job (job.c): the upload's
+ * parameters, its image and its estimated cost against the budget (--max-cost), checked before
+ * anything is decoded. A JSON body is checked as it streams in (api_body_chunk, bodyscan.c) and
+ * parsed by its job on a worker (upload_json), never on an HTTP thread. The route table at the
+ * end is the one list of endpoints: it dispatches requests, metrics and the access log name
+ * them, and openapi.c describes them. */
 #include "api_int.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +123,35 @@ static json_t *method_entry(const char *name, const struct endpoint *ep, const c
                    params_describe(ep, m));
 }
 
+/* ns per sample of /blur method name at sigma on a 1920x1080 RGB image, from the endpoint's cost
+ * function (the filter, and the PSNR reference when psnr). */
+static double blur_ns(const char *name, double sigma, int psnr) {
+  static const struct codec_shape hd = {1920, 1080, 3};
+  struct blur_params p;
+  char query[96], msg[256];
+  snprintf(query, sizeof(query), "method=%s&sigma=%g&psnr=%s", name, sigma,
+           psnr ? "true" : "false");
+  if (params_parse(&api_blur_endpoint, query, NULL, 0, &p, msg, sizeof(msg)) != API_OK) return -1;
+  return api_blur_endpoint.cost(&p, &hd) / (1920.0 * 1080 * 3) * 1e9;
+}
+
+/* What blur method name costs by the budget's model: ns per sample at a few sigmas on 1080p,
+ * without and with the PSNR reference. */
+static json_t *blur_cost_entry(const char *name) {
+  static const double sigmas[] = {2, 12, 50, 300};
+  json_t *ns = json_object(), *psnr = json_object();
+  char key[16];
+  for (int i = 0; i < 4; i++) {
+    snprintf(key, sizeof(key), "%g", sigmas[i]);
+    json_object_set_new(ns, key, json_real(round(blur_ns(name, sigmas[i], 0) * 100) / 100));
+    json_object_set_new(psnr, key, json_real(round(blur_ns(name, sigmas[i], 1) * 100) / 100));
+  }
+  return json_pack("{s:o, s:o, s:s}", "ns_per_sample_at_sigma", ns,
+                   "ns_per_sample_at_sigma_with_psnr", psnr, "rule",
+                   "on 1920x1080 RGB at the default truncate; a request whose estimate passes "
+                   "limits.max_cost_s gets 422 too_expensive");
+}
+
 static void blur_methods(json_t *list) {
   for (int m = 0; m <= CPU_NMETHODS; m++) {
     int is_auto = m == CPU_NMETHODS;
@@ -126,14 +159,47 @@ static void blur_methods(json_t *list) {
     const char *desc = is_auto ? "the fastest method that reaches 48 dB for the request's sigma "
                                  "and image size, on this backend"
                                : cpu_method_desc(m);
-    json_array_append_new(list, method_entry(name, &api_blur_endpoint, desc,
-                                             is_auto ? ">= 48 dB" : cpu_method_accuracy(m),
-                                             is_auto ? -1 : m));
+    json_t *e = method_entry(name, &api_blur_endpoint, desc,
+                             is_auto ? ">= 48 dB" : cpu_method_accuracy(m), is_auto ? -1 : m);
+    json_object_set_new(e, "cost", blur_cost_entry(name));
+    json_array_append_new(list, e);
   }
 }
 
+/* The largest radius of variance method m whose estimate (psnr on, the default) for an image of
+ * pixels is within the budget: 0 when none is, CPU_VAR_RADIUS_MAX when all are. */
+static int var_max_radius(const struct api_ctx *ctx, int m, double pixels) {
+  double extra = m == CPU_VAR_EXACT ? 0 : params_var_ns(CPU_VAR_EXACT, 1),
+         limit = ctx->cfg.max_cost;
+  int r = 0;
+  while (r < CPU_VAR_RADIUS_MAX &&
+         (limit <= 0 || (params_var_ns(m, r + 1) + extra) * pixels * 1e-9 <= limit))
+    r++;
+  return r;
+}
+
+/* What variance method m costs: ns per pixel at a few radii, and the largest radius the budget
+ * (--max-cost) admits at a few image sizes (an O(r^2) method's radius limit depends on it). */
+static json_t *var_cost_entry(const struct api_ctx *ctx, int m) {
+  static const double mp[] = {1, 12, 40};
+  json_t *ns = json_object(), *maxr = json_object();
+  static const int radii[] = {1, 7, 31, 127};
+  char key[32];
+  for (int i = 0; i < 4; i++) {
+    snprintf(key, sizeof(key), "%d", radii[i]);
+    json_object_set_new(ns, key, json_real(params_var_ns(m, radii[i])));
+  }
+  for (int i = 0; i < 3; i++) {
+    snprintf(key, sizeof(key), "%gMP", mp[i]);
+    json_object_set_new(maxr, key, json_integer(var_max_radius(ctx, m, mp[i] * 1e6)));
+  }
+  return json_pack("{s:o, s:o, s:s}", "ns_per_pixel_at_radius", ns, "max_radius", maxr, "rule",
+                   "requests whose estimate (the ns per pixel times the pixels, plus the PSNR "
+                   "reference) passes limits.max_cost_s get 422 too_expensive");
+}
+
 /* The variance methods, with the map's normalisation and scaling. */
-static void variance_methods(json_t *list) {
+static void variance_methods(const struct api_ctx *ctx, json_t *list) {
   for (int m = 0; m <= CPU_VAR_NMETHODS; m++) {
     int is_auto = m == CPU_VAR_NMETHODS, exact = m == CPU_VAR_EXACT || is_auto;
     json_t *e = method_entry(is_auto ? "auto" : cpu_var_method_name(m), &api_variance_endpoint,
@@ -142,6 +208,7 @@ static void variance_methods(json_t *list) {
                              exact ? "exact (integer sums; the same bits on every backend)"
                                    : "float32; X-PSNR measures each request against exact",
                              is_auto ? -1 : m);
+    json_object_set_new(e, "cost", var_cost_entry(ctx, is_auto ? CPU_VAR_EXACT : m));
     json_object_set_new(e, "normalization",
                         json_string("population: sum w (x - mean)^2 / W, W the total weight "
                                     "(not W - 1); on luma (BT.601, integer), one map per image"));
@@ -183,14 +250,18 @@ static struct api_response *metrics(ROUTE_ARGS) {
 static struct api_response *methods(ROUTE_ARGS) {
   ROUTE_UNUSED;
   json_t *list = json_array();
-  if (list) blur_methods(list), variance_methods(list), image_methods(list);
+  if (list) blur_methods(list), variance_methods(ctx, list), image_methods(list);
   const struct api_config *c = &ctx->cfg;
   return response_json(
-      200, json_pack("{s:s, s:o, s:o, s:o, s:{s:I, s:I, s:I, s:I}}", "backend",
+      200, json_pack("{s:s, s:o, s:o, s:o, s:{s:I, s:I, s:I, s:I, s:f, s:s}}", "backend",
                      backend_name(ctx->backend), "devices", backend_devices(ctx->backend), "codecs",
                      backend_codecs(ctx->backend), "methods", list, "limits", "max_body_bytes",
                      (json_int_t)c->max_body, "max_pixels", (json_int_t)c->max_pixels, "max_width",
-                     (json_int_t)c->max_width, "max_height", (json_int_t)c->max_height));
+                     (json_int_t)c->max_width, "max_height", (json_int_t)c->max_height,
+                     "max_cost_s", c->max_cost, "cost",
+                     "each request's work is estimated from its image's header before decoding, "
+                     "in seconds of one CPU core (the filter and the PSNR reference); past "
+                     "max_cost_s (0: no limit) the answer is 422 too_expensive"));
 }
 
 /* Does the media type of content_type (before any ';') equal type? */
@@ -211,10 +282,10 @@ struct upload { /* where the image and the params are in the body */
 };
 
 /* A JSON body: its image is taken out of the object, and the rest are parameters. */
-static enum api_error read_json(const struct api_request *req, struct upload *u, char *msg,
+static enum api_error read_json(const uint8_t *body, size_t len, struct upload *u, char *msg,
                                 size_t msglen) {
-  enum api_error e = params_load_json("The JSON body", (const char *)req->body, req->body_len,
-                                      &u->object, msg, msglen);
+  enum api_error e =
+      params_load_json("The JSON body", (const char *)body, len, &u->object, msg, msglen);
   if (e != API_OK) return e;
   u->base64 = json_incref(json_object_get(u->object, "image"));
   json_object_del(u->object, "image");
@@ -294,7 +365,6 @@ static enum api_error read_upload(const struct api_request *req, struct upload *
     multipart_free(parts, n);
     return e;
   }
-  if (media_is(ct, "application/json")) return read_json(req, u, msg, msglen);
   if (media_is(ct, "image/png") || media_is(ct, "image/jpeg") || media_is(ct, "image/jpg") ||
       media_is(ct, "image/webp") || media_is(ct, "application/octet-stream")) {
     u->image = req->body;
@@ -310,7 +380,49 @@ static enum api_error read_upload(const struct api_request *req, struct upload *
   return API_UNSUPPORTED_MEDIA;
 }
 
-/* An image endpoint: read the upload and the parameters, then queue the job. */
+struct api_response *upload_check(struct api_ctx *ctx, const struct endpoint *ep,
+                                  const void *params, const uint8_t *image, size_t len) {
+  char msg[512];
+  double estimate;
+  if (!image || len == 0)
+    return api_error_response(
+        API_MISSING_IMAGE,
+        "The request carries no image: send it in the form field 'image', or as the raw body "
+        "with Content-Type image/png, image/jpeg or image/webp.");
+  if (codec_sniff(image, len) == CODEC_NONE)
+    return api_error_response(API_UNSUPPORTED_MEDIA,
+                              "The upload is neither a PNG, a JPEG nor a WebP file.");
+  enum api_error e = params_budget(ctx, ep, params, image, len, &estimate, msg, sizeof(msg));
+  if (e == API_OK) return NULL;
+  /* one decimal, as in the sentence */
+  return response_error(e, msg,
+                        json_pack("{s:f, s:f}", "estimate_s", round(estimate * 10) / 10,
+                                  "max_cost_s", ctx->cfg.max_cost));
+}
+
+struct api_response *upload_json(struct api_ctx *ctx, const struct endpoint *ep, const char *query,
+                                 const uint8_t *body, size_t body_len, struct job_params *p,
+                                 uint8_t **owned, size_t *len) {
+  char msg[512] = "";
+  struct upload u;
+  struct bodyscan scan = {0};
+  memset(&u, 0, sizeof(u));
+  /* The server checks the body as it streams in (api_body_chunk); checked again here, at memory
+   * speed, so that jansson never sees a body past the limits whatever called api_handle. */
+  enum api_error e = bodyscan_feed(&scan, body, body_len, msg, sizeof(msg));
+  if (e == API_OK) e = read_json(body, body_len, &u, msg, sizeof(msg));
+  if (e == API_OK)
+    e = params_parse_object(ep, query, u.object, "the JSON body", &p->u, msg, sizeof(msg));
+  if (e == API_OK) e = json_image(&u, msg, sizeof(msg));
+  struct api_response *r =
+      e != API_OK ? api_error_response(e, msg) : upload_check(ctx, ep, &p->u, u.image, u.len);
+  if (!r) *owned = u.owned, *len = u.len, u.owned = NULL;
+  upload_free(&u);
+  return r;
+}
+
+/* An image endpoint: read the upload and the parameters, then queue the job. A JSON body is
+ * queued as it is, and parsed by its job on a worker: a large one costs an HTTP thread nothing. */
 static struct api_response *image_job(ROUTE_ARGS) {
   char msg[512] = "";
   if (api_failed(ctx)) return api_error_response(API_GPU_LOST, NULL);
@@ -318,27 +430,20 @@ static struct api_response *image_job(ROUTE_ARGS) {
   struct job_params *p = calloc(1, sizeof(*p)); /* large (a custom kernel): not on the stack */
   if (!p) return api_error_response(API_OUT_OF_MEMORY, NULL);
   p->kind = r->kind;
-  enum api_error e = read_upload(req, &u, msg, sizeof(msg));
-  if (e == API_OK && u.object)
-    e = params_parse_object(r->ep, query, u.object, "the JSON body", &p->u, msg, sizeof(msg));
-  else if (e == API_OK)
-    e = params_parse(r->ep, query, u.json, u.json_len, &p->u, msg, sizeof(msg));
-  if (e == API_OK && u.object) e = json_image(&u, msg, sizeof(msg));
-  if (e == API_OK && (!u.image || u.len == 0)) {
-    snprintf(msg, sizeof(msg),
-             "The request carries no image: send it in the form field 'image', or as the raw "
-             "body with Content-Type image/png, image/jpeg or image/webp.");
-    e = API_MISSING_IMAGE;
+  struct api_response *resp = NULL;
+  enum api_error e;
+  if (media_is(req->content_type, "application/json")) {
+    e = job_submit(ctx, req, req->body, req->body_len, NULL, r->ep, p, done, udata);
+    free(p);
+    return e == API_OK ? NULL : api_error_response(e, NULL);
   }
-  if (e == API_OK && codec_sniff(u.image, u.len) == CODEC_NONE) {
-    snprintf(msg, sizeof(msg), "The upload is neither a PNG, a JPEG nor a WebP file.");
-    e = API_UNSUPPORTED_MEDIA;
-  }
-  if (e == API_OK) e = job_submit(ctx, req, u.image, u.len, u.owned, p, done, udata);
-  if (e == API_OK) u.owned = NULL; /* the job's now */
+  e = read_upload(req, &u, msg, sizeof(msg));
+  if (e == API_OK) e = params_parse(r->ep, query, u.json, u.json_len, &p->u, msg, sizeof(msg));
+  if (e == API_OK) resp = upload_check(ctx, r->ep, &p->u, u.image, u.len);
+  if (e == API_OK && !resp) e = job_submit(ctx, req, u.image, u.len, NULL, NULL, p, done, udata);
   upload_free(&u);
   free(p);
-  return e == API_OK ? NULL : api_error_response(e, msg);
+  return resp ? resp : e == API_OK ? NULL : api_error_response(e, msg);
 }
 
 /* clang-format off */
@@ -401,8 +506,10 @@ const struct route *route_find(const char *uri) {
 
 enum api_error api_body_chunk(struct api_ctx *ctx, struct api_request *req, const uint8_t *data,
                               size_t n, char *msg, size_t msglen) {
-  (void)ctx, (void)req, (void)data, (void)n, (void)msg, (void)msglen;
-  return API_OK; /* to be replaced by the streaming JSON check */
+  struct bodyscan *s = (struct bodyscan *)req->body_scan;
+  (void)ctx;
+  if (s->mode == 0) s->mode = media_is(req->content_type, "application/json") ? 1 : 2;
+  return s->mode == 1 ? bodyscan_feed(s, data, n, msg, msglen) : API_OK;
 }
 
 struct api_response *api_handle(struct api_ctx *ctx, const struct api_request *req,

@@ -6,6 +6,8 @@
  * differs (filters[] below). The backend decodes and encodes (its ops say with which codec), and
  * may keep the pixels on its device between stages: an image whose pixels are NULL is the
  * worker's. Each stage is timed here, so every backend reports the same names.
+ * A JSON body comes to the job unparsed: its parameters and base64 image are read here first, on
+ * the worker, so that no HTTP thread spends time or memory on a large body.
  * Between stages the job gives up early when the request's deadline has passed (503
  * deadline_exceeded) or the client has hung up (nobody would read the answer). */
 #include "api_int.h"
@@ -21,6 +23,8 @@ struct image_job {
   const uint8_t *image; /* the upload: in the server's request, or in owned */
   size_t len;
   uint8_t *owned; /* the image decoded from a JSON body's base64, freed with the job; or NULL */
+  const struct endpoint *json; /* image is a JSON body to parse first, with these parameters */
+  const char *query;           /* the request's query string (without '?'), for json */
   struct job_params p;
   int want_json;     /* answer with JSON (Accept: application/json) */
   double t_received; /* when the server had the whole body */
@@ -560,6 +564,18 @@ static void note_stages(struct image_job *j, struct timing *t) {
   j->trace->nstages = n < API_TRACE_STAGES ? n : API_TRACE_STAGES;
 }
 
+/* A JSON body's parameters and image (upload_json), parsed here on the worker. Returns NULL, or
+ * the error response. */
+static struct api_response *parse_body(struct image_job *j) {
+  uint8_t *owned = NULL;
+  size_t len = 0;
+  if (!j->json) return NULL;
+  struct api_response *r =
+      upload_json(j->ctx, j->json, j->query, j->image, j->len, &j->p, &owned, &len);
+  if (!r) j->image = j->owned = owned, j->len = len;
+  return r;
+}
+
 static void job_run(struct job *job, struct worker *w) {
   struct image_job *j = (struct image_job *)job;
   struct timing t = {api_now_ms() - job->t_queued, -1, -1, -1, {-1, -1, -1, -1, -1}, NULL, NULL};
@@ -569,11 +585,14 @@ static void job_run(struct job *job, struct worker *w) {
   size_t enclen = 0;
   struct result res = {NULL, 0, 0, NAN, 0, 0, 0, 0};
   char msg[256] = "";
-  enum api_error e = process(j, w, &in, &out, &img, &enc, &enclen, &res, &t, msg, sizeof(msg));
+  enum api_error e = still_wanted(j);
+  struct api_response *r = e == API_OK ? parse_body(j) : NULL;
+  if (e == API_OK && !r)
+    e = process(j, w, &in, &out, &img, &enc, &enclen, &res, &t, msg, sizeof(msg));
   if (e == API_GPU_LOST) api_fail(j->ctx); /* the process will stop and be restarted */
-  struct api_response *r =
-      e == API_OK ? respond(j, img, &enc, enclen, &res, &t, w->ops->worker_name(w->state))
-                  : api_error_response(e, msg[0] ? msg : j->msg);
+  if (!r)
+    r = e == API_OK ? respond(j, img, &enc, enclen, &res, &t, w->ops->worker_name(w->state))
+                    : api_error_response(e, msg[0] ? msg : j->msg);
   if (!r) r = api_error_response(API_OUT_OF_MEMORY, NULL);
   if (j->trace && res.method) j->trace->algorithm = res.method;
   note_stages(j, &t);
@@ -586,8 +605,9 @@ static void job_run(struct job *job, struct worker *w) {
 }
 
 enum api_error job_submit(struct api_ctx *ctx, const struct api_request *req, const uint8_t *image,
-                          size_t len, uint8_t *owned, const struct job_params *p, api_done_fn done,
-                          void *udata) {
+                          size_t len, uint8_t *owned, const struct endpoint *json,
+                          const struct job_params *p, api_done_fn done, void *udata) {
+  const char *q = strchr(req->uri, '?');
   struct image_job *j = calloc(1, sizeof(*j));
   if (!j) return API_OUT_OF_MEMORY;
   *j = (struct image_job){.base = {job_run, 0},
@@ -595,6 +615,8 @@ enum api_error job_submit(struct api_ctx *ctx, const struct api_request *req, co
                           .image = image,
                           .len = len,
                           .owned = owned,
+                          .json = json,
+                          .query = q ? q + 1 : "",
                           .p = *p,
                           .want_json = req->accept && strstr(req->accept, "application/json"),
                           .t_received = req->t_received,

@@ -31,22 +31,56 @@ static int boundary_of(const char *ct, char *out) {
   return -1;
 }
 
-/* The value of the name="..." parameter of a Content-Disposition header in h[0..len), as a new
- * string, or NULL. */
+/* The end of the token at p (RFC 2045's token: no blanks, controls or tspecials), before end. */
+static const char *token_end(const char *p, const char *end) {
+  while (p < end && (unsigned char)*p > ' ' && *p != 0x7f && !strchr("()<>@,;:\\\"/[]?=", *p)) p++;
+  return p;
+}
+
+/* Reads the parameter value at *p, a token or a quoted-string (RFC 822: backslash quotes the next
+ * character), into a new string when out is not NULL; moves *p past it. Returns 0, or -1 for an
+ * unterminated quoted-string or an empty value. */
+static int param_value(const char **p, const char *end, char **out) {
+  const char *v = *p;
+  if (v < end && *v == '"') {
+    char *s = out ? malloc((size_t)(end - v)) : NULL, *o = s;
+    if (out && !s) return -1;
+    for (v++; v < end && *v != '"'; v++) {
+      if (*v == '\\' && v + 1 < end) v++;
+      if (o) *o++ = *v;
+    }
+    if (v == end) {
+      free(s);
+      return -1;
+    }
+    if (o) *o = 0;
+    if (out) *out = s;
+    *p = v + 1;
+    return 0;
+  }
+  const char *e = token_end(v, end);
+  if (e == v) return -1;
+  if (out && !(*out = strndup(v, (size_t)(e - v)))) return -1;
+  *p = e;
+  return 0;
+}
+
+/* The value of the name parameter of a Content-Disposition header value h[0..len) (RFC 2183:
+ * disposition-type *(";" parameter), each parameter a token or a quoted-string, so a ';' or
+ * "name=" inside another parameter's quotes is that parameter's text), as a new string, or NULL. */
 static char *disposition_name(const char *h, size_t len) {
   const char *end = h + len, *p = memchr(h, ';', len);
-  while (p && p < end) {
-    p++;
+  while (p && p < end && *p == ';') {
+    for (p++; p < end && (*p == ' ' || *p == '\t');) p++;
+    const char *a = p, *ae = token_end(p, end);
+    for (p = ae; p < end && (*p == ' ' || *p == '\t');) p++;
+    if (ae == a || p == end || *p != '=') return NULL;
+    for (p++; p < end && (*p == ' ' || *p == '\t');) p++;
+    int is_name = ae - a == 4 && strncasecmp(a, "name", 4) == 0;
+    char *v = NULL;
+    if (param_value(&p, end, is_name ? &v : NULL) != 0) return NULL;
+    if (is_name) return v;
     while (p < end && (*p == ' ' || *p == '\t')) p++;
-    if (end - p > 5 && strncasecmp(p, "name=", 5) == 0) {
-      p += 5;
-      int quoted = p < end && *p == '"';
-      const char *v = p + quoted, *e = v;
-      while (e < end && (quoted ? *e != '"' : *e != ';' && *e != ' ')) e++;
-      if (quoted && e == end) return NULL;
-      return strndup(v, (size_t)(e - v));
-    }
-    p = memchr(p, ';', (size_t)(end - p));
   }
   return NULL;
 }
@@ -95,6 +129,7 @@ enum api_error multipart_parse(const char *content_type, const uint8_t *body, si
   char b[MAX_BOUNDARY + 1], delim[MAX_BOUNDARY + 5];
   *nparts = 0;
   if (boundary_of(content_type, b) != 0) return fail(msg, msglen, "no usable boundary parameter");
+  if (len == 0) return fail(msg, msglen, "the body is empty"); /* and body may be NULL */
   int dl = snprintf(delim, sizeof(delim), "\r\n--%s", b);
   /* The first delimiter may start the body, without the CRLF before it. */
   const uint8_t *end = body + len, *p;

@@ -635,21 +635,28 @@ char *api_reference_markdown(void) {
           "`data:image/png;base64,` prefix is allowed and the `=` padding may be left out; line "
           "breaks are skipped, and any other character that is not base64 is a 400 "
           "`invalid_image_encoding` that gives its byte offset in the string. `--max-body` "
-          "counts the whole JSON body.\n"
+          "counts the whole JSON body; outside its `image` string it may have at most %d bytes "
+          "(413 `body_too_large` beyond), %d values and %d levels of nesting (400 "
+          "`invalid_json`).\n"
           "- Parameters come from the query string, and in a multipart upload also from the "
           "form field `params`: a JSON object of at most %d bytes (in a JSON body, from its "
           "other keys). A key given in both places "
           "must have the same value in both (`sigma=3` and `{\"sigma\": 3.0}` agree), else the "
           "answer is a 400 `conflicting_parameter`.\n"
           "- An unknown parameter or form field is a 400, so a typo never passes unnoticed.\n"
-          "- Numbers are plain decimals (`2`, `2.5`, `1e1`): no blanks, `+`, `inf` or `nan`. "
+          "- Numbers are plain decimals (`2`, `2.5`, `1e1`): no blanks, `+`, hexadecimal (`0x10`), "
+          "`inf` or `nan`. "
           "Booleans are `true` or `false`, or `1` or `0` in the query string. In `params` a "
           "number or a boolean may also be given as a string.\n"
           "- A parameter given for a method it does not apply to (`method=yvv&truncate=3`) is a "
           "400 that names the methods it applies to. With `method=auto` every parameter is "
           "accepted, and used when the chosen method takes it.\n"
+          "- Each request's work is estimated from its parameters and its image's header, "
+          "before the image is decoded; past the server's budget (`--max-cost`, seconds of one "
+          "CPU core) the answer is a 422 `too_expensive` whose error object also gives "
+          "`estimate_s` and `max_cost_s` ([operations.md](operations.md#limits-and-costs)).\n"
           "\n## Endpoints in detail\n",
-          PARAMS_JSON_MAX);
+          BODYSCAN_BYTES_MAX, BODYSCAN_VALUES_MAX, BODYSCAN_DEPTH_MAX, PARAMS_JSON_MAX);
   for (int i = 0; i < api_nroutes; i++) md_route(f, &api_routes[i]);
   md_result(f);
   md_errors(f);

@@ -105,8 +105,144 @@ static const struct param_spec convert_params[] = {OUTPUT_PARAMS(struct blur_par
 
 #define NPARAMS(t) ((int)(sizeof(t) / sizeof(t[0])))
 
+/* ---- the cost model ----
+ * Each endpoint's estimate of its work, in seconds of one CPU core, from nanoseconds per sample
+ * (a pixel's channel) or per pixel measured with scripts/cost-calibration.sh on the 2-core build
+ * machine (docs/engineering-notes.md, "Cost model"): the filter stage and the PSNR reference.
+ * The constants are the slowest of the repeats' minima, rounded up. */
+#define NS_FIR_BASE    9.0   /* fir family: per sample, plus NS_FIR_TAP per tap of an axis */
+#define NS_FIR_TAP     0.40  /* the taps of an axis: 2 ceil(truncate sigma) + 1, at most its size */
+#define NS_SEP_BASE    1.0   /* separable, in doubles: per sample */
+#define NS_SEP_TAP     0.044 /* separable: per tap of an axis */
+#define NS_REF_BASE    3.0   /* the PSNR reference (separable at CPU_TRUNCATE), and the SSE */
+#define NS_REF_TAP     0.071 /* the reference: per tap of an axis */
+#define NS_YVV         2.5   /* yvv, yvv_blocked */
+#define NS_DERICHE     3.5
+#define NS_YVV2WAY     4.0
+#define NS_PYRAMID     12.0
+#define NS_UNSHARP     5.0  /* /sharpen's in + amount (in - blurred), per sample */
+#define NS_REGION_COPY 2.0  /* /blur with regions: copying each box out and blending it back */
+#define NS_VAR_LUMA    3.0  /* per pixel: luma of a colour image */
+#define NS_VAR_O1      10.0 /* naive and koenig: per pixel, plus NS_VAR_TAP per window pixel */
+#define NS_VAR_TAP     1.05
+#define NS_WELFORD_TAP 4.3  /* welford: per window pixel */
+#define NS_VAR_MERGE   40.0 /* pairwise, threewise: per pixel at any radius (log r merges) */
+#define NS_VAR_EXACT   22.0 /* exact: per pixel at any radius; also the PSNR reference */
+#define NS_CONTRAST    36.0 /* /contrast: per pixel at any radius (running sums) */
+#define NS_CONV_BASE   5.0  /* /convolve: per sample, plus NS_CONV_TAP per kernel weight */
+#define NS_CONV_TAP    0.73
+
+/* Taps of the Gaussian of sigma cut at truncate sigmas along an axis of n pixels: past the
+ * image's size the edge is replicated and the sums cost no more. */
+static double axis_taps(double sigma, double truncate, int n) {
+  double t = 2 * ceil(truncate * sigma) + 1;
+  return t < n ? t : n;
+}
+
+/* ns per sample of blur b on a width x height image, the PSNR reference included when psnr. */
+static double blur_ns(const struct cpu_blur *b, int psnr, int width, int height) {
+  double tx = axis_taps(b->sigma_x, b->truncate, width),
+         ty = axis_taps(b->sigma_y, b->truncate, height), ns;
+  if (cpu_method_is_fir(b->method))
+    ns = NS_FIR_BASE + NS_FIR_TAP * (tx + ty) / 2;
+  else if (b->method == CPU_SEPARABLE)
+    ns = NS_SEP_BASE + NS_SEP_TAP * (tx + ty) / 2;
+  else if (b->method == CPU_DERICHE)
+    ns = NS_DERICHE;
+  else if (b->method == CPU_YVV2WAY)
+    ns = NS_YVV2WAY;
+  else if (b->method == CPU_PYRAMID)
+    ns = NS_PYRAMID;
+  else
+    ns = NS_YVV;
+  if (psnr)
+    ns += NS_REF_BASE + NS_REF_TAP *
+                            (axis_taps(b->sigma_x, CPU_TRUNCATE, width) +
+                             axis_taps(b->sigma_y, CPU_TRUNCATE, height)) /
+                            2;
+  return ns;
+}
+
+/* The blur p asks for on an image of shape s: auto resolved as the CPU backend would. */
+static struct cpu_blur blur_resolved(const struct blur_params *p, const struct codec_shape *s) {
+  struct cpu_blur b = {p->method, p->sigma_x, p->sigma_y, p->truncate, p->coeffs};
+  double sigma = p->sigma_x > p->sigma_y ? p->sigma_x : p->sigma_y;
+  if (p->method == METHOD_AUTO) b.method = cpu_auto_method(sigma, s->width, s->height);
+  return b;
+}
+
+/* Pixels /blur filters: the whole image, or the sum of the regions' boxes (each region clipped,
+ * grown by the filter's reach and the feather, clipped again), as job.c cuts them. */
+static double blur_area(const struct blur_params *p, const struct cpu_blur *b,
+                        const struct codec_shape *s) {
+  if (p->regions.n == 0) return (double)s->width * s->height;
+  int rx = cpu_blur_reach(b, p->sigma_x) + p->feather,
+      ry = cpu_blur_reach(b, p->sigma_y) + p->feather;
+  double area = 0;
+  for (int i = 0; i < p->regions.n; i++) {
+    const int *r = p->regions.r[i];
+    long x1 = (long)r[0] + r[2], y1 = (long)r[1] + r[3];
+    int rect[4] = {r[0] < 0 ? 0 : r[0], r[1] < 0 ? 0 : r[1], (int)(x1 > s->width ? s->width : x1),
+                   (int)(y1 > s->height ? s->height : y1)},
+        box[4];
+    if (rect[0] >= rect[2] || rect[1] >= rect[3]) continue; /* outside: a 400 later */
+    cpu_region_box(s->width, s->height, rx, ry, rect, box);
+    area += (double)box[2] * box[3];
+  }
+  return area;
+}
+
+static double blur_cost(const void *params, const struct codec_shape *s) {
+  const struct blur_params *p = params;
+  struct cpu_blur b = blur_resolved(p, s);
+  double ns = blur_ns(&b, p->psnr, s->width, s->height) + (p->regions.n ? NS_REGION_COPY : 0);
+  return blur_area(p, &b, s) * s->channels * ns * 1e-9;
+}
+
+static double sharpen_cost(const void *params, const struct codec_shape *s) {
+  const struct blur_params *p = params;
+  struct cpu_blur b = blur_resolved(p, s);
+  double ns = blur_ns(&b, p->psnr, s->width, s->height) + NS_UNSHARP;
+  return (double)s->width * s->height * s->channels * ns * 1e-9;
+}
+
+double params_var_ns(int m, int r) {
+  double w = (2.0 * r + 1) * (2.0 * r + 1); /* pixels of the window */
+  switch (m) {
+  case CPU_VAR_NAIVE:
+  case CPU_VAR_KOENIG:
+    return NS_VAR_O1 + NS_VAR_TAP * w;
+  case CPU_VAR_WELFORD:
+    return NS_WELFORD_TAP * w;
+  case CPU_VAR_PAIRWISE:
+  case CPU_VAR_THREEWISE:
+    return NS_VAR_MERGE;
+  default:
+    return NS_VAR_EXACT;
+  }
+}
+
+static double var_cost(const void *params, const struct codec_shape *s) {
+  const struct var_params *p = params;
+  int m = p->method == VAR_AUTO ? CPU_VAR_EXACT : p->method;
+  double ns = params_var_ns(m, p->radius) + (s->channels > 1 ? NS_VAR_LUMA : 0) +
+              (p->psnr && m != CPU_VAR_EXACT ? NS_VAR_EXACT : 0);
+  return (double)s->width * s->height * ns * 1e-9;
+}
+
+static double contrast_cost(const void *params, const struct codec_shape *s) {
+  (void)params;
+  return (double)s->width * s->height * NS_CONTRAST * 1e-9;
+}
+
+static double conv_cost(const void *params, const struct codec_shape *s) {
+  const struct conv_params *p = params;
+  double k = p->conv.size;
+  return (double)s->width * s->height * s->channels * (NS_CONV_BASE + NS_CONV_TAP * k * k) * 1e-9;
+}
+
 const struct endpoint api_convert_endpoint = {
-    "/convert", convert_params, NPARAMS(convert_params), -1, 0, -1, NULL};
+    "/convert", convert_params, NPARAMS(convert_params), -1, 0, -1, NULL, NULL};
 
 static int was_given(const struct endpoint *ep, unsigned given, const char *name);
 
@@ -140,8 +276,9 @@ static enum api_error blur_check(void *params, char *msg, size_t msglen) {
   return API_OK;
 }
 
-const struct endpoint api_blur_endpoint = {
-    "/blur", blur_params, NPARAMS(blur_params), 0, CPU_NMETHODS, (int)OFF(given), blur_check};
+const struct endpoint api_blur_endpoint = {"/blur",    blur_params,  NPARAMS(blur_params),
+                                           0,          CPU_NMETHODS, (int)OFF(given),
+                                           blur_check, blur_cost};
 
 /* ---- /sharpen ---- */
 
@@ -175,8 +312,8 @@ static enum api_error sharpen_check(void *params, char *msg, size_t msglen) {
 }
 
 const struct endpoint api_sharpen_endpoint = {
-    "/sharpen",      sharpen_params, NPARAMS(sharpen_params), 0, CPU_NMETHODS,
-    (int)OFF(given), sharpen_check};
+    "/sharpen",   sharpen_params,  NPARAMS(sharpen_params), 0,
+    CPU_NMETHODS, (int)OFF(given), sharpen_check,           sharpen_cost};
 
 /* ---- /variance ---- */
 
@@ -227,7 +364,7 @@ static enum api_error var_check(void *params, char *msg, size_t msglen) {
 }
 
 const struct endpoint api_variance_endpoint = {
-    "/variance", var_params, NPARAMS(var_params), 0, CPU_VAR_NMETHODS, -1, var_check};
+    "/variance", var_params, NPARAMS(var_params), 0, CPU_VAR_NMETHODS, -1, var_check, var_cost};
 
 /* ---- /contrast ---- */
 
@@ -250,7 +387,7 @@ static const struct param_spec contrast_params[] = {
 };
 
 const struct endpoint api_contrast_endpoint = {
-    "/contrast", contrast_params, NPARAMS(contrast_params), -1, 0, -1, NULL};
+    "/contrast", contrast_params, NPARAMS(contrast_params), -1, 0, -1, NULL, contrast_cost};
 
 /* ---- /convolve ---- */
 
@@ -305,7 +442,7 @@ static enum api_error conv_check(void *params, char *msg, size_t msglen) {
 }
 
 const struct endpoint api_convolve_endpoint = {
-    "/convolve", conv_params, NPARAMS(conv_params), -1, 0, (int)KOFF(given), conv_check};
+    "/convolve", conv_params, NPARAMS(conv_params), -1, 0, (int)KOFF(given), conv_check, conv_cost};
 
 const struct endpoint *const api_endpoints[] = {&api_blur_endpoint,
                                                 &api_convert_endpoint,
@@ -381,6 +518,18 @@ static enum api_error bad_value(const struct param_spec *s, const char *got, cha
     snprintf(msg, msglen, "%s must be one of %s; got '%.64s'.", s->name, choices, got);
     return API_BAD_PARAMETER;
   }
+}
+
+/* bad_value's sentence for a JSON value of the wrong type, which names the type given ("got a
+ * boolean") in place of a quoted value. */
+static enum api_error wrong_type(const struct param_spec *s, const char *type, char *msg,
+                                 size_t msglen) {
+  enum api_error e = bad_value(s, "", msg, msglen);
+  char *q = strstr(msg, "; got ''.");
+  if (q) snprintf(q, msglen - (size_t)(q - msg), "; got %s.", type);
+  q = strstr(msg, "method ''");
+  if (q) snprintf(msg, msglen, "method must be a method's name (a string); got %s.", type);
+  return e;
 }
 
 /* Fills k from the JSON array a: an array of rows, or size*size numbers row by row. */
@@ -544,8 +693,9 @@ static enum api_error parse_text(const struct param_spec *s, const char *text, s
   char *end;
   errno = 0;
   if ((s->type == PT_NUMBER || s->type == PT_INT) &&
-      !(isdigit((unsigned char)text[0]) || text[0] == '-' || text[0] == '.'))
-    return bad_value(s, text, msg, msglen); /* no blanks, '+', "inf" or "nan" */
+      (!(isdigit((unsigned char)text[0]) || text[0] == '-' || text[0] == '.') ||
+       text[strspn(text, "0123456789.eE+-")] != 0))
+    return bad_value(s, text, msg, msglen); /* decimal only: no blanks, hex, "inf" or "nan" */
   switch (s->type) {
   case PT_NUMBER:
     v->num = strtod(text, &end);
@@ -605,8 +755,12 @@ static enum api_error parse_json(const struct param_spec *s, json_t *j, struct p
     if (s->type == PT_INT && json_real_value(j) == floor(json_real_value(j)))
       snprintf(text, sizeof(text), "%.0f", json_real_value(j));
   } else {
-    snprintf(text, sizeof(text), "%s", json_is_null(j) ? "null" : "a JSON array or object");
-    return bad_value(s, text, msg, msglen);
+    return wrong_type(s,
+                      json_is_boolean(j) ? "a boolean"
+                      : json_is_null(j)  ? "null"
+                      : json_is_array(j) ? "an array"
+                                         : "an object",
+                      msg, msglen);
   }
   if (s->type == PT_ENUM || s->type == PT_BOOL) return bad_value(s, text, msg, msglen);
   return parse_text(s, text, v, msg, msglen);
@@ -833,4 +987,21 @@ json_t *params_describe(const struct endpoint *ep, int m) {
     json_array_append_new(arr, p);
   }
   return arr;
+}
+
+enum api_error params_budget(const struct api_ctx *ctx, const struct endpoint *ep,
+                             const void *params, const uint8_t *image, size_t len,
+                             double *estimate_s, char *msg, size_t msglen) {
+  struct codec_shape shape;
+  double limit = ctx->cfg.max_cost;
+  *estimate_s = 0;
+  if (limit <= 0 || !ep->cost || codec_probe(image, len, &shape) != 0) return API_OK;
+  *estimate_s = ep->cost(params, &shape);
+  if (*estimate_s <= limit) return API_OK;
+  snprintf(msg, msglen,
+           "This request would take about %.1f s of one CPU core (%s on a %dx%d image of %d "
+           "channels); the limit (--max-cost) is %g s. Use a faster method, a smaller radius, "
+           "sigma, kernel or region, psnr=false, or a smaller image.",
+           *estimate_s, ep->path, shape.width, shape.height, shape.channels, limit);
+  return API_TOO_EXPENSIVE;
 }

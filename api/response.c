@@ -62,6 +62,10 @@ struct api_response *response_json(int status, json_t *body) {
 }
 
 struct api_response *api_error_response(enum api_error e, const char *msg) {
+  return response_error(e, msg, NULL);
+}
+
+struct api_response *response_error(enum api_error e, const char *msg, json_t *fields) {
   if (e == API_OK) e = API_INTERNAL;
   int status = api_error_status(e);
   /* A message may quote the request (a key, a value cut at 64 bytes), which need not be valid
@@ -72,6 +76,8 @@ struct api_response *api_error_response(enum api_error e, const char *msg) {
     if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e) *c = '?';
   json_t *body = json_pack("{s:{s:i, s:s, s:s}}", "error", "status", status, "code",
                            api_error_code(e), "message", text);
+  if (body && fields) json_object_update(json_object_get(body, "error"), fields);
+  json_decref(fields);
   struct api_response *r = response_json(status, body);
   if (r && (status == 503 || status == 429)) api_response_header(r, "Retry-After", "1");
   return r;

@@ -30,6 +30,40 @@ enum codec_format codec_sniff(const uint8_t *buf, size_t len) {
   return CODEC_NONE;
 }
 
+static uint32_t be32(const uint8_t *p) {
+  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* PNG: the IHDR chunk right after the signature (colour type 0 gray, 2 RGB, 3 palette, 4 gray
+ * and alpha, 6 RGBA). */
+static int png_probe(const uint8_t *buf, size_t len, struct codec_shape *out) {
+  static const int channels[] = {1, 0, 3, 4, 2, 0, 4};
+  if (len < 33 || be32(buf + 8) != 13 || memcmp(buf + 12, "IHDR", 4) != 0) return -1;
+  uint32_t w = be32(buf + 16), h = be32(buf + 20);
+  int type = buf[25];
+  if (w == 0 || h == 0 || w > INT32_MAX || h > INT32_MAX || type > 6 || !channels[type]) return -1;
+  *out = (struct codec_shape){(int)w, (int)h, channels[type]};
+  return 0;
+}
+
+int codec_probe(const uint8_t *buf, size_t len, struct codec_shape *out) {
+  struct codec_jpeg_info info;
+  struct codec_limits none = {0, 0, 0};
+  char msg[128];
+  switch (codec_sniff(buf, len)) {
+  case CODEC_PNG:
+    return png_probe(buf, len, out);
+  case CODEC_JPEG:
+    if (codec_jpeg_probe(buf, len, &none, &info, msg, sizeof(msg)) != CODEC_OK) return -1;
+    *out = (struct codec_shape){info.width, info.height, info.channels};
+    return 0;
+  case CODEC_WEBP:
+    return codec_webp_probe(buf, len, out);
+  default:
+    return -1;
+  }
+}
+
 const char *codec_format_name(enum codec_format f) {
   switch (f) {
   case CODEC_PNG:

@@ -105,6 +105,17 @@ struct codec_jpeg_info { /* what codec_jpeg_probe found in a JPEG's headers */
 enum codec_status codec_jpeg_probe(const uint8_t *buf, size_t len, const struct codec_limits *lim,
                                    struct codec_jpeg_info *info, char *msg, size_t msglen);
 
+struct codec_shape { /* what codec_probe reads from a file's header */
+  int width, height; /* pixels, as stored */
+  int channels;      /* as codec_decode would give; a PNG palette counts 4 (tRNS may follow) */
+};
+
+/* Reads the width, height and channels of the PNG, JPEG or WebP file in buf from its header
+ * (PNG's IHDR, JPEG's SOF through codec_jpeg_probe, WebP's VP8/VP8L/VP8X header), without
+ * decoding pixels or checking limits: microseconds, for estimating a request's cost before it is
+ * decoded. Returns 0, or -1 when the header cannot be read (codec_decode then says why). */
+int codec_probe(const uint8_t *buf, size_t len, struct codec_shape *out);
+
 /* Reads the file at path and decodes it without limits (for tools and tests; the service
  * decodes uploads with codec_decode). Returns CODEC_OK, the decoder's failure, or CODEC_UNKNOWN
  * when the file cannot be read. */

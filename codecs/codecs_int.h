@@ -19,6 +19,9 @@ enum codec_status codec_jpeg_decode(const uint8_t *buf, size_t len, const struct
 enum codec_status codec_webp_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
                                     struct codec_image *out, char *msg, size_t msglen);
 
+/* WebP's width, height and channels from its header (WebPGetFeatures). Returns 0, or -1. */
+int codec_webp_probe(const uint8_t *buf, size_t len, struct codec_shape *out);
+
 /* Per-format encoders; img has been checked (pixels set, sizes >= 1, channels 1..4, depth 8 or
  * 16). On success *out is malloc'd and owned by the caller. */
 enum codec_status codec_png_encode(const struct codec_image *img, int compression, uint8_t **out,

@@ -51,6 +51,13 @@ static enum codec_status decode_failure(VP8StatusCode vs, size_t len, char *msg,
   }
 }
 
+int codec_webp_probe(const uint8_t *buf, size_t len, struct codec_shape *out) {
+  WebPBitstreamFeatures f;
+  if (WebPGetFeatures(buf, len, &f) != VP8_STATUS_OK || f.width <= 0 || f.height <= 0) return -1;
+  *out = (struct codec_shape){f.width, f.height, f.has_alpha ? 4 : 3};
+  return 0;
+}
+
 enum codec_status codec_webp_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
                                     struct codec_image *out, char *msg, size_t msglen) {
   WebPDecoderConfig config;

@@ -5,12 +5,13 @@
  *
  *   METHOD \n URI \n CONTENT-TYPE \n ACCEPT \n body
  *
- * (an empty Content-Type or Accept line means no such header), as the server would hand it over
- * once the body is complete. The context is created once, with the service's limits scaled down
- * so that a job stays fast. When api_handle queues a job, the target waits for the done callback
- * before it returns (and fails if api_handle returned NULL without queuing one). Every request
- * must get a response with a status in 200..599 and a body: a JSON error whose status matches,
- * an image that decodes within the limits, or (200 only) a text file of the demo page. */
+ * (an empty Content-Type or Accept line means no such header), as the server would hand it over:
+ * the body piece by piece to api_body_chunk, then, unless refused, whole to api_handle. The context
+ * is created once, with the service's limits scaled down so that a job stays fast. When api_handle
+ * queues a job, the target waits for the done callback before it returns (and fails if api_handle
+ * returned NULL without queuing one). Every request must get a response with a status in 200..599
+ * and a body: a JSON error whose status matches, an image that decodes within the limits, or (200
+ * only) a text file of the demo page. */
 #include "fuzz.h"
 
 #include "../api/api_int.h"
@@ -126,6 +127,22 @@ static int check_response(const struct api_response *resp) {
   return resp->status;
 }
 
+/* The body handed to api_body_chunk as the server does, in pieces (of 1 to 64 bytes, by the
+ * body's first byte): the error response when a piece is refused, else NULL. */
+static struct api_response *body_chunks(struct api_request *req) {
+  char msg[256] = "";
+  size_t step = req->body_len ? req->body[0] % 64 + 1 : 1;
+  for (size_t i = 0; i < req->body_len; i += step) {
+    size_t n = req->body_len - i < step ? req->body_len - i : step;
+    enum api_error e = api_body_chunk(handler_get_ctx(), req, req->body + i, n, msg, sizeof(msg));
+    if (e != API_OK) {
+      FUZZ_CHECK(msg[0] != 0);
+      return api_error_response(e, msg);
+    }
+  }
+  return NULL;
+}
+
 int fuzz_handler(const uint8_t *data, size_t size) {
   const uint8_t *p = data, *end = data + size;
   char *line[4];
@@ -143,6 +160,8 @@ int fuzz_handler(const uint8_t *data, size_t size) {
     resp = api_error_response(API_OUT_OF_MEMORY, NULL);
   else if (req.body_len > MAX_BODY) /* the server refuses it before the api sees it */
     resp = api_error_response(API_BODY_TOO_LARGE, NULL);
+  else if ((resp = body_chunks(&req)) != NULL)
+    ; /* refused while it streamed in */
   else if ((resp = api_handle(handler_get_ctx(), &req, handler_done, &w)) == NULL)
     resp = wait_done(&w); /* a job was queued */
   int status = check_response(resp);

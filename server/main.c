@@ -47,6 +47,7 @@ static const struct opt opts[] = {
   {"max-pixels",       "BLURD_MAX_PIXELS",       OPT_SIZE, "40M",     1, 1LL << 32, "largest image, width*height (K, M suffixes are powers of 1000)"},
   {"max-width",        "BLURD_MAX_WIDTH",        OPT_INT,  "16384",   1, 1 << 20, "largest image width in pixels"},
   {"max-height",       "BLURD_MAX_HEIGHT",       OPT_INT,  "16384",   1, 1 << 20, "largest image height in pixels"},
+  {"max-cost",         "BLURD_MAX_COST",         OPT_INT,  "30",      0, 1000000, "largest estimated work of one request, in seconds of one CPU core (422 too_expensive); 0: no limit"},
   {"http-threads",     "BLURD_HTTP_THREADS",     OPT_INT,  "2",       1, 64,     "threads that read and write sockets"},
   {"timeout",          "BLURD_TIMEOUT",          OPT_INT,  "30",      1, 3600,   "seconds a connection may stay idle"},
   {"max-conns",        "BLURD_MAX_CONNS",        OPT_INT,  "1024",    1, 100000, "open connections in total; more get 503"},
@@ -255,6 +256,7 @@ static int api_settings(const struct config *c, struct api_config *ac, char *key
   ac->max_pixels = (uint64_t)NUM(c, "max-pixels");
   ac->max_width = (uint32_t)NUM(c, "max-width");
   ac->max_height = (uint32_t)NUM(c, "max-height");
+  ac->max_cost = (double)NUM(c, "max-cost");
   ac->on_fatal = on_gpu_lost;
   if (read_api_key(c, key, cap) != 0) return 2;
   ac->api_key = key;

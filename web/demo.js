@@ -7,12 +7,16 @@
 // select picks one sigma for both axes or one per axis (never both: the server refuses that);
 // a regions parameter is drawn with the mouse on the preview of the image, as rectangles in
 // the image's own pixels, and sent only when there is one.
+// When the service has an API key, the page and what it reads first (/methods, /openapi.json)
+// are open; the first request that answers 401 shows a password box for the key, which is kept
+// in sessionStorage (this tab only) and sent as X-API-Key.
 'use strict';
 
 const $ = (id) => document.getElementById(id);
 const endpoints = new Map(); // path -> [{name, description, params}] (name null: no methods)
 const INPUT_TYPES = ['number', 'integer', 'boolean', 'string'];
 const MAX_REGIONS = 64; // unless the regions parameter says (max_items)
+const KEY_ITEM = 'blurd-api-key'; // the API key, in sessionStorage
 let file = null;
 let urls = []; // object URLs to revoke when replaced
 let previewURL = null;
@@ -176,13 +180,26 @@ function parseTiming(header) {
     .filter(Boolean).map((m) => [m[1], Number(m[3]), m[2] || '']);
 }
 
+// The X-API-Key header of the key the user gave, if any.
+function keyHeaders() {
+  const key = sessionStorage.getItem(KEY_ITEM);
+  return key ? { 'X-API-Key': key } : {};
+}
+
 // POSTs the image with params to path; returns {blob, timing, psnr, method, backend}, or throws
 // the server's error message.
 async function send(path, params) {
   const fd = new FormData();
   fd.append('image', file, file.name);
   fd.append('params', JSON.stringify(params));
-  const r = await fetch(path, { method: 'POST', body: fd });
+  const r = await fetch(path, { method: 'POST', body: fd, headers: keyHeaders() });
+  if (r.status === 401) {
+    $('key-box').hidden = false;
+    $('api-key').focus();
+    throw new Error(sessionStorage.getItem(KEY_ITEM)
+      ? 'The service refused this API key: enter the right one and run again.'
+      : 'This service needs its API key: enter it in the box above and run again.');
+  }
   if (!r.ok) {
     let msg = `HTTP ${r.status}`;
     try { msg = (await r.json()).error.message; } catch (e) { /* not JSON: keep the status */ }
@@ -366,6 +383,12 @@ function init() {
     setFile(e.dataTransfer.files[0]);
   });
   $('form').addEventListener('submit', (e) => { e.preventDefault(); busy(run); });
+  $('api-key').value = sessionStorage.getItem(KEY_ITEM) || '';
+  $('key-box').hidden = !$('api-key').value;
+  $('api-key').addEventListener('input', () => {
+    const key = $('api-key').value.trim();
+    if (key) sessionStorage.setItem(KEY_ITEM, key); else sessionStorage.removeItem(KEY_ITEM);
+  });
   $('compare').addEventListener('click', () => busy(compare));
   initDrawing();
   load().then(() => { document.body.dataset.ready = '1'; }, showError);

@@ -14,6 +14,9 @@
 // must run with the form's defaults and no method parameter. The answers' pixels are decoded
 // here (tests/data/chelsea.png has an ICC profile that the browser would apply to the input
 // only). Any other console error, page error, failed request or HTTP error fails the test.
+// With an API key set, the page, its script and style sheet load without it; the first run
+// answers 401 and the page shows a password box for the key; a wrong key is refused, the right
+// one runs, goes out as X-API-Key, and is kept for the tab (sessionStorage) across a reload.
 // Saves a screenshot (with a region drawn) to docs/demo.png, and to $WEB_OUT/demo.png when WEB_OUT is set. It also validates /openapi.json
 // against the OpenAPI 3.1 schema (tests/integ_openapi.c checks it against the server).
 import { spawn } from 'node:child_process';
@@ -35,8 +38,8 @@ function check(cond, what) {
 }
 
 // Starts blurd on a free port; resolves to {proc, base} once /healthz answers.
-async function startServer() {
-  const proc = spawn(bin, ['--bind', '127.0.0.1', '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+async function startServer(extra = []) {
+  const proc = spawn(bin, ['--bind', '127.0.0.1', '--port', '0', ...extra], { stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
   proc.stdout.setEncoding('utf8');
   const port = await new Promise((resolve, reject) => {
@@ -362,6 +365,50 @@ async function oneMethodEndpoints(page) {
   }
 }
 
+// The page against a server with an API key: it asks for the key on the first 401 and sends it.
+async function keyStep(browser) {
+  const key = 'demo-k3y';
+  const { proc, base } = await startServer(['--api-key', key]);
+  try {
+    const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
+    const w = watch(page);
+    w.expect((text) => /\b401\b/.test(text)); // the 401s this step asks for, and Chrome's notes
+    const sent = [];
+    page.on('request', (r) => { if (r.method() === 'POST') sent.push(r.headers()['x-api-key'] || null); });
+    await page.goto(`${base}/`);
+    await page.waitForSelector('body[data-ready="1"]');
+    check(await page.isHidden('#key-box'), 'with a key set, the page loads (its script and style sheet too) and asks for nothing yet');
+    await page.setInputFiles('#file', photo);
+    await page.selectOption('#endpoint', '/blur');
+    await page.selectOption('#method', 'yvv');
+    await page.fill('#param-sigma', '2');
+    await page.click('#run');
+    await page.waitForSelector('#error:not([hidden])');
+    check(await page.isVisible('#key-box') && await page.getAttribute('#api-key', 'type') === 'password',
+      'a 401 shows the password box for the key');
+    check(/needs its API key/.test(await page.textContent('#error')), `the page says why: "${await page.textContent('#error')}"`);
+    await page.fill('#api-key', 'wrong');
+    await page.click('#run');
+    await page.waitForFunction(() => /refused this API key/.test(document.getElementById('error').textContent));
+    check(true, 'a wrong key is refused with a sentence');
+    await page.fill('#api-key', key);
+    await page.click('#run');
+    await page.waitForFunction(() => !document.getElementById('result-view').hidden && document.getElementById('result').naturalWidth > 0,
+      null, { timeout: 60000 });
+    check(sent.length === 3 && sent[0] === null && sent[1] === 'wrong' && sent[2] === key,
+      `the key goes out as X-API-Key once given (${JSON.stringify(sent)})`);
+    await page.reload();
+    await page.waitForSelector('body[data-ready="1"]');
+    check(await page.inputValue('#api-key') === key && await page.isVisible('#key-box'), 'the key is kept for the tab across a reload');
+    check(w.problems.length === 0, `no other console error or failed request${w.problems.length ? `: ${w.problems.join('; ')}` : ''}`);
+    await page.close();
+  } finally {
+    proc.kill('SIGTERM');
+  }
+  const [code] = await once(proc, 'exit');
+  check(code === 0, 'the keyed blurd exited 0');
+}
+
 async function main() {
   const { proc, base } = await startServer();
   const browser = await chromium.launch({
@@ -398,6 +445,7 @@ async function main() {
       fs.writeFileSync(path.join(process.env.WEB_OUT, 'demo.png'), shot);
     }
     await clearRegions(page);
+    await keyStep(browser);
     check(w.problems.length === 0, `no console error or failed request${w.problems.length ? `: ${w.problems.join('; ')}` : ''}`);
   } finally {
     await browser.close();
