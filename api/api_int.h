@@ -317,6 +317,11 @@ enum api_error job_submit(struct api_ctx *ctx, const struct api_request *req, co
                           size_t len, uint8_t *owned, const struct job_params *p, api_done_fn done,
                           void *udata);
 
+/* API_OK while the job on the calling thread should go on; API_DEADLINE_EXCEEDED or
+ * API_CLIENT_GONE once its cancel token (cpu_cancelled) says it should stop. Backends ask it
+ * between the steps of a job. */
+enum api_error job_cancelled(void);
+
 /* ---- metrics ---- */
 
 struct metrics;
