@@ -3,10 +3,12 @@
  * 503 deadline_exceeded within a moment of --request-timeout, and the next request on the same
  * worker is served at once; a client that hangs up mid-job frees the worker as quickly; /healthz
  * answers meanwhile. 64 regions that each cover a 3000x3000 RGBA image keep the peak memory
- * (VmHWM) within a few images of a whole-image blur's, and answer by their deadline.
+ * (VmHWM) within a few images of a whole-image blur's, and answer by their deadline; overlapping
+ * regions still blur the input.
  *
- * BLURD_CANCEL_RUNS=20 repeats the deadline case and prints the median and largest time past the
- * deadline (docs/engineering-notes.md). The images are made here, as PNGs of gradients. */
+ * BLURD_CANCEL_RUNS=20 repeats the deadline and hang-up cases and prints the median and largest
+ * time (docs/engineering-notes.md); `integ_cancel test_deadline` runs one test. The images are made
+ * here, as PNGs. */
 #include "harness.h"
 #include "test.h"
 
@@ -26,8 +28,8 @@ static double now_s(void) {
   return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* A width x height PNG (channels 1, 3 or 4, 8-bit) of a smooth gradient, a few KB however large;
- * with noise, of noise over it. */
+/* A width x height PNG (channels 1, 3 or 4, 8-bit) of gradients that wrap every 256 levels, which
+ * compress well (3000x3000 RGBA: 382 KB); with noise, of noise over them. */
 static uint8_t *image_png(int width, int height, int channels, int noise, size_t *len) {
   size_t n = (size_t)width * height * channels;
   uint8_t *px = malloc(n), *out = NULL;
