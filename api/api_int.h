@@ -375,6 +375,11 @@ struct api_response *upload_json(struct api_ctx *ctx, const struct endpoint *ep,
                                  const uint8_t *body, size_t body_len, struct job_params *p,
                                  uint8_t **owned, size_t *len);
 
+/* API_OK while the job on the calling thread should go on; API_DEADLINE_EXCEEDED or
+ * API_CLIENT_GONE once its cancel token (cpu_cancelled) says it should stop. Backends ask it
+ * between the steps of a job. */
+enum api_error job_cancelled(void);
+
 /* ---- metrics ---- */
 
 struct metrics;

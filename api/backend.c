@@ -326,7 +326,9 @@ static enum api_error gpu_to_host(void *state, struct codec_image *img) {
 }
 
 /* Uploads src when it is on the host (decoded by a CPU codec), then runs the filter on the
- * device; the result stays there. Fills t from g (filter = upload + kernels). */
+ * device; the result stays there. Fills t from g (filter = upload + kernels). The job's cancel
+ * token is checked between the upload and the kernels (the kernels take milliseconds, and are
+ * not interrupted). */
 static enum api_error gpu_filter(struct gpu_worker *w, const struct cpu_image *src,
                                  enum gpu_status (*run)(struct gpu_ctx *, const void *,
                                                         const struct cpu_image *,
@@ -335,6 +337,8 @@ static enum api_error gpu_filter(struct gpu_worker *w, const struct cpu_image *s
   struct gpu_ctx *ctx = gpu_job_ctx(w);
   struct gpu_times g = {0, 0, 0, 0};
   enum gpu_status s = src->data ? gpu_upload(ctx, src, &g) : GPU_OK;
+  enum api_error stop = s == GPU_OK ? job_cancelled() : API_OK; /* a failed upload says why */
+  if (stop != API_OK) return stop;
   if (s == GPU_OK) s = run(ctx, arg, src, acc, &g);
   w->img = GPU_OUTPUT;
   enum api_error e = gpu_error(w, s);
@@ -524,6 +528,7 @@ static void *worker_main(void *arg) {
     pthread_mutex_unlock(&b->mu);
     if (b->ops->job_begin) b->ops->job_begin(wt.w->state);
     job->run(job, wt.w);
+    cpu_cancel_set(NULL); /* the job's token lived on its stack: none may outlive it */
     if (b->ops->job_end) b->ops->job_end(wt.w->state);
     pthread_mutex_lock(&b->mu);
     b->running--;

@@ -35,7 +35,9 @@ static void unsharp_rows(void *arg, int begin, int end) {
   const struct cpu_image *s = j->src, *b = j->blur;
   int c = s->channels, alpha = c == 2 || c == 4, colours = alpha ? c - 1 : c;
   double max = (1 << s->depth) - 1, amount = j->u->amount, thr = j->u->threshold;
-  for (int y = begin; y < end; y++)
+  long left = 0;
+  for (int y = begin; y < end; y++) {
+    if (cpu_tick(&left, 8L * c * s->width)) return;
     for (int x = 0; x < s->width; x++) {
       size_t i = ((size_t)y * s->width + x) * c;
       if (alpha) put(j->dst, i + c - 1, cpu_sample(s, i + c - 1));
@@ -55,6 +57,7 @@ static void unsharp_rows(void *arg, int begin, int end) {
         put(j->dst, i + k, clamp_round(o, max));
       }
     }
+  }
 }
 
 void cpu_unsharp_image(struct cpu_pool *pool, const struct cpu_unsharp *u,
@@ -81,7 +84,9 @@ void cpu_blend_box(struct cpu_image *dst, const struct cpu_image *box, int bx, i
   x0 = x0 < bx ? bx : x0, y0 = y0 < by ? by : y0;
   x1 = x1 > bx + box->width ? bx + box->width : x1;
   y1 = y1 > by + box->height ? by + box->height : y1;
+  long left = 0;
   for (int y = y0; y < y1; y++) {
+    if (cpu_tick(&left, 4L * c * (x1 - x0))) return;
     int dy = y < rect[1] ? rect[1] - y : y - (rect[3] - 1);
     for (int x = x0; x < x1; x++) {
       int dx = x < rect[0] ? rect[0] - x : x - (rect[2] - 1);

@@ -62,7 +62,9 @@ static unsigned round_clamp(double v, unsigned max) {
 void cpu_luma(const struct cpu_image *src, struct cpu_image *dst) {
   size_t n = (size_t)src->width * src->height;
   int ch = src->channels;
+  long left = 0;
   for (size_t i = 0; i < n; i++) {
+    if (i % 4096 == 0 && cpu_tick(&left, 4 * 4096)) return;
     const size_t p = i * ch;
     uint64_t y;
     if (ch <= 2) {
@@ -98,7 +100,9 @@ static void contrast_rows(void *arg, int begin, int end) {
   const struct contrast_job *j = arg;
   int nc = j->src->channels;
   unsigned max = sample_max(j->src);
+  long left = 0;
   for (size_t i = (size_t)begin * j->src->width; i < (size_t)end * j->src->width; i++) {
+    if (i % 4096 == 0 && cpu_tick(&left, 4096L * (8 + nc))) return;
     double shift = contrast_shift(j, i);
     for (int ch = 0; ch < nc; ch++) {
       unsigned x = cpu_sample(j->src, i * nc + ch);
@@ -158,16 +162,20 @@ static float conv_pixel(const struct conv_job *j, int x, int y) {
   return acc + c->bias;
 }
 
+/* The cancel token is checked each row: at most 16384 x 31 x 31 taps, some milliseconds. */
 static void conv_rows(void *arg, int begin, int end) {
   const struct conv_job *j = arg;
   int nc = j->src->channels;
   unsigned max = sample_max(j->src);
-  for (int y = begin; y < end; y++)
+  long left = 0;
+  for (int y = begin; y < end; y++) {
+    if (cpu_tick(&left, (long)j->src->width * j->c->size * j->c->size)) return;
     for (int x = 0; x < j->src->width; x++) {
       float f = floorf(conv_pixel(j, x, y) + 0.5f);
       unsigned q = f >= (float)max ? max : f > 0 ? (unsigned)f : 0;
       cpu_set_sample(j->dst, ((size_t)y * j->src->width + x) * nc + j->ch, q);
     }
+  }
 }
 
 void cpu_convolve_image(struct cpu_pool *pool, const struct cpu_conv *c,

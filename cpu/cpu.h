@@ -226,6 +226,37 @@ int cpu_pyramid_line(const struct cpu_pyramid *p, const double *w, const double 
 void cpu_yvv2way_line(const struct cpu_yvv *c, const double *w, int radius, const double *in,
                       double *out, int n);
 
+/* ---- cancellation ---- */
+
+/* Why a job's work stopped. */
+enum cpu_stop { CPU_RUNNING, CPU_STOP_DEADLINE, CPU_STOP_GONE };
+
+/* The client is asked whether it is still there at most this often, in milliseconds. */
+#define CPU_CANCEL_POLL_MS 10
+
+/* A job's cancel token. A worker sets it for its thread (cpu_cancel_set) around the work of one
+ * job; cpu_parallel_for hands it to the pool's threads with the batch; the filters' loops ask
+ * cpu_cancelled() at least every few milliseconds of work and return early, their output
+ * unfinished, once it says stop. The owner (the job, usually on its stack) fills the first three
+ * fields; the rest start at zero. */
+struct cpu_cancel {
+  double deadline;        /* CLOCK_MONOTONIC milliseconds past which the work stops; 0: none */
+  int (*gone)(void *arg); /* has the client left? called with arg from any thread; may be NULL */
+  void *arg;
+  int stop;               /* an enum cpu_stop; once set it stays (atomic) */
+  int polling;            /* a thread is calling gone (atomic) */
+  long long next_poll_us; /* gone is not called again before this time, in microseconds (atomic) */
+};
+
+/* Makes c the calling thread's token (NULL: none); c must outlive the work it covers. */
+void cpu_cancel_set(struct cpu_cancel *c);
+/* Checks c: the clock each call, gone at most every CPU_CANCEL_POLL_MS (one thread at a time).
+ * Returns the enum cpu_stop, CPU_RUNNING while the work should go on. */
+enum cpu_stop cpu_cancel_check(struct cpu_cancel *c);
+/* cpu_cancel_check of the calling thread's token (on a pool thread: the token of the batch whose
+ * chunk it runs); CPU_RUNNING when it has none. */
+enum cpu_stop cpu_cancelled(void);
+
 /* ---- thread pool ---- */
 
 struct cpu_pool;
@@ -236,7 +267,9 @@ struct cpu_pool *cpu_pool_new(int nthreads);
 void cpu_pool_free(struct cpu_pool *pool);
 /* Calls fn(arg, begin, end) over [0, n) in chunks, on the pool's threads and the caller's, and
  * returns when all chunks are done. Several threads may call it at once. pool may be NULL: then
- * the caller runs everything. */
+ * the caller runs everything. The caller's cancel token goes with the chunks: each chunk is
+ * checked before it starts, and once the token says stop no more start (fn's loops check it
+ * too, so that a long chunk stops early). */
 void cpu_parallel_for(struct cpu_pool *pool, int n, void (*fn)(void *arg, int begin, int end),
                       void *arg);
 

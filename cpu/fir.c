@@ -59,8 +59,10 @@ static void rows_chunk(void *arg, int begin, int end) {
   const struct cpu_image *img = f->src;
   int w = img->width, c = img->channels, r = ax->r;
   uint32_t *x = malloc((size_t)w * sizeof(*x));
+  long left = 0;
   if (!x) return; /* cpu_fir_image checks the scratch itself: see below */
   for (int y = begin; y < end; y++) {
+    if (cpu_tick(&left, (long)w * (2 * r + 3))) break;
     size_t row = (size_t)y * w * c;
     for (int i = 0; i < w; i++) {
       uint32_t v = cpu_sample(img, row + (size_t)i * c + f->ch);
@@ -82,12 +84,14 @@ static void cols_chunk(void *arg, int begin, int end) {
   const struct fir *f = arg;
   const struct fir_axis *ay = &f->y;
   int w = f->src->width, n = f->src->height, r = ay->r;
+  long left = 0;
   for (int y = begin; y < end; y++) {
     uint64_t *v = f->v + (size_t)y * w, wl = weight_sum(ay, y + 1), wr = weight_sum(ay, n - y);
     const uint64_t *first = f->h, *last = f->h + (size_t)(n - 1) * w;
     for (int x = 0; x < w; x++) v[x] = wl * first[x] + wr * last[x];
     int lo = y < r ? -y : -r, hi = n - 1 - y < r ? n - 1 - y : r;
     for (int i = lo; i <= hi; i++) {
+      if (cpu_tick(&left, w)) return;
       const uint64_t *row = f->h + (size_t)(y + i) * w;
       uint64_t ai = ay->a[i < 0 ? -i : i];
       for (int x = 0; x < w; x++) v[x] += ai * row[x];
@@ -106,7 +110,9 @@ static void store_chunk(void *arg, int begin, int end) {
   const struct fir_store *s = arg;
   struct cpu_image *img = s->dst;
   uint64_t half = (uint64_t)1 << (2 * s->k - 1);
-  for (int y = begin; y < end; y++)
+  long left = 0;
+  for (int y = begin; y < end; y++) {
+    if (cpu_tick(&left, 4L * img->width)) return;
     for (int x = 0; x < img->width; x++) {
       size_t j = (size_t)y * img->width + x;
       uint64_t out;
@@ -120,6 +126,7 @@ static void store_chunk(void *arg, int begin, int end) {
       }
       cpu_set_sample(img, j * img->channels + s->ch, (unsigned)out);
     }
+  }
 }
 
 int cpu_fir_image(struct cpu_pool *pool, const struct cpu_blur *b, const struct cpu_image *src,

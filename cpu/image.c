@@ -139,17 +139,24 @@ CPU_AVX512 static void fir_interior8(const double *w, int r, const double *in, d
 /* FIR down a strip: in and out hold n rows of STRIP values. Taps that fall outside [0, n) land
  * on the edge rows, so their weights are added there at once (tail sums): the cost per output
  * is at most min(2r+1, n) + 2 rows, also when the kernel is wider than the image. Away from the
- * edges the symmetric taps are folded: one multiply per pair. */
+ * edges the symmetric taps are folded: one multiply per pair. A wide kernel on a long strip is
+ * a lot of work (r 2400 down 16384 rows: tens of milliseconds), so the cancel token is looked at
+ * every CPU_TICK_WORK taps; a cancelled strip is left unfinished. */
 CPU_HOT static void fir_strip(const struct filter *f, const double *in, double *out, int n) {
   const double *w = f->w, *tail = f->tail;
   int r = f->radius;
+  long left = 0, per_row = (long)STRIP * (r + 1);
   for (int i = 0; i < n; i++) {
     double *o = out + (size_t)i * STRIP;
     const double *c = in + (size_t)i * STRIP;
+    if (cpu_tick(&left, per_row)) return;
 #ifdef CPU_AVX512
     if (i >= r && i + r < n && __builtin_cpu_supports("avx512f")) {
-      fir_interior8(w, r, in, out, i, n - r);
-      i = n - r - 1;
+      int i1 =
+          n - r - i > 1 + CPU_TICK_WORK / per_row ? i + 1 + (int)(CPU_TICK_WORK / per_row) : n - r;
+      fir_interior8(w, r, in, out, i, i1);
+      left -= (i1 - i - 1) * per_row;
+      i = i1 - 1;
       continue;
     }
 #endif
@@ -448,7 +455,7 @@ static void pass_chunk(void *arg, int begin, int end) {
     return;
   }
   double *in = buf + PAD * STRIP, *out = in + rows * STRIP, *tmp = out + rows * STRIP;
-  for (int strip = begin; strip < end; strip++) {
+  for (int strip = begin; strip < end && cpu_cancelled() == CPU_RUNNING; strip++) {
     int l0 = strip * STRIP, sl = w - l0 < STRIP ? w - l0 : STRIP;
     double *a = in, *o = out; /* the strip's input and output */
     if (ps->along_y)
@@ -565,7 +572,9 @@ static void sse_chunk(void *arg, int begin, int end) {
   const struct cpu_image *img = e->out;
   int c = img->channels;
   double inv_max = 1.0 / ((1 << img->depth) - 1);
+  long left = 0;
   for (int y0 = begin; y0 < end; y0 += SSE_ROWS) {
+    if (cpu_tick(&left, 8L * SSE_ROWS * img->width)) return;
     int nr = end - y0 < SSE_ROWS ? end - y0 : SSE_ROWS;
     double acc[SSE_ROWS] = {0}, max[SSE_ROWS] = {0};
     for (int x = 0; x < img->width; x++)

@@ -1,6 +1,11 @@
 /* A small fork-join pool: cpu_parallel_for() hands out chunks of an index range to the pool's
  * threads and to its caller, then waits for them. Several job workers share one pool, so the
- * machine is never oversubscribed however many requests are in flight. */
+ * machine is never oversubscribed however many requests are in flight.
+ *
+ * Cancellation rides along: each thread has a current cancel token (thread-local), a batch takes
+ * its caller's, and a pool thread runs a chunk under the batch's token, so the filters' loops
+ * anywhere below a job ask one function, cpu_cancelled(). A cancelled batch starts no more
+ * chunks. */
 #include "cpu.h"
 
 #include <math.h>
@@ -9,16 +14,58 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+static _Thread_local struct cpu_cancel *current; /* the token of the work this thread runs */
+
+void cpu_cancel_set(struct cpu_cancel *c) {
+  current = c;
+}
+
+static long long now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
+}
+
+/* The clock is read at every check (a vDSO call, tens of nanoseconds); gone may be a system call,
+ * so one thread at a time asks it, at most every CPU_CANCEL_POLL_MS. The first reason found
+ * stays. */
+enum cpu_stop cpu_cancel_check(struct cpu_cancel *c) {
+  int s = __atomic_load_n(&c->stop, __ATOMIC_RELAXED);
+  if (s != CPU_RUNNING || (c->deadline <= 0 && !c->gone)) return (enum cpu_stop)s;
+  long long now = now_us();
+  if (c->deadline > 0 && (double)now / 1e3 > c->deadline) {
+    s = CPU_STOP_DEADLINE;
+  } else if (c->gone && now >= __atomic_load_n(&c->next_poll_us, __ATOMIC_RELAXED) &&
+             !__atomic_exchange_n(&c->polling, 1, __ATOMIC_ACQUIRE)) {
+    if (now >= __atomic_load_n(&c->next_poll_us, __ATOMIC_RELAXED)) { /* not just polled */
+      __atomic_store_n(&c->next_poll_us, now + CPU_CANCEL_POLL_MS * 1000LL, __ATOMIC_RELAXED);
+      if (c->gone(c->arg)) s = CPU_STOP_GONE;
+    }
+    __atomic_store_n(&c->polling, 0, __ATOMIC_RELEASE);
+  }
+  int running = CPU_RUNNING;
+  if (s != CPU_RUNNING &&
+      !__atomic_compare_exchange_n(&c->stop, &running, s, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+    s = running; /* another thread stopped it first, for its reason */
+  return (enum cpu_stop)s;
+}
+
+enum cpu_stop cpu_cancelled(void) {
+  return current ? cpu_cancel_check(current) : CPU_RUNNING;
+}
 
 struct batch {
   void (*fn)(void *arg, int begin, int end);
   void *arg;
-  int n;              /* the range is [0, n) */
-  int chunk;          /* indices per chunk */
-  int next;           /* first index not handed out yet */
-  int remaining;      /* chunks handed out or not, still unfinished */
-  struct batch *link; /* next batch with work to hand out */
+  struct cpu_cancel *cancel; /* the caller's token, or NULL */
+  int n;                     /* the range is [0, n) */
+  int chunk;                 /* indices per chunk */
+  int next;                  /* first index not handed out yet */
+  int remaining;             /* chunks handed out or not, still unfinished */
+  struct batch *link;        /* next batch with work to hand out */
 };
 
 struct cpu_pool {
@@ -31,23 +78,33 @@ struct cpu_pool {
   pthread_t threads[];
 };
 
-/* Takes the next chunk of b, under pool->mu. Returns 0 when b has none left. */
+/* Takes the next chunk of b, under pool->mu. Returns 0 when b has none left. A cancelled batch
+ * gives up the chunks it has not handed out. */
 static int take_chunk(struct cpu_pool *pool, struct batch *b, int *begin, int *end) {
   if (b->next >= b->n) return 0;
+  int stop = b->cancel && __atomic_load_n(&b->cancel->stop, __ATOMIC_RELAXED) != CPU_RUNNING;
+  if (stop) { /* next is a multiple of chunk: the chunks left are whole but the last */
+    b->remaining -= (b->n - b->next + b->chunk - 1) / b->chunk;
+    if (b->remaining == 0) pthread_cond_broadcast(&pool->done);
+  }
   *begin = b->next;
-  *end = b->n - b->next > b->chunk ? b->next + b->chunk : b->n;
+  *end = b->n - b->next > b->chunk && !stop ? b->next + b->chunk : b->n;
   b->next = *end;
   if (b->next >= b->n) { /* exhausted: unlink it */
     struct batch **p = &pool->head;
     while (*p && *p != b) p = &(*p)->link;
     if (*p) *p = b->link;
   }
-  return 1;
+  return !stop;
 }
 
+/* Runs a chunk under the batch's token, unless that says stop already. */
 static void run_chunk(struct cpu_pool *pool, struct batch *b, int begin, int end) {
   pthread_mutex_unlock(&pool->mu);
-  b->fn(b->arg, begin, end);
+  struct cpu_cancel *mine = current;
+  current = b->cancel;
+  if (!b->cancel || cpu_cancel_check(b->cancel) == CPU_RUNNING) b->fn(b->arg, begin, end);
+  current = mine;
   pthread_mutex_lock(&pool->mu);
   if (--b->remaining == 0) pthread_cond_broadcast(&pool->done);
 }
@@ -101,13 +158,13 @@ void cpu_parallel_for(struct cpu_pool *pool, int n, void (*fn)(void *arg, int be
                       void *arg) {
   if (n <= 0) return;
   if (!pool || n == 1) {
-    fn(arg, 0, n);
+    if (cpu_cancelled() == CPU_RUNNING) fn(arg, 0, n);
     return;
   }
   /* About four chunks per thread balances uneven chunks without much locking. */
   int chunk = n / (4 * (pool->nthreads + 1));
   if (chunk < 1) chunk = 1;
-  struct batch b = {fn, arg, n, chunk, 0, (n + chunk - 1) / chunk, NULL};
+  struct batch b = {fn, arg, current, n, chunk, 0, (n + chunk - 1) / chunk, NULL};
   int begin, end;
   pthread_mutex_lock(&pool->mu);
   b.link = pool->head;

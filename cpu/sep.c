@@ -242,6 +242,7 @@ static void sep_chunk(void *arg, int begin, int end) {
   }
   float *acc = ring + (size_t)m * stride;
   const float **xrows = rows + m + rx; /* along x: xrows[k] = the loaded row + k c */
+  long left = 0;
   for (int t = begin; t < end; t++) {
     int x0 = t % s->ncols * s->cols, x1 = x0 + s->cols < n ? x0 + s->cols : n;
     int y0 = t / s->ncols * s->band, y1 = y0 + s->band < h ? y0 + s->band : h;
@@ -249,6 +250,7 @@ static void sep_chunk(void *arg, int begin, int end) {
      * pairs (y0, y0 + 1), ..., each once its last input row is in, the last one alone when the
      * band's height is odd */
     for (int j = y0 - ry; j < y1 + ry; j++) {
+      if (cpu_tick(&left, (long)(x1 - x0) * (2 * rx + 2 * ry + 2))) goto out;
       load_row(s, clampi(j, 0, h - 1), x0, x1, pad);
       for (int k = -rx; k <= rx; k++) xrows[k] = pad + (ptrdiff_t)(rx + k) * c;
       fir_any(s->wx, rx, xrows, ring + (size_t)((j % m + m) % m) * stride, x1 - x0);

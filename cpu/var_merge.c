@@ -137,7 +137,9 @@ static struct stat *merge_line(const struct cpu_var *v, struct merge_scratch *s,
 static void merge_strip(const struct merge_job *j, struct merge_scratch *s, int c0, int cw) {
   const struct cpu_image *src = j->src;
   int r = j->v->radius, h = src->height;
+  long left = 0;
   for (int y = 0; y < h; y++) {
+    if (cpu_tick(&left, 8L * (cw + 2 * r))) return;
     size_t row = (size_t)y * src->width;
     for (int k = 0; k < cw + 2 * r; k++) {
       int x = c0 - r + k;
@@ -147,6 +149,7 @@ static void merge_strip(const struct merge_job *j, struct merge_scratch *s, int 
     memcpy(s->rows + (size_t)y * cw, merge_line(j->v, s, cw), (size_t)cw * sizeof(struct stat));
   }
   for (int c = 0; c < cw; c++) {
+    if (cpu_tick(&left, 8L * (h + 2 * r))) return;
     for (int k = 0; k < h + 2 * r; k++) {
       int y = k - r < 0 ? 0 : k - r >= h ? h - 1 : k - r;
       s->e[k] = s->rows[(size_t)y * cw + c];

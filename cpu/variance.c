@@ -128,11 +128,15 @@ static void welford_pixel(const struct direct_job *j, int x, int y, float *mean,
   *var = m2 / sw;
 }
 
+/* A pixel is (2r + 1)^2 taps (naive: twice): at radius 127 a third of a millisecond, so the
+ * cancel token is looked at every few pixels there, every few rows at small radii. */
 static void direct_rows(void *arg, int begin, int end) {
   const struct direct_job *j = arg;
+  long taps = (2L * j->r + 1) * (2L * j->r + 1), left = 0;
   for (int y = begin; y < end; y++) {
     if (y % j->row_step) continue;
     for (int x = 0; x < j->width; x++) {
+      if (cpu_tick(&left, taps)) return;
       float m, v;
       if (j->method == CPU_VAR_NAIVE)
         naive_pixel(j, x, y, &m, &v);
@@ -231,7 +235,9 @@ static void exact_finish(uint64_t total, uint64_t s1, uint64_t s2, double *mean,
 /* The x pass over columns [c0, c0 + cw) of every row into s->s1, s->s2 (cw values a row). */
 static void exact_rows(const struct exact_job *j, struct exact_scratch *s, int c0, int cw) {
   const struct cpu_image *src = j->src;
+  long left = 0;
   for (int y = 0; y < src->height; y++) {
+    if (cpu_tick(&left, 4L * (cw + 2 * j->r))) return;
     size_t row = (size_t)y * src->width;
     for (int k = 0; k < cw + 2 * j->r; k++) {
       uint64_t x = cpu_sample(src, row + clamp_index(c0 - j->r + k, src->width));
@@ -245,7 +251,9 @@ static void exact_rows(const struct exact_job *j, struct exact_scratch *s, int c
 /* The y pass down each column of the strip, then the division. */
 static void exact_cols(const struct exact_job *j, struct exact_scratch *s, int c0, int cw) {
   int h = j->src->height;
+  long left = 0;
   for (int c = 0; c < cw; c++) {
+    if (cpu_tick(&left, 6L * (h + 2 * j->r))) return;
     for (int k = 0; k < h + 2 * j->r; k++) {
       size_t at = (size_t)clamp_index(k - j->r, h) * cw + c;
       s->e1[k] = s->s1[at], s->e2[k] = s->s2[at];

@@ -10,6 +10,7 @@
 #include "../cpu/cpu.h"
 
 #include <pthread.h>
+#include <time.h>
 
 static struct cpu_pool *pool;
 
@@ -853,10 +854,144 @@ static void test_cgroup_cores(void) {
   ASSERT(system(cmd) == 0);
 }
 
+/* ---- cancellation ---- */
+
+static double mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int gone_calls; /* calls of the tokens' gone below (atomic) */
+
+static int never_gone(void *arg) {
+  (void)arg;
+  __atomic_add_fetch(&gone_calls, 1, __ATOMIC_RELAXED);
+  return 0;
+}
+
+static int gone_now(void *arg) {
+  (void)arg;
+  __atomic_add_fetch(&gone_calls, 1, __ATOMIC_RELAXED);
+  return 1;
+}
+
+/* A stopped token starts no chunk, with or without a pool, and says why; without a token the
+ * calling thread is never cancelled. */
+static void test_cancel_pool(void) {
+  static int hits[1000];
+  struct cpu_cancel c = {mono_ms() - 1, NULL, NULL, 0, 0, 0};
+  ASSERT_INT(cpu_cancelled(), ==, CPU_RUNNING);
+  cpu_cancel_set(&c);
+  cpu_parallel_for(pool, 1000, count_chunk, hits);
+  cpu_parallel_for(NULL, 1000, count_chunk, hits);
+  ASSERT_INT(cpu_cancelled(), ==, CPU_STOP_DEADLINE);
+  cpu_cancel_set(NULL);
+  for (int i = 0; i < 1000; i++) ASSERT_INT(hits[i], ==, 0);
+  struct cpu_cancel g = {0, gone_now, NULL, 0, 0, 0};
+  cpu_cancel_set(&g);
+  cpu_parallel_for(pool, 1000, count_chunk, hits);
+  ASSERT_INT(cpu_cancelled(), ==, CPU_STOP_GONE);
+  cpu_cancel_set(NULL);
+  for (int i = 0; i < 1000; i++) ASSERT_INT(hits[i], ==, 0);
+  ASSERT_INT(cpu_cancelled(), ==, CPU_RUNNING);
+}
+
+static void *poll_hard(void *arg) {
+  double end = mono_ms() + 200;
+  while (mono_ms() < end) ASSERT_INT(cpu_cancel_check(arg), ==, CPU_RUNNING);
+  return NULL;
+}
+
+/* Four threads checking one token as fast as they can for 200 ms ask its client at most once
+ * per CPU_CANCEL_POLL_MS (and at least a few times). */
+static void test_cancel_poll_rate(void) {
+  struct cpu_cancel c = {mono_ms() + 60000, never_gone, NULL, 0, 0, 0};
+  pthread_t t[4];
+  gone_calls = 0;
+  for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, poll_hard, &c);
+  for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+  ASSERT_INT(gone_calls, <=, 200 / CPU_CANCEL_POLL_MS + 2);
+  ASSERT_INT(gone_calls, >=, 5);
+}
+
+/* Filters that would run for many seconds stop within a generous bound of a deadline 50 ms
+ * away: naive variance at radius 127 (O(r^2) a pixel), the integer fir at sigma 300 and
+ * truncate 8, separable (double precision, radius 1200) and a 31x31 convolution. */
+static void test_cancel_deadline(void) {
+  struct cpu_image gray = new_image(600, 600, 1, 8), rgb = new_image(1500, 1500, 3, 8);
+  struct cpu_image out = new_image(1500, 1500, 3, 8);
+  double *var = malloc(600 * 600 * sizeof(double));
+  ASSERT(gray.data && rgb.data && out.data && var);
+  for (size_t i = 0; i < 600 * 600; i++) ((uint8_t *)gray.data)[i] = (uint8_t)(i * 7919 % 251);
+  for (size_t i = 0; i < cpu_image_bytes(&rgb); i++) ((uint8_t *)rgb.data)[i] = (uint8_t)(i % 253);
+  struct cpu_conv conv = {CPU_CONV_MAX, {0}, 0};
+  for (int i = 0; i < CPU_CONV_MAX * CPU_CONV_MAX; i++) conv.k[i] = 1.0f / 961;
+  for (int k = 0; k < 4; k++) {
+    struct cpu_cancel c = {mono_ms() + 50, NULL, NULL, 0, 0, 0};
+    struct cpu_var v = {CPU_VAR_NAIVE, CPU_WINDOW_TRIANGLE, 127};
+    struct cpu_blur fir = {CPU_FIR, 300, 300, 8, 0}, sep = {CPU_SEPARABLE, 300, 300, 4, 0};
+    double t0 = mono_ms();
+    cpu_cancel_set(&c);
+    if (k == 0) ASSERT_INT(cpu_variance(pool, &v, &gray, NULL, var), ==, 0);
+    if (k == 1) cpu_blur_image(pool, &fir, &rgb, &out, NULL, NULL); /* -1 or 0: unfinished */
+    if (k == 2) cpu_blur_image(pool, &sep, &rgb, &out, NULL, NULL);
+    if (k == 3) cpu_convolve_image(pool, &conv, &rgb, &out);
+    ASSERT_INT(cpu_cancelled(), ==, CPU_STOP_DEADLINE);
+    cpu_cancel_set(NULL);
+    double late = mono_ms() - t0 - 50;
+    fprintf(stderr, "    case %d stopped %.1f ms past its deadline\n", k, late);
+    ASSERT_DBL(late, <, 250);
+  }
+  free(gray.data), free(rgb.data), free(out.data), free(var);
+}
+
+/* A token that never stops changes nothing: the same bytes with and without it, for every
+ * method, on an image tall enough that fir_strip's interior runs in several blocks (separable
+ * at sigma 20: radius 80, the double-precision planes), and against the one-line filter there. */
+static void test_cancel_identical(void) {
+  enum { W = 40, H = 900 };
+  struct cpu_image src = new_image(W, H, 1, 8), a = new_image(W, H, 1, 8),
+                   b = new_image(W, H, 1, 8);
+  srand(11);
+  for (int i = 0; i < W * H; i++) ((uint8_t *)src.data)[i] = (uint8_t)(rand() % 256);
+  for (int m = 0; m < CPU_NMETHODS; m++) {
+    struct cpu_blur blur = {m, 20, 20, CPU_TRUNCATE, CPU_YVV_CALIBRATED};
+    struct cpu_cancel c = {mono_ms() + 60000, never_gone, NULL, 0, 0, 0};
+    ASSERT(cpu_blur_image(pool, &blur, &src, &a, NULL, NULL) == 0);
+    cpu_cancel_set(&c);
+    ASSERT(cpu_blur_image(pool, &blur, &src, &b, NULL, NULL) == 0);
+    cpu_cancel_set(NULL);
+    ASSERT_INT(memcmp(a.data, b.data, W * H), ==, 0);
+  }
+  static double img[H][W], line[H], out[H];
+  for (int y = 0; y < H; y++)
+    for (int x = 0; x < W; x++) img[y][x] = ((uint8_t *)src.data)[y * W + x];
+  for (int pass = 0; pass < 2; pass++)
+    for (int l = 0; l < (pass ? W : H); l++) {
+      int n = pass ? H : W;
+      for (int i = 0; i < n; i++) line[i] = pass ? img[i][l] : img[l][i];
+      line_filter(CPU_SEPARABLE, 20, line, out, n);
+      for (int i = 0; i < n; i++) *(pass ? &img[i][l] : &img[l][i]) = out[i];
+    }
+  for (int y = 0; y < H; y++) /* a, from the last method: pyramid; b again from separable */
+    for (int x = 0; x < W; x++) {
+      struct cpu_blur blur = {CPU_SEPARABLE, 20, 20, CPU_TRUNCATE, 0};
+      if (x == 0 && y == 0) ASSERT(cpu_blur_image(pool, &blur, &src, &b, NULL, NULL) == 0);
+      ASSERT_INT(((uint8_t *)b.data)[y * W + x], ==,
+                 (int)fmin(255, fmax(0, floor(img[y][x] + 0.5))));
+    }
+  free(src.data), free(a.data), free(b.data);
+}
+
 int main(void) {
   pool = cpu_pool_new(3);
   ASSERT(pool);
   RUN(test_pool);
+  RUN(test_cancel_pool);
+  RUN(test_cancel_poll_rate);
+  RUN(test_cancel_deadline);
+  RUN(test_cancel_identical);
   RUN(test_cgroup_cores);
   RUN(test_kernel);
   RUN(test_yvv_impulse);
