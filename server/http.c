@@ -75,6 +75,8 @@ struct srv {
   int freed; /* memory was freed since the last malloc_trim (atomic) */
 };
 
+#define NHEADERS 6 /* the headers the api reads (see begin) */
+
 struct request {
   struct srv *srv;
   struct MHD_Connection *conn;
@@ -105,6 +107,8 @@ struct request {
   int observed;               /* reported (or to be reported) to api_observe */
   struct api_request req;     /* what the api sees: headers from the first call, then body */
   struct api_trace trace;     /* the api's notes, handed back to api_observe */
+  char *headers[NHEADERS];    /* copies of the headers req points to: its job may outlive the
+                                 connection, whose memory holds libmicrohttpd's */
   char method[16];            /* HTTP method, for the log */
   char id[API_REQUEST_ID_MAX + 1]; /* X-Request-Id */
   char remote[INET6_ADDRSTRLEN];   /* the client's address */
@@ -258,6 +262,7 @@ static void request_free(struct request *r) {
   api_response_free(r->early);
   pthread_mutex_destroy(&r->mu);
   budget_give(s, r->counted);
+  for (int i = 0; i < NHEADERS; i++) free(r->headers[i]);
   free(r->refusal_msg);
   free(r->body);
   free(r->uri);
@@ -467,28 +472,32 @@ static void remote_address(struct request *r) {
               sizeof(r->remote));
 }
 
+/* A copy of header name (the i-th kept), or NULL when it is absent (or out of memory). */
+static const char *keep_header(struct request *r, int i, const char *name) {
+  const char *v = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+  return r->headers[i] = v ? strdup(v) : NULL;
+}
+
 /* The headers are in: fill what the api sees of the request (its body comes in submit). */
 static void begin(struct request *r, const char *method) {
-  struct MHD_Connection *c = r->conn;
-#define HEADER(name) MHD_lookup_connection_value(c, MHD_HEADER_KIND, name)
   snprintf(r->method, sizeof(r->method), "%s", method);
-  api_request_id(r->srv->api, HEADER("X-Request-Id"), r->id);
+  api_request_id(r->srv->api, MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Request-Id"),
+                 r->id);
   remote_address(r);
   r->req = (struct api_request){.method = r->method,
                                 .uri = r->uri,
-                                .content_type = HEADER("Content-Type"),
-                                .accept = HEADER("Accept"),
+                                .content_type = keep_header(r, 0, "Content-Type"),
+                                .accept = keep_header(r, 1, "Accept"),
                                 .deadline = r->deadline,
                                 .client_gone = client_gone,
-                                .authorization = HEADER("Authorization"),
-                                .api_key = HEADER("X-API-Key"),
-                                .origin = HEADER("Origin"),
-                                .cors_method = HEADER("Access-Control-Request-Method"),
+                                .authorization = keep_header(r, 2, "Authorization"),
+                                .api_key = keep_header(r, 3, "X-API-Key"),
+                                .origin = keep_header(r, 4, "Origin"),
+                                .cors_method = keep_header(r, 5, "Access-Control-Request-Method"),
                                 .id = r->id,
                                 .remote = r->remote,
                                 .t_start = r->t_start,
                                 .trace = &r->trace};
-#undef HEADER
 }
 
 /* The body is complete: hand the request to the api. While its job is queued the request has
