@@ -10,9 +10,11 @@
 #include "harness.h"
 #include "test.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <strings.h>
@@ -447,6 +449,67 @@ static void test_max_buffered(void) {
   free(body);
 }
 
+/* A connection to the server whose receive buffer is small, for a client that reads slowly. */
+static int small_window_connect(const struct server *s) {
+  struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)s->port)};
+  int fd = socket(AF_INET, SOCK_STREAM, 0), size = 4096;
+  inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+  ASSERT(fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size)) == 0);
+  ASSERT(connect(fd, (struct sockaddr *)&to, sizeof(to)) == 0);
+  return fd;
+}
+
+/* A response the client does not read counts against --max-buffered (with its request's body)
+ * until the request deadline, when the watchdog drops it: meanwhile an upload that would pass the
+ * budget gets 503 buffer_full; afterwards it fits. The answer must be larger than what the
+ * kernel takes into the socket's send buffer (Linux's default tcp_wmem caps it at 4 MiB; on the
+ * build machine it took 2.8 MB of the 3.7 MB), or libmicrohttpd would be done with it at once. */
+static void test_unread_response(void) {
+  struct server s;
+  struct raw raw;
+  char code[64];
+  size_t len;
+  uint8_t *img = fixture("photo_1080p.jpg", &len), *zeros = calloc(1, 2 << 20);
+  const char *args[] = {"--backend", "cpu", "--request-timeout", "3", NULL};
+  const char *env[] = {"BLURD_MAX_BUFFERED=6M", NULL};
+  ASSERT(zeros);
+  server_start_env(&s, args, env);
+  double t0 = now_s();
+  int reader = small_window_connect(&s); /* a 3.7 MB answer it never reads */
+  char head[256];
+  int n = snprintf(head, sizeof(head),
+                   "POST /convert?format=png HTTP/1.1\r\nHost: x\r\nAccept: application/json\r\n"
+                   "Content-Type: image/jpeg\r\nContent-Length: %zu\r\n\r\n",
+                   len);
+  send_all(reader, head, (size_t)n);
+  send_all(reader, img, len);
+  usleep(1500 * 1000);      /* the answer is ready; the kernel holds a part of it, blurd the rest */
+  int fd = raw_connect(&s); /* 4.2 MB held (the upload and the answer), 2 MB more: too much */
+  post_raw(fd, "/blur", "image/png", NULL, 2 << 20);
+  ASSERT_INT(read_response(fd, 1.0, &raw), ==, 503);
+  error_code(&raw, code, sizeof(code));
+  ASSERT_STR(code, "buffer_full");
+  close(fd);
+  healthz_fast(&s);
+  usleep((useconds_t)((t0 + 3.6 - now_s()) * 1e6)); /* past the deadline: the answer is dropped */
+  fd = raw_connect(&s);
+  post_raw(fd, "/blur", "image/png", NULL, 2 << 20);
+  struct pollfd p = {fd, POLLIN, 0};
+  ASSERT_INT(poll(&p, 1, 300), ==, 0); /* not refused */
+  send_all(fd, zeros, 2 << 20);
+  int status = read_response(fd, 10.0, &raw);
+  ASSERT(status >= 400 && status < 500); /* zeros: not an image, but read */
+  close(fd);
+  size_t got = 0; /* what reaches the reader now: the part the kernel held, then the end */
+  for (ssize_t k; (k = recv(reader, zeros, 2 << 20, 0)) > 0;) got += (size_t)k;
+  fprintf(stderr, "    the reader got %zu bytes of the answer before it was cut\n", got);
+  ASSERT_INT(got, <, 3 << 20);
+  close(reader);
+  ASSERT_INT(server_stop(&s, SIGTERM), ==, 0);
+  free(img);
+  free(zeros);
+}
+
 /* SIGTERM while a client is still sending its headers: that request is not in flight yet, so
  * the drain does not wait for it, and the exit status is 0. */
 static void test_drain_slow_headers(void) {
@@ -525,6 +588,7 @@ int main(int argc, char **argv) {
   PICK(test_half_close);
   PICK(test_fd_limit);
   PICK(test_max_buffered);
+  PICK(test_unread_response);
   PICK(test_drain_slow_headers);
   PICK(test_empty_keys);
 #undef PICK
