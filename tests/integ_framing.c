@@ -449,6 +449,41 @@ static void test_max_buffered(void) {
   free(body);
 }
 
+/* A chunked upload has no length to check up front: it is counted as it grows, and once it passes
+ * --max-buffered the rest is read and dropped, and the answer is a 503 buffer_full. */
+static void test_chunked_over_budget(void) {
+  struct server s;
+  struct raw raw;
+  char code[64], size[32];
+  uint8_t *chunk = calloc(1, 1 << 20);
+  const char *args[] = {"--backend", "cpu", NULL}, *env[] = {"BLURD_MAX_BUFFERED=1M", NULL};
+  const char *head = "POST /blur HTTP/1.1\r\nHost: x\r\nContent-Type: image/png\r\n"
+                     "Transfer-Encoding: chunked\r\n\r\n";
+  ASSERT(chunk);
+  server_start_env(&s, args, env);
+  long hwm0 = server_hwm_kb(&s);
+  int fd = raw_connect(&s);
+  send_all(fd, head, strlen(head));
+  for (int i = 0; i < 4; i++) { /* 4 MiB in all */
+    int n = snprintf(size, sizeof(size), "%x\r\n", 1 << 20);
+    send_all(fd, size, (size_t)n);
+    send_all(fd, chunk, 1 << 20);
+    send_all(fd, "\r\n", 2);
+  }
+  healthz_fast(&s);
+  send_all(fd, "0\r\n\r\n", 5);
+  ASSERT_INT(read_response(fd, 5.0, &raw), ==, 503);
+  error_code(&raw, code, sizeof(code));
+  ASSERT_STR(code, "buffer_full");
+  ASSERT(strcasestr(raw.buf, "\r\nRetry-After: ") != NULL);
+  close(fd);
+  long hwm = server_hwm_kb(&s);
+  fprintf(stderr, "    VmHWM %ld kB at start, %ld kB after 4 MiB chunked\n", hwm0, hwm);
+  ASSERT_INT(hwm - hwm0, <, 3 * 1024); /* at most the 1 MiB budget and buffers */
+  ASSERT_INT(server_stop(&s, SIGTERM), ==, 0);
+  free(chunk);
+}
+
 /* A connection to the server whose receive buffer is small, for a client that reads slowly. */
 static int small_window_connect(const struct server *s) {
   struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)s->port)};
@@ -588,6 +623,7 @@ int main(int argc, char **argv) {
   PICK(test_half_close);
   PICK(test_fd_limit);
   PICK(test_max_buffered);
+  PICK(test_chunked_over_budget);
   PICK(test_unread_response);
   PICK(test_drain_slow_headers);
   PICK(test_empty_keys);
