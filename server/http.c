@@ -231,10 +231,12 @@ static void *watchdog_main(void *arg) {
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
   struct srv *s = cls;
   struct request *r = calloc(1, sizeof(*r));
-  if (!r) return NULL;
+  if (!r || !(r->uri = strdup(uri ? uri : "/"))) {
+    free(r);
+    return NULL; /* the access handler then closes the connection */
+  }
   r->srv = s;
   r->conn = conn;
-  r->uri = strdup(uri ? uri : "/");
   r->t_start = api_now_ms();
   r->deadline = r->t_start + 1e3 * s->cfg.request_timeout_s;
   r->holders = 1; /* libmicrohttpd */
@@ -250,9 +252,9 @@ static void observe(struct request *r, int status, size_t response_bytes) {
   r->observed = 1;
   r->outcome = (struct api_outcome){status, r->received, response_bytes};
   pthread_mutex_lock(&r->mu);
-  r->late = r->job;
+  int late = r->late = r->job; /* on_done clears r->late when it reports */
   pthread_mutex_unlock(&r->mu);
-  if (!r->late) api_observe(r->srv->api, &r->req, &r->outcome);
+  if (!late) api_observe(r->srv->api, &r->req, &r->outcome);
 }
 
 /* Frees r and what it holds; its last holder calls it. */
