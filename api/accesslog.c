@@ -4,7 +4,8 @@
  * client, path, endpoint, algorithm, status, bytes and stage times. A line is formatted into a
  * buffer on the stack and written with a single write(), so HTTP threads never wait on a lock
  * for it and lines from different threads never interleave (O_APPEND; lines stay under
- * PIPE_BUF). */
+ * PIPE_BUF). api_log writes the libraries' messages (libmicrohttpd's) to the same log as JSON
+ * lines of their own, with a level and a source instead of a request. */
 #include "api_int.h"
 
 #include <errno.h>
@@ -15,8 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LINE_MAX_BYTES 4096 /* PIPE_BUF: a write this size to a pipe is atomic */
-#define PATH_MAX_LOG   256  /* bytes of the path that are logged */
+#define LINE_MAX_BYTES  4096 /* PIPE_BUF: a write this size to a pipe is atomic */
+#define PATH_MAX_LOG    256  /* bytes of the path that are logged */
+#define LOG_MESSAGE_MAX 600  /* bytes of a library's message that are logged (6 each, escaped) */
 
 int access_log_open(const char *path, char *err, size_t errlen) {
   if (!path || !*path || strcmp(path, "off") == 0) return -1;
@@ -120,6 +122,20 @@ static void write_line(int fd, const struct api_request *req, const struct api_t
   add(&l, "},\"total_ms\":%.3f}\n", req->t_start > 0 ? api_now_ms() - req->t_start : 0.0);
   if (l.full) return; /* cannot happen with the caps above; never write half a line */
   ssize_t n = write(fd, l.buf, l.len);
+  (void)n; /* a full disk loses log lines, not requests */
+}
+
+void api_log(struct api_ctx *ctx, const char *level, const char *source, const char *message) {
+  struct line l;
+  if (ctx->log_fd < 0) return;
+  l.len = 0, l.full = 0;
+  add_time(&l);
+  add(&l, ",\"level\":"), add_str(&l, level, 16);
+  add(&l, ",\"source\":"), add_str(&l, source, 64);
+  add(&l, ",\"message\":"), add_str(&l, message, LOG_MESSAGE_MAX);
+  add(&l, "}\n");
+  if (l.full) return; /* cannot happen with the caps above */
+  ssize_t n = write(ctx->log_fd, l.buf, l.len);
   (void)n; /* a full disk loses log lines, not requests */
 }
 

@@ -23,18 +23,22 @@
   X(BAD_MULTIPART,       400, "invalid_multipart",     "The multipart/form-data body is malformed.") \
   X(MISSING_IMAGE,       400, "missing_image",         "The request carries no image.")             \
   X(BAD_IMAGE_ENCODING,  400, "invalid_image_encoding", "The image in the JSON body is not valid base64.") \
+  X(INVALID_REQUEST,     400, "invalid_request",       "The request's headers do not say unambiguously where its body ends.") \
   X(UNAUTHORIZED,        401, "unauthorized",          "This endpoint needs the API key, as 'Authorization: Bearer KEY' or 'X-API-Key: KEY'.") \
   X(NOT_FOUND,           404, "not_found",             "There is no such endpoint.")                \
   X(METHOD_NOT_ALLOWED,  405, "method_not_allowed",    "This endpoint does not accept that HTTP method.") \
   X(BODY_TOO_LARGE,      413, "body_too_large",        "The request body is larger than the configured limit.") \
   X(UNSUPPORTED_MEDIA,   415, "unsupported_media_type", "The upload is neither PNG, JPEG nor WebP.") \
+  X(EXPECTATION_FAILED,  417, "expectation_failed",    "The only expectation this service meets is Expect: 100-continue.") \
   X(UNDECODABLE,         422, "undecodable_image",     "The image is corrupt or truncated.")        \
   X(IMAGE_TOO_LARGE,     422, "image_too_large",       "The image is larger than the configured limits.") \
   X(UNSUPPORTED_IMAGE,   422, "unsupported_image",     "The image uses a feature this service does not support.") \
   X(TOO_EXPENSIVE,       422, "too_expensive",         "The request would take more work than the service allows (--max-cost); use a faster method, smaller parameters or a smaller image.") \
   X(TOO_MANY_CONNECTIONS_FROM_ADDRESS, 429, "too_many_connections_from_address", "This address has as many connections open as the service allows; retry shortly.") \
   X(INTERNAL,            500, "internal_error",        "Something went wrong inside the service.")  \
+  X(NOT_IMPLEMENTED,     501, "not_implemented",       "The only Transfer-Encoding this service takes is chunked.") \
   X(QUEUE_FULL,          503, "queue_full",            "The job queue is full; retry shortly.")     \
+  X(BUFFER_FULL,         503, "buffer_full",           "The service holds as many request and response bytes as it allows; retry shortly.") \
   X(TOO_MANY_CONNECTIONS, 503, "too_many_connections", "The service has as many connections open as it allows; retry shortly.") \
   X(OUT_OF_MEMORY,       503, "out_of_memory",         "The service ran out of memory for this request; retry shortly.") \
   X(SHUTTING_DOWN,       503, "shutting_down",         "The service is shutting down.")   \
@@ -167,6 +171,10 @@ int api_failed(struct api_ctx *ctx);
 /* Counts a connection refused before its request was read (over a connection limit, or while
  * draining), answered with e, for /metrics. */
 void api_refused(struct api_ctx *ctx, enum api_error e);
+/* Writes one JSON line {"time", "level", "source", "message"} to the access log (nothing when it
+ * is off), e.g. level "warn", source "libmicrohttpd": messages of the libraries the server runs
+ * on. message may hold any bytes (they are escaped); it is cut at 600 bytes. Any thread. */
+void api_log(struct api_ctx *ctx, const char *level, const char *source, const char *message);
 /* From now on /readyz answers 503 and new jobs get 503 shutting_down. */
 void api_set_draining(struct api_ctx *ctx);
 

@@ -6,7 +6,8 @@
  * shut, and the connection lingers: what the client still sends is read and dropped until it
  * closes, for at most LINGER_MS. Closing a socket with unread data would send a reset, and a
  * reset can destroy the answer before the client reads it. A refusal costs an accept, a write
- * and a close: a flood of them does not reach libmicrohttpd or the workers. */
+ * and a close: a flood of them does not reach libmicrohttpd or the workers. When the process runs
+ * out of descriptors, the oldest lingering refusal is closed to make room for the next client. */
 #include "gate.h"
 
 #include <arpa/inet.h>
@@ -161,6 +162,10 @@ static void accept_all(struct gate *g) {
     struct sockaddr_storage ss;
     socklen_t len = sizeof(ss);
     int fd = accept4(g->lfd, (struct sockaddr *)&ss, &len, SOCK_CLOEXEC);
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE) && g->nlingers > 0) {
+      linger_pop(g); /* out of descriptors: a refusal's linger gives way to a new client */
+      continue;
+    }
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
         nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL); /* out of descriptors */

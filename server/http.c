@@ -1,10 +1,15 @@
 /* libmicrohttpd glue. One struct request per HTTP request, created by the URI log callback (so
- * the raw request target, query string included, is kept as the client sent it) and freed in
- * one place, the request-completed callback. Once the headers are in, the api admits the request
- * (API key, CORS preflight) before its body is read. A request whose work is queued suspends its
- * connection; the worker's callback stores the response and resumes it, and the next call of
- * the access handler sends it. Every response carries the request's X-Request-Id and is reported
- * back to the api (api_observe) for the metrics and the access log. */
+ * the raw request target, query string included, is kept as the client sent it). Once the
+ * headers are in, the request's framing is checked (RFC 9112 6.3: one decimal Content-Length or
+ * Transfer-Encoding chunked, never both; no Expect but 100-continue), the api admits it (API key,
+ * CORS preflight) and its declared body is counted against the buffered-bytes budget, all before
+ * the body is read. A request whose work is queued suspends its connection; the worker's callback
+ * stores the response and resumes it, and the next call of the access handler sends it. A request
+ * still queued at its deadline is answered 503 by the watchdog instead, so a request has two
+ * holders while its job is queued (libmicrohttpd and the job) and is freed by whichever lets go
+ * last. Every response carries the request's X-Request-Id and is reported back to the api
+ * (api_observe) for the metrics and the access log; libmicrohttpd's own messages go to the
+ * access log too (api_log). */
 #include "server.h"
 
 #include "../api/api.h"
@@ -17,9 +22,11 @@
 #include <math.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,19 +34,21 @@
 /* A TCP connection watched for its deadline. libmicrohttpd's timeout is an idle timeout, so a
  * client that trickles a byte a second (slow headers, slow body, slow reading) would hold a
  * connection for ever; the watchdog shuts down the socket of any connection past its absolute
- * deadline, which makes libmicrohttpd close it. Entries are added and removed by libmicrohttpd's
- * connection notifications (removal comes before it closes the socket) under watch_mu, so the
- * watchdog never touches a socket number that has been reused. */
+ * deadline, which makes libmicrohttpd close it. A connection suspended on a queued job is
+ * answered instead: the watchdog gives its request the 503 and resumes it. Entries are added and
+ * removed by libmicrohttpd's connection notifications (removal comes before it closes the
+ * socket) under watch_mu, so the watchdog never touches a socket number that has been reused,
+ * and req is cleared (under watch_mu) before its request can be freed. */
 struct conn_watch {
   MHD_socket fd;
   struct sockaddr_storage addr; /* the client's, for the gate's count */
-  double deadline; /* api_now_ms() of the cut; INFINITY between requests (idle timeout) */
-  int suspended;   /* a job holds it: it gets WATCH_GRACE_MS to answer 503 itself */
+  double deadline;     /* api_now_ms() of the cut; INFINITY between requests (idle timeout) */
+  struct request *req; /* suspended on a job: the watchdog answers it at the deadline */
   struct conn_watch *prev, *next;
 };
 
 #define WATCH_PERIOD_MS 100
-#define WATCH_GRACE_MS  1000
+#define WATCH_GRACE_MS  1000 /* to write an answer that was ready at (or after) the deadline */
 
 /* The answer to a connection refused unread: the error's status and JSON body. */
 struct canned {
@@ -53,8 +62,10 @@ struct srv {
   struct canned canned[3]; /* by enum gate_refusal */
   struct api_ctx *api;
   struct srv_config cfg;
-  int inflight; /* requests between their first line and their completion (atomic) */
-  int draining; /* responses say Connection: close (atomic) */
+  int inflight;    /* requests between their complete headers and their completion (atomic) */
+  int draining;    /* responses say Connection: close (atomic) */
+  int jobs;        /* requests a job holds: their done callbacks are to come (atomic) */
+  size_t buffered; /* bytes of bodies held or promised and of responses not yet freed (atomic) */
   int port;
   pthread_mutex_t watch_mu;   /* guards watched and every entry's fields */
   struct conn_watch *watched; /* open connections */
@@ -64,20 +75,66 @@ struct srv {
   int freed; /* memory was freed since the last malloc_trim (atomic) */
 };
 
+#define NHEADERS 6 /* the headers the api reads (see begin) */
+
+struct request {
+  struct srv *srv;
+  struct MHD_Connection *conn;
+  char *uri;     /* raw request target */
+  uint8_t *body; /* the body so far */
+  size_t len, cap;
+  size_t declared;            /* its Content-Length; 0 when chunked or empty */
+  size_t counted;             /* bytes of it counted in srv->buffered */
+  int started;                /* the access handler has seen the headers (counted in inflight) */
+  enum api_error refusal;     /* the body is dropped and this is the answer (API_OK: none) */
+  char *refusal_msg;          /* its sentence (NULL: the error's own) */
+  int cut;                    /* the body is dropped unread: the connection is closed */
+  int close;                  /* the answer says Connection: close */
+  int submitted;              /* handed to the api */
+  pthread_mutex_t mu;         /* guards the fields below, shared with the worker and watchdog */
+  struct api_response *resp;  /* the worker's (or the watchdog's) response, not yet sent */
+  struct api_response *early; /* api_admit's answer, sent once the (empty) body is read */
+  int suspended;              /* the connection waits for resp */
+  int holders;                /* libmicrohttpd, plus the job while it runs: the last one frees */
+  int job;                    /* a job holds the request (its done callback is to come) */
+  int expired;                /* the watchdog answered it: the job's response is dropped */
+  int closed;                 /* libmicrohttpd is done with it: conn must not be touched */
+  int late;                   /* observe waits for the job (which still writes the trace) */
+  struct api_outcome outcome; /* what observe reports */
+  double deadline;            /* api_now_ms() by which the response must be ready */
+  double t_start;             /* api_now_ms() at the request line */
+  size_t received;            /* body bytes received, kept or dropped */
+  int observed;               /* reported (or to be reported) to api_observe */
+  struct api_request req;     /* what the api sees: headers from the first call, then body */
+  struct api_trace trace;     /* the api's notes, handed back to api_observe */
+  char *headers[NHEADERS];    /* copies of the headers req points to: its job may outlive the
+                                 connection, whose memory holds libmicrohttpd's */
+  char method[16];            /* HTTP method, for the log */
+  char id[API_REQUEST_ID_MAX + 1]; /* X-Request-Id */
+  char remote[INET6_ADDRSTRLEN];   /* the client's address */
+};
+
 static struct conn_watch *watch_of(struct MHD_Connection *c) {
   const union MHD_ConnectionInfo *ci =
       MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
   return ci ? ci->socket_context : NULL;
 }
 
-/* Sets the connection's deadline (INFINITY: none) and whether a job holds it. */
-static void watch_set(struct srv *s, struct MHD_Connection *c, double deadline, int suspended) {
+/* Sets the connection's deadline (INFINITY: none) and the request suspended on a job (NULL:
+ * none). */
+static void watch_set(struct srv *s, struct MHD_Connection *c, double deadline,
+                      struct request *req) {
   struct conn_watch *w = watch_of(c);
   if (!w) return;
   pthread_mutex_lock(&s->watch_mu);
   w->deadline = deadline;
-  w->suspended = suspended;
+  w->req = req;
   pthread_mutex_unlock(&s->watch_mu);
+}
+
+/* The response is ready: the connection gets at least WATCH_GRACE_MS more to write it. */
+static void watch_answer(struct request *r) {
+  watch_set(r->srv, r->conn, fmax(r->deadline, api_now_ms() + WATCH_GRACE_MS), NULL);
 }
 
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx,
@@ -116,17 +173,51 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx
   }
 }
 
+/* Counts n more bytes in the budget when they fit; returns whether they did. */
+static int budget_take(struct srv *s, size_t n) {
+  size_t cur = __atomic_load_n(&s->buffered, __ATOMIC_SEQ_CST);
+  do {
+    if (n > s->cfg.max_buffered || cur > s->cfg.max_buffered - n) return 0;
+  } while (!__atomic_compare_exchange_n(&s->buffered, &cur, cur + n, 0, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_SEQ_CST));
+  return 1;
+}
+
+static void budget_give(struct srv *s, size_t n) {
+  __atomic_sub_fetch(&s->buffered, n, __ATOMIC_SEQ_CST);
+}
+
+/* The watchdog's answer to a request still waiting for its job at the deadline (under
+ * watch_mu): the 503 the job would give, sent now; the job's own response will be dropped.
+ * Returns 0 when the connection is not suspended (yet, or any more: its answer is on its way). */
+static int expire(struct request *r) {
+  pthread_mutex_lock(&r->mu);
+  int now = r->suspended;
+  if (now) {
+    r->resp = api_error_response(API_DEADLINE_EXCEEDED, NULL);
+    r->expired = 1;
+    r->suspended = 0;
+    MHD_resume_connection(r->conn);
+  }
+  pthread_mutex_unlock(&r->mu);
+  return now;
+}
+
 static void *watchdog_main(void *arg) {
   struct srv *s = arg;
   while (!__atomic_load_n(&s->stop, __ATOMIC_SEQ_CST)) {
     nanosleep(&(struct timespec){0, WATCH_PERIOD_MS * 1000 * 1000}, NULL);
     double now = api_now_ms();
     pthread_mutex_lock(&s->watch_mu);
-    for (struct conn_watch *w = s->watched; w; w = w->next)
-      if (now > w->deadline + (w->suspended ? WATCH_GRACE_MS : 0)) {
+    for (struct conn_watch *w = s->watched; w; w = w->next) {
+      if (now <= w->deadline) continue;
+      if (w->req) { /* answer it, and cut it if the answer is not written in time either */
+        if (expire(w->req)) w->req = NULL, w->deadline = now + WATCH_GRACE_MS;
+      } else {
         shutdown(w->fd, SHUT_RDWR); /* libmicrohttpd sees the end and closes the connection */
         w->deadline = INFINITY;
       }
+    }
     pthread_mutex_unlock(&s->watch_mu);
     /* Idle: the freed uploads, images and answers go back to the system, so that RSS returns to
      * its baseline after a burst. */
@@ -137,52 +228,56 @@ static void *watchdog_main(void *arg) {
   return NULL;
 }
 
-struct request {
-  struct srv *srv;
-  struct MHD_Connection *conn;
-  char *uri;     /* raw request target */
-  uint8_t *body; /* the body so far */
-  size_t len, cap;
-  int started;                /* the access handler has seen the headers */
-  int too_large;              /* the body passed max_body: it is dropped, the answer is 413 */
-  int no_memory;              /* the body could not be stored: the answer is 503 */
-  int submitted;              /* handed to the api */
-  pthread_mutex_t mu;         /* guards resp and suspended, shared with the worker */
-  struct api_response *resp;  /* the worker's response, not yet sent */
-  struct api_response *early; /* api_admit's answer, sent once the (empty) body is read */
-  int suspended;
-  double deadline;                 /* api_now_ms() by which the response must be ready */
-  double t_start;                  /* api_now_ms() at the request line */
-  size_t received;                 /* body bytes received, kept or dropped */
-  int observed;                    /* reported to api_observe */
-  struct api_request req;          /* what the api sees: headers from the first call, then body */
-  struct api_trace trace;          /* the api's notes, handed back to api_observe */
-  char method[16];                 /* HTTP method, for the log */
-  char id[API_REQUEST_ID_MAX + 1]; /* X-Request-Id */
-  char remote[INET6_ADDRSTRLEN];   /* the client's address */
-};
-
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
   struct srv *s = cls;
   struct request *r = calloc(1, sizeof(*r));
-  if (!r) return NULL;
+  if (!r || !(r->uri = strdup(uri ? uri : "/"))) {
+    free(r);
+    return NULL; /* the access handler then closes the connection */
+  }
   r->srv = s;
   r->conn = conn;
-  r->uri = strdup(uri ? uri : "/");
   r->t_start = api_now_ms();
   r->deadline = r->t_start + 1e3 * s->cfg.request_timeout_s;
-  watch_set(s, conn, r->deadline, 0);
+  r->holders = 1; /* libmicrohttpd */
+  watch_set(s, conn, r->deadline, NULL);
   pthread_mutex_init(&r->mu, NULL);
-  __atomic_add_fetch(&s->inflight, 1, __ATOMIC_SEQ_CST);
   return r;
 }
 
-/* Reports the answer to the api, once. */
+/* Reports the answer to the api, once; while a job still writes the trace, its done callback
+ * reports it instead. */
 static void observe(struct request *r, int status, size_t response_bytes) {
   if (r->observed) return;
   r->observed = 1;
-  struct api_outcome o = {status, r->received, response_bytes};
-  api_observe(r->srv->api, &r->req, &o);
+  r->outcome = (struct api_outcome){status, r->received, response_bytes};
+  pthread_mutex_lock(&r->mu);
+  int late = r->late = r->job; /* on_done clears r->late when it reports */
+  pthread_mutex_unlock(&r->mu);
+  if (!late) api_observe(r->srv->api, &r->req, &r->outcome);
+}
+
+/* Frees r and what it holds; its last holder calls it. */
+static void request_free(struct request *r) {
+  struct srv *s = r->srv;
+  api_response_free(r->resp);
+  api_response_free(r->early);
+  pthread_mutex_destroy(&r->mu);
+  budget_give(s, r->counted);
+  for (int i = 0; i < NHEADERS; i++) free(r->headers[i]);
+  free(r->refusal_msg);
+  free(r->body);
+  free(r->uri);
+  free(r);
+  __atomic_store_n(&s->freed, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Drops one holder under r->mu; returns whether it was the last. */
+static int release(struct request *r) {
+  pthread_mutex_lock(&r->mu);
+  int last = --r->holders == 0;
+  pthread_mutex_unlock(&r->mu);
+  return last;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
@@ -193,16 +288,46 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
   if (!r) return;
   *req_cls = NULL;
   if (r->started && !r->observed) /* no response was sent: the client left, or the body was cut */
-    observe(r, r->no_memory ? 503 : r->too_large ? 413 : 499, 0);
-  watch_set(s, conn, INFINITY, 0); /* idle until the next request: the idle timeout applies */
-  api_response_free(r->resp);
-  api_response_free(r->early);
-  pthread_mutex_destroy(&r->mu);
-  free(r->body);
-  free(r->uri);
-  free(r);
-  __atomic_store_n(&s->freed, 1, __ATOMIC_SEQ_CST);
-  __atomic_sub_fetch(&s->inflight, 1, __ATOMIC_SEQ_CST);
+    observe(r, r->refusal ? api_error_status(r->refusal) : 499, 0);
+  watch_set(s, conn, INFINITY, NULL); /* idle until the next request: the idle timeout applies */
+  pthread_mutex_lock(&r->mu);
+  r->closed = 1; /* a job still running must not touch the connection */
+  r->suspended = 0;
+  pthread_mutex_unlock(&r->mu);
+  int counted = r->started;
+  if (release(r)) request_free(r);
+  if (counted) __atomic_sub_fetch(&s->inflight, 1, __ATOMIC_SEQ_CST);
+}
+
+struct held { /* a response body libmicrohttpd holds, counted in the budget */
+  struct srv *srv;
+  uint8_t *body;
+  size_t len;
+};
+
+static void held_free(void *cls) {
+  struct held *h = cls;
+  budget_give(h->srv, h->len);
+  free(h->body);
+  free(h);
+}
+
+/* A libmicrohttpd response over resp's body (taken from resp), counted in the budget until
+ * libmicrohttpd frees it. */
+static struct MHD_Response *mhd_response(struct srv *s, struct api_response *resp) {
+  struct held *h = malloc(sizeof(*h));
+  struct MHD_Response *m = NULL;
+  if (h) {
+    *h = (struct held){s, resp->body, resp->len};
+    m = MHD_create_response_from_buffer_with_free_callback_cls(resp->len, resp->body, held_free, h);
+  }
+  if (!m) {
+    free(h);
+    return NULL;
+  }
+  __atomic_add_fetch(&s->buffered, resp->len, __ATOMIC_SEQ_CST);
+  resp->body = NULL; /* held_free frees it */
+  return m;
 }
 
 static enum MHD_Result send_response(struct request *r, struct api_response *resp) {
@@ -212,12 +337,10 @@ static enum MHD_Result send_response(struct request *r, struct api_response *res
   int status = resp ? resp->status : 500;
   size_t len = resp ? resp->len : sizeof(oom) - 1;
   api_finish(r->srv->api, &r->req, resp);
-  if (resp) {
-    m = MHD_create_response_from_buffer(resp->len, resp->body, MHD_RESPMEM_MUST_FREE);
-    if (m) resp->body = NULL; /* MHD frees it */
-  } else {
+  if (resp)
+    m = mhd_response(r->srv, resp);
+  else
     m = MHD_create_response_from_buffer(sizeof(oom) - 1, oom, MHD_RESPMEM_PERSISTENT);
-  }
   if (!m) {
     api_response_free(resp);
     return MHD_NO;
@@ -227,7 +350,7 @@ static enum MHD_Result send_response(struct request *r, struct api_response *res
   MHD_add_response_header(m, "X-Request-Id", r->id);
   for (int i = 0; resp && i < resp->nheaders; i++)
     MHD_add_response_header(m, resp->headers[i].name, resp->headers[i].value);
-  if (__atomic_load_n(&r->srv->draining, __ATOMIC_SEQ_CST))
+  if (r->close || __atomic_load_n(&r->srv->draining, __ATOMIC_SEQ_CST))
     MHD_add_response_header(m, "Connection", "close");
   enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)status, m);
   MHD_destroy_response(m);
@@ -236,58 +359,105 @@ static enum MHD_Result send_response(struct request *r, struct api_response *res
   return ret;
 }
 
-/* Called by a worker thread: has the client closed its side? A suspended connection is not
- * polled by libmicrohttpd, so the worker looks at the socket itself and skips the work. */
+/* Called by a worker thread: can the client no longer read the answer? A suspended connection
+ * is not polled by libmicrohttpd, so the worker looks at the socket itself and skips the work.
+ * A client that only shut its sending side (POLLRDHUP) still reads: it is not gone. */
 static int client_gone(void *udata) {
   struct request *r = udata;
-  const union MHD_ConnectionInfo *ci =
-      MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-  struct pollfd p = {ci ? ci->connect_fd : -1, POLLIN | POLLRDHUP, 0};
-  return ci && poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+  pthread_mutex_lock(&r->mu);
+  int gone = r->closed || r->expired;
+  if (!gone) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    struct pollfd p = {ci ? ci->connect_fd : -1, POLLIN, 0};
+    gone = ci && poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR));
+  }
+  pthread_mutex_unlock(&r->mu);
+  return gone;
 }
 
 /* Called by a worker thread when the job is done. */
 static void on_done(void *udata, struct api_response *resp) {
   struct request *r = udata;
+  struct srv *s = r->srv;
   pthread_mutex_lock(&r->mu);
-  r->resp = resp;
-  if (r->suspended) {
+  int keep = !r->expired && !r->closed, late = r->late;
+  r->job = r->late = 0;
+  if (keep) r->resp = resp;
+  if (keep && r->suspended) {
     r->suspended = 0;
     MHD_resume_connection(r->conn);
   }
   pthread_mutex_unlock(&r->mu);
+  if (!keep) api_response_free(resp); /* the client had its answer, or left */
+  if (late) api_observe(s->api, &r->req, &r->outcome);
+  if (release(r)) request_free(r);
+  __atomic_sub_fetch(&s->jobs, 1, __ATOMIC_SEQ_CST); /* the last touch of s: srv_drain waits */
 }
 
-static enum MHD_Result too_large(struct request *r) {
+/* Refuses the body with e (msg: NULL for e's sentence): what comes of it is dropped. */
+static void refuse_body(struct request *r, enum api_error e, const char *msg) {
+  if (!r->refusal) {
+    r->refusal = e;
+    r->refusal_msg = msg ? strdup(msg) : NULL;
+  }
+  free(r->body);
+  r->body = NULL;
+  r->len = r->cap = 0;
+}
+
+/* The answer to a refused body. */
+static enum MHD_Result send_refusal(struct request *r) {
   char msg[160];
-  if (r->no_memory) return send_response(r, api_error_response(API_OUT_OF_MEMORY, NULL));
-  snprintf(msg, sizeof(msg), "The request body is larger than the limit of %zu bytes.",
-           r->srv->cfg.max_body);
-  return send_response(r, api_error_response(API_BODY_TOO_LARGE, msg));
+  const char *text = r->refusal_msg;
+  if (r->refusal == API_BODY_TOO_LARGE) {
+    snprintf(msg, sizeof(msg), "The request body is larger than the limit of %zu bytes.",
+             r->srv->cfg.max_body);
+    text = msg;
+  }
+  return send_response(r, api_error_response(r->refusal, text));
+}
+
+/* Room for n more bytes of body, counted in the budget. Returns 0, or -1 after refusing it. */
+static int grow(struct request *r, size_t n) {
+  size_t max = r->srv->cfg.max_body, cap = r->declared ? r->declared : r->cap ? r->cap : 65536;
+  while (cap < r->len + n) cap *= 2;
+  if (cap > max) cap = max;
+  if (cap > r->counted && !budget_take(r->srv, cap - r->counted)) {
+    refuse_body(r, API_BUFFER_FULL, NULL);
+    return -1;
+  }
+  if (cap > r->counted) r->counted = cap;
+  uint8_t *b = realloc(r->body, cap);
+  if (!b) {
+    refuse_body(r, API_OUT_OF_MEMORY, NULL);
+    r->cut = 1; /* drop the rest like an oversized body */
+    return -1;
+  }
+  r->body = b;
+  r->cap = cap;
+  return 0;
 }
 
 static void append(struct request *r, const char *data, size_t n) {
-  size_t max = r->srv->cfg.max_body;
+  char msg[256];
   r->received += n;
-  if (r->too_large || n > max - r->len) {
-    r->too_large = 1;
-    free(r->body);
-    r->body = NULL;
-    r->len = r->cap = 0;
+  if (r->received > r->srv->cfg.max_body) { /* whatever came first, this one cuts it off */
+    free(r->refusal_msg);
+    r->refusal_msg = NULL;
+    r->refusal = API_OK;
+    refuse_body(r, API_BODY_TOO_LARGE, NULL);
+    r->cut = 1;
     return;
   }
-  if (r->len + n > r->cap) {
-    size_t cap = r->cap ? r->cap : 64 * 1024;
-    while (cap < r->len + n) cap *= 2;
-    if (cap > max) cap = max;
-    uint8_t *b = realloc(r->body, cap);
-    if (!b) {
-      r->no_memory = r->too_large = 1; /* drop the rest like an oversized body */
-      return;
-    }
-    r->body = b;
-    r->cap = cap;
+  if (r->refusal) return;
+  enum api_error e =
+      api_body_chunk(r->srv->api, &r->req, (const uint8_t *)data, n, msg, sizeof(msg));
+  if (e != API_OK) {
+    refuse_body(r, e, msg);
+    return;
   }
+  if (r->len + n > r->cap && grow(r, n) != 0) return;
   memcpy(r->body + r->len, data, n);
   r->len += n;
 }
@@ -304,49 +474,67 @@ static void remote_address(struct request *r) {
               sizeof(r->remote));
 }
 
+/* A copy of header name (the i-th kept), or NULL when it is absent (or out of memory). */
+static const char *keep_header(struct request *r, int i, const char *name) {
+  const char *v = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+  return r->headers[i] = v ? strdup(v) : NULL;
+}
+
 /* The headers are in: fill what the api sees of the request (its body comes in submit). */
 static void begin(struct request *r, const char *method) {
-  struct MHD_Connection *c = r->conn;
-#define HEADER(name) MHD_lookup_connection_value(c, MHD_HEADER_KIND, name)
   snprintf(r->method, sizeof(r->method), "%s", method);
-  api_request_id(r->srv->api, HEADER("X-Request-Id"), r->id);
+  api_request_id(r->srv->api, MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Request-Id"),
+                 r->id);
   remote_address(r);
   r->req = (struct api_request){.method = r->method,
                                 .uri = r->uri,
-                                .content_type = HEADER("Content-Type"),
-                                .accept = HEADER("Accept"),
+                                .content_type = keep_header(r, 0, "Content-Type"),
+                                .accept = keep_header(r, 1, "Accept"),
                                 .deadline = r->deadline,
                                 .client_gone = client_gone,
-                                .authorization = HEADER("Authorization"),
-                                .api_key = HEADER("X-API-Key"),
-                                .origin = HEADER("Origin"),
-                                .cors_method = HEADER("Access-Control-Request-Method"),
+                                .authorization = keep_header(r, 2, "Authorization"),
+                                .api_key = keep_header(r, 3, "X-API-Key"),
+                                .origin = keep_header(r, 4, "Origin"),
+                                .cors_method = keep_header(r, 5, "Access-Control-Request-Method"),
                                 .id = r->id,
                                 .remote = r->remote,
                                 .t_start = r->t_start,
                                 .trace = &r->trace};
-#undef HEADER
 }
 
-/* The body is complete: hand the request to the api. */
+/* The body is complete: hand the request to the api. While its job is queued the request has
+ * two holders and the watchdog may answer it (watch_set before r->mu: the watchdog takes
+ * watch_mu, then r->mu). */
 static enum MHD_Result submit(struct request *r) {
   struct MHD_Connection *c = r->conn;
   r->req.body = r->body;
   r->req.body_len = r->len;
   r->req.t_received = api_now_ms();
   r->submitted = 1;
+  pthread_mutex_lock(&r->mu);
+  r->holders++, r->job = 1; /* done may come before api_handle returns */
+  pthread_mutex_unlock(&r->mu);
+  __atomic_add_fetch(&r->srv->jobs, 1, __ATOMIC_SEQ_CST);
   struct api_response *resp = api_handle(r->srv->api, &r->req, on_done, r);
-  if (resp) return send_response(r, resp);
+  if (resp) { /* no job: done never comes */
+    pthread_mutex_lock(&r->mu);
+    r->holders--, r->job = 0;
+    pthread_mutex_unlock(&r->mu);
+    __atomic_sub_fetch(&r->srv->jobs, 1, __ATOMIC_SEQ_CST);
+    return send_response(r, resp);
+  }
+  watch_set(r->srv, c, r->deadline, r);
   pthread_mutex_lock(&r->mu);
   resp = r->resp; /* the job may already be done */
   r->resp = NULL;
   if (!resp) {
-    watch_set(r->srv, c, r->deadline, 1);
     MHD_suspend_connection(c);
     r->suspended = 1;
   }
   pthread_mutex_unlock(&r->mu);
-  return resp ? send_response(r, resp) : MHD_YES;
+  if (!resp) return MHD_YES;
+  watch_answer(r);
+  return send_response(r, resp);
 }
 
 static enum MHD_Result send_early(struct request *r) {
@@ -355,19 +543,91 @@ static enum MHD_Result send_early(struct request *r) {
   return send_response(r, resp);
 }
 
+struct framing {  /* what the headers say about where the body ends (RFC 9112 6.3) */
+  int lengths;    /* Content-Length headers */
+  int bad_length; /* one is not a decimal number */
+  int codings;    /* Transfer-Encoding headers */
+  int chunked;    /* the last one is exactly "chunked" */
+  int expects;    /* Expect headers */
+  int continue_;  /* the last one is "100-continue" */
+};
+
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    const char *value) {
+  struct framing *f = cls;
+  (void)kind;
+  if (!key) return MHD_YES;
+  if (!value) value = "";
+  if (strcasecmp(key, "Content-Length") == 0) {
+    f->lengths++;
+    f->bad_length |= !*value || strspn(value, "0123456789") != strlen(value);
+  } else if (strcasecmp(key, "Transfer-Encoding") == 0) {
+    f->codings++;
+    f->chunked = strcasecmp(value, "chunked") == 0;
+  } else if (strcasecmp(key, "Expect") == 0) {
+    f->expects++;
+    f->continue_ = strcasecmp(value, "100-continue") == 0;
+  }
+  return MHD_YES;
+}
+
+/* Whether the request's framing is one blurd serves; otherwise the error, with a sentence in
+ * msg. Such a request is answered at once and its connection closed, so that no byte after its
+ * headers is ever read as a request of its own (request smuggling). */
+static enum api_error framing_error(struct MHD_Connection *c, char *msg, size_t n) {
+  struct framing f = {0};
+  MHD_get_connection_values(c, MHD_HEADER_KIND, count_header, &f);
+  if (f.lengths > 1 || f.bad_length) {
+    snprintf(msg, n, "The request must have at most one Content-Length header, a decimal number.");
+    return API_INVALID_REQUEST;
+  }
+  if (f.lengths && f.codings) {
+    snprintf(msg, n, "The request has both Content-Length and Transfer-Encoding.");
+    return API_INVALID_REQUEST;
+  }
+  if (f.codings && (f.codings > 1 || !f.chunked)) {
+    snprintf(msg, n, "The only Transfer-Encoding this service takes is chunked, once.");
+    return API_NOT_IMPLEMENTED;
+  }
+  if (f.expects && (f.expects > 1 || !f.continue_)) {
+    snprintf(msg, n, "The only expectation this service meets is Expect: 100-continue.");
+    return API_EXPECTATION_FAILED;
+  }
+  return API_OK;
+}
+
+/* The answer sent before the body is read: the connection closes after it, as libmicrohttpd
+ * cannot tell where an unread body ends. */
+static enum MHD_Result refuse_now(struct request *r, enum api_error e, const char *msg) {
+  r->close = 1;
+  refuse_body(r, e, msg);
+  return send_refusal(r);
+}
+
 /* The first call of the access handler: the headers are in, the body (if any) is not. */
 static enum MHD_Result headers_in(struct request *r, const char *method) {
   struct MHD_Connection *c = r->conn;
+  char msg[160];
   r->started = 1;
+  __atomic_add_fetch(&r->srv->inflight, 1, __ATOMIC_SEQ_CST);
   begin(r, method);
+  enum api_error e = framing_error(c, msg, sizeof(msg));
+  if (e != API_OK) return refuse_now(r, e, msg);
   const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+  unsigned long long declared = cl ? strtoull(cl, NULL, 10) : 0;
   r->early = api_admit(r->srv->api, &r->req);
-  /* An answer sent now closes the connection (libmicrohttpd cannot tell where an unread body
-   * ends): when there is no body, it waits for the next call and the connection stays open. */
-  if (r->early && ((cl && strtoull(cl, NULL, 10) > 0) ||
-                   MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding")))
+  /* An answer sent now closes the connection: when there is no body, it waits for the next
+   * call and the connection stays open. */
+  if (r->early &&
+      (declared > 0 || MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding"))) {
+    r->close = 1;
     return send_early(r);
-  if (!r->early && cl && strtoull(cl, NULL, 10) > r->srv->cfg.max_body) return too_large(r);
+  }
+  if (r->early) return MHD_YES;
+  if (declared > r->srv->cfg.max_body) return refuse_now(r, API_BODY_TOO_LARGE, NULL);
+  if (declared > 0 && !budget_take(r->srv, (size_t)declared))
+    return refuse_now(r, API_BUFFER_FULL, NULL);
+  r->declared = r->counted = (size_t)declared;
   return MHD_YES;
 }
 
@@ -375,7 +635,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_size, void **req_cls) {
   struct request *r = *req_cls;
-  (void)cls, (void)url, (void)version;
+  (void)cls, (void)url, (void)version, (void)conn;
   if (!r) return MHD_NO; /* out of memory in on_uri */
   if (!r->started) return headers_in(r, method);
   if (*upload_size > 0 && r->early) { /* a body after all (chunked): refuse it unread */
@@ -388,18 +648,28 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     /* libmicrohttpd cannot answer before the body is read (MHD_queue_response refuses): an
      * oversized chunked body, or an upload past the request deadline, is cut off by closing
      * the connection. */
-    if (r->too_large || api_now_ms() > r->deadline) return MHD_NO;
+    if (r->cut || api_now_ms() > r->deadline) return MHD_NO;
     return MHD_YES;
   }
   if (r->early) return send_early(r);
-  if (r->too_large) return too_large(r);
+  if (r->refusal) return send_refusal(r);
   if (!r->submitted) return submit(r);
-  watch_set(r->srv, conn, r->deadline, 0);
-  pthread_mutex_lock(&r->mu); /* resumed: the worker left the response */
+  watch_answer(r); /* resumed: the worker (or the watchdog) left the response */
+  pthread_mutex_lock(&r->mu);
   struct api_response *resp = r->resp;
   r->resp = NULL;
   pthread_mutex_unlock(&r->mu);
   return send_response(r, resp);
+}
+
+/* libmicrohttpd's messages (a bad request it answered itself, an internal error) as JSON lines of
+ * the access log instead of plain text on stderr. */
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+  struct srv *s = cls;
+  char msg[512];
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  msg[strcspn(msg, "\n")] = 0;
+  api_log(s->api, "warn", "libmicrohttpd", msg);
 }
 
 /* gate_config.pass: libmicrohttpd takes the connection. */
@@ -455,11 +725,11 @@ struct srv *srv_new(const struct srv_config *cfg, struct api_ctx *api, char *err
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME |
                    MHD_USE_ITC | MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET;
   s->d = MHD_start_daemon(
-      flags, 0, NULL, NULL, on_request, s, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads,
-      MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-      MHD_OPTION_CONNECTION_TIMEOUT, cfg->timeout_s, MHD_OPTION_CONNECTION_LIMIT,
-      (cfg->max_conns + 16) * (unsigned)cfg->threads, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
-      s, MHD_OPTION_END);
+      flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
+      MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
+      MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_TIMEOUT, cfg->timeout_s,
+      MHD_OPTION_CONNECTION_LIMIT, (cfg->max_conns + 16) * (unsigned)cfg->threads,
+      MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_END);
   struct gate_config gc = {cfg->listen_fd, cfg->max_conns, cfg->max_conns_ip, pass, answer, s};
   if (!s->d) {
     snprintf(err, errlen, "cannot start the HTTP threads");
@@ -485,7 +755,11 @@ int srv_drain(struct srv *s, double timeout_s) {
   gate_drain(s->gate); /* new connections: 503 shutting_down */
   double end = api_now_ms() + timeout_s * 1e3;
   int n;
-  while ((n = __atomic_load_n(&s->inflight, __ATOMIC_SEQ_CST)) > 0 && api_now_ms() < end)
+  /* requests with complete headers, and jobs whose requests were answered (at their deadline)
+   * but whose done callbacks are still to come */
+  while ((n = __atomic_load_n(&s->inflight, __ATOMIC_SEQ_CST) +
+              __atomic_load_n(&s->jobs, __ATOMIC_SEQ_CST)) > 0 &&
+         api_now_ms() < end)
     nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
   return n;
 }

@@ -1,4 +1,5 @@
 /* blurd's entry point: reads the configuration (flags, each with an environment variable),
+ * fits --max-conns to the file-descriptor limit and sizes --max-buffered from the memory limit,
  * starts the api (backend and workers) and the HTTP server, and on SIGTERM or SIGINT drains:
  * it stops accepting connections, lets every request in flight get its response, and exits 0.
  * When the first argument names an image endpoint ("blur", ...), it runs the command-line mode
@@ -7,8 +8,10 @@
 
 #include "../api/api.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
@@ -21,7 +24,7 @@
 #define EXIT_GPU_LOST 70 /* EX_SOFTWARE: the GPU failed for good */
 #define FATAL_GRACE_S 2  /* seconds to answer 503 (and /readyz 503) before exiting */
 
-enum opt_kind { OPT_INT, OPT_SIZE, OPT_STR };
+enum opt_kind { OPT_INT, OPT_SIZE, OPT_BYTES, OPT_STR }; /* sizes: K, M, G of 1000; bytes: 1024 */
 
 struct opt {
   const char *name; /* long flag */
@@ -43,7 +46,8 @@ static const struct opt opts[] = {
   {"jpeg-decoders",    "BLURD_JPEG_DECODERS",    OPT_INT,  "2",       1, 4,      "GPU JPEG batch decoder threads per GPU"},
   {"warm-image",       "BLURD_WARM_IMAGE",       OPT_STR,  "auto",    0, 0,      "each worker's warm-up image, WxHxC (C: 1 to 4); 0: none; auto: 4096x4096x4 (GPU), 1920x1080x3 (CPU)"},
   {"queue",            "BLURD_QUEUE",            OPT_INT,  "64",      1, 100000, "jobs that may wait for a worker; more get 503"},
-  {"max-body",         "BLURD_MAX_BODY",         OPT_SIZE, "32M",     1, 1LL << 32, "largest request body in bytes (K, M, G suffixes)"},
+  {"max-body",         "BLURD_MAX_BODY",         OPT_BYTES, "32M",    1, 1LL << 32, "largest request body in bytes (K, M, G suffixes)"},
+  {"max-buffered",     "BLURD_MAX_BUFFERED",     OPT_BYTES, "0",      0, 1LL << 50, "request bodies and responses held at once, in bytes (K, M, G); more get 503; 0: a quarter of the memory limit"},
   {"max-pixels",       "BLURD_MAX_PIXELS",       OPT_SIZE, "40M",     1, 1LL << 32, "largest image, width*height (K, M suffixes are powers of 1000)"},
   {"max-width",        "BLURD_MAX_WIDTH",        OPT_INT,  "16384",   1, 1 << 20, "largest image width in pixels"},
   {"max-height",       "BLURD_MAX_HEIGHT",       OPT_INT,  "16384",   1, 1 << 20, "largest image height in pixels"},
@@ -81,11 +85,14 @@ static int parse_value(const struct opt *o, const char *text, long long *out) {
   errno = 0;
   long long v = strtoll(text, &end, 10);
   if (end == text || errno) return -1;
-  if (o->kind == OPT_SIZE && *end) {
-    long long unit = strcmp(o->name, "max-body") == 0 ? 1024 : 1000;
+  if ((o->kind == OPT_SIZE || o->kind == OPT_BYTES) && *end) {
+    long long unit = o->kind == OPT_BYTES ? 1024 : 1000;
     const char *p = strchr("KMG", *end);
     if (!p || end[1]) return -1;
-    for (long i = 0; i <= p - "KMG"; i++) v *= unit;
+    for (long i = 0; i <= p - "KMG"; i++) {
+      if (v > LLONG_MAX / unit || v < LLONG_MIN / unit) return -1;
+      v *= unit;
+    }
     end++;
   }
   if (*end || v < o->min || v > o->max) return -1;
@@ -97,11 +104,13 @@ struct config {
   const char *text[NOPTS]; /* the chosen text of each option */
   long long num[NOPTS];    /* its value, for numbers */
   int flag[NOPTS];         /* given as a flag */
+  int given[NOPTS];        /* given as a flag or in the environment, even empty */
 };
 
 static int set_opt(struct config *c, int i, const char *text, const char *from) {
   c->text[i] = text;
   c->flag[i] = strcmp(from, "flag") == 0;
+  c->given[i] = strcmp(from, "default") != 0;
   if (opts[i].kind == OPT_STR) return 0;
   if (parse_value(&opts[i], text, &c->num[i]) == 0) return 0;
   fprintf(stderr, "blurd: %s: '%s' is not valid for --%s (%s, from %lld to %lld)\n", from, text,
@@ -174,36 +183,127 @@ static int backend_kind(const char *s, enum api_backend_kind *k) {
 
 #define KEY_MAX 4096 /* bytes of an API key */
 
-/* The API key from --api-key or --api-key-file (trailing blanks and newlines dropped) into key;
- * "" when neither is set. Returns 0, or -1 after saying what is wrong. */
+/* Where option i was given, for messages: "--name" or its environment variable. */
+static const char *given_as(const struct config *c, int i, char *buf, size_t n) {
+  snprintf(buf, n, c->flag[i] ? "--%s" : "%s", c->flag[i] ? opts[i].name : opts[i].env);
+  return buf;
+}
+
+/* The key file's contents into key (at most cap - 1 bytes); returns their length, or -1 after
+ * saying what is wrong. */
+static long read_key_file(const char *path, char *key, size_t cap) {
+  FILE *f = fopen(path, "r");
+  size_t n = f ? fread(key, 1, cap - 1, f) : 0;
+  if (!f || ferror(f) || !feof(f)) {
+    fprintf(stderr, "blurd: --api-key-file %s: %s\n", path,
+            f ? "not readable, or too long" : strerror(errno));
+    if (f) fclose(f);
+    return -1;
+  }
+  fclose(f);
+  return (long)n;
+}
+
+/* The API key from --api-key or --api-key-file (trailing white space dropped) into key; "" when
+ * neither is given. A key given empty (--api-key '', BLURD_API_KEY set to nothing, an empty or
+ * blank file) is refused rather than read as "no key", which would turn authentication off
+ * unnoticed. Returns 0, or -1 after saying what is wrong. */
 static int read_api_key(const struct config *c, char *key, size_t cap) {
-  const char *text = TEXT(c, "api-key"), *path = TEXT(c, "api-key-file");
-  size_t n = 0;
-  if (*text && *path) {
+  int ik = opt_index("api-key"), ifile = opt_index("api-key-file");
+  const char *text = c->text[ik], *path = c->text[ifile];
+  char from[64];
+  long n = 0;
+  if (c->given[ik] && c->given[ifile]) {
     fprintf(stderr, "blurd: give --api-key or --api-key-file, not both\n");
     return -1;
   }
-  if (*path) {
-    FILE *f = fopen(path, "r");
-    n = f ? fread(key, 1, cap - 1, f) : 0;
-    if (!f || ferror(f) || !feof(f)) {
-      fprintf(stderr, "blurd: --api-key-file %s: %s\n", path,
-              f ? "not readable, or too long" : strerror(errno));
-      if (f) fclose(f);
-      return -1;
-    }
-    fclose(f);
-  } else {
-    n = strlen(text) < cap ? strlen(text) : 0;
-    memcpy(key, text, n);
+  if (c->given[ifile] && !*path) {
+    fprintf(stderr, "blurd: %s is empty: name the file that holds the API key\n",
+            given_as(c, ifile, from, sizeof(from)));
+    return -1;
   }
-  while (n > 0 && (key[n - 1] == '\n' || key[n - 1] == '\r' || key[n - 1] == ' ')) n--;
+  if (c->given[ifile]) {
+    if ((n = read_key_file(path, key, cap)) < 0) return -1;
+    snprintf(from, sizeof(from), "the file %.40s", path);
+  } else {
+    n = strlen(text) < cap ? (long)strlen(text) : 0;
+    memcpy(key, text, (size_t)n);
+    given_as(c, ik, from, sizeof(from));
+  }
+  while (n > 0 && isspace((unsigned char)key[n - 1])) n--;
   key[n] = 0;
-  if ((*text || *path) && (n == 0 || strlen(key) != n)) {
-    fprintf(stderr, "blurd: the API key is empty, too long or holds a NUL byte\n");
+  if ((c->given[ik] || c->given[ifile]) && (n == 0 || strlen(key) != (size_t)n)) {
+    fprintf(stderr,
+            "blurd: the API key from %s is empty, blank, too long or holds a NUL byte; give a "
+            "key, or set neither --api-key nor --api-key-file to serve without one\n",
+            from);
     return -1;
   }
   return 0;
+}
+
+/* Descriptors besides connections and threads: the listening socket, the log, files. */
+#define FD_RESERVE 64
+#define NO_LIMIT   (1ULL << 60) /* a cgroup memory limit this large is none */
+
+/* Makes room for --max-conns connections in RLIMIT_NOFILE: raises the soft limit to the hard one,
+ * and when that is still short, lowers max_conns so that clients past it get the gate's 503
+ * instead of waiting in the backlog for a descriptor, and says so. Each worker and HTTP thread
+ * is allowed two descriptors (its files, pipes, the GPU driver's). */
+static void fit_descriptors(struct srv_config *sc, int workers) {
+  struct rlimit lim;
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
+  if (lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &lim) != 0) getrlimit(RLIMIT_NOFILE, &lim);
+  }
+  unsigned long long reserve = FD_RESERVE +
+                               2ULL * (unsigned long long)(workers > 0 ? workers
+                                                           : cores > 0 ? cores
+                                                                       : 1) +
+                               2ULL * (unsigned long long)sc->threads;
+  if (lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur >= sc->max_conns + reserve) return;
+  unsigned old = sc->max_conns;
+  sc->max_conns = lim.rlim_cur > reserve ? (unsigned)(lim.rlim_cur - reserve) : 1;
+  fprintf(stderr,
+          "blurd: --max-conns %u needs %llu file descriptors, but RLIMIT_NOFILE allows %llu: "
+          "--max-conns is %u (more connections get 503); raise the limit (ulimit -n) for more\n",
+          old, old + reserve, (unsigned long long)lim.rlim_cur, sc->max_conns);
+}
+
+/* The first number in file, or NO_LIMIT when it cannot be read or says "max". */
+static unsigned long long read_limit(const char *file) {
+  unsigned long long v = NO_LIMIT;
+  FILE *f = fopen(file, "r");
+  if (f && fscanf(f, "%llu", &v) != 1) v = NO_LIMIT;
+  if (f) fclose(f);
+  return v;
+}
+
+/* The memory this process may use in bytes: the smallest cgroup limit along its cgroup and the
+ * cgroup's parents (v2 memory.max, v1 memory.limit_in_bytes; a container sees its own cgroup as
+ * the root), else physical memory. */
+static unsigned long long memory_limit(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  unsigned long long best = pages > 0 && page > 0 ? (unsigned long long)pages * page : NO_LIMIT;
+  char line[512], dir[700];
+  FILE *f = fopen("/proc/self/cgroup", "r");
+  while (f && fgets(line, sizeof(line), f)) {
+    line[strcspn(line, "\n")] = 0;
+    const char *path = strchr(line, ':') ? strchr(strchr(line, ':') + 1, ':') : NULL;
+    int v2 = strncmp(line, "0::", 3) == 0, v1 = strstr(line, ":memory:") != NULL;
+    if (!path || !(v1 || v2)) continue;
+    for (char *end = (char *)path + strlen(path);; *end = 0) {
+      snprintf(dir, sizeof(dir), "%s/%s/%s", v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory",
+               path + 1, v2 ? "memory.max" : "memory.limit_in_bytes");
+      unsigned long long v = read_limit(dir);
+      if (v < best) best = v;
+      if (!(end = strrchr(path + 1, '/'))) break; /* then the parent, up to the root */
+    }
+  }
+  if (f) fclose(f);
+  return best;
 }
 
 static int sigpipe[2] = {-1, -1};
@@ -318,7 +418,9 @@ int main(int argc, char **argv) {
                           (unsigned)NUM(&c, "max-conns"),
                           (unsigned)NUM(&c, "max-conns-per-ip"),
                           ac.max_body,
+                          (size_t)NUM(&c, "max-buffered"),
                           (unsigned)NUM(&c, "request-timeout")};
+  if (sc.max_buffered == 0) sc.max_buffered = (size_t)(memory_limit() / 4);
   signal(SIGPIPE, SIG_IGN);
   /* One malloc arena, so that malloc_trim can give every freed image back: with glibc's default
    * of eight per core, each thread arena keeps up to 64 MB that malloc_trim cannot return (idle
@@ -326,11 +428,7 @@ int main(int argc, char **argv) {
    * nothing measurable on 2 cores and 2 to 8% of req/s on the 16-core H100 machine
    * (docs/operations.md). MALLOC_ARENA_MAX overrides it. */
   if (!getenv("MALLOC_ARENA_MAX")) mallopt(M_ARENA_MAX, 1);
-  struct rlimit nofile; /* a descriptor for each of --max-conns connections, and then some */
-  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
-    nofile.rlim_cur = nofile.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &nofile);
-  }
+  fit_descriptors(&sc, ac.workers);
   if (pipe(sigpipe) != 0) return 1;
   /* listening first: clients of a restarting server wait while the backend starts */
   if ((sc.listen_fd = srv_listen(TEXT(&c, "bind"), (int)NUM(&c, "port"), err, sizeof(err))) < 0) {

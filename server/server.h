@@ -1,5 +1,6 @@
-/* server: the HTTP front on libmicrohttpd. It reads each request completely (refusing bodies
- * over the limit, before reading them when Content-Length says so), hands it to the api, and
+/* server: the HTTP front on libmicrohttpd. It reads each request completely (refusing ambiguous
+ * framing, and bodies over the limit or the buffered-bytes budget, before reading them when
+ * Content-Length says so), hands it to the api, and
  * while a job runs keeps the connection suspended, so HTTP threads never wait on filters,
  * decoders or encoders. It knows nothing about images. */
 #ifndef BLURD_SERVER_H
@@ -11,12 +12,13 @@ struct api_ctx;
 struct api_config;
 
 struct srv_config {
-  int listen_fd;              /* from srv_listen */
-  int threads;                /* HTTP threads */
-  unsigned timeout_s;         /* idle connection timeout */
-  unsigned max_conns;         /* connections in total */
-  unsigned max_conns_ip;      /* connections from one IP address */
-  size_t max_body;            /* request body bytes */
+  int listen_fd;         /* from srv_listen */
+  int threads;           /* HTTP threads */
+  unsigned timeout_s;    /* idle connection timeout */
+  unsigned max_conns;    /* connections in total */
+  unsigned max_conns_ip; /* connections from one IP address */
+  size_t max_body;       /* request body bytes */
+  size_t max_buffered;   /* bytes of request bodies (held or declared) and responses held at once */
   unsigned request_timeout_s; /* from the request line to the response, whatever happens */
 };
 
@@ -31,8 +33,9 @@ int srv_listen(const char *bind, int port, char *err, size_t errlen);
 struct srv *srv_new(const struct srv_config *cfg, struct api_ctx *api, char *err, size_t errlen);
 /* The port it listens on. */
 int srv_port(const struct srv *s);
-/* Stops accepting connections and waits up to timeout_s for the requests in flight to get
- * their responses. Returns the number still in flight (0 when all finished). */
+/* Stops accepting connections and waits up to timeout_s for the requests in flight (those whose
+ * headers are complete) to get their responses and for their jobs to end. Returns the number of
+ * requests and jobs still in flight (0 when all finished). */
 int srv_drain(struct srv *s, double timeout_s);
 /* Closes every connection and frees s; s may be NULL. */
 void srv_free(struct srv *s);

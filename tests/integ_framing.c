@@ -1,0 +1,633 @@
+/* Integration tests of the HTTP front's own limits (issue 33): strict framing (RFC 9112 6.3:
+ * duplicate or conflicting Content-Length, Content-Length with Transfer-Encoding, an unknown
+ * Transfer-Encoding or Expect are answered once and the connection closed, so no smuggled second
+ * request is served), libmicrohttpd's messages as JSON lines of the access log, an answer for a
+ * request whose deadline passes while its job is queued, a half-closed client, too few file
+ * descriptors for --max-conns, the --max-buffered budget, a drain that does not wait on a client
+ * still sending its headers, and empty API keys refused at start. Requests are written on raw
+ * sockets where the bytes matter; every test checks that /healthz answers within a second while
+ * the attack runs. */
+#include "harness.h"
+#include "test.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <strings.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void send_all(int fd, const void *data, size_t n) {
+  const char *p = data;
+  while (n > 0) {
+    ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+    if (k <= 0) TEST_FAIL("send: %s", strerror(errno));
+    p += k, n -= (size_t)k;
+  }
+}
+
+struct raw { /* what came back on a raw connection */
+  char buf[65536];
+  size_t len;
+  int closed; /* the server closed it (EOF or reset) */
+};
+
+/* Reads what the server sends on fd until it closes, or timeout_s passes (closed stays 0). */
+static void read_until_closed(int fd, double timeout_s, struct raw *out) {
+  double end = now_s() + timeout_s;
+  out->len = 0, out->closed = 0;
+  while (now_s() < end) {
+    struct pollfd p = {fd, POLLIN, 0};
+    if (poll(&p, 1, 50) <= 0) continue;
+    ssize_t n = recv(fd, out->buf + out->len, sizeof(out->buf) - 1 - out->len, 0);
+    if (n <= 0) {
+      out->closed = 1;
+      break;
+    }
+    out->len += (size_t)n;
+  }
+  out->buf[out->len] = 0;
+}
+
+/* Reads one whole response (headers and a Content-Length body) within timeout_s; returns its
+ * status, or -1. */
+static int read_response(int fd, double timeout_s, struct raw *out) {
+  double end = now_s() + timeout_s;
+  out->len = 0, out->closed = 0;
+  while (now_s() < end) {
+    out->buf[out->len] = 0;
+    const char *eoh = strstr(out->buf, "\r\n\r\n"), *cl = strcasestr(out->buf, "Content-Length:");
+    if (eoh && cl && out->len >= (size_t)(eoh + 4 - out->buf) + (size_t)atol(cl + 15))
+      return atoi(out->buf + 9);
+    struct pollfd p = {fd, POLLIN, 0};
+    if (poll(&p, 1, 50) <= 0) continue;
+    ssize_t n = recv(fd, out->buf + out->len, sizeof(out->buf) - 1 - out->len, 0);
+    if (n <= 0) {
+      out->closed = 1;
+      return -1;
+    }
+    out->len += (size_t)n;
+  }
+  return -1;
+}
+
+/* How many responses raw holds (status lines). */
+static int responses(const struct raw *raw) {
+  int n = 0;
+  for (const char *p = raw->buf; (p = strstr(p, "HTTP/1.1 ")); p++) n++;
+  return n;
+}
+
+/* The error code of the JSON body of the first response in raw, or "" when it is not JSON. */
+static void error_code(const struct raw *raw, char *code, size_t n) {
+  const char *body = strstr(raw->buf, "\r\n\r\n");
+  json_t *j = body ? json_loads(body + 4, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
+  const char *c = json_string_value(json_object_get(json_object_get(j, "error"), "code"));
+  snprintf(code, n, "%s", c ? c : "");
+  json_decref(j);
+}
+
+/* GET /healthz answers 200 within a second. */
+static void healthz_fast(const struct server *s) {
+  struct http_resp r;
+  ASSERT(http_request(s, "GET", "/healthz", NULL, NULL, NULL, 0, &r) == 0);
+  ASSERT_INT(r.status, ==, 200);
+  ASSERT_DBL(r.seconds, <, 1.0);
+  http_resp_free(&r);
+}
+
+static int raw_connect(const struct server *s) {
+  int fd = connect_from(s, "127.0.0.1");
+  ASSERT(fd >= 0);
+  return fd;
+}
+
+#define SMUGGLED "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+
+struct framing_case {
+  const char *name;
+  const char *bytes; /* a request, then SMUGGLED */
+  int status;
+  /* NULL: libmicrohttpd answers itself, before blurd sees the request, with its own page (and
+   * with 0.9.75, its header block twice) */
+  const char *code;
+};
+
+static const struct framing_case framing_cases[] = {
+    {"equal Content-Lengths",
+     "POST /blur HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: "
+     "5\r\n\r\nhello" SMUGGLED,
+     400, "invalid_request"},
+    {"different Content-Lengths",
+     "POST /blur HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 34\r\n\r\n" SMUGGLED,
+     400, "invalid_request"},
+    {"Content-Length with chunked",
+     "POST /blur HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+     "0\r\n\r\n" SMUGGLED,
+     400, "invalid_request"},
+    {"unknown Transfer-Encoding",
+     "POST /blur HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n" SMUGGLED, 501,
+     "not_implemented"},
+    {"chunked twice",
+     "POST /blur HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: "
+     "chunked\r\n\r\n0\r\n\r\n" SMUGGLED,
+     501, "not_implemented"},
+    {"unknown Expect",
+     "POST /blur HTTP/1.1\r\nHost: x\r\nExpect: 999-foo\r\nContent-Length: 5\r\n\r\nhello" SMUGGLED,
+     417, "expectation_failed"},
+    {"a Content-Length list",
+     "POST /blur HTTP/1.1\r\nHost: x\r\nContent-Length: 5, 5\r\n\r\nhello" SMUGGLED, 400, NULL},
+};
+
+/* Each ambiguous framing gets one answer with Connection: close, and the request after it in
+ * the same packet is never served. A control request with a sound framing (and a mixed-case
+ * Expect: 100-continue) shows that the same bytes do serve a pipelined second request. */
+static void test_framing(void) {
+  struct server s;
+  struct raw raw;
+  char code[64];
+  const char *args[] = {"--timeout", "5", NULL};
+  server_start(&s, args);
+  for (size_t i = 0; i < sizeof(framing_cases) / sizeof(framing_cases[0]); i++) {
+    const struct framing_case *c = &framing_cases[i];
+    fprintf(stderr, "    %s\n", c->name);
+    int fd = raw_connect(&s);
+    send_all(fd, c->bytes, strlen(c->bytes));
+    healthz_fast(&s);
+    read_until_closed(fd, 3.0, &raw);
+    close(fd);
+    if (!raw.closed) TEST_FAIL("%s: the connection stayed open; got '%.200s'", c->name, raw.buf);
+    ASSERT_INT(atoi(raw.buf + 9), ==, c->status);
+    if (strstr(raw.buf, "HTTP/1.1 200") || (c->code && responses(&raw) != 1))
+      TEST_FAIL("%s: %d answers: '%.600s'", c->name, responses(&raw), raw.buf);
+    ASSERT(strcasestr(raw.buf, "\r\nConnection: close\r\n") != NULL);
+    error_code(&raw, code, sizeof(code));
+    if (c->code) ASSERT_STR(code, c->code);
+  }
+  int fd = raw_connect(&s);
+  const char *ok = "GET /healthz HTTP/1.1\r\nHost: x\r\nExpect: 100-Continue\r\n\r\n" SMUGGLED;
+  send_all(fd, ok, strlen(ok));
+  double t0 = now_s();
+  while (responses(&raw) < 2 && now_s() - t0 < 3) read_until_closed(fd, 0.3, &raw);
+  close(fd);
+  ASSERT_INT(responses(&raw), ==, 2);
+  ASSERT_INT(server_stop(&s, SIGTERM), ==, 0);
+}
+
+/* libmicrohttpd's own messages (here for a Content-Length it cannot parse, which it answers
+ * itself) are JSON lines of the access log, like every other line of it. */
+static void test_library_messages(void) {
+  char path[64], line[4096];
+  struct server s;
+  struct raw raw;
+  snprintf(path, sizeof(path), "/tmp/blurd-framing-log.%d", (int)getpid());
+  unlink(path);
+  const char *args[] = {"--access-log", path, NULL};
+  server_start(&s, args);
+  int fd = raw_connect(&s);
+  const char *bad = "POST /blur HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n";
+  send_all(fd, bad, strlen(bad));
+  read_until_closed(fd, 3.0, &raw);
+  close(fd);
+  ASSERT(raw.closed);
+  ASSERT_INT(atoi(raw.buf + 9), ==, 400);
+  healthz_fast(&s);
+  ASSERT_INT(server_stop(&s, SIGTERM), ==, 0);
+  FILE *f = fopen(path, "r");
+  int lines = 0, library = 0;
+  while (f && fgets(line, sizeof(line), f)) {
+    json_t *j = json_loads(line, 0, NULL);
+    if (!j) TEST_FAIL("not a JSON line in the access log: '%s'", line);
+    const char *source = json_string_value(json_object_get(j, "source"));
+    const char *msg = json_string_value(json_object_get(j, "message"));
+    if (source && strcmp(source, "libmicrohttpd") == 0) {
+      ASSERT_STR(json_string_value(json_object_get(j, "level")), "warn");
+      ASSERT(msg && *msg);
+      library += strstr(msg, "Content-Length") != NULL;
+    }
+    json_decref(j);
+    lines++;
+  }
+  if (f) fclose(f);
+  unlink(path);
+  ASSERT_INT(library, >=, 1);
+  ASSERT_INT(lines, >, library); /* the healthz requests' own lines */
+}
+
+/* The server's peak resident memory in kB (VmHWM), or -1. */
+static long server_hwm_kb(const struct server *s) {
+  char path[64], line[256];
+  long kb = -1;
+  snprintf(path, sizeof(path), "/proc/%d/status", (int)s->pid);
+  FILE *f = fopen(path, "r");
+  while (f && fgets(line, sizeof(line), f))
+    if (strncmp(line, "VmHWM:", 6) == 0) kb = atol(line + 6);
+  if (f) fclose(f);
+  return kb;
+}
+
+/* Writes a POST of len body bytes (all of them when body is set, else only the headers). */
+static void post_raw(int fd, const char *path, const char *ctype, const void *body, size_t len) {
+  char head[512];
+  int n = snprintf(head, sizeof(head),
+                   "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\nContent-Length: %zu\r\n\r\n",
+                   path, ctype, len);
+  send_all(fd, head, (size_t)n);
+  if (body) send_all(fd, body, len);
+}
+
+#define QUEUED 8 /* requests queued behind the slow one */
+
+/* A request still queued (or running) at its deadline gets its 503 deadline_exceeded with
+ * Retry-After at the deadline, not an empty reply when the watchdog cuts the connection. One
+ * worker is busy with an O(r^2) variance (6 s on an idle 2-core machine, unless the filter stops
+ * at the deadline) while QUEUED more wait behind it, each with an Origin (its CORS header, from
+ * the request's copy, outlives the connection); the jobs left behind end later, and the server
+ * still drains and exits 0 (each request stays allocated until its job lets go). */
+static void test_deadline_while_queued(void) {
+  struct server s;
+  struct raw raw;
+  char code[64], head[256];
+  size_t big_len, small_len;
+  int queued[QUEUED];
+  uint8_t *big = fixture("gray_1080p.jpg", &big_len), *small = fixture("orient1.jpg", &small_len);
+  /* no cost budget where there is one (BLURD_MAX_COST=0): the slow request must run */
+  const char *env[] = {"BLURD_MAX_COST=0", NULL};
+  const char *args[] = {"--backend", "cpu", "--workers",      "1", "--request-timeout", "2",
+                        "--queue",   "16",  "--cors-origins", "*", "--drain-timeout",   "120",
+                        NULL};
+  server_start_env(&s, args, env);
+  int slow = raw_connect(&s);
+  post_raw(slow, "/variance?radius=31&method=naive", "image/jpeg", big, big_len);
+  usleep(300 * 1000); /* the worker takes it */
+  double t0 = now_s();
+  for (int i = 0; i < QUEUED; i++) {
+    queued[i] = raw_connect(&s);
+    int n = snprintf(head, sizeof(head),
+                     "POST /blur?sigma=2 HTTP/1.1\r\nHost: x\r\nOrigin: https://q%d.example\r\n"
+                     "Content-Type: image/jpeg\r\nContent-Length: %zu\r\n\r\n",
+                     i, small_len);
+    send_all(queued[i], head, (size_t)n);
+    send_all(queued[i], small, small_len);
+  }
+  healthz_fast(&s);
+  for (int i = 0; i < QUEUED; i++) {
+    int status = read_response(queued[i], 6.0, &raw);
+    double waited = now_s() - t0;
+    if (i == 0) fprintf(stderr, "    first queued request: %d after %.3f s\n", status, waited);
+    if (status != 503)
+      TEST_FAIL("%d: status %d after %.2f s: '%.300s'", i, status, waited, raw.buf);
+    error_code(&raw, code, sizeof(code));
+    ASSERT_STR(code, "deadline_exceeded");
+    ASSERT(strcasestr(raw.buf, "\r\nRetry-After: ") != NULL);
+    snprintf(head, sizeof(head), "\r\nAccess-Control-Allow-Origin: https://q%d.example\r\n", i);
+    ASSERT(strcasestr(raw.buf, head) != NULL);
+    ASSERT_DBL(waited, >, 1.5);
+    ASSERT_DBL(waited, <, 3.0); /* the deadline (2 s) and the watchdog's period, not its cut */
+    close(queued[i]);
+  }
+  ASSERT_INT(read_response(slow, 2.0, &raw), ==, 503); /* the running one too */
+  healthz_fast(&s);
+  close(slow);
+  ASSERT_INT(server_stop(&s, SIGTERM), ==, 0);
+  free(big);
+  free(small);
+}
+
+/* A client that sends a whole request and then shuts its sending side still gets the answer. */
+static void test_half_close(void) {
+  struct server s;
+  struct raw raw;
+  size_t len;
+  uint8_t *img = fixture("orient1.jpg", &len);
+  const char *args[] = {"--backend", "cpu", NULL};
+  server_start(&s, args);
+  int fd = raw_connect(&s);
+  post_raw(fd, "/blur?sigma=2", "image/jpeg", img, len);
+  ASSERT(shutdown(fd, SHUT_WR) == 0);
+  int status = read_response(fd, 10.0, &raw);
+  if (status != 200) TEST_FAIL("status %d: '%.300s'", status, raw.buf);
+  ASSERT(strcasestr(raw.buf, "\r\nContent-Type: image/jpeg\r\n") != NULL);
+  close(fd);
+  healthz_fast(&s);
+  ASSERT_INT(server_stop(&s, SIGTERM), ==, 0);
+  free(img);
+}
+
+#define FD_LIMIT 200 /* the child's RLIMIT_NOFILE, soft and hard */
+#define FD_CONNS 160 /* more than the server can hold under it, fewer than the child may open */
+
+/* The child of test_fd_limit, under RLIMIT_NOFILE FD_LIMIT: --max-conns 1000 cannot be met, so
+ * the server lowers it (saying so on stderr, captured in errpath) and the connections past it
+ * get 503 too_many_connections at once; the others are served. None waits for a descriptor. */
+static void fd_limit_child(const char *errpath) {
+  struct server s;
+  struct raw raw;
+  char code[64], text[1024] = "";
+  int fds[FD_CONNS], refused = 0, served = 0;
+  struct rlimit lim = {FD_LIMIT, FD_LIMIT};
+  ASSERT(setrlimit(RLIMIT_NOFILE, &lim) == 0);
+  int saved = dup(2), err = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  ASSERT(saved >= 0 && err >= 0 && dup2(err, 2) == 2);
+  const char *args[] = {"--max-conns", "1000", "--workers", "1", "--backend", "cpu", NULL};
+  server_start(&s, args);
+  dup2(saved, 2);
+  close(saved);
+  for (int i = 0; i < FD_CONNS; i++) ASSERT((fds[i] = raw_connect(&s)) >= 0);
+  usleep(500 * 1000);
+  for (int i = 0; i < FD_CONNS; i++) {
+    struct pollfd p = {fds[i], POLLIN, 0};
+    if (poll(&p, 1, 0) == 1) { /* answered unasked: a refusal */
+      ASSERT_INT(read_response(fds[i], 1.0, &raw), ==, 503);
+      error_code(&raw, code, sizeof(code));
+      ASSERT_STR(code, "too_many_connections");
+      refused++;
+      continue;
+    }
+    send_all(fds[i], SMUGGLED, strlen(SMUGGLED));
+    ASSERT_INT(read_response(fds[i], 2.0, &raw), ==, 200);
+    served++;
+  }
+  for (int i = 0; i < FD_CONNS; i++) close(fds[i]);
+  ASSERT_INT(refused, >=, 1);
+  ASSERT_INT(served, >=, 50);
+  ASSERT_INT(refused + served, ==, FD_CONNS);
+  usleep(200 * 1000);
+  healthz_fast(&s);
+  ASSERT_INT(server_stop(&s, SIGTERM), ==, 0);
+  FILE *f = fopen(errpath, "r");
+  ASSERT(f && fread(text, 1, sizeof(text) - 1, f) > 0);
+  fclose(f);
+  if (!strstr(text, "--max-conns 1000") || !strstr(text, "RLIMIT_NOFILE"))
+    TEST_FAIL("stderr says nothing about the descriptors: '%s'", text);
+  fprintf(stderr, "    %d connections served, %d refused\n", served, refused);
+}
+
+static void test_fd_limit(void) {
+  char errpath[64];
+  int status;
+  snprintf(errpath, sizeof(errpath), "/tmp/blurd-framing-err.%d", (int)getpid());
+  pid_t pid = fork();
+  ASSERT(pid >= 0);
+  if (pid == 0) {
+    fd_limit_child(errpath);
+    _exit(0);
+  }
+  ASSERT(waitpid(pid, &status, 0) == pid);
+  unlink(errpath);
+  ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+#define UPLOADS     8
+#define UPLOAD_SIZE (4 << 20)
+
+/* --max-buffered 9M: of eight uploads that each declare 4 MiB, two fit; the others get 503
+ * buffer_full with Retry-After at once, before their bodies are sent. Once the two are done, a
+ * new one fits again, and the server's peak memory grew by about the two bodies, not eight. */
+static void test_max_buffered(void) {
+  struct server s;
+  struct raw raw;
+  char code[64];
+  int fds[UPLOADS], accepted[UPLOADS], naccepted = 0;
+  uint8_t *body = calloc(1, UPLOAD_SIZE);
+  const char *args[] = {"--backend", "cpu", NULL}, *env[] = {"BLURD_MAX_BUFFERED=9M", NULL};
+  ASSERT(body);
+  server_start_env(&s, args, env);
+  long hwm0 = server_hwm_kb(&s);
+  for (int i = 0; i < UPLOADS; i++) {
+    fds[i] = raw_connect(&s);
+    post_raw(fds[i], "/blur", "image/png", NULL, UPLOAD_SIZE);
+    usleep(50 * 1000);
+  }
+  healthz_fast(&s);
+  for (int i = 0; i < UPLOADS; i++) {
+    struct pollfd p = {fds[i], POLLIN, 0};
+    accepted[i] = poll(&p, 1, 300) == 0;
+    naccepted += accepted[i];
+    if (accepted[i]) continue;
+    ASSERT_INT(read_response(fds[i], 1.0, &raw), ==, 503);
+    error_code(&raw, code, sizeof(code));
+    ASSERT_STR(code, "buffer_full");
+    ASSERT(strcasestr(raw.buf, "\r\nRetry-After: ") != NULL);
+  }
+  ASSERT_INT(naccepted, ==, 2);
+  for (int i = 0; i < UPLOADS; i++) /* all of them held at once, but for their last byte */
+    if (accepted[i]) send_all(fds[i], body, UPLOAD_SIZE - 1);
+  usleep(300 * 1000);
+  long hwm = server_hwm_kb(&s);
+  for (int i = 0; i < UPLOADS; i++) {
+    if (accepted[i]) {
+      send_all(fds[i], body, 1);
+      int status = read_response(fds[i], 10.0, &raw); /* zeros: not an image, but read */
+      ASSERT(status >= 400 && status < 500);
+    }
+    close(fds[i]);
+  }
+  healthz_fast(&s);
+  usleep(300 * 1000); /* the two requests are freed */
+  int fd = raw_connect(&s);
+  post_raw(fd, "/blur", "image/png", body, UPLOAD_SIZE);
+  int status = read_response(fd, 10.0, &raw);
+  ASSERT(status >= 400 && status < 500);
+  close(fd);
+  fprintf(stderr, "    VmHWM %ld kB at start, %ld kB with the uploads held\n", hwm0, hwm);
+  ASSERT_INT(hwm - hwm0, <, 3 * UPLOAD_SIZE / 1024 + 4096); /* 8 held: 32 MiB and more */
+  ASSERT_INT(server_stop(&s, SIGTERM), ==, 0);
+  free(body);
+}
+
+/* A chunked upload has no length to check up front: it is counted as it grows, and once it passes
+ * --max-buffered the rest is read and dropped, and the answer is a 503 buffer_full. */
+static void test_chunked_over_budget(void) {
+  struct server s;
+  struct raw raw;
+  char code[64], size[32];
+  uint8_t *chunk = calloc(1, 1 << 20);
+  const char *args[] = {"--backend", "cpu", NULL}, *env[] = {"BLURD_MAX_BUFFERED=1M", NULL};
+  const char *head = "POST /blur HTTP/1.1\r\nHost: x\r\nContent-Type: image/png\r\n"
+                     "Transfer-Encoding: chunked\r\n\r\n";
+  ASSERT(chunk);
+  server_start_env(&s, args, env);
+  long hwm0 = server_hwm_kb(&s);
+  int fd = raw_connect(&s);
+  send_all(fd, head, strlen(head));
+  for (int i = 0; i < 4; i++) { /* 4 MiB in all */
+    int n = snprintf(size, sizeof(size), "%x\r\n", 1 << 20);
+    send_all(fd, size, (size_t)n);
+    send_all(fd, chunk, 1 << 20);
+    send_all(fd, "\r\n", 2);
+  }
+  healthz_fast(&s);
+  send_all(fd, "0\r\n\r\n", 5);
+  ASSERT_INT(read_response(fd, 5.0, &raw), ==, 503);
+  error_code(&raw, code, sizeof(code));
+  ASSERT_STR(code, "buffer_full");
+  ASSERT(strcasestr(raw.buf, "\r\nRetry-After: ") != NULL);
+  close(fd);
+  long hwm = server_hwm_kb(&s);
+  fprintf(stderr, "    VmHWM %ld kB at start, %ld kB after 4 MiB chunked\n", hwm0, hwm);
+  ASSERT_INT(hwm - hwm0, <, 3 * 1024); /* at most the 1 MiB budget and buffers */
+  ASSERT_INT(server_stop(&s, SIGTERM), ==, 0);
+  free(chunk);
+}
+
+/* A connection to the server whose receive buffer is small, for a client that reads slowly. */
+static int small_window_connect(const struct server *s) {
+  struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)s->port)};
+  int fd = socket(AF_INET, SOCK_STREAM, 0), size = 4096;
+  inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+  ASSERT(fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size)) == 0);
+  ASSERT(connect(fd, (struct sockaddr *)&to, sizeof(to)) == 0);
+  return fd;
+}
+
+/* A response the client does not read counts against --max-buffered (with its request's body)
+ * until the request deadline, when the watchdog drops it: meanwhile an upload that would pass the
+ * budget gets 503 buffer_full; afterwards it fits. The answer must be larger than what the
+ * kernel takes into the socket's send buffer (Linux's default tcp_wmem caps it at 4 MiB; on the
+ * build machine it took 2.8 MB of the 3.7 MB), or libmicrohttpd would be done with it at once. */
+static void test_unread_response(void) {
+  struct server s;
+  struct raw raw;
+  char code[64];
+  size_t len;
+  uint8_t *img = fixture("photo_1080p.jpg", &len), *zeros = calloc(1, 2 << 20);
+  const char *args[] = {"--backend", "cpu", "--request-timeout", "3", NULL};
+  const char *env[] = {"BLURD_MAX_BUFFERED=6M", NULL};
+  ASSERT(zeros);
+  server_start_env(&s, args, env);
+  double t0 = now_s();
+  int reader = small_window_connect(&s); /* a 3.7 MB answer it never reads */
+  char head[256];
+  int n = snprintf(head, sizeof(head),
+                   "POST /convert?format=png HTTP/1.1\r\nHost: x\r\nAccept: application/json\r\n"
+                   "Content-Type: image/jpeg\r\nContent-Length: %zu\r\n\r\n",
+                   len);
+  send_all(reader, head, (size_t)n);
+  send_all(reader, img, len);
+  usleep(1500 * 1000);      /* the answer is ready; the kernel holds a part of it, blurd the rest */
+  int fd = raw_connect(&s); /* 4.2 MB held (the upload and the answer), 2 MB more: too much */
+  post_raw(fd, "/blur", "image/png", NULL, 2 << 20);
+  ASSERT_INT(read_response(fd, 1.0, &raw), ==, 503);
+  error_code(&raw, code, sizeof(code));
+  ASSERT_STR(code, "buffer_full");
+  close(fd);
+  healthz_fast(&s);
+  usleep((useconds_t)((t0 + 3.6 - now_s()) * 1e6)); /* past the deadline: the answer is dropped */
+  fd = raw_connect(&s);
+  post_raw(fd, "/blur", "image/png", NULL, 2 << 20);
+  struct pollfd p = {fd, POLLIN, 0};
+  ASSERT_INT(poll(&p, 1, 300), ==, 0); /* not refused */
+  send_all(fd, zeros, 2 << 20);
+  int status = read_response(fd, 10.0, &raw);
+  ASSERT(status >= 400 && status < 500); /* zeros: not an image, but read */
+  close(fd);
+  size_t got = 0; /* what reaches the reader now: the part the kernel held, then the end */
+  for (ssize_t k; (k = recv(reader, zeros, 2 << 20, 0)) > 0;) got += (size_t)k;
+  fprintf(stderr, "    the reader got %zu bytes of the answer before it was cut\n", got);
+  ASSERT_INT(got, <, 3 << 20);
+  close(reader);
+  ASSERT_INT(server_stop(&s, SIGTERM), ==, 0);
+  free(img);
+  free(zeros);
+}
+
+/* SIGTERM while a client is still sending its headers: that request is not in flight yet, so
+ * the drain does not wait for it, and the exit status is 0. */
+static void test_drain_slow_headers(void) {
+  struct server s;
+  const char *args[] = {"--drain-timeout", "10", NULL};
+  server_start(&s, args);
+  int fd = raw_connect(&s);
+  const char *part = "POST /blur HTTP/1.1\r\nHost: x\r\n";
+  send_all(fd, part, strlen(part));
+  usleep(300 * 1000);
+  healthz_fast(&s);
+  double t0 = now_s();
+  int rc = server_stop(&s, SIGTERM);
+  double took = now_s() - t0;
+  close(fd);
+  fprintf(stderr, "    exit %d after %.3f s\n", rc, took);
+  ASSERT_INT(rc, ==, 0);
+  ASSERT_DBL(took, <, 1.0);
+}
+
+/* Runs blurd with args and env (NULL-terminated, "NAME=value"; may be NULL) until it exits: it
+ * must refuse to start. Returns its exit status; its stderr goes to err (n bytes). */
+static int refused_start(const char *const *args, const char *const *env, char *err, size_t n) {
+  const char *bin = getenv("BLURD_BIN") ? getenv("BLURD_BIN") : "build/blurd";
+  const char *argv[16] = {bin, "--bind", "127.0.0.1", "--port", "0", "--warm-image", "0"};
+  int argc = 7, status, pipefd[2];
+  for (int i = 0; args[i] && argc < 15; i++) argv[argc++] = args[i];
+  argv[argc] = NULL;
+  ASSERT(pipe(pipefd) == 0);
+  pid_t pid = fork();
+  ASSERT(pid >= 0);
+  if (pid == 0) {
+    int null = open("/dev/null", O_WRONLY);
+    for (int i = 0; env && env[i]; i++) putenv((char *)env[i]);
+    dup2(null, 1), dup2(pipefd[1], 2);
+    close(pipefd[0]);
+    alarm(10); /* a server that started after all is killed, and the test fails */
+    execv(bin, (char *const *)argv);
+    _exit(127);
+  }
+  close(pipefd[1]);
+  ssize_t k, len = 0;
+  while ((k = read(pipefd[0], err + len, n - 1 - (size_t)len)) > 0) len += k;
+  err[len] = 0;
+  close(pipefd[0]);
+  ASSERT(waitpid(pid, &status, 0) == pid);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* An empty API key, from any source, is refused at start (exit 2, and a sentence saying why)
+ * instead of turning authentication off. */
+static void test_empty_keys(void) {
+  char path[64], err[2048];
+  snprintf(path, sizeof(path), "/tmp/blurd-framing-key.%d", (int)getpid());
+  FILE *f = fopen(path, "w");
+  ASSERT(f && fputs(" \t \n", f) >= 0 && fclose(f) == 0);
+  const char *flag[] = {"--api-key", "", NULL}, *none[] = {NULL},
+             *file[] = {"--api-key-file", path, NULL};
+  const char *env[] = {"BLURD_API_KEY=", NULL};
+  ASSERT_INT(refused_start(flag, NULL, err, sizeof(err)), ==, 2);
+  ASSERT(strstr(err, "--api-key") && strstr(err, "empty"));
+  ASSERT_INT(refused_start(none, env, err, sizeof(err)), ==, 2);
+  ASSERT(strstr(err, "BLURD_API_KEY") && strstr(err, "empty"));
+  ASSERT_INT(refused_start(file, NULL, err, sizeof(err)), ==, 2);
+  ASSERT(strstr(err, path) && strstr(err, "blank"));
+  unlink(path);
+}
+
+/* Runs every test, or only the one named by the first argument (e.g. test_half_close). */
+int main(int argc, char **argv) {
+#define PICK(test)                                                                                 \
+  if (argc < 2 || strcmp(argv[1], #test) == 0) RUN(test)
+  PICK(test_framing);
+  PICK(test_library_messages);
+  PICK(test_deadline_while_queued);
+  PICK(test_half_close);
+  PICK(test_fd_limit);
+  PICK(test_max_buffered);
+  PICK(test_chunked_over_budget);
+  PICK(test_unread_response);
+  PICK(test_drain_slow_headers);
+  PICK(test_empty_keys);
+#undef PICK
+  fprintf(stderr, "integ_framing: all passed\n");
+  return 0;
+}
