@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -54,7 +55,7 @@ static uint8_t *gradient_png(int width, int height, int channels, size_t *len) {
 }
 
 /* POST of img as the multipart field "image" to path, giving up after timeout_ms (the client
- * then closes its connection). Returns the status, 0 when no answer came; *seconds: the wall
+ * then resets its connection). Returns the status, 0 when no answer came; *seconds: the wall
  * time; the body into body (cap bytes, NUL-terminated) when not NULL. */
 static long post_raw(const struct server *s, const char *path, const uint8_t *img, size_t len,
                      long timeout_ms, double *seconds, struct http_buf *b);
@@ -67,6 +68,16 @@ static long post(const struct server *s, const char *path, const uint8_t *img, s
   if (body) snprintf(body, cap, "%s", b.p);
   free(b.p);
   return status;
+}
+
+/* CURLOPT_SOCKOPTFUNCTION: the connection ends with a reset (SO_LINGER 0) when the client gives
+ * up, the way a client that can no longer read shows itself. A plain close after a whole request
+ * is a half-close to the server, which answers it (tests/integ_framing.c). */
+static int reset_on_close(void *arg, curl_socket_t fd, curlsocktype purpose) {
+  struct linger l = {1, 0};
+  (void)arg, (void)purpose;
+  return setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l)) == 0 ? CURL_SOCKOPT_OK
+                                                                   : CURL_SOCKOPT_ERROR;
 }
 
 /* post, the answer's bytes into b (a NUL-terminated buffer the caller frees). */
@@ -86,6 +97,7 @@ static long post_raw(const struct server *s, const char *path, const uint8_t *im
   curl_easy_setopt(c, CURLOPT_MIMEPOST, m);
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+  curl_easy_setopt(c, CURLOPT_SOCKOPTFUNCTION, reset_on_close);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, http_collect);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
   double t0 = now_s();
