@@ -1000,8 +1000,9 @@ enum api_error params_budget(const struct api_ctx *ctx, const struct endpoint *e
   if (*estimate_s <= limit) return API_OK;
   snprintf(msg, msglen,
            "This request would take about %.1f s of one CPU core (%s on a %dx%d image of %d "
-           "channels); the limit (--max-cost) is %g s. Use a faster method, a smaller radius, "
+           "channel%s); the limit (--max-cost) is %g s. Use a faster method, a smaller radius, "
            "sigma, kernel or region, psnr=false, or a smaller image.",
-           *estimate_s, ep->path, shape.width, shape.height, shape.channels, limit);
+           *estimate_s, ep->path, shape.width, shape.height, shape.channels,
+           shape.channels == 1 ? "" : "s", limit);
   return API_TOO_EXPENSIVE;
 }

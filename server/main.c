@@ -367,7 +367,8 @@ static int api_settings(const struct config *c, struct api_config *ac, char *key
 
 /* The command-line mode (argv[1] is an endpoint; cli_main says so when it is not): the flags of the
  * options above (--name value or --name=value) configure the api as for the server; every other
- * argument goes to cli_main. A CLI run warms nothing unless --warm-image says so, and has no
+ * argument goes to cli_main. A CLI run warms nothing unless --warm-image says so, has no cost
+ * budget unless --max-cost or BLURD_MAX_COST sets one (its files are the caller's own), and has no
  * GPU-lost exit: its files fail one by one. */
 static int run_cli(int argc, char **argv) {
   char **srv_argv = calloc((size_t)argc + 1, sizeof(char *));
@@ -395,6 +396,7 @@ static int run_cli(int argc, char **argv) {
   static char key[KEY_MAX];
   if (load_config(&c, sn, srv_argv) == 0 && api_settings(&c, &ac, key, sizeof(key)) == 0) {
     if (!c.flag[opt_index("warm-image")]) ac.warm[0] = ac.warm[1] = 0;
+    if (!c.flag[opt_index("max-cost")] && !getenv("BLURD_MAX_COST")) ac.max_cost = 0;
     ac.on_fatal = NULL;
     rc = cli_main(&ac, cn, cli_argv);
   }

@@ -244,6 +244,24 @@ static void test_usage(void) {
   run_free(&r);
 }
 
+/* The command line has no cost budget unless --max-cost (or BLURD_MAX_COST) sets one: welford at
+ * radius 16 on camera.png is estimated at about 1.2 s of one core, refused under --max-cost 1
+ * (exit 1, the API's 422 too_expensive in --json) and run without it. */
+static void test_budget(void) {
+  const char *in = path_in("in", "camera.png"), *out = path_in("budget", "v.png");
+  ASSERT(mkdir(path_in("budget", ""), 0755) == 0);
+  struct run r = cli((const char *[]){"variance", "--method", "welford", "--radius", "16",
+                                      "--max-cost", "1", "--json", in, out, NULL});
+  ASSERT_INT(r.status, ==, 1);
+  ASSERT(strstr(r.out, "\"status\":422") && strstr(r.out, "\"code\":\"too_expensive\""));
+  ASSERT(access(out, F_OK) != 0);
+  run_free(&r);
+  r = cli((const char *[]){"variance", "--method", "welford", "--radius", "16", in, out, NULL});
+  if (r.status != 0) TEST_FAIL("without --max-cost: exit %d: %s", r.status, r.err);
+  expect_image(out, CODEC_PNG);
+  run_free(&r);
+}
+
 int main(void) {
   curl_global_init(CURL_GLOBAL_ALL);
   ASSERT(mkdtemp(dir));
@@ -258,6 +276,7 @@ int main(void) {
   RUN(test_batch);
   RUN(test_same_bytes);
   RUN(test_usage);
+  RUN(test_budget);
   char cmd[128];
   snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
   ASSERT(system(cmd) == 0);

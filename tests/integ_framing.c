@@ -253,9 +253,9 @@ static void post_raw(int fd, const char *path, const char *ctype, const void *bo
 
 #define QUEUED 8 /* requests queued behind the slow one */
 
-/* A 6000x4000 JPEG of noise (about 20 MB at quality 85, 4:2:0): its PNG encode at compression 9 takes about
- * 2 s on the 2-core build machine and, being a codec, is not cancelled at the deadline. Caller
- * frees. */
+/* A 6000x4000 JPEG of noise (about 20 MB at quality 85, 4:2:0): its PNG encode at compression 9
+ * takes about 2 s on the 2-core build machine and, being a codec, is not cancelled at the deadline.
+ * Caller frees. */
 static uint8_t *noise_jpeg(size_t *len) {
   struct codec_image img = {malloc((size_t)6000 * 4000 * 3), 6000, 4000, 3, 8, CODEC_NONE, 1};
   struct codec_encode_opts o = {CODEC_JPEG, 85, 6, 0};
