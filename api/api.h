@@ -201,6 +201,27 @@ void api_observe(struct api_ctx *ctx, const struct api_request *req, const struc
 enum api_error api_body_chunk(struct api_ctx *ctx, struct api_request *req, const uint8_t *data,
                               size_t n, char *msg, size_t msglen);
 
+/* What a request's headers say about where its body ends (RFC 9112 6.3), noted header by header
+ * with api_framing_add; zero it first. */
+struct api_framing {
+  int lengths;    /* Content-Length headers */
+  int bad_length; /* one is not a decimal number */
+  int codings;    /* Transfer-Encoding headers */
+  int chunked;    /* the last one is exactly "chunked" */
+  int expects;    /* Expect headers */
+  int continue_;  /* the last one is "100-continue" */
+};
+
+/* Notes one request header (name and value as received; any header, only Content-Length,
+ * Transfer-Encoding and Expect count). */
+void api_framing_add(struct api_framing *f, const char *name, const char *value);
+/* Whether the framing f noted is one blurd serves: at most one decimal Content-Length, or one
+ * Transfer-Encoding that is chunked, never both, and no Expect but 100-continue. Otherwise the
+ * error (400 invalid_request, 501 not_implemented, 417 expectation_failed) with a sentence in
+ * msg: the server answers it before the body and closes the connection, so that no byte after
+ * the headers is ever read as a request of its own (request smuggling). */
+enum api_error api_framing_check(const struct api_framing *f, char *msg, size_t msglen);
+
 typedef void (*api_done_fn)(void *udata, struct api_response *resp);
 
 /* Handles req. Returns the response when it is ready at once (the caller owns it), or NULL when

@@ -34,6 +34,7 @@ int fuzz_webp(const uint8_t *data, size_t size);
 int fuzz_multipart(const uint8_t *data, size_t size);
 int fuzz_params(const uint8_t *data, size_t size);
 int fuzz_handler(const uint8_t *data, size_t size);
+int fuzz_framing(const uint8_t *data, size_t size);
 /* Frees the api context fuzz_handler creates on first use; safe to call twice. */
 void fuzz_handler_free(void);
 

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Builds the six libFuzzer targets into build/fuzz/ with clang (ASan + UBSan), then runs each for
+# Builds the seven libFuzzer targets into build/fuzz/ with clang (ASan + UBSan), then runs each for
 # SECONDS (default 60) on a scratch copy of its seed corpus and regressions, so that runs never
 # grow the committed corpus. Prints each target's executions and any crash; exits non-zero when a
 # target crashed, timed out, ran out of memory or leaked, leaving the input that did it in
@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SECONDS_EACH=${1:-60}
-TARGETS=${FUZZ_TARGETS:-png jpeg webp multipart params handler}
+TARGETS=${FUZZ_TARGETS:-png jpeg webp multipart params handler framing}
 CC=${FUZZ_CC:-clang}
 OUT=${FUZZ_OUT:-build/fuzz}
 PKGS="libpng libturbojpeg libmicrohttpd jansson libwebp"
@@ -36,7 +36,7 @@ for pid in $(jobs -p); do wait "$pid"; done # set -e stops here if one failed
 for t in $TARGETS; do
   objs=("$OUT"/obj/codecs_*.o)
   case $t in
-  multipart | params | handler) objs+=("$OUT"/obj/cpu_*.o "$OUT"/obj/api_*.o) ;;
+  multipart | params | handler | framing) objs+=("$OUT"/obj/cpu_*.o "$OUT"/obj/api_*.o) ;;
   esac
   # shellcheck disable=SC2086
   $CC $CFLAGS "fuzz/$t.c" "${objs[@]}" $LIBS -o "$OUT/$t"

@@ -26,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -543,57 +542,19 @@ static enum MHD_Result send_early(struct request *r) {
   return send_response(r, resp);
 }
 
-struct framing {  /* what the headers say about where the body ends (RFC 9112 6.3) */
-  int lengths;    /* Content-Length headers */
-  int bad_length; /* one is not a decimal number */
-  int codings;    /* Transfer-Encoding headers */
-  int chunked;    /* the last one is exactly "chunked" */
-  int expects;    /* Expect headers */
-  int continue_;  /* the last one is "100-continue" */
-};
-
 static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key,
                                     const char *value) {
-  struct framing *f = cls;
   (void)kind;
-  if (!key) return MHD_YES;
-  if (!value) value = "";
-  if (strcasecmp(key, "Content-Length") == 0) {
-    f->lengths++;
-    f->bad_length |= !*value || strspn(value, "0123456789") != strlen(value);
-  } else if (strcasecmp(key, "Transfer-Encoding") == 0) {
-    f->codings++;
-    f->chunked = strcasecmp(value, "chunked") == 0;
-  } else if (strcasecmp(key, "Expect") == 0) {
-    f->expects++;
-    f->continue_ = strcasecmp(value, "100-continue") == 0;
-  }
+  api_framing_add(cls, key, value);
   return MHD_YES;
 }
 
-/* Whether the request's framing is one blurd serves; otherwise the error, with a sentence in
- * msg. Such a request is answered at once and its connection closed, so that no byte after its
- * headers is ever read as a request of its own (request smuggling). */
+/* Whether the request's framing is one blurd serves (api_framing_check); otherwise the error,
+ * with a sentence in msg. */
 static enum api_error framing_error(struct MHD_Connection *c, char *msg, size_t n) {
-  struct framing f = {0};
+  struct api_framing f = {0};
   MHD_get_connection_values(c, MHD_HEADER_KIND, count_header, &f);
-  if (f.lengths > 1 || f.bad_length) {
-    snprintf(msg, n, "The request must have at most one Content-Length header, a decimal number.");
-    return API_INVALID_REQUEST;
-  }
-  if (f.lengths && f.codings) {
-    snprintf(msg, n, "The request has both Content-Length and Transfer-Encoding.");
-    return API_INVALID_REQUEST;
-  }
-  if (f.codings && (f.codings > 1 || !f.chunked)) {
-    snprintf(msg, n, "The only Transfer-Encoding this service takes is chunked, once.");
-    return API_NOT_IMPLEMENTED;
-  }
-  if (f.expects && (f.expects > 1 || !f.continue_)) {
-    snprintf(msg, n, "The only expectation this service meets is Expect: 100-continue.");
-    return API_EXPECTATION_FAILED;
-  }
-  return API_OK;
+  return api_framing_check(&f, msg, n);
 }
 
 /* The answer sent before the body is read: the connection closes after it, as libmicrohttpd

@@ -9,6 +9,7 @@
  * denial of service even when it ends in a clean error. Files come from $BLURD_FUZZ_DIR, or
  * fuzz/ when run from the repository root. See fuzz/README.md. */
 #define FUZZ_NO_MAIN
+#include "../fuzz/framing.c"
 #include "../fuzz/handler.c"
 #include "../fuzz/jpeg.c"
 #include "../fuzz/multipart.c"
@@ -30,9 +31,10 @@ struct target {
 };
 
 static const struct target targets[] = {
-    {"png", fuzz_png, CODEC_OK},     {"jpeg", fuzz_jpeg, CODEC_OK},
-    {"webp", fuzz_webp, CODEC_OK},   {"multipart", fuzz_multipart, API_OK},
-    {"params", fuzz_params, API_OK}, {"handler", fuzz_handler, 200},
+    {"png", fuzz_png, CODEC_OK},       {"jpeg", fuzz_jpeg, CODEC_OK},
+    {"webp", fuzz_webp, CODEC_OK},     {"multipart", fuzz_multipart, API_OK},
+    {"params", fuzz_params, API_OK},   {"handler", fuzz_handler, 200},
+    {"framing", fuzz_framing, API_OK},
 };
 
 struct tally {
