@@ -246,16 +246,18 @@ static int client_gone(void *udata) {
   return ci && poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
-/* Called by a worker thread when the job is done. */
+/* Called by a worker thread when the job is done. The connection is resumed after r->mu is
+ * released, and r is not touched after that: once resumed, libmicrohttpd's thread may see that the
+ * client has gone and free r in on_completed (mutex included) before this thread runs again. */
 static void on_done(void *udata, struct api_response *resp) {
   struct request *r = udata;
+  struct MHD_Connection *conn = r->conn;
   pthread_mutex_lock(&r->mu);
   r->resp = resp;
-  if (r->suspended) {
-    r->suspended = 0;
-    MHD_resume_connection(r->conn);
-  }
+  int resume = r->suspended;
+  r->suspended = 0;
   pthread_mutex_unlock(&r->mu);
+  if (resume) MHD_resume_connection(conn); /* still suspended until here: r and conn live */
 }
 
 static enum MHD_Result too_large(struct request *r) {
