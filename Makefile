@@ -68,7 +68,7 @@ UNIT_BIN := $(UNIT_SRC:tests/%.c=$(BUILD)/tests/%)
 INTEG_BIN := $(INTEG_SRC:tests/%.c=$(BUILD)/tests/%)
 TOOL_BIN := $(TOOL_SRC:tools/%.c=$(BUILD)/%)
 
-.PHONY: all test unit integ fmt fmt-check clean report test-gpu bench fuzz load soak test-web check-deploy report-variance
+.PHONY: all test unit integ fmt fmt-check clean report test-gpu stress-gpu bench fuzz load soak test-web check-deploy report-variance
 .SECONDARY:
 all: $(BUILD)/blurd $(UNIT_BIN) $(INTEG_BIN) $(TOOL_BIN) $(GPU_BIN) $(NVJPEG_CHECK)
 	@echo "blurd built in $(BUILD)/: backends $(BACKENDS)"
@@ -128,6 +128,17 @@ test-gpu: all
 test-web: $(BUILD)/blurd
 	npm ci --prefix tests/web --no-audit --no-fund
 	BLURD_BIN=$(BUILD)/blurd node tests/web/demo.test.mjs
+
+# The GPU stress test (tests/stress/stress.py, issue 34): STRESS_SECONDS of every image endpoint
+# over JPEG, PNG and WebP with clients that disconnect mid-upload, after the request or mid-response
+# and time out, and bursts of connections closed with their requests in flight, against build/blurd
+# on the GPU backend; it fails when the server dies, a waiting client gets a reset or an empty
+# reply, the stop is not clean or a sanitizer reports. STRESS_WRAP runs the server under a tool
+# (e.g. STRESS_WRAP="compute-sanitizer --tool memcheck").
+STRESS_SECONDS ?= 120
+stress-gpu: $(BUILD)/blurd
+	python3 tests/stress/stress.py --bin $(BUILD)/blurd --seconds $(STRESS_SECONDS) \
+	  $(if $(STRESS_WRAP),--wrap "$(STRESS_WRAP)") -- --backend gpu
 
 # The libFuzzer targets, built with clang under ASan/UBSan, FUZZ_SECONDS each (fuzz/README.md).
 FUZZ_SECONDS ?= 60

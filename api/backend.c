@@ -1,7 +1,9 @@
 /* The backend: a bounded job queue and the worker threads that run jobs, each worker with its
  * own state from the backend's ops (the CPU ops share one fork-join pool; the CUDA ops give each
- * worker a stream and buffers). Submitting never blocks: a full queue says so at once and the
- * caller answers 503. Freeing the backend runs what is queued, then joins the workers.
+ * worker a stream and buffers). Each worker thread makes its own state and warms up, all at once,
+ * before it takes jobs; until every worker has, the backend is warming (/readyz says so).
+ * Submitting never blocks: a full queue says so at once and the caller answers 503. Freeing the
+ * backend runs what is queued, then joins the workers.
  *
  * The ops hold a job's codecs too. The CPU backend decodes and encodes with libjpeg-turbo and
  * libpng. The CUDA backend with GPU codecs decodes JPEG into device memory with nvJPEG (batched
@@ -28,7 +30,8 @@ struct backend {
   int cap, head, count;     /* ring capacity, first job, jobs queued */
   int running;              /* jobs on a worker now */
   int stop;                 /* set by backend_free: run what is queued, then exit */
-  int nworkers;             /* workers started */
+  int nworkers;             /* worker threads started */
+  int failed;               /* workers whose state could not be made: they take no jobs */
   int ndev;                 /* GPUs in use; 0 for the CPU backend */
   int gpu_codecs;           /* JPEG is decoded and encoded on the GPU */
   const char *jpeg_decoder; /* the GPU's JPEG decoder ("nvjpeg-hw"), when gpu_codecs */
@@ -37,7 +40,11 @@ struct backend {
   int decoders;             /* cfg->jpeg_decoders */
   int warm[3];              /* the warm-up image: width, height, channels (0: none) */
   int warming;              /* workers not yet warm */
-  pthread_mutex_t warm_mu;  /* one warm-up at a time: the peak memory of one job */
+  double t_start;           /* api_now_ms() when backend_new began */
+  double slowest[2];        /* the slowest worker's state and warm-up, ms (under mu) */
+  pthread_mutex_t warm_mu;  /* guards warm_bytes */
+  pthread_cond_t warm_cv;   /* a warm-up finished */
+  size_t warm_bytes;        /* the host images of the warm-ups running now */
   char codecs_why[384];     /* why JPEG runs on the CPU, when it does */
   struct worker *workers;
   pthread_t *threads;
@@ -477,14 +484,42 @@ static void warm_jpeg(struct worker *w, const struct codec_image *img) {
   free(enc);
 }
 
+/* Whether backend_free has begun: a worker still warming stops at its next step. */
+static int stopping(struct backend *b) {
+  pthread_mutex_lock(&b->mu);
+  int stop = b->stop;
+  pthread_mutex_unlock(&b->mu);
+  return stop;
+}
+
+/* The workers warm up in parallel, as far as their warm-up images (the input and the output, on
+ * the host) take at most WARM_HOST_BYTES together; one always may. Returns 0 when this one may
+ * start, -1 when the backend is stopping. */
+#define WARM_HOST_BYTES ((size_t)1 << 30)
+static int warm_enter(struct backend *b, size_t bytes) {
+  pthread_mutex_lock(&b->warm_mu);
+  while (b->warm_bytes > 0 && b->warm_bytes + bytes > WARM_HOST_BYTES && !stopping(b))
+    pthread_cond_wait(&b->warm_cv, &b->warm_mu);
+  int stop = stopping(b);
+  if (!stop) b->warm_bytes += bytes;
+  pthread_mutex_unlock(&b->warm_mu);
+  return stop ? -1 : 0;
+}
+
+static void warm_leave(struct backend *b, size_t bytes) {
+  pthread_mutex_lock(&b->warm_mu);
+  b->warm_bytes -= bytes;
+  pthread_cond_broadcast(&b->warm_cv);
+  pthread_mutex_unlock(&b->warm_mu);
+}
+
 static void warm_up(struct backend *b, struct worker *w) {
   int width = b->warm[0], height = b->warm[1], ch = b->warm[2];
   struct codec_image in = {NULL, width, height, ch, 8, CODEC_PNG, 1}, out = in;
   struct cpu_image src = {NULL, width, height, ch, 8}, dst = src;
-  if (width <= 0 || height <= 0) return;
-  pthread_mutex_lock(&b->warm_mu);
+  if (width <= 0 || height <= 0 || warm_enter(b, 2 * cpu_image_bytes(&src)) != 0) return;
   if (!(in.pixels = src.data = malloc(cpu_image_bytes(&src)))) {
-    pthread_mutex_unlock(&b->warm_mu);
+    warm_leave(b, 2 * cpu_image_bytes(&src));
     return;
   }
   for (size_t i = 0; i < cpu_image_bytes(&src); i++) /* a texture, so the codecs have work */
@@ -508,17 +543,47 @@ static void warm_up(struct backend *b, struct worker *w) {
   if (w->ops->job_end) w->ops->job_end(w->state);
   codec_image_free(&out);
   codec_image_free(&in);
-  pthread_mutex_unlock(&b->warm_mu);
+  warm_leave(b, 2 * cpu_image_bytes(&src));
+}
+
+/* Makes the worker's state (its GPU context and nvJPEG states: the slow part of the start), then
+ * warms it up. Every worker does this on its own thread, all at once, so that the start takes
+ * about one worker's time rather than the sum of them. Returns 0, or -1 when the state could not
+ * be made (said on stderr) or the backend is stopping. */
+static int worker_start(struct backend *b, struct worker *w) {
+  char err[256] = "";
+  void *state = NULL;
+  double t0 = api_now_ms();
+  if (stopping(b)) return -1;
+  if (b->ops->worker_new(b->shared, w->index, &state, err, sizeof(err)) != 0) {
+    fprintf(stderr, "blurd: worker %d does not start: %s\n", w->index, err[0] ? err : "no memory");
+    return -1;
+  }
+  __atomic_store_n(&w->state, state, __ATOMIC_RELEASE); /* /metrics reads it */
+  double t1 = api_now_ms();
+  warm_up(b, w);
+  double t2 = api_now_ms();
+  pthread_mutex_lock(&b->mu);
+  b->slowest[0] = t1 - t0 > b->slowest[0] ? t1 - t0 : b->slowest[0];
+  b->slowest[1] = t2 - t1 > b->slowest[1] ? t2 - t1 : b->slowest[1];
+  pthread_mutex_unlock(&b->mu);
+  return 0;
 }
 
 static void *worker_main(void *arg) {
   struct worker_thread wt = *(struct worker_thread *)arg;
   struct backend *b = wt.b;
   free(arg);
-  warm_up(b, wt.w);
+  int ok = worker_start(b, wt.w) == 0;
   pthread_mutex_lock(&b->mu);
-  b->warming--;
-  for (;;) {
+  b->failed += !ok;
+  if (--b->warming == 0 && !b->stop)
+    fprintf(stderr,
+            "blurd: %d workers ready %.2f s after the start (slowest worker: %.2f s for "
+            "its state, %.2f s for its warm-up)\n",
+            b->nworkers - b->failed, (api_now_ms() - b->t_start) / 1e3, b->slowest[0] / 1e3,
+            b->slowest[1] / 1e3);
+  while (ok) {
     while (b->count == 0 && !b->stop) pthread_cond_wait(&b->cv, &b->mu);
     if (b->count == 0) break; /* stopping, and the queue is empty */
     struct job *job = b->ring[b->head];
@@ -537,20 +602,21 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
+/* Starts worker i's thread, which makes the worker's state itself (worker_start). */
 static int start_worker(struct backend *b, int i, char *err, size_t errlen) {
   struct worker *w = &b->workers[i];
   *w = (struct worker){b->ops, NULL, i};
-  if (b->ops->worker_new(b->shared, i, &w->state, err, errlen) != 0) return -1;
   struct worker_thread *wt = malloc(sizeof(*wt));
   if (wt) *wt = (struct worker_thread){b, w};
-  if (!wt || pthread_create(&b->threads[i], NULL, worker_main, wt) != 0) {
+  pthread_mutex_lock(&b->mu); /* the thread reads nworkers */
+  int rc = wt && pthread_create(&b->threads[i], NULL, worker_main, wt) == 0 ? 0 : -1;
+  if (rc == 0) b->nworkers++;
+  pthread_mutex_unlock(&b->mu);
+  if (rc != 0) {
     free(wt);
-    b->ops->worker_free(w->state);
     snprintf(err, errlen, "cannot start worker thread %d", i);
-    return -1;
   }
-  b->nworkers++;
-  return 0;
+  return rc;
 }
 
 /* The cores this process may use (its affinity within its cgroup's CPU quota), said once on
@@ -685,6 +751,19 @@ static int start_codecs(struct backend *b, const struct api_config *cfg, int per
   return 0;
 }
 
+/* "cpu", "cuda:0 NVIDIA H100 80GB HBM3" (what worker 0's context will be called; the workers
+ * make their contexts later, on their own threads) or "cuda (2 devices)". */
+static void backend_set_name(struct backend *b) {
+  snprintf(b->name, sizeof(b->name), "%s", b->ndev ? "cuda:0" : "cpu");
+#ifdef BLURD_CUDA
+  struct gpu_device_info info;
+  if (b->ndev > 1)
+    snprintf(b->name, sizeof(b->name), "cuda (%d devices)", b->ndev);
+  else if (b->ndev == 1 && gpu_device_info(0, &info) == 0)
+    snprintf(b->name, sizeof(b->name), "cuda:0 %.96s", info.name);
+#endif
+}
+
 struct backend *backend_new(const struct api_config *cfg, char *err, size_t errlen) {
   struct backend *b = calloc(1, sizeof(*b));
   if (errlen) err[0] = 0;
@@ -694,7 +773,9 @@ struct backend *backend_new(const struct api_config *cfg, char *err, size_t errl
   }
   pthread_mutex_init(&b->mu, NULL);
   pthread_mutex_init(&b->warm_mu, NULL);
+  pthread_cond_init(&b->warm_cv, NULL);
   pthread_cond_init(&b->cv, NULL);
+  b->t_start = api_now_ms();
   b->cap = cfg->queue > 0 ? cfg->queue : 1;
   b->ring = calloc((size_t)b->cap, sizeof(*b->ring));
   int rc = b->ring ? 0 : -1, n = 0;
@@ -717,10 +798,7 @@ struct backend *backend_new(const struct api_config *cfg, char *err, size_t errl
     backend_free(b);
     return NULL;
   }
-  if (b->ndev > 1)
-    snprintf(b->name, sizeof(b->name), "cuda (%d devices)", b->ndev);
-  else
-    snprintf(b->name, sizeof(b->name), "%s", b->ops->worker_name(b->workers[0].state));
+  backend_set_name(b);
   return b;
 }
 
@@ -743,8 +821,12 @@ void backend_free(struct backend *b) {
   b->stop = 1;
   pthread_cond_broadcast(&b->cv);
   pthread_mutex_unlock(&b->mu);
+  pthread_mutex_lock(&b->warm_mu); /* a worker waiting to warm up gives up */
+  pthread_cond_broadcast(&b->warm_cv);
+  pthread_mutex_unlock(&b->warm_mu);
   for (int i = 0; i < b->nworkers; i++) pthread_join(b->threads[i], NULL);
-  for (int i = 0; i < b->nworkers; i++) b->ops->worker_free(b->workers[i].state);
+  for (int i = 0; i < b->nworkers; i++)
+    if (b->workers[i].state) b->ops->worker_free(b->workers[i].state);
   if (b->ops == &cpu_ops) {
     cpu_pool_free(b->shared);
   } else if (b->shared) {
@@ -756,6 +838,7 @@ void backend_free(struct backend *b) {
   pthread_cond_destroy(&b->cv);
   pthread_mutex_destroy(&b->mu);
   pthread_mutex_destroy(&b->warm_mu);
+  pthread_cond_destroy(&b->warm_cv);
   free(b->threads);
   free(b->workers);
   free(b->ring);
@@ -778,7 +861,7 @@ void backend_stats(struct backend *b, int *queued, int *running, int *capacity, 
   *queued = b->count;
   *running = b->running;
   *capacity = b->cap;
-  *workers = b->nworkers;
+  *workers = b->nworkers - b->failed;
   pthread_mutex_unlock(&b->mu);
 }
 
@@ -787,8 +870,10 @@ int backend_gpu_memory(struct backend *b, int dev, size_t *held, size_t *used, s
   struct gpu_device_info info;
   if (dev < 0 || dev >= b->ndev || gpu_device_info(dev, &info) != 0) return -1;
   *held = 0;
-  for (int i = dev; i < b->nworkers; i += b->ndev) /* worker i uses device i % ndev */
-    *held += __atomic_load_n(&((struct gpu_worker *)b->workers[i].state)->bytes, __ATOMIC_RELAXED);
+  for (int i = dev; i < b->nworkers; i += b->ndev) { /* worker i uses device i % ndev */
+    struct gpu_worker *w = __atomic_load_n(&b->workers[i].state, __ATOMIC_ACQUIRE);
+    if (w) *held += __atomic_load_n(&w->bytes, __ATOMIC_RELAXED); /* NULL: not made yet */
+  }
   *used = info.mem_free ? info.mem_total - info.mem_free : 0;
   *total = info.mem_total;
   return 0;

@@ -79,6 +79,10 @@ int api_failed(struct api_ctx *ctx) {
   return __atomic_load_n(&ctx->failed, __ATOMIC_SEQ_CST);
 }
 
+int api_warming(struct api_ctx *ctx) {
+  return backend_warming(ctx->backend);
+}
+
 void api_set_draining(struct api_ctx *ctx) {
   __atomic_store_n(&ctx->draining, 1, __ATOMIC_SEQ_CST);
 }

@@ -116,7 +116,7 @@ def fmt(x, digits=1):
 
 
 def report(raw_path, peer_path, out_dir, date, machine, command, secs):
-    load, single_runs, unavailable, notes, batch_line = {}, {}, {}, [], None
+    load, single_runs, unavailable, notes, batch_line, startup = {}, {}, {}, [], None, []
     for line in open(raw_path):
         f = line.rstrip("\n").split("\t")
         if f[0] == "load":
@@ -132,6 +132,8 @@ def report(raw_path, peer_path, out_dir, date, machine, command, secs):
                          f"{kv(f[3]).get('waited_s')} s; the next case ran anyway.")
         elif f[0] == "note":
             notes.append(f"mode {f[1]}: {f[2]}")
+        elif f[0] == "startup":
+            startup.append(f[1])
     peer = open(peer_path).read().strip() if peer_path else ""
 
     rows = []  # (case, mode, figures) for the table and the CSV
@@ -204,6 +206,25 @@ def report(raw_path, peer_path, out_dir, date, machine, command, secs):
         ratio[case] = on["rps"] / off["rps"] if on and off and off["rps"] > 0 else float("nan")
         md.append(f"| {case} | {fmt(on['rps']) if on else 'n/a'} | "
                   f"{fmt(off['rps']) if off else 'n/a'} | {fmt(ratio[case], 2)} |")
+
+    psnr_on, psnr_off = by[(CASES[0], "on")], by[(CASES[1], "on")]
+    psnr_ratio = psnr_on["rps"] / psnr_off["rps"] if psnr_on and psnr_off and psnr_off["rps"] > 0 \
+        else float("nan")
+    md += ["", "## The PSNR's cost", "",
+           f"With the GPU codecs, {CASES[0]} (PSNR on) over {CASES[1]} (PSNR off): "
+           f"**{fmt(psnr_ratio, 3)}** of the requests per second "
+           f"({fmt(psnr_on['rps']) if psnr_on else 'n/a'} against "
+           f"{fmt(psnr_off['rps']) if psnr_off else 'n/a'}; issue 34's target: at least 0.9)."]
+
+    md += ["", "## Start and stop", "",
+           "tests/stress/startup.py with the GPU codecs and the default workers and warm-up: the "
+           "seconds from the start until the port answers (/healthz) and until /readyz says ready "
+           "(three starts); a SIGTERM sent 0.05, 0.5, 1 and 2 s after the port answered (during "
+           "the warm-up, or just after it): the exit status and the seconds to it; the median of "
+           "a round of as many concurrent /blur?sigma=12 requests as workers, right after ready "
+           "(each worker's first), over the median of the next three rounds (issue 34's targets: "
+           "port within 1 s, ready within 3 s, exit 0 within 1 s, first/rest at most 2).", "",
+           "```"] + (startup or ["(not run)"]) + ["```"]
 
     md += ["", "## One request at a time", "",
            "tests/data/photo_1080p.jpg POSTed raw (`Content-Type: image/jpeg`) to /blur?sigma=12, "

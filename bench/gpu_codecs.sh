@@ -12,7 +12,10 @@
 # time per request; then, with mode on, the mean JPEG decode batch size from /metrics; then 20
 # sequential requests (after 3 warm-ups) of the 1080p JPEG to /blur?sigma=12 for the median
 # Server-Timing total and the codec names. A mode whose blurd does not start (on without a GPU or
-# nvJPEG) is reported unavailable. Last, the torchvision peer (bench/nvjpeg_peer.py).
+# nvJPEG) is reported unavailable. Then the start and stop times with the GPU codecs
+# (tests/stress/startup.py: port and ready after a start, a SIGTERM during the warm-up, each
+# worker's first requests against the next), and the PSNR's cost (1080p /blur?sigma=12 with the
+# PSNR over without it, mode on). Last, the torchvision peer (bench/nvjpeg_peer.py).
 # Output: OUTDIR/gpu_codecs.md (header, table, on/off ratios, single-request medians, batch size,
 # torchvision lines, PASS/FAIL targets for 1080p JPEG /blur?sigma=12) and OUTDIR/gpu_codecs.csv
 # (the table); progress and the markdown on stdout. Exits 0 once they are written, whatever the
@@ -85,6 +88,12 @@ for mode in on off; do
   wait "$pid" || printf 'note\t%s\tblurd exited with %s\n' "$mode" "$?" >>"$raw"
   pid=
 done
+
+echo "start and stop ..."
+python3 tests/stress/startup.py --bin "$bin/blurd" --runs 3 --sigterm 0.05,0.5,1,2 --first 4 \
+  --log "$tmp/startup.log" -- --gpu-codecs on >"$tmp/startup.txt" 2>&1 || true
+cat "$tmp/startup.txt"
+while IFS= read -r line; do printf 'startup\t%s\n' "$line" >>"$raw"; done <"$tmp/startup.txt"
 
 echo "torchvision peer ..."
 python3 bench/nvjpeg_peer.py tests/data/photo_1080p.jpg >"$tmp/peer.txt" 2>"$tmp/peer.err" ||

@@ -472,6 +472,19 @@ double elapsed(const struct gpu_ctx *ctx, int a, int b) {
   return cudaEventElapsedTime(&ms, ctx->ev[a], ctx->ev[b]) == cudaSuccess ? ms : -1;
 }
 
+cudaError_t smem_allow_max(const void *kernel) {
+  int dev = 0, optin = 0;
+  cudaFuncAttributes a = {};
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e == cudaSuccess)
+    e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  if (e == cudaSuccess) e = cudaFuncGetAttributes(&a, kernel);
+  int most = optin - (int)a.sharedSizeBytes;
+  if (e == cudaSuccess && a.maxDynamicSharedSizeBytes != most)
+    e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most);
+  return e;
+}
+
 /* Makes d_in and d_out hold bytes each. */
 enum gpu_status grow_images(struct gpu_ctx *ctx, size_t bytes) {
   enum gpu_status st = grow(ctx, &ctx->d_in, &ctx->in_cap, bytes);

@@ -103,6 +103,14 @@ enum gpu_status grow_images(struct gpu_ctx *ctx, size_t bytes);
 void deliver(const struct cpu_image *img, void *pixels, struct cpu_image *dst);
 /* Frees ctx->jpeg (jpeg.cu); safe when it is NULL. */
 void jpeg_ctx_free(struct gpu_ctx *ctx);
+/* Lets kernel take as much dynamic shared memory as the current device allows a block, less its
+ * static shared memory. The limit is an attribute of the kernel that every worker shares: set
+ * before each launch to that launch's size, one worker lowered it under another's launch between
+ * the other's two calls, which then failed (cudaErrorInvalidValue or
+ * cudaErrorLaunchOutOfResources: 288 requests of 98,997 in 120 s of tests/stress/stress.py on an
+ * H200). Raised to the most, it is never lowered. Returns the CUDA error, which also stays the last
+ * error, so that the launch after it reports it. */
+cudaError_t smem_allow_max(const void *kernel);
 /* Milliseconds between events a and b of ctx, or -1. */
 double elapsed(const struct gpu_ctx *ctx, int a, int b);
 /* qsort's comparison of two doubles. */

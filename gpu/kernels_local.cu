@@ -494,7 +494,7 @@ template <class Q>
 static cudaError_t exact_both(packed in, int r, int tri, void *d_s1, void *d_s2, exact_out o,
                               cudaStream_t s) {
   size_t smem = EX_TILE * (sizeof(Q) + sizeof(uint32_t)) + (EX_TILE + 2 * r + 2) * sizeof(uint32_t);
-  cudaFuncSetAttribute(exact_rows<Q>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  smem_allow_max((const void *)exact_rows<Q>); /* smem grows with r */
   dim3 rg(div_up(in.w, EX_TILE), in.h < 65535 ? in.h : 65535);
   exact_rows<Q><<<rg, EX_ROW_T, smem, s>>>(in, r, tri, (uint32_t *)d_s1, (Q *)d_s2);
   int seg = exact_segment(in.w, in.h, r);
@@ -635,7 +635,7 @@ __global__ void convolve_tile(packed in, packed out, const __grid_constant__ cpu
 cudaError_t launch_convolve(packed in, packed out, const struct cpu_conv &c, cudaStream_t s) {
   int tw = CONV_B + 2 * (c.size / 2), alpha = in.c == 2 || in.c == 4;
   size_t smem = (size_t)tw * tw * (in.c - alpha) * sizeof(float);
-  cudaFuncSetAttribute(convolve_tile, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  smem_allow_max((const void *)convolve_tile); /* smem grows with the kernel and channels */
   dim3 block(CONV_B, CONV_B), grid(div_up(in.w, CONV_B), div_up(in.h, CONV_B));
   convolve_tile<<<grid, block, smem, s>>>(in, out, c);
   return cudaGetLastError();

@@ -375,7 +375,10 @@ static int client_gone(void *udata) {
   return gone;
 }
 
-/* Called by a worker thread when the job is done. */
+/* Called by a worker thread when the job is done. The connection is resumed under r->mu, so
+ * that on_completed (which sets closed under r->mu) cannot have let libmicrohttpd free it, even
+ * at shutdown; r itself stays allocated after the resume, whatever libmicrohttpd's thread then
+ * does, because the job is one of its holders and lets go last (release). */
 static void on_done(void *udata, struct api_response *resp) {
   struct request *r = udata;
   struct srv *s = r->srv;

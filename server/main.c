@@ -44,7 +44,7 @@ static const struct opt opts[] = {
   {"gpu-codecs",       "BLURD_GPU_CODECS",       OPT_STR,  "auto",    0, 0,      "JPEG on the GPU (nvJPEG): auto (when it loads), on (required), off"},
   {"jpeg-batch-wait-us", "BLURD_JPEG_BATCH_WAIT_US", OPT_INT, "1000", 0, 100000, "microseconds a GPU JPEG decode waits for others to batch with"},
   {"jpeg-decoders",    "BLURD_JPEG_DECODERS",    OPT_INT,  "2",       1, 4,      "GPU JPEG batch decoder threads per GPU"},
-  {"warm-image",       "BLURD_WARM_IMAGE",       OPT_STR,  "auto",    0, 0,      "each worker's warm-up image, WxHxC (C: 1 to 4); 0: none; auto: 4096x4096x4 (GPU), 1920x1080x3 (CPU)"},
+  {"warm-image",       "BLURD_WARM_IMAGE",       OPT_STR,  "auto",    0, 0,      "each worker's warm-up image, WxHxC (C: 1 to 4); 0: none; auto: 1920x1080x3"},
   {"queue",            "BLURD_QUEUE",            OPT_INT,  "64",      1, 100000, "jobs that may wait for a worker; more get 503"},
   {"max-body",         "BLURD_MAX_BODY",         OPT_BYTES, "32M",    1, 1LL << 32, "largest request body in bytes (K, M, G suffixes)"},
   {"max-buffered",     "BLURD_MAX_BUFFERED",     OPT_BYTES, "0",      0, 1LL << 50, "request bodies and responses held at once, in bytes (K, M, G); more get 503; 0: a quarter of the memory limit"},
@@ -320,12 +320,17 @@ static void on_gpu_lost(void *arg) {
   on_signal(0);
 }
 
-static int wait_for_signal(void) {
+/* SIGTERM and SIGINT from the start on: one that comes while the backend warms up is answered as
+ * soon as main waits for it, instead of killing the process. */
+static void catch_signals(void) {
   struct sigaction sa = {0};
-  char c = 0;
   sa.sa_handler = on_signal;
   sigaction(SIGTERM, &sa, NULL);
   sigaction(SIGINT, &sa, NULL);
+}
+
+static int wait_for_signal(void) {
+  char c = 0;
   while (read(sigpipe[0], &c, 1) < 0 && errno == EINTR) {
   }
   return c;
@@ -432,6 +437,7 @@ int main(int argc, char **argv) {
   if (!getenv("MALLOC_ARENA_MAX")) mallopt(M_ARENA_MAX, 1);
   fit_descriptors(&sc, ac.workers);
   if (pipe(sigpipe) != 0) return 1;
+  catch_signals();
   /* listening first: clients of a restarting server wait while the backend starts */
   if ((sc.listen_fd = srv_listen(TEXT(&c, "bind"), (int)NUM(&c, "port"), err, sizeof(err))) < 0) {
     fprintf(stderr, "blurd: %s\n", err);
@@ -465,6 +471,12 @@ int main(int argc, char **argv) {
   if (left > 0) { /* connections still wait on jobs: don't free what they use */
     fprintf(stderr, "blurd: drain timeout with %d requests in flight\n", left);
     _exit(1);
+  }
+  /* Nothing is in flight, but workers still warm up (make GPU contexts, run their first job):
+   * their work is of no use now, and waiting for it took 15.7 s on an H200 (issue 34). */
+  if (api_warming(api) > 0) {
+    fprintf(stderr, "blurd: stopped during the warm-up\n");
+    _exit(0);
   }
   srv_free(srv);
   api_free(api);

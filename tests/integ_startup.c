@@ -1,0 +1,71 @@
+/* Start and stop against the real binary on the CPU backend (issue 34; CI has no GPU, and
+ * tests/stress/startup.py runs the same checks on the GPU machine): with the default warm-up the
+ * port answers within 1 s of the start and /readyz says ready within 3 s; a SIGTERM while the
+ * workers still warm up ends the process with status 0 within 1 s, where it used to wait for every
+ * worker's warm-up. */
+#include "harness.h"
+#include "test.h"
+
+#include <curl/curl.h>
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* The status of GET /readyz (0: no answer); *warming is set when its status says "warming". */
+static long readyz(const struct server *s, int *warming) {
+  struct http_resp r;
+  if (http_request(s, "GET", "/readyz", NULL, NULL, NULL, 0, &r) != 0) return 0;
+  long st = r.status;
+  *warming = r.body && strstr(r.body, "\"warming\"") != NULL;
+  http_resp_free(&r);
+  return st;
+}
+
+static void test_ready_in_seconds(void) {
+  struct server s;
+  int warming = 0;
+  double t0 = now_s();
+  server_start(&s, (const char *[]){"--backend", "cpu", "--warm-image", "auto", NULL});
+  double port = now_s() - t0;
+  long st = 0;
+  while ((st = readyz(&s, &warming)) != 200 && now_s() - t0 < 10) usleep(10000);
+  double ready = now_s() - t0;
+  fprintf(stderr, "    port answered after %.2f s, ready after %.2f s\n", port, ready);
+  ASSERT_INT(st, ==, 200);
+  ASSERT_DBL(port, <=, 1.0);
+  ASSERT_DBL(ready, <=, 3.0);
+  ASSERT_INT(server_stop(&s, SIGTERM), ==, 0);
+}
+
+/* A warm-up image large enough that the two workers are still warming when the signal comes
+ * (about 4 s on a 2-core machine), so that the stop cannot wait for them. */
+static void test_sigterm_during_warm_up(void) {
+  struct server s;
+  int warming = 0;
+  server_start(&s, (const char *[]){"--backend", "cpu", "--workers", "2", "--warm-image",
+                                    "5000x5000x4", NULL});
+  ASSERT_INT(readyz(&s, &warming), ==, 503);
+  ASSERT(warming);
+  double t0 = now_s();
+  int rc = server_stop(&s, SIGTERM);
+  double took = now_s() - t0;
+  fprintf(stderr, "    SIGTERM during the warm-up: exit %d after %.2f s\n", rc, took);
+  ASSERT_INT(rc, ==, 0);
+  ASSERT_DBL(took, <=, 1.0);
+}
+
+int main(void) {
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  RUN(test_ready_in_seconds);
+  RUN(test_sigterm_during_warm_up);
+  curl_global_cleanup();
+  fprintf(stderr, "integ_startup: all passed\n");
+  return 0;
+}
