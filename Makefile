@@ -121,7 +121,7 @@ test-gpu: all
 	$(BUILD)/tests/gpu_codecs
 	$(BUILD)/tests/gpu_codecs --replay fuzz/corpus/jpeg/*
 	@set -e; for t in $(INTEG_BIN); do echo "== $$t"; BLURD_BIN=$(BUILD)/blurd \
-	  BLURD_EXPECT_BACKEND=cuda: BLURD_EXPECT_GPU_CODECS=1 $$t; done
+	  BLURD_EXPECT_BACKEND=cuda: BLURD_EXPECT_GPU_CODECS=1 BLURD_WAIT_READY=1 $$t; done
 
 # The demo page in headless Chromium (tests/web/demo.test.mjs): needs node, npm and Debian's
 # chromium (scripts/install-deps.sh --web); installs playwright-core from the lock file.

@@ -61,15 +61,20 @@ void server_start_env(struct server *s, const char *const *args, const char *con
   close(fds[0]);
   if (s->port <= 0) TEST_FAIL("%s did not report its port", bin);
   snprintf(s->base, sizeof(s->base), "http://127.0.0.1:%d", s->port);
+  /* /healthz, or with BLURD_WAIT_READY set (make test-gpu: the GPU workers make their contexts
+   * after the port opens) /readyz, must answer 200 */
+  const char *probe = getenv("BLURD_WAIT_READY") ? "/readyz" : "/healthz";
   struct http_resp r;
-  for (int i = 0; i < 200; i++) {
-    if (http_request(s, "GET", "/healthz", NULL, NULL, NULL, 0, &r) == 0 && r.status == 200) {
+  for (int i = 0; i < (getenv("BLURD_WAIT_READY") ? 3000 : 200); i++) {
+    int got = http_request(s, "GET", probe, NULL, NULL, NULL, 0, &r) == 0;
+    if (got && r.status == 200) {
       http_resp_free(&r);
       return;
     }
+    if (got) http_resp_free(&r);
     usleep(20000);
   }
-  TEST_FAIL("blurd on port %d never answered /healthz", s->port);
+  TEST_FAIL("blurd on port %d never answered %s with 200", s->port, probe);
 }
 
 int server_stop(struct server *s, int sig) {
