@@ -582,7 +582,9 @@ static void test_drain_slow_headers(void) {
   close(fd);
   fprintf(stderr, "    exit %d after %.3f s\n", rc, took);
   ASSERT_INT(rc, ==, 0);
-  ASSERT_DBL(took, <, 1.0);
+  /* the GPU backend's teardown of its workers' contexts alone takes about 1.2 s (H200) */
+  const char *backend = getenv("BLURD_EXPECT_BACKEND");
+  ASSERT_DBL(took, <, backend && strncmp(backend, "cuda", 4) == 0 ? 2.5 : 1.0);
 }
 
 /* Runs blurd with args and env (NULL-terminated, "NAME=value"; may be NULL) until it exits: it
