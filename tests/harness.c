@@ -241,15 +241,24 @@ uint8_t *fixture(const char *name, size_t *len) {
   return data;
 }
 
-long server_rss_kb(const struct server *s) {
+/* Field ("VmRSS:") of the server's /proc/PID/status in kB, or -1. */
+static long status_kb(const struct server *s, const char *field) {
   char path[64], line[256];
   long kb = -1;
   snprintf(path, sizeof(path), "/proc/%d/status", (int)s->pid);
   FILE *f = fopen(path, "r");
   while (f && fgets(line, sizeof(line), f))
-    if (strncmp(line, "VmRSS:", 6) == 0) kb = atol(line + 6);
+    if (strncmp(line, field, strlen(field)) == 0) kb = atol(line + strlen(field));
   if (f) fclose(f);
   return kb;
+}
+
+long server_rss_kb(const struct server *s) {
+  return status_kb(s, "VmRSS:");
+}
+
+long server_hwm_kb(const struct server *s) {
+  return status_kb(s, "VmHWM:");
 }
 
 int connect_from(const struct server *s, const char *src) {

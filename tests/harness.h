@@ -30,6 +30,8 @@ void server_start(struct server *s, const char *const *args);
 void server_start_env(struct server *s, const char *const *args, const char *const *env);
 /* Resident memory of the server in kB (VmRSS), or -1. */
 long server_rss_kb(const struct server *s);
+/* Peak resident memory of the server in kB (VmHWM), or -1. */
+long server_hwm_kb(const struct server *s);
 /* A TCP connection to the server from the loopback address src (e.g. "127.0.0.2"), so that
  * tests can play several clients; -1 on failure. */
 int connect_from(const struct server *s, const char *src);

@@ -130,14 +130,7 @@ static double healthz(const struct server *s) {
 
 /* Peak resident memory of the server (VmHWM), in kB. */
 static long vm_hwm_kb(const struct server *s) {
-  char path[64], line[256];
-  long kb = -1;
-  snprintf(path, sizeof(path), "/proc/%d/status", (int)s->pid);
-  FILE *f = fopen(path, "r");
-  ASSERT(f);
-  while (fgets(line, sizeof(line), f))
-    if (sscanf(line, "VmHWM: %ld kB", &kb) == 1) break;
-  fclose(f);
+  long kb = server_hwm_kb(s);
   ASSERT(kb > 0);
   return kb;
 }

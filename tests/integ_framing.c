@@ -229,18 +229,6 @@ static void test_library_messages(void) {
   ASSERT_INT(lines, >, library); /* the healthz requests' own lines */
 }
 
-/* The server's peak resident memory in kB (VmHWM), or -1. */
-static long server_hwm_kb(const struct server *s) {
-  char path[64], line[256];
-  long kb = -1;
-  snprintf(path, sizeof(path), "/proc/%d/status", (int)s->pid);
-  FILE *f = fopen(path, "r");
-  while (f && fgets(line, sizeof(line), f))
-    if (strncmp(line, "VmHWM:", 6) == 0) kb = atol(line + 6);
-  if (f) fclose(f);
-  return kb;
-}
-
 /* Writes a POST of len body bytes (all of them when body is set, else only the headers). */
 static void post_raw(int fd, const char *path, const char *ctype, const void *body, size_t len) {
   char head[512];

@@ -19,16 +19,9 @@
 
 static struct server srv;
 
-/* The server's peak resident memory in MB (VmHWM of /proc/PID/status). */
+/* The server's peak resident memory in MB (VmHWM). */
 static double server_hwm_mb(const struct server *s) {
-  char path[64], line[256];
-  long kb = -1;
-  snprintf(path, sizeof(path), "/proc/%d/status", (int)s->pid);
-  FILE *f = fopen(path, "r");
-  ASSERT(f != NULL);
-  while (fgets(line, sizeof(line), f))
-    if (sscanf(line, "VmHWM: %ld kB", &kb) == 1) break;
-  fclose(f);
+  long kb = server_hwm_kb(s);
   ASSERT_INT(kb, >, 0);
   return kb / 1024.0;
 }
