@@ -19,6 +19,9 @@ import sys
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from stress import free_port  # noqa: E402 (the stress test's, beside this file)
+
 
 def get(port, path, timeout=2.0):
     """The status of GET path, or None when no answer came."""
@@ -35,14 +38,6 @@ def get(port, path, timeout=2.0):
         return None
     finally:
         s.close()
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def start(args, log):
