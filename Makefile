@@ -29,7 +29,7 @@ LDFLAGS += -pthread $(SANFLAGS)
 LDLIBS := $(shell pkg-config --libs $(PKGS)) -lz -lm
 TEST_LDLIBS := $(shell pkg-config --libs libcurl)
 
-LIB_SRC := $(wildcard cpu/*.c codecs/*.c api/*.c)
+LIB_SRC := $(wildcard cpu/*.c codecs/*.c api/*.c api/ops/*.c)
 SERVER_SRC := $(wildcard server/*.c)
 CU_SRC := $(filter-out gpu/nvjpeg_check.cu,$(wildcard gpu/*.cu))
 TOOL_SRC := $(filter-out tools/bench.c,$(wildcard tools/*.c))
@@ -187,7 +187,7 @@ check-deploy: $(BUILD)/blurd
 report-variance: $(BUILD)/var_accuracy
 	$(BUILD)/var_accuracy docs
 
-FMT_SRC = $(wildcard */*.c */*.h */*.cu)
+FMT_SRC = $(wildcard */*.c */*.h */*.cu api/ops/*.c)
 fmt:
 	clang-format -i $(FMT_SRC)
 

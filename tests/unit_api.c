@@ -416,7 +416,8 @@ static void test_kernel_params(void) {
   json_t *d = params_describe(&api_convolve_endpoint, -1);
   ASSERT_STR(json_string_value(json_object_get(json_array_get(d, 0), "type")), "kernel");
   json_decref(d);
-  for (int i = 0; api_endpoints[i]; i++) ASSERT(api_endpoints[i]->nparams <= MAX_PARAMS);
+  for (int i = 0; api_ops[i]; i++) ASSERT(api_ops[i]->ep->nparams <= MAX_PARAMS);
+  for (int i = 0; api_ops[i]; i++) ASSERT(api_ops[i]->params_size <= OP_PARAMS_MAX);
 }
 
 /* sigma_x and sigma_y, regions and feather on /blur; /sharpen's parameters. */
