@@ -10,6 +10,7 @@ const struct api_op *const api_ops[] = {
     &op_contrast,
     &op_convolve,
     &op_sharpen,
+    &op_pixelate,
     NULL,
 };
 /* clang-format on */
