@@ -18,7 +18,7 @@ struct pixelate_params {
 
 #define OFF(field)  offsetof(struct pixelate_params, field)
 #define BLOCK_MAX   1024 /* a 32x18 mosaic of an 8K frame; larger is one flat colour anyway */
-#define NS_PIXELATE 3.0  /* per sample: the block sums and the write, estimated from the blur's */
+#define NS_PIXELATE 2.0  /* per sample: 1.72 ns at most, measured (docs/engineering-notes.md) */
 
 static const struct param_spec pixelate_params[] = {
     {"block", PT_INT, 2, BLOCK_MAX, NULL, "16", OFF(block),
