@@ -1,41 +1,13 @@
 /* The host side of the CUDA backend: devices, contexts (stream, events, pinned staging and
  * device buffers that only grow), one job as upload -> kernels -> reference -> download timed
  * with CUDA events, and the classification of CUDA errors into "this job failed" and "the
- * device is lost" (sticky errors, after which the process must be restarted). */
+ * device is lost" (sticky errors, after which the process must be restarted: status.cu). */
 #include "gpu_int.cuh"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int sticky(cudaError_t e) {
-  switch (e) {
-  case cudaErrorIllegalAddress:
-  case cudaErrorLaunchFailure:
-  case cudaErrorHardwareStackError:
-  case cudaErrorIllegalInstruction:
-  case cudaErrorMisalignedAddress:
-  case cudaErrorInvalidAddressSpace:
-  case cudaErrorInvalidPc:
-  case cudaErrorLaunchTimeout:
-  case cudaErrorECCUncorrectable:
-  case cudaErrorUnknown:
-    return 1;
-  default:
-    return 0;
-  }
-}
-
-enum gpu_status status_of(struct gpu_ctx *ctx, cudaError_t e, const char *where) {
-  if (e == cudaSuccess) return GPU_OK;
-  snprintf(ctx->err, sizeof(ctx->err), "%s: %s (%s)", where, cudaGetErrorString(e),
-           cudaGetErrorName(e));
-  fprintf(stderr, "blurd: %s: %s\n", ctx->name, ctx->err);
-  if (sticky(e)) return GPU_FATAL;
-  cudaGetLastError(); /* clear a non-sticky error */
-  return e == cudaErrorMemoryAllocation ? GPU_NO_MEMORY : GPU_ERROR;
-}
 
 int gpu_device_count(void) {
   int n = 0;

@@ -18,12 +18,27 @@
 extern "C" {
 #endif
 
+/* What a gpu_ call returns: enum name, meaning. Every function of this API returns one; the
+ * CUDA error behind anything but GPU_OK is logged with its file and line (CUDA_TRY) and kept as a
+ * sentence for gpu_ctx_error. */
+/* clang-format off */
+#define GPU_STATUSES(X)                                                                            \
+  X(OK,        "success")                                                                          \
+  X(NO_MEMORY, "device or pinned memory ran out: this job fails, the service carries on")          \
+  X(ERROR,     "another error that leaves the device usable")                                      \
+  X(FATAL,     "a sticky error (illegal address, launch failure): the device is lost")
+/* clang-format on */
+
 enum gpu_status {
-  GPU_OK = 0,
-  GPU_NO_MEMORY, /* device or pinned memory ran out: this job fails, the service carries on */
-  GPU_ERROR,     /* another error that leaves the device usable */
-  GPU_FATAL,     /* a sticky error (illegal address, launch failure): the device is lost */
+#define X(e, meaning) GPU_##e,
+  GPU_STATUSES(X)
+#undef X
 };
+
+/* "NO_MEMORY" for GPU_NO_MEMORY, or NULL when s is out of range. */
+const char *gpu_status_name(enum gpu_status s);
+/* The meaning of s, from GPU_STATUSES. */
+const char *gpu_status_meaning(enum gpu_status s);
 
 /* Number of visible CUDA devices (CUDA_VISIBLE_DEVICES applies); 0 without a driver. */
 int gpu_device_count(void);

@@ -54,12 +54,18 @@ struct gpu_ctx {
   int early;             /* programmatic dependent launch: compute capability 9.0 on */
 };
 
-/* Records e with where it happened and says how bad it is: GPU_FATAL for a sticky error. */
-enum gpu_status status_of(struct gpu_ctx *ctx, cudaError_t e, const char *where);
+/* Says how bad e is (GPU_FATAL for a sticky error) and, unless it is cudaSuccess, logs it to
+ * stderr as "file:line: what: cudaGetErrorString (name)" and keeps the sentence in ctx->err
+ * (status.cu). status_of(ctx, e, what) passes its caller's file and line. */
+enum gpu_status status_at(struct gpu_ctx *ctx, cudaError_t e, const char *what, const char *file,
+                          int line);
+#define status_of(ctx, e, what) status_at(ctx, e, what, __FILE__, __LINE__)
 
+/* Runs the CUDA call x and returns its gpu_status from the calling function unless it is
+ * GPU_OK, the error logged with this file and line. */
 #define CUDA_TRY(ctx, x)                                                                           \
   do {                                                                                             \
-    enum gpu_status st_ = status_of(ctx, (x), #x);                                                 \
+    enum gpu_status st_ = status_at(ctx, (x), #x, __FILE__, __LINE__);                             \
     if (st_ != GPU_OK) return st_;                                                                 \
   } while (0)
 

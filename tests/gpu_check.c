@@ -621,13 +621,17 @@ static void test_local(void) {
   local_8k();
 }
 
-/* In a process of its own: a sticky error is reported as fatal, and stays. */
+/* In a process of its own: a sticky error is reported as fatal (GPU_STATUSES' name and meaning;
+ * stderr has the file and line of the call that saw it), and stays. */
 static int fault(void) {
   struct gpu_ctx *g = gpu_ctx_new(0, NULL, 0);
   ASSERT(g);
   enum gpu_status st = gpu_inject_fault(g);
   printf("fault: injected, status %d (%s)\n", st, gpu_ctx_error(g));
   ASSERT_INT(st, ==, GPU_FATAL);
+  ASSERT_STR(gpu_status_name(st), "FATAL");
+  ASSERT(strstr(gpu_status_meaning(st), "sticky") != NULL);
+  ASSERT(gpu_status_name((enum gpu_status)(GPU_FATAL + 1)) == NULL);
   struct cpu_image img = {calloc(16, 1), 2, 2, 4, 8}, out = {calloc(16, 1), 2, 2, 4, 8};
   struct cpu_blur b = {CPU_YVV, 2, 2, CPU_TRUNCATE, CPU_YVV_CALIBRATED};
   st = gpu_blur(g, &b, &img, &out, NULL, NULL);
