@@ -78,7 +78,7 @@ void gpu_ctx_free(struct gpu_ctx *ctx) {
   void *dev_bufs[] = {ctx->d_in,    ctx->d_out,   ctx->d_mid,   ctx->d_tmp,   ctx->d_carry,
                       ctx->d_ref,   ctx->d_w,     ctx->d_stats, ctx->d_lv[0], ctx->d_lv[1],
                       ctx->d_lv[2], ctx->d_lv[3], ctx->d_var,   ctx->d_mean,  ctx->d_gray,
-                      ctx->d_whole, ctx->d_res};
+                      ctx->d_whole, ctx->d_res,   ctx->d_op[0], ctx->d_op[1]};
   for (size_t i = 0; i < sizeof(dev_bufs) / sizeof(dev_bufs[0]); i++) cudaFree(dev_bufs[i]);
   cudaFreeHost(ctx->h_in);
   cudaFreeHost(ctx->h_out);

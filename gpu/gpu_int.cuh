@@ -47,6 +47,8 @@ struct gpu_ctx {
   size_t gray_cap;
   void *d_whole, *d_res; /* region blur: the image and the blended result (compose.cu) */
   size_t whole_cap, res_cap;
+  void *d_op[2]; /* pixelate's block means, variance's values and row statistics */
+  size_t op_cap[2];
   size_t bytes;          /* device bytes held */
   struct jpeg_ctx *jpeg; /* nvJPEG decoder and encoder states (jpeg.cu), or NULL */
   int force_double;      /* BLURD_GPU_PRECISION: -1 float, 1 double, 0 by sigma */
@@ -97,6 +99,12 @@ enum gpu_status run_reference(struct gpu_ctx *ctx, double sigma_x, double sigma_
                               double *d_stats);
 /* The accuracy of an image img from its stats (run_reference's two doubles). */
 void accuracy_of(const struct cpu_image *img, const double *stats, struct cpu_accuracy *acc);
+
+/* The local-variance method v's kernels (local.cu) from the gray plane d_plane (shape img) into
+ * d_var (float32 for the float methods, double for exact), and into d_mean when want_mean;
+ * no wait. */
+enum gpu_status run_variance(struct gpu_ctx *ctx, const struct cpu_var *v,
+                             const struct cpu_image *img, void *d_plane, int want_mean);
 
 /* Makes *p hold at least need bytes of device memory; *cap is its size. */
 enum gpu_status grow(struct gpu_ctx *ctx, void **p, size_t *cap, size_t need);
