@@ -12,20 +12,23 @@
 #define PIX_LANES      4 /* sums per block row: colour (times alpha where there is alpha), alpha */
 #define PIX_DIRECT_MAX 8 /* blocks up to this side are summed pixel by pixel by one thread */
 
+/* Adds the pixel whose samples start at i to the block sums s: colour times alpha and alpha where
+ * there is alpha, the samples otherwise (cpu/pixelate.c's block_mean). */
+__device__ __forceinline__ void add_pixel(const packed &in, size_t i, unsigned long long s[4]) {
+  int c = in.c, alpha = c == 2 || c == 4, colours = alpha ? c - 1 : c;
+  unsigned long long a = alpha ? raw_sample(in, i + c - 1) : 1;
+  for (int k = 0; k < colours; k++) s[k] += raw_sample(in, i + k) * a;
+  if (alpha) s[c - 1] += a;
+}
+
 /* The samples of row y of block column bx added up into rows[(y * nbx + bx) * 4 + lane]: colour
  * times alpha and alpha itself where there is alpha, plain sums otherwise. */
 __global__ void row_sums(packed in, int block, int nbx, unsigned long long *rows) {
   int bx = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
   if (bx >= nbx || y >= in.h) return;
-  int c = in.c, alpha = c == 2 || c == 4, colours = alpha ? c - 1 : c;
   int x0 = bx * block, x1 = min(x0 + block, in.w);
   unsigned long long s[PIX_LANES] = {0, 0, 0, 0};
-  for (int x = x0; x < x1; x++) {
-    size_t i = ((size_t)y * in.w + x) * c;
-    unsigned long long a = alpha ? raw_sample(in, i + c - 1) : 1;
-    for (int k = 0; k < colours; k++) s[k] += raw_sample(in, i + k) * a;
-    if (alpha) s[c - 1] += a;
-  }
+  for (int x = x0; x < x1; x++) add_pixel(in, ((size_t)y * in.w + x) * in.c, s);
   unsigned long long *r = rows + ((size_t)y * nbx + bx) * PIX_LANES;
   for (int k = 0; k < PIX_LANES; k++) r[k] = s[k];
 }
@@ -42,12 +45,7 @@ __global__ void block_means(packed in, int block, int nbx, int nby, const unsign
   for (int y = y0; y < y1 && rows; y++)
     for (int k = 0; k < PIX_LANES; k++) s[k] += rows[((size_t)y * nbx + bx) * PIX_LANES + k];
   for (int y = y0; y < y1 && !rows; y++)
-    for (int x = x0; x < x1; x++) {
-      size_t i = ((size_t)y * in.w + x) * c;
-      unsigned long long a = alpha ? raw_sample(in, i + c - 1) : 1;
-      for (int k = 0; k < colours; k++) s[k] += raw_sample(in, i + k) * a;
-      if (alpha) s[c - 1] += a;
-    }
+    for (int x = x0; x < x1; x++) add_pixel(in, ((size_t)y * in.w + x) * in.c, s);
   unsigned long long n = (unsigned long long)(x1 - x0) * (y1 - y0);
   unsigned long long sa = alpha ? s[c - 1] : 0;
   unsigned q[4] = {0, 0, 0, 0};
