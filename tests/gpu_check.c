@@ -31,6 +31,7 @@
 #include "../gpu/gpu.h"
 
 #include <cuda_runtime_api.h>
+#include <unistd.h>
 
 static struct cpu_pool *pool;
 static struct gpu_ctx *ctx;
@@ -898,8 +899,23 @@ static void bench_ops(void) {
 static int fault(void) {
   struct gpu_ctx *g = gpu_ctx_new(0, NULL, 0);
   ASSERT(g);
+  /* what the fault writes to stderr, through a temporary file */
+  char logged[1024] = "";
+  FILE *tmp = tmpfile();
+  int saved = dup(2);
+  ASSERT(tmp && saved >= 0);
+  fflush(stderr);
+  dup2(fileno(tmp), 2);
   enum gpu_status st = gpu_inject_fault(g);
-  printf("fault: injected, status %d (%s)\n", st, gpu_ctx_error(g));
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  rewind(tmp);
+  logged[fread(logged, 1, sizeof(logged) - 1, tmp)] = 0;
+  fclose(tmp);
+  printf("fault: injected, status %d (%s); logged: %s", st, gpu_ctx_error(g), logged);
+  ASSERT(strstr(logged, ".cu:") != NULL);                    /* CUDA_TRY's file:line */
+  ASSERT(strstr(logged, "cudaErrorIllegalAddress") != NULL); /* and the error */
   ASSERT_INT(st, ==, GPU_FATAL);
   ASSERT_STR(gpu_status_name(st), "FATAL");
   ASSERT(strstr(gpu_status_meaning(st), "sticky") != NULL);
