@@ -1,7 +1,7 @@
 /* The block mosaic of /pixelate, the CPU twin of gpu/pixelate.cu and its oracle: every block of
  * the image (aligned to its origin) takes the mean of its pixels, in exact integer arithmetic so
- * that the GPU gives the same bytes, and with regions the mosaic is blended into a copy of the
- * image through cpu_blend_box, as /blur blends its regions. */
+ * that the GPU gives the same bytes, and with regions the mosaic (of the blocks that meet them)
+ * is blended into a copy of the image through cpu_blend_box, as /blur blends its regions. */
 #include "cpu_int.h"
 
 #include <stdlib.h>
@@ -31,7 +31,21 @@ struct mosaic_job {
   int block;
   const struct cpu_image *src;
   struct cpu_image *dst;
+  const int (*rect)[4]; /* with n > 0, only the blocks that meet a region's window are needed */
+  int n, feather;
 };
+
+/* Whether the block [x0, x1) x [y0, y1) meets a region or its feather (always, without regions):
+ * cpu_blend_box reads the mosaic nowhere else. */
+static int block_needed(const struct mosaic_job *j, int x0, int y0, int x1, int y1) {
+  for (int i = 0; i < j->n; i++) {
+    const int *r = j->rect[i];
+    if (x0 < r[2] + j->feather && r[0] - j->feather < x1 && y0 < r[3] + j->feather &&
+        r[1] - j->feather < y1)
+      return 1;
+  }
+  return j->n == 0;
+}
 
 /* Block rows [begin, end) of the mosaic. */
 static void mosaic_rows(void *arg, int begin, int end) {
@@ -43,6 +57,7 @@ static void mosaic_rows(void *arg, int begin, int end) {
     int y0 = by * b, y1 = y0 + b < s->height ? y0 + b : s->height;
     for (int x0 = 0; x0 < s->width; x0 += b) {
       int x1 = x0 + b < s->width ? x0 + b : s->width;
+      if (!block_needed(j, x0, y0, x1, y1)) continue;
       if (cpu_tick(&left, 2L * c * (x1 - x0) * (y1 - y0))) return;
       unsigned q[4];
       block_mean(s, x0, y0, x1, y1, q);
@@ -61,7 +76,7 @@ int cpu_pixelate(struct cpu_pool *pool, const struct cpu_pixelate *p, const stru
   struct cpu_image mosaic = *dst;
   /* With regions the mosaic goes to a buffer of its own and dst starts as a copy of src. */
   if (n > 0 && !(mosaic.data = malloc(bytes))) return -1;
-  struct mosaic_job j = {p->block, src, &mosaic};
+  struct mosaic_job j = {p->block, src, &mosaic, rect, n, feather};
   int rows = (src->height + p->block - 1) / p->block;
   cpu_parallel_for(pool, rows, mosaic_rows, &j);
   if (n > 0 && cpu_cancelled() == CPU_RUNNING) {
