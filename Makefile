@@ -170,6 +170,13 @@ docs: $(BUILD)/apidoc
 	$(BUILD)/apidoc > docs/api.md.tmp
 	mv docs/api.md.tmp docs/api.md
 
+# The fuzz dictionaries' words of the table of operations (tools/fuzzdict.c): paths, parameter
+# names and choices; the hand-written words above the marker stay.
+.PHONY: fuzz-dict
+fuzz-dict: $(BUILD)/fuzzdict
+	for d in params handler; do $(BUILD)/fuzzdict fuzz/dict/$$d.dict > fuzz/dict/$$d.dict.tmp && \
+	  mv fuzz/dict/$$d.dict.tmp fuzz/dict/$$d.dict; done
+
 # The docs' checks: docs/api.md is what `make docs` writes (tests/unit_docs.c), and every
 # relative link and #anchor in README.md and docs/*.md resolves (tests/check_links.py).
 check-docs: $(BUILD)/tests/unit_docs
