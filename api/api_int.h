@@ -1,9 +1,11 @@
-/* Internals shared by the files of api/: parameter tables and parsing (params.c), the
- * multipart/form-data parser (multipart.c), the streaming check of JSON bodies (bodyscan.c), the
- * backend with its job queue and workers (backend.c), jobs (job.c), response helpers (response.c),
- * the route table (handler.c), the OpenAPI description built from it (openapi.c), the demo page's
- * files (web.c), metrics (metrics.c), request ids and the access log (accesslog.c), the API key and
- * CORS (guard.c). Nothing outside api/ includes this header. */
+/* Internals shared by the files of api/: parameter specs and parsing (params.c), the operations'
+ * descriptors and their table (op.h, ops/), the multipart/form-data parser (multipart.c), the
+ * streaming check of JSON bodies (bodyscan.c), uploads (upload.c), the backend's queue and
+ * workers (queue.c) and its verbs (backend_cpu.c, backend_gpu.c), jobs (job.c), response helpers
+ * (response.c), the route table (routes.c) and the answers (handler.c), the OpenAPI description
+ * built from them (openapi.c), the demo page's files (web.c), metrics (metrics.c), request ids
+ * and the access log (accesslog.c), the API key and CORS (guard.c), the context's life cycle
+ * (lifecycle.c) and state (ctx.c). Nothing outside api/ includes this header. */
 #ifndef BLURD_API_INT_H
 #define BLURD_API_INT_H
 
@@ -156,7 +158,7 @@ void multipart_free(struct mp_part *parts, int nparts);
 /* ---- backend: a job queue and workers ---- */
 
 /* The API error for a codec status. */
-enum api_error codec_error(enum codec_status s);
+enum api_error backend_codec_error(enum codec_status s);
 
 /* A backend runs a job's steps on its workers: decode, an operation, encode. Each backend fills
  * these few verbs (backend_cpu.c, backend_gpu.c); the queue and its workers (queue.c) know no
@@ -261,7 +263,7 @@ json_t *backend_codecs(struct backend *b);
 /* Whether JPEG is decoded and encoded on the GPU; *decoder: the JPEG decoder's name. */
 int backend_gpu_codecs(struct backend *b, const char **decoder);
 
-#define BATCH_BUCKETS 8 /* GPU_JPEG_BATCH_BUCKETS (backend.c checks that they agree) */
+#define BATCH_BUCKETS 8 /* GPU_JPEG_BATCH_BUCKETS (queue.c checks that they agree) */
 
 struct batch_stats { /* JPEG decode batches of one device (gpu_jpeg_stats) */
   unsigned long long batches, images, single;

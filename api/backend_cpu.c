@@ -5,7 +5,7 @@
 
 #include <stdio.h>
 
-enum api_error codec_error(enum codec_status s) {
+enum api_error backend_codec_error(enum codec_status s) {
   switch (s) {
   case CODEC_OK:
     return API_OK;
@@ -37,14 +37,14 @@ enum api_error backend_host_decode(const uint8_t *buf, size_t len, const struct 
                                    size_t msglen) {
   enum codec_status s = codec_decode(buf, len, lim, img, msg, msglen);
   *codec = backend_host_codec(s == CODEC_OK ? img->format : codec_sniff(buf, len));
-  return codec_error(s);
+  return backend_codec_error(s);
 }
 
 enum api_error backend_host_encode(const struct codec_image *img, const struct codec_encode_opts *o,
                                    uint8_t **out, size_t *len, const char **codec, char *msg,
                                    size_t msglen) {
   *codec = backend_host_codec(o->format);
-  return codec_error(codec_encode(img, o, out, len, msg, msglen));
+  return backend_codec_error(codec_encode(img, o, out, len, msg, msglen));
 }
 
 /* ---- the CPU backend's verbs ---- */

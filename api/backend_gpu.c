@@ -95,7 +95,7 @@ static enum api_error gpu_decode(void *state, const uint8_t *buf, size_t len,
     if (cs != CODEC_OK) {
       *codec = backend_host_codec(CODEC_JPEG);
       gpu_jpeg_expect(w->ctx, 0);
-      return codec_error(cs);
+      return backend_codec_error(cs);
     }
     struct gpu_jpeg_src src = {
         buf, len, info.width, info.height, info.channels, info.orientation, info.progressive};
@@ -154,6 +154,9 @@ static enum api_error gpu_to_host(void *state, struct codec_image *img) {
  * the result stays there. Fills io->t from the launch's times (filter = upload + kernels). The
  * job's cancel token is checked between the upload and the launch (its kernels take
  * milliseconds, and are not interrupted). */
+_Static_assert(API_REGIONS_MAX <= GPU_REGIONS_MAX,
+               "every region a request may give fits the device's");
+
 enum api_error op_gpu_run(struct op_env *env, struct op_io *io, op_gpu_launch launch,
                           const void *arg, struct cpu_accuracy *acc) {
   struct gpu_worker *w = env->gpu;
