@@ -29,7 +29,7 @@ LDFLAGS += -pthread $(SANFLAGS)
 LDLIBS := $(shell pkg-config --libs $(PKGS)) -lz -lm
 TEST_LDLIBS := $(shell pkg-config --libs libcurl)
 
-LIB_SRC := $(wildcard cpu/*.c codecs/*.c api/*.c)
+LIB_SRC := $(wildcard cpu/*.c codecs/*.c api/*.c api/ops/*.c)
 SERVER_SRC := $(wildcard server/*.c)
 CU_SRC := $(filter-out gpu/nvjpeg_check.cu,$(wildcard gpu/*.cu))
 TOOL_SRC := $(filter-out tools/bench.c,$(wildcard tools/*.c))
@@ -170,6 +170,13 @@ docs: $(BUILD)/apidoc
 	$(BUILD)/apidoc > docs/api.md.tmp
 	mv docs/api.md.tmp docs/api.md
 
+# The fuzz dictionaries' words of the table of operations (tools/fuzzdict.c): paths, parameter
+# names and choices; the hand-written words above the marker stay.
+.PHONY: fuzz-dict
+fuzz-dict: $(BUILD)/fuzzdict
+	for d in params handler; do $(BUILD)/fuzzdict fuzz/dict/$$d.dict > fuzz/dict/$$d.dict.tmp && \
+	  mv fuzz/dict/$$d.dict.tmp fuzz/dict/$$d.dict; done
+
 # The docs' checks: docs/api.md is what `make docs` writes (tests/unit_docs.c), and every
 # relative link and #anchor in README.md and docs/*.md resolves (tests/check_links.py).
 check-docs: $(BUILD)/tests/unit_docs
@@ -187,7 +194,7 @@ check-deploy: $(BUILD)/blurd
 report-variance: $(BUILD)/var_accuracy
 	$(BUILD)/var_accuracy docs
 
-FMT_SRC = $(wildcard */*.c */*.h */*.cu)
+FMT_SRC = $(wildcard */*.c */*.h */*.cu api/ops/*.c)
 fmt:
 	clang-format -i $(FMT_SRC)
 

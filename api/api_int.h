@@ -1,9 +1,11 @@
-/* Internals shared by the files of api/: parameter tables and parsing (params.c), the
- * multipart/form-data parser (multipart.c), the streaming check of JSON bodies (bodyscan.c), the
- * backend with its job queue and workers (backend.c), jobs (job.c), response helpers (response.c),
- * the route table (handler.c), the OpenAPI description built from it (openapi.c), the demo page's
- * files (web.c), metrics (metrics.c), request ids and the access log (accesslog.c), the API key and
- * CORS (guard.c). Nothing outside api/ includes this header. */
+/* Internals shared by the files of api/: parameter specs and parsing (params.c), the operations'
+ * descriptors and their table (op.h, ops/), the multipart/form-data parser (multipart.c), the
+ * streaming check of JSON bodies (bodyscan.c), uploads (upload.c), the backend's queue and
+ * workers (queue.c) and its verbs (backend_cpu.c, backend_gpu.c), jobs (job.c), response helpers
+ * (response.c), the route table (routes.c) and the answers (handler.c), the OpenAPI description
+ * built from them (openapi.c), the demo page's files (web.c), metrics (metrics.c), request ids
+ * and the access log (accesslog.c), the API key and CORS (guard.c), the context's life cycle
+ * (lifecycle.c) and state (ctx.c). Nothing outside api/ includes this header. */
 #ifndef BLURD_API_INT_H
 #define BLURD_API_INT_H
 
@@ -51,81 +53,26 @@ struct endpoint {
 
 #define MAX_PARAMS 32
 
-#define METHOD_AUTO CPU_NMETHODS /* the value of blur_params.method for method=auto */
-
-#define API_REGIONS_MAX  64      /* rectangles in a region blur */
-#define API_REGION_COORD 1000000 /* largest |x|, |y|, w or h of a rectangle */
-
-struct api_regions {         /* a PT_REGIONS value: rectangles as given, before clipping */
-  int n;                     /* 0: none (the whole image) */
-  int r[API_REGIONS_MAX][4]; /* x, y, w, h in pixels; w and h at least 1 */
-};
-
-struct blur_params { /* POST /blur, and POST /sharpen (which has no regions) */
-  int method;        /* enum cpu_method, or METHOD_AUTO */
-  double sigma;      /* pixels, both axes; 0 when not given */
-  double sigma_x;    /* pixels along x and y: sigma's, or as given */
-  double sigma_y;
-  double truncate;            /* fir family and separable: kernel radius in sigmas */
-  int coeffs;                 /* enum cpu_yvv_set */
-  int format;                 /* index in format_choices: 0 the input's, 1 png, 2 jpeg, 3 webp */
-  int quality;                /* JPEG and lossy WebP quality */
-  int lossless;               /* WebP: lossless */
-  int compression;            /* PNG zlib level */
-  int psnr;                   /* compute the PSNR against the exact reference */
-  struct api_regions regions; /* /blur: blur only these */
-  int feather;                /* /blur: pixels of ramp outside each region */
-  double amount;              /* /sharpen: out = in + amount (in - blurred) */
-  double threshold;           /* /sharpen: |in - blurred| below this (levels) is left alone */
-  int luma;                   /* /sharpen: on luma only, added to R, G and B */
-  unsigned given;             /* the parameters the request gave (struct endpoint) */
-};
-
-#define VAR_AUTO CPU_VAR_NMETHODS /* var_params.method for method=auto: exact */
-
-enum var_output { VAR_STDDEV, VAR_VARIANCE };
-
-struct var_params { /* POST /variance */
-  int method;       /* enum cpu_var_method, or VAR_AUTO */
-  int radius;       /* 1..CPU_VAR_RADIUS_MAX */
-  int window;       /* enum cpu_window */
-  int output;       /* enum var_output */
-  int format;       /* always 0: png (the only choice) */
-  int compression;  /* PNG zlib level */
-  int psnr;         /* measure the map against the exact one */
-};
-
-struct contrast_params { /* POST /contrast: struct cpu_contrast's fields, then the output's */
-  int radius;
-  double a, m0, b, s0;
-  int format, quality, compression; /* as in blur_params */
-  int lossless;                     /* as in blur_params */
-};
-
-struct api_kernel { /* a PT_KERNEL value: a named kernel, or custom weights as given */
-  int named;        /* index in cpu_conv_names, or -1 for custom weights */
-  int size;         /* custom: the side, odd, 1..CPU_CONV_MAX */
-  double w[CPU_CONV_MAX * CPU_CONV_MAX]; /* custom: size*size weights, row-major */
-};
-
-struct conv_params { /* POST /convolve */
-  struct api_kernel kernel;
-  int normalize;                    /* custom kernels: divide by the sum when it is not 0 */
-  double bias;                      /* added to every sum; a named kernel's own when not given */
-  int format, quality, compression; /* as in blur_params */
-  int lossless;                     /* as in blur_params */
-  unsigned given;                   /* the parameters the request gave (struct endpoint) */
-  struct cpu_conv conv;             /* the kernel to run, built by the endpoint's check */
-};
-
+/* The endpoints of the operations (one file each in api/ops/), for the tests and fuzzers that parse
+ * their parameters; everything else reaches them through api_ops (op.h). */
 extern const struct endpoint api_blur_endpoint;
 extern const struct endpoint api_convert_endpoint; /* format, quality, lossless, compression */
 extern const struct endpoint api_variance_endpoint;
 extern const struct endpoint api_contrast_endpoint;
 extern const struct endpoint api_convolve_endpoint;
 extern const struct endpoint api_sharpen_endpoint;
-/* Every endpoint that takes parameters, NULL-terminated (for /methods and the OpenAPI text). */
-extern const struct endpoint *const api_endpoints[];
+
+/* The words of the output parameters format and of the booleans (params.c). */
+extern const char *const params_format_choices[];
+extern const char *const params_bool_choices[];
+
+struct stage_times { /* milliseconds; negative when the backend has no such stage */
+  double filter;     /* the method itself (on a GPU: upload and kernels) */
+  double reference;  /* exact reference and PSNR */
+  double upload;     /* host to device, when the image was decoded on the host */
+  double kernel;     /* device compute, CUDA events */
+  double download;   /* device to host, when a host encoder needs the pixels */
+};
 
 #define PARAMS_JSON_MAX 16384 /* bytes of the params field */
 
@@ -135,9 +82,6 @@ extern const struct endpoint *const api_endpoints[];
 enum api_error params_budget(const struct api_ctx *ctx, const struct endpoint *ep,
                              const void *params, const uint8_t *image, size_t len,
                              double *estimate_s, char *msg, size_t msglen);
-/* The per-pixel costs of the variance methods, for /methods: ns per pixel of method m at
- * radius r. */
-double params_var_ns(int m, int r);
 
 /* Parses the query string (percent-encoded, without '?') and the optional JSON object text of
  * the params field into out, the endpoint's parameter struct, filling defaults. Returns API_OK,
@@ -159,6 +103,11 @@ json_t *params_describe(const struct endpoint *ep, int m);
 /* Percent-decodes s[0..len) into a new string ('+' is a space). Returns NULL on a bad escape
  * or a NUL byte, or when out of memory. */
 char *params_unescape(const char *s, size_t len);
+
+/* ---- operations: descriptors and their table ---- */
+
+struct api_ctx;
+#include "op.h"
 
 /* ---- the streaming check of a JSON body (bodyscan.c) ---- */
 
@@ -208,27 +157,14 @@ void multipart_free(struct mp_part *parts, int nparts);
 
 /* ---- backend: a job queue and workers ---- */
 
-struct api_region { /* a region of /blur, clipped: its box (x, y, width, height: the region
-                      grown by the filter's reach, within the image) and itself (x0, y0, x1, y1) */
-  int box[4];
-  int rect[4];
-};
-
-struct stage_times { /* milliseconds; negative when the backend has no such stage */
-  double filter;     /* the method itself (on a GPU: upload and kernels) */
-  double reference;  /* exact reference and PSNR */
-  double upload;     /* host to device, when the image was decoded on the host */
-  double kernel;     /* device compute, CUDA events */
-  double download;   /* device to host, when a host encoder needs the pixels */
-};
-
 /* The API error for a codec status. */
-enum api_error codec_error(enum codec_status s);
+enum api_error backend_codec_error(enum codec_status s);
 
-/* A backend runs a job's stages on its workers: decode, the filter, encode. The CPU backend
- * works on host buffers. A backend with keeps_images (CUDA) keeps a job's image on its device
- * from one stage to the next: a codec_image or cpu_image whose pixel pointer is NULL is then the
- * worker's image, valid until its next job. */
+/* A backend runs a job's steps on its workers: decode, an operation, encode. Each backend fills
+ * these few verbs (backend_cpu.c, backend_gpu.c); the queue and its workers (queue.c) know no
+ * more of it. The CPU backend works on host buffers. A backend with keeps_images (CUDA) keeps a
+ * job's image on its device from one step to the next: a codec_image whose pixel pointer is NULL
+ * is then the worker's image, valid until its next job. */
 struct backend_ops {
   const char *kind; /* "cpu" or "cuda" */
   /* Sets up worker index's state (a stream, buffers). Returns 0, or -1 with err filled. */
@@ -242,6 +178,9 @@ struct backend_ops {
   enum api_error (*decode)(void *state, const uint8_t *buf, size_t len,
                            const struct codec_limits *lim, struct codec_image *img,
                            const char **codec, char *msg, size_t msglen);
+  /* Runs op's compute for this backend (op->cpu or op->gpu) with params on io. Errors as
+   * op_compute_fn's. */
+  enum api_error (*run)(void *state, const struct api_op *op, const void *params, struct op_io *io);
   /* Encodes img, wherever its pixels are, into *out (malloc'd; the caller frees) of *len bytes;
    * *codec: the encoder that ran; *download: ms to bring a device image to a host encoder, or -1.
    */
@@ -251,34 +190,40 @@ struct backend_ops {
   /* Gives img host pixels: when they are on the device, a copy in a new malloc'd buffer (the
    * caller frees it). */
   enum api_error (*to_host)(void *state, struct codec_image *img);
-  /* Blurs src into dst (same shape). With keeps_images, dst->data is NULL and the result stays on
-   * the device; otherwise dst->data is the caller's buffer. acc may be NULL (no reference).
-   * Returns API_OK; API_OUT_OF_MEMORY or API_GPU_ERROR (this job failed, the service carries on);
-   * or API_GPU_LOST (the device is lost: the process must restart). */
-  enum api_error (*blur)(void *state, const struct cpu_blur *b, const struct cpu_image *src,
-                         struct cpu_image *dst, struct cpu_accuracy *acc, struct stage_times *t);
-  /* Region blur of img (wherever its pixels are) on the device, the result staying there: each
-   * region's box blurred alone (acc[i], when acc, its accuracy) and blended in as
-   * cpu_blend_box does. NULL for a backend whose regions are blurred box by box on the host.
-   * Errors as for blur. */
-  enum api_error (*blur_regions)(void *state, const struct cpu_blur *b,
-                                 const struct codec_image *img, const struct api_region *r, int n,
-                                 int feather, struct cpu_accuracy *acc, struct stage_times *t);
-  /* Local variance (cpu_variance's conventions, no mean) of the gray plane src (host) into var,
-   * the caller's width*height doubles. Errors as for blur. */
-  enum api_error (*variance)(void *state, const struct cpu_var *v, const struct cpu_image *src,
-                             double *var, struct stage_times *t);
-  /* cpu_contrast_image and cpu_convolve_image into dst, as blur. */
-  enum api_error (*contrast)(void *state, const struct cpu_contrast *c, const struct cpu_image *src,
-                             struct cpu_image *dst, struct stage_times *t);
-  enum api_error (*convolve)(void *state, const struct cpu_conv *c, const struct cpu_image *src,
-                             struct cpu_image *dst, struct stage_times *t);
   /* The method `auto` stands for on this backend, for this sigma and image size. */
   enum cpu_method (*auto_method)(double sigma, int width, int height);
   /* The name clients see in X-Backend for work done by this worker. */
   const char *(*worker_name)(void *state);
-  int keeps_images; /* images stay on the device between stages (see above) */
+  int keeps_images; /* images stay on the device between steps (see above) */
 };
+
+extern const struct backend_ops backend_cpu_ops; /* backend_cpu.c */
+/* The CPU backend's shared state: a pool of n threads (NULL when it cannot start). */
+void *backend_cpu_shared(int n);
+void backend_cpu_shared_free(void *shared);
+
+/* The host codecs every backend uses for what stays on the host (backend_cpu.c): the codec's
+ * name for format f ("libpng"), and codec_decode and codec_encode with the api's errors. */
+const char *backend_host_codec(enum codec_format f);
+enum api_error backend_host_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
+                                   struct codec_image *img, const char **codec, char *msg,
+                                   size_t msglen);
+enum api_error backend_host_encode(const struct codec_image *img, const struct codec_encode_opts *o,
+                                   uint8_t **out, size_t *len, const char **codec, char *msg,
+                                   size_t msglen);
+
+#ifdef BLURD_CUDA
+/* The GPU backend (backend_gpu.c) as the queue starts it: what every GPU worker shares. */
+struct backend_gpu_shared {
+  int ndev;               /* visible devices; worker i uses device i % ndev */
+  long fault_at;          /* tests only (BLURD_TEST_GPU_FAULT=N): GPU job N faults; 0: never */
+  long jobs;              /* GPU jobs started (atomic) */
+  struct gpu_jpeg **jpeg; /* ndev JPEG decoders when JPEG runs on the GPU, else NULL */
+};
+extern const struct backend_ops backend_gpu_ops;
+/* Device bytes GPU worker state holds, as of its last job (for /metrics). */
+size_t backend_gpu_worker_bytes(void *state);
+#endif
 
 struct worker {
   const struct backend_ops *ops;
@@ -312,15 +257,13 @@ void backend_stats(struct backend *b, int *queued, int *running, int *capacity, 
 int backend_gpu_memory(struct backend *b, int dev, size_t *held, size_t *used, size_t *total);
 /* The devices the backend uses, as a JSON array (new reference); empty for the CPU. */
 json_t *backend_devices(struct backend *b);
-/* The backends this build has: "cpu", and "cuda" when compiled with nvcc. */
-json_t *backend_kinds(void);
 /* The codecs the backend runs, for /readyz and /methods (new reference): the JPEG decoder and
  * encoder, PNG's, whether JPEG runs on the GPU, and if not, why. */
 json_t *backend_codecs(struct backend *b);
 /* Whether JPEG is decoded and encoded on the GPU; *decoder: the JPEG decoder's name. */
 int backend_gpu_codecs(struct backend *b, const char **decoder);
 
-#define BATCH_BUCKETS 8 /* GPU_JPEG_BATCH_BUCKETS (backend.c checks that they agree) */
+#define BATCH_BUCKETS 8 /* GPU_JPEG_BATCH_BUCKETS (queue.c checks that they agree) */
 
 struct batch_stats { /* JPEG decode batches of one device (gpu_jpeg_stats) */
   unsigned long long batches, images, single;
@@ -332,53 +275,47 @@ int backend_batch_stats(struct backend *b, int dev, struct batch_stats *s);
 
 /* ---- jobs ---- */
 
-enum job_kind {
-  JOB_NONE,
-  JOB_BLUR,
-  JOB_CONVERT,
-  JOB_VARIANCE,
-  JOB_CONTRAST,
-  JOB_CONVOLVE,
-  JOB_SHARPEN
-};
-
-struct job_params { /* what an image job does */
-  enum job_kind kind;
-  union {                    /* the kind's parameters, as its endpoint parsed them */
-    struct blur_params blur; /* JOB_BLUR, JOB_SHARPEN; JOB_CONVERT uses its output fields only */
-    struct var_params var;   /* JOB_VARIANCE */
-    struct contrast_params contrast; /* JOB_CONTRAST */
-    struct conv_params conv;         /* JOB_CONVOLVE */
-  } u;
-};
-
-/* Queues the image job of req on ctx's backend: decode, p's operation, encode. The response
- * goes to done(udata). owned: NULL when image lies in req's body, else image's malloc'd buffer,
- * which the job frees (on API_OK only: otherwise it stays the caller's). json: NULL, or the
- * endpoint whose parameters image holds as a JSON body not yet parsed: the job parses it first,
- * on its worker (upload_json), and p holds only the kind. Returns API_OK, or API_QUEUE_FULL /
- * API_SHUTTING_DOWN / API_OUT_OF_MEMORY (nothing was queued). */
+/* Queues the image job of req on ctx's backend: decode, op's compute, encode. The response goes
+ * to done(udata). owned: NULL when image lies in req's body, else image's malloc'd buffer, which
+ * the job frees (on API_OK only: otherwise it stays the caller's). params: op's parameters,
+ * copied (op->params_size bytes); NULL when image is a JSON body not yet parsed: the job parses
+ * it first, on its worker (upload_json). Returns API_OK, or API_QUEUE_FULL / API_SHUTTING_DOWN /
+ * API_OUT_OF_MEMORY (nothing was queued). */
 enum api_error job_submit(struct api_ctx *ctx, const struct api_request *req, const uint8_t *image,
-                          size_t len, uint8_t *owned, const struct endpoint *json,
-                          const struct job_params *p, api_done_fn done, void *udata);
+                          size_t len, uint8_t *owned, const struct api_op *op, const void *params,
+                          api_done_fn done, void *udata);
 
+/* ---- uploads (upload.c) ---- */
+
+struct upload { /* where the image and the params are in the body */
+  const uint8_t *image;
+  size_t len;
+  const char *json; /* the params field, or NULL */
+  size_t json_len;
+  json_t *object; /* a JSON body, its image taken out: the parameters (owned), or NULL */
+  json_t *base64; /* a JSON body's image value (owned), or NULL when it has none */
+  uint8_t *owned; /* the image decoded from base64 (owned until handed to the job), or NULL */
+};
+
+/* Does the media type of content_type (before any ';') equal type? */
+int upload_media_is(const char *content_type, const char *type);
+/* Finds the image and the params in req's body, by its Content-Type, into u (zeroed first; free
+ * it with upload_free). Returns API_OK, or an error with a sentence in msg. */
+enum api_error upload_read(const struct api_request *req, struct upload *u, char *msg,
+                           size_t msglen);
+void upload_free(struct upload *u);
 /* The checks of an upload once its parameters are in params (ep's struct): it carries an image,
  * PNG, JPEG or WebP, whose estimated cost is within the budget (params_budget). Returns NULL to
  * go on, or the error response (the caller owns it). */
 struct api_response *upload_check(struct api_ctx *ctx, const struct endpoint *ep,
                                   const void *params, const uint8_t *image, size_t len);
 /* A JSON body's parse, run by its job on the worker: its parameters (and the query string's, query
- * without '?') into p->u, its base64 image decoded into *owned (malloc'd, the caller frees it) of
- * *len bytes, then upload_check. Returns NULL, or the error response with the statuses and
- * sentences a multipart upload gets. */
+ * without '?') into params (ep's struct), its base64 image decoded into *owned (malloc'd, the
+ * caller frees it) of *len bytes, then upload_check. Returns NULL, or the error response with the
+ * statuses and sentences a multipart upload gets. */
 struct api_response *upload_json(struct api_ctx *ctx, const struct endpoint *ep, const char *query,
-                                 const uint8_t *body, size_t body_len, struct job_params *p,
+                                 const uint8_t *body, size_t body_len, void *params,
                                  uint8_t **owned, size_t *len);
-
-/* API_OK while the job on the calling thread should go on; API_DEADLINE_EXCEEDED or
- * API_CLIENT_GONE once its cancel token (cpu_cancelled) says it should stop. Backends ask it
- * between the steps of a job. */
-enum api_error job_cancelled(void);
 
 /* ---- metrics ---- */
 
@@ -427,6 +364,11 @@ void api_fail(struct api_ctx *ctx);
 
 struct route;
 
+/* The parameters every route_fn takes. */
+#define ROUTE_ARGS                                                                                 \
+  struct api_ctx *ctx, const struct route *r, const struct api_request *req, const char *query,    \
+      api_done_fn done, void *udata
+
 /* Answers one request on route r: the response, or NULL when a job was queued (see api_handle).
  * query is the raw query string without '?' ("" when none). */
 typedef struct api_response *(*route_fn)(struct api_ctx *ctx, const struct route *r,
@@ -444,13 +386,22 @@ struct route {
                                 image, or with JSON for Accept: application/json (job.c) */
   unsigned flags;            /* ROUTE_* */
   route_fn answer;
-  enum job_kind kind; /* image endpoints: what the job does */
+  const struct api_op *op; /* image endpoints: the operation; NULL for the others */
 };
 
 #define ROUTE_UNREADY 1u /* also answers 503 with the same document (/readyz) */
 
-extern const struct route api_routes[];
-extern const int api_nroutes;
+/* Every route: the fixed ones (handler.c), then one per operation of api_ops; *n gets their
+ * number. Built once, on first use. */
+const struct route *route_table(int *n);
+
+/* The answers of handler.c: /healthz, /readyz, /metrics, /methods, and every image endpoint
+ * (r->op's upload, queued as a job). */
+struct api_response *handler_healthz(ROUTE_ARGS);
+struct api_response *handler_readyz(ROUTE_ARGS);
+struct api_response *handler_metrics(ROUTE_ARGS);
+struct api_response *handler_methods(ROUTE_ARGS);
+struct api_response *handler_image(ROUTE_ARGS);
 
 /* The route whose path is the path of uri (before any '?'), or NULL. */
 const struct route *route_find(const char *uri);
@@ -459,9 +410,11 @@ size_t route_path_len(const char *uri);
 
 /* ---- /openapi.json and the demo page ---- */
 
-/* The OpenAPI 3.1 description of api_routes as a JSON object (new reference), or NULL when out
- * of memory. */
-json_t *openapi_document(void);
+/* The OpenAPI 3.1 description of the n routes r (route_table's) as a JSON object (new
+ * reference), or NULL when out of memory. */
+json_t *openapi_document(const struct route *r, int n);
+/* docs/api.md from the same routes: a malloc'd string, or NULL (api_reference_markdown). */
+char *openapi_markdown(const struct route *r, int n);
 
 struct web_asset {           /* a file of web/, embedded at build time */
   const char *name;          /* "index.html" */

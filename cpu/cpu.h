@@ -302,6 +302,10 @@ int cpu_blur_image(struct cpu_pool *pool, const struct cpu_blur *b, const struct
  * cpu_blur_image does. Returns 0, or -1 when out of memory. */
 int cpu_measure(struct cpu_pool *pool, double sigma_x, double sigma_y, const struct cpu_image *src,
                 const struct cpu_image *out, struct cpu_accuracy *acc);
+/* The PSNR over n regions together from each one's accuracy and its sample count (samples[i]:
+ * its box's pixels times channels), peak that of depth: the squared errors the PSNRs stand for,
+ * added up. INFINITY when every region is identical to its reference (accuracy.c). */
+double cpu_accuracy_merge(const struct cpu_accuracy *acc, const double *samples, int n, int depth);
 
 /* ---- combining an image with its blur (compose.c) ---- */
 
@@ -326,6 +330,24 @@ void cpu_unsharp_image(struct cpu_pool *pool, const struct cpu_unsharp *u,
  * box covers change. */
 void cpu_blend_box(struct cpu_image *dst, const struct cpu_image *box, int bx, int by,
                    const int rect[4], int feather);
+
+/* ---- the block mosaic of /pixelate (pixelate.c) ---- */
+
+struct cpu_pixelate { /* one /pixelate request */
+  int block;          /* block size in pixels, >= 1 */
+};
+
+/* The block mosaic of src into dst (same shape, own buffer): blocks of p->block pixels aligned to
+ * the image's origin (those on the right and bottom edges cut short), each sample the block's
+ * mean in exact integer arithmetic, rounded half up. With alpha, colour is averaged premultiplied
+ * by alpha, as the blur does: colour = round(sum(c a) / sum(a)) (0 where the block is wholly
+ * transparent) and alpha = round(sum(a) / pixels). With n > 0 the mosaic goes only inside the
+ * regions rect[i] = {x0, y0, x1, y1} (x1, y1 exclusive) and up to feather pixels around them,
+ * blended in order with cpu_blend_box's weights; elsewhere dst = src. gpu_pixelate_resident gives
+ * the same bytes. Returns 0, or -1 when out of memory or cancelled (cpu_cancelled; dst is then
+ * unfinished). */
+int cpu_pixelate(struct cpu_pool *pool, const struct cpu_pixelate *p, const struct cpu_image *src,
+                 const int (*rect)[4], int n, int feather, struct cpu_image *dst);
 
 /* How far, in pixels along an axis of this sigma, the blur b and the exact reference see: a box
  * grown by this much gives, inside the box, what the whole image gives (the recursive filters'
@@ -397,6 +419,35 @@ int cpu_variance(struct cpu_pool *pool, const struct cpu_var *v, const struct cp
  * (19595 R + 38470 G + 7471 B + 32768) >> 16 at 16 bits (BT.601 weights in integers, so the
  * exact variance stays exact); alpha is ignored. */
 void cpu_luma(const struct cpu_image *src, struct cpu_image *dst);
+
+/* ---- /variance's whole compute (varimage.c) ---- */
+
+struct cpu_var_out { /* how a variance map becomes an image */
+  int stddev;        /* 1: the square root of the variance; 0: the variance */
+  int measure;       /* 1: also the PSNR against CPU_VAR_EXACT (the exact method needs none) */
+};
+
+struct cpu_var_stats { /* what /variance reports besides the image */
+  double scale;        /* output sample = round(value * scale) (cpu_var_scale) */
+  double min, max;     /* of the values (after stddev), unscaled */
+  double mean;         /* their sum, row by row, then the rows in order, over width*height */
+  double psnr; /* dB against the exact map, peak the largest possible value; INFINITY for the
+                  exact method; NAN when not measured */
+};
+
+/* Output sample = round(value * scale): the map's largest possible value (half the sample range,
+ * or its square) lands at or just under 65535. */
+double cpu_var_scale(int depth, int stddev);
+
+/* /variance's whole compute: the luma plane of src when it has colour (cpu_luma), the map
+ * (cpu_variance with v), values below 0 (float cancellation) as 0, their square roots when
+ * o->stddev, the exact map and the PSNR against it when o->measure (and v is not exact), the
+ * statistics into s, and the values scaled into out: width*height 16-bit gray samples, the
+ * caller's buffer. The sums run in a fixed order (each row left to right, then the rows top to
+ * bottom), which gpu_variance_resident follows, so the exact method gives the same bits on both.
+ * Returns 0, or -1 when out of memory or cancelled (cpu_cancelled). */
+int cpu_variance_image(struct cpu_pool *pool, const struct cpu_var *v, const struct cpu_var_out *o,
+                       const struct cpu_image *src, uint16_t *out, struct cpu_var_stats *s);
 
 struct cpu_contrast { /* Wallis statistical differencing on luma */
   int radius;         /* box window radius (libvips stdif's 11x11 is radius 5) */

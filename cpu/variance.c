@@ -1,6 +1,7 @@
-/* Local variance (seed 004) on one gray plane: the method table, the three direct O(r^2)
- * float32 methods (naive, koenig, welford), and the exact method in integers. The separable
- * float32 methods (pairwise, threewise) live in var_merge.c.
+/* Local variance (seed 004) on one gray plane: the three direct O(r^2) float32 methods (naive,
+ * koenig, welford) and the exact method in integers, and cpu_variance's dispatch. The method
+ * table's functions live in var_methods.c, the separable float32 methods (pairwise, threewise)
+ * in var_merge.c.
  *
  * The window is the product of two 1-D windows of 2r + 1 taps (triangle 1 2 .. n .. 2 1 with
  * n = r + 1, or box), over the plane extended by replicating its edges. The exact method uses
@@ -14,37 +15,6 @@
 #include <string.h>
 
 #define EXACT_STRIP 128 /* columns per unit of work of the exact method */
-
-static const char *const var_names[] = {
-#define X(e, name, desc) name,
-    CPU_VAR_METHODS(X)
-#undef X
-};
-
-static const char *const var_descs[] = {
-#define X(e, name, desc) desc,
-    CPU_VAR_METHODS(X)
-#undef X
-};
-
-const char *cpu_var_method_name(enum cpu_var_method m) {
-  return (unsigned)m < CPU_VAR_NMETHODS ? var_names[m] : NULL;
-}
-
-const char *cpu_var_method_desc(enum cpu_var_method m) {
-  return (unsigned)m < CPU_VAR_NMETHODS ? var_descs[m] : NULL;
-}
-
-int cpu_var_method_from_name(const char *name) {
-  for (int m = 0; m < CPU_VAR_NMETHODS; m++)
-    if (strcmp(name, var_names[m]) == 0) return m;
-  return -1;
-}
-
-int cpu_var_radius_ok(enum cpu_var_method m, int r) {
-  if ((unsigned)m >= CPU_VAR_NMETHODS || r < 1 || r > CPU_VAR_RADIUS_MAX) return 0;
-  return m != CPU_VAR_THREEWISE || ((r + 1) & r) == 0; /* r + 1 a power of two */
-}
 
 /* Weight of tap k (|k| <= r) of one axis. */
 static int axis_tap(enum cpu_window w, int r, int k) {

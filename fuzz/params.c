@@ -49,18 +49,18 @@ static void check_conv_params(const struct conv_params *p) {
 
 /* Parses the input as ep's parameters into out and checks the result. */
 static enum api_error parse_as(const struct endpoint *ep, const char *query, const char *json,
-                               size_t json_len, struct job_params *out) {
+                               size_t json_len, void *out) {
   char msg[512] = "";
-  memset(out, 0x5a, sizeof(*out));
-  enum api_error e = params_parse(ep, query, json, json_len, &out->u, msg, sizeof(msg));
+  memset(out, 0x5a, OP_PARAMS_MAX);
+  enum api_error e = params_parse(ep, query, json, json_len, out, msg, sizeof(msg));
   if (e != API_OK) {
     FUZZ_CHECK(api_error_status(e) == 400 && msg[0] != 0);
   } else if (ep == &api_blur_endpoint || ep == &api_sharpen_endpoint) {
-    check_blur_params(&out->u.blur, ep == &api_sharpen_endpoint);
+    check_blur_params(out, ep == &api_sharpen_endpoint);
   } else if (ep == &api_variance_endpoint) {
-    check_var_params(&out->u.var);
+    check_var_params(out);
   } else if (ep == &api_convolve_endpoint) {
-    check_conv_params(&out->u.conv);
+    check_conv_params(out);
   }
   return e;
 }
@@ -71,12 +71,12 @@ int fuzz_params(const uint8_t *data, size_t size) {
   char *query = strndup((const char *)data, qlen);
   const char *json = qlen < size ? (const char *)data + qlen + 1 : NULL;
   size_t json_len = json ? size - qlen - 1 : 0;
-  struct job_params *p = malloc(sizeof(*p)); /* large (a custom kernel): not on the stack */
+  void *p = malloc(OP_PARAMS_MAX); /* large (a custom kernel): not on the stack */
   enum api_error blur = API_INTERNAL;
   if (!query || !p) goto done;
-  for (int i = 0; api_endpoints[i]; i++) {
-    enum api_error e = parse_as(api_endpoints[i], query, json, json_len, p);
-    if (api_endpoints[i] == &api_blur_endpoint) blur = e;
+  for (int i = 0; api_ops[i]; i++) { /* every operation's parameters, from the table */
+    enum api_error e = parse_as(api_ops[i]->ep, query, json, json_len, p);
+    if (api_ops[i]->ep == &api_blur_endpoint) blur = e;
   }
 done:
   free(p);

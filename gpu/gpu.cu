@@ -1,41 +1,13 @@
 /* The host side of the CUDA backend: devices, contexts (stream, events, pinned staging and
  * device buffers that only grow), one job as upload -> kernels -> reference -> download timed
  * with CUDA events, and the classification of CUDA errors into "this job failed" and "the
- * device is lost" (sticky errors, after which the process must be restarted). */
+ * device is lost" (sticky errors, after which the process must be restarted: status.cu). */
 #include "gpu_int.cuh"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int sticky(cudaError_t e) {
-  switch (e) {
-  case cudaErrorIllegalAddress:
-  case cudaErrorLaunchFailure:
-  case cudaErrorHardwareStackError:
-  case cudaErrorIllegalInstruction:
-  case cudaErrorMisalignedAddress:
-  case cudaErrorInvalidAddressSpace:
-  case cudaErrorInvalidPc:
-  case cudaErrorLaunchTimeout:
-  case cudaErrorECCUncorrectable:
-  case cudaErrorUnknown:
-    return 1;
-  default:
-    return 0;
-  }
-}
-
-enum gpu_status status_of(struct gpu_ctx *ctx, cudaError_t e, const char *where) {
-  if (e == cudaSuccess) return GPU_OK;
-  snprintf(ctx->err, sizeof(ctx->err), "%s: %s (%s)", where, cudaGetErrorString(e),
-           cudaGetErrorName(e));
-  fprintf(stderr, "blurd: %s: %s\n", ctx->name, ctx->err);
-  if (sticky(e)) return GPU_FATAL;
-  cudaGetLastError(); /* clear a non-sticky error */
-  return e == cudaErrorMemoryAllocation ? GPU_NO_MEMORY : GPU_ERROR;
-}
 
 int gpu_device_count(void) {
   int n = 0;
@@ -106,7 +78,7 @@ void gpu_ctx_free(struct gpu_ctx *ctx) {
   void *dev_bufs[] = {ctx->d_in,    ctx->d_out,   ctx->d_mid,   ctx->d_tmp,   ctx->d_carry,
                       ctx->d_ref,   ctx->d_w,     ctx->d_stats, ctx->d_lv[0], ctx->d_lv[1],
                       ctx->d_lv[2], ctx->d_lv[3], ctx->d_var,   ctx->d_mean,  ctx->d_gray,
-                      ctx->d_whole, ctx->d_res};
+                      ctx->d_whole, ctx->d_res,   ctx->d_op[0], ctx->d_op[1]};
   for (size_t i = 0; i < sizeof(dev_bufs) / sizeof(dev_bufs[0]); i++) cudaFree(dev_bufs[i]);
   cudaFreeHost(ctx->h_in);
   cudaFreeHost(ctx->h_out);

@@ -18,12 +18,27 @@
 extern "C" {
 #endif
 
+/* What a gpu_ call returns: enum name, meaning. Every function of this API returns one; the
+ * CUDA error behind anything but GPU_OK is logged with its file and line (CUDA_TRY) and kept as a
+ * sentence for gpu_ctx_error. */
+/* clang-format off */
+#define GPU_STATUSES(X)                                                                            \
+  X(OK,        "success")                                                                          \
+  X(NO_MEMORY, "device or pinned memory ran out: this job fails, the service carries on")          \
+  X(ERROR,     "another error that leaves the device usable")                                      \
+  X(FATAL,     "a sticky error (illegal address, launch failure): the device is lost")
+/* clang-format on */
+
 enum gpu_status {
-  GPU_OK = 0,
-  GPU_NO_MEMORY, /* device or pinned memory ran out: this job fails, the service carries on */
-  GPU_ERROR,     /* another error that leaves the device usable */
-  GPU_FATAL,     /* a sticky error (illegal address, launch failure): the device is lost */
+#define X(e, meaning) GPU_##e,
+  GPU_STATUSES(X)
+#undef X
 };
+
+/* "NO_MEMORY" for GPU_NO_MEMORY, or NULL when s is out of range. */
+const char *gpu_status_name(enum gpu_status s);
+/* The meaning of s, from GPU_STATUSES. */
+const char *gpu_status_meaning(enum gpu_status s);
 
 /* Number of visible CUDA devices (CUDA_VISIBLE_DEVICES applies); 0 without a driver. */
 int gpu_device_count(void);
@@ -150,6 +165,28 @@ enum gpu_status gpu_contrast_resident(struct gpu_ctx *ctx, const struct cpu_cont
                                       const struct cpu_image *img, struct gpu_times *t);
 enum gpu_status gpu_convolve_resident(struct gpu_ctx *ctx, const struct cpu_conv *c,
                                       const struct cpu_image *img, struct gpu_times *t);
+/* /sharpen on the device: blurs the input image (shape img) with b and writes
+ * cpu_unsharp_image(input, blurred) into the output image (luma and threshold included), the
+ * image never leaving the device. The composition is cpu_unsharp_image's operations in the same
+ * order, without fused multiply-adds: the same bytes as the CPU given the same blur (fir: always;
+ * the other methods' blurs are within a level of the CPU's, see gpu_blur). acc (may be NULL):
+ * the blur's accuracy, as gpu_blur_resident. t gets the kernel (and reference) times. */
+enum gpu_status gpu_sharpen_resident(struct gpu_ctx *ctx, const struct cpu_blur *b,
+                                     const struct cpu_unsharp *u, const struct cpu_image *img,
+                                     struct cpu_accuracy *acc, struct gpu_times *t);
+/* cpu_pixelate from the input image (shape img) to the output image, bit for bit: integer block
+ * sums, and the regions' blend in cpu_blend_box's operations. At most GPU_REGIONS_MAX regions.
+ * t gets the kernel time. */
+enum gpu_status gpu_pixelate_resident(struct gpu_ctx *ctx, const struct cpu_pixelate *p,
+                                      const struct cpu_image *img, const int (*rect)[4], int n,
+                                      int feather, struct gpu_times *t);
+/* cpu_variance_image on the device from the input image (shape img, any channels): the 16-bit
+ * gray image goes to the output image (shape: img's width and height, 1 channel, depth 16),
+ * ready for gpu_download; s gets the statistics (exact method: the same bits as the CPU; the
+ * float methods within gpu_variance's tolerance). t gets kernel and reference times. */
+enum gpu_status gpu_variance_resident(struct gpu_ctx *ctx, const struct cpu_var *v,
+                                      const struct cpu_var_out *o, const struct cpu_image *img,
+                                      struct cpu_var_stats *s, struct gpu_times *t);
 
 /* ---- JPEG on the GPU: nvJPEG, loaded at run time (gpu/jpeg.cu) ----
  * Decoding is batched across requests: each device has one decoder thread that takes the JPEGs

@@ -47,6 +47,8 @@ struct gpu_ctx {
   size_t gray_cap;
   void *d_whole, *d_res; /* region blur: the image and the blended result (compose.cu) */
   size_t whole_cap, res_cap;
+  void *d_op[2]; /* pixelate's block means, variance's values and row statistics */
+  size_t op_cap[2];
   size_t bytes;          /* device bytes held */
   struct jpeg_ctx *jpeg; /* nvJPEG decoder and encoder states (jpeg.cu), or NULL */
   int force_double;      /* BLURD_GPU_PRECISION: -1 float, 1 double, 0 by sigma */
@@ -54,12 +56,18 @@ struct gpu_ctx {
   int early;             /* programmatic dependent launch: compute capability 9.0 on */
 };
 
-/* Records e with where it happened and says how bad it is: GPU_FATAL for a sticky error. */
-enum gpu_status status_of(struct gpu_ctx *ctx, cudaError_t e, const char *where);
+/* Says how bad e is (GPU_FATAL for a sticky error) and, unless it is cudaSuccess, logs it to
+ * stderr as "file:line: what: cudaGetErrorString (name)" and keeps the sentence in ctx->err
+ * (status.cu). status_of(ctx, e, what) passes its caller's file and line. */
+enum gpu_status status_at(struct gpu_ctx *ctx, cudaError_t e, const char *what, const char *file,
+                          int line);
+#define status_of(ctx, e, what) status_at(ctx, e, what, __FILE__, __LINE__)
 
+/* Runs the CUDA call x and returns its gpu_status from the calling function unless it is
+ * GPU_OK, the error logged with this file and line. */
 #define CUDA_TRY(ctx, x)                                                                           \
   do {                                                                                             \
-    enum gpu_status st_ = status_of(ctx, (x), #x);                                                 \
+    enum gpu_status st_ = status_at(ctx, (x), #x, __FILE__, __LINE__);                             \
     if (st_ != GPU_OK) return st_;                                                                 \
   } while (0)
 
@@ -91,6 +99,12 @@ enum gpu_status run_reference(struct gpu_ctx *ctx, double sigma_x, double sigma_
                               double *d_stats);
 /* The accuracy of an image img from its stats (run_reference's two doubles). */
 void accuracy_of(const struct cpu_image *img, const double *stats, struct cpu_accuracy *acc);
+
+/* The local-variance method v's kernels (local.cu) from the gray plane d_plane (shape img) into
+ * d_var (float32 for the float methods, double for exact), and into d_mean when want_mean;
+ * no wait. */
+enum gpu_status run_variance(struct gpu_ctx *ctx, const struct cpu_var *v,
+                             const struct cpu_image *img, void *d_plane, int want_mean);
 
 /* Makes *p hold at least need bytes of device memory; *cap is its size. */
 enum gpu_status grow(struct gpu_ctx *ctx, void **p, size_t *cap, size_t need);

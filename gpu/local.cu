@@ -44,13 +44,12 @@ static enum gpu_status grow_exact(struct gpu_ctx *ctx, const struct cpu_image *i
   return st == GPU_OK ? grow(ctx, &ctx->d_lv[1], &ctx->lv_cap[1], s2) : st;
 }
 
-/* The method's kernels from d_in into d_var, and into d_mean when want_mean. */
-static enum gpu_status run_variance(struct gpu_ctx *ctx, const struct cpu_var *v,
-                                    const struct cpu_image *img, int want_mean) {
+enum gpu_status run_variance(struct gpu_ctx *ctx, const struct cpu_var *v,
+                             const struct cpu_image *img, void *d_plane, int want_mean) {
   size_t plane = (size_t)img->width * img->height * var_elem(v);
   enum gpu_status st = grow(ctx, &ctx->d_var, &ctx->var_cap, plane);
   if (st == GPU_OK && want_mean) st = grow(ctx, &ctx->d_mean, &ctx->mean_cap, plane);
-  packed in = packed_of(ctx->d_in, img);
+  packed in = packed_of(d_plane, img);
   int tri = v->window == CPU_WINDOW_TRIANGLE;
   void *mean = want_mean ? ctx->d_mean : NULL;
   cudaError_t e = cudaSuccess;
@@ -123,7 +122,7 @@ enum gpu_status gpu_variance(struct gpu_ctx *ctx, const struct cpu_var *v,
   enum gpu_status st = check_var(ctx, v, src);
   size_t px = (size_t)src->width * src->height, plane = px * var_elem(v);
   if (st == GPU_OK) st = upload(ctx, src, plane * (mean ? 2 : 1));
-  if (st == GPU_OK) st = run_variance(ctx, v, src, mean != NULL);
+  if (st == GPU_OK) st = run_variance(ctx, v, src, ctx->d_in, mean != NULL);
   void *d[2] = {ctx->d_var, mean ? ctx->d_mean : NULL};
   size_t n[2] = {plane, plane};
   if (st == GPU_OK) st = download(ctx, d, n, t);
@@ -141,7 +140,7 @@ struct var_run { /* the arguments of run_variance, for bench_median */
 
 static enum gpu_status run_var(struct gpu_ctx *ctx, const void *arg) {
   const struct var_run *r = (const struct var_run *)arg;
-  return run_variance(ctx, r->v, r->src, 0);
+  return run_variance(ctx, r->v, r->src, ctx->d_in, 0);
 }
 
 enum gpu_status gpu_variance_bench(struct gpu_ctx *ctx, const struct cpu_var *v,

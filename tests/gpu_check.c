@@ -15,7 +15,14 @@
  * and cpu_convolve_image: exact variance and convolution bit for bit; the float32 variance
  * methods bit for bit too, and within var_tol of exact; contrast within 1 level (it has matched
  * bit for bit). `--local` runs only that section; `--sanitize local` only its odd
- * sizes, `--sanitize METHOD` (a method's name) only that method's. */
+ * sizes, `--sanitize METHOD` (a method's name) only that method's.
+ *
+ * /sharpen, /pixelate and /variance on the device (issue 35) against cpu_unsharp_image,
+ * cpu_pixelate and cpu_variance_image, on odd sizes, 1 to 4 channels, 8 and 16 bits, and 1080p:
+ * pixelate and exact variance bit for bit (samples and statistics), sharpen bit for bit over the
+ * GPU's own blur and within the blur's tolerance of the CPU's, the float variance methods within
+ * var_tol. `--ops` runs only that section, `--sanitize ops` a third of its small cases, and
+ * `--bench-ops` times each new operation's kernels against the blur at sigma 12 on 1080p. */
 #include "test.h"
 #include "fixtures.h"
 
@@ -24,6 +31,7 @@
 #include "../gpu/gpu.h"
 
 #include <cuda_runtime_api.h>
+#include <unistd.h>
 
 static struct cpu_pool *pool;
 static struct gpu_ctx *ctx;
@@ -621,13 +629,297 @@ static void test_local(void) {
   local_8k();
 }
 
+/* ---- issue 35: /sharpen, /pixelate and /variance on the device, against their CPU twins ---- */
+
+/* The output image of shape img, downloaded into a buffer of its own (the caller frees it). */
+static struct cpu_image output(const struct cpu_image *img, const char *what) {
+  struct cpu_image o = *img;
+  void *pixels = NULL;
+  if (gpu_download(ctx, GPU_OUTPUT, img, &pixels, NULL) != GPU_OK)
+    TEST_FAIL("%s: download: %s", what, gpu_ctx_error(ctx));
+  o.data = malloc(cpu_image_bytes(img));
+  ASSERT(o.data);
+  memcpy(o.data, pixels, cpu_image_bytes(img));
+  return o;
+}
+
+static void upload(const struct cpu_image *img, const char *what) {
+  if (gpu_upload(ctx, img, NULL) != GPU_OK) TEST_FAIL("%s: upload: %s", what, gpu_ctx_error(ctx));
+}
+
+/* Samples that differ between a and b, and the largest difference (premultiplied: pixel_diff). */
+static size_t diff_samples(const struct cpu_image *a, const struct cpu_image *b, int premultiplied,
+                           double *maxd) {
+  size_t n = cpu_image_bytes(a) / (size_t)(a->depth / 8), d = 0;
+  *maxd = 0;
+  for (size_t i = 0; i < n; i++) {
+    double dd = pixel_diff(a, b, i, premultiplied);
+    *maxd = dd > *maxd ? dd : *maxd;
+    d += image_sample(a, i) != image_sample(b, i);
+  }
+  return d;
+}
+
+/* gpu_pixelate_resident against cpu_pixelate: the same bytes. */
+static void compare_pixelate(const struct cpu_image *img, const char *label, int block,
+                             const int (*rect)[4], int n, int feather) {
+  struct cpu_image want = *img;
+  struct cpu_pixelate p = {block};
+  struct gpu_times t = {0, 0, 0, 0};
+  want.data = malloc(cpu_image_bytes(img));
+  ASSERT(want.data);
+  ASSERT_INT(cpu_pixelate(pool, &p, img, rect, n, feather, &want), ==, 0);
+  upload(img, label);
+  if (gpu_pixelate_resident(ctx, &p, img, rect, n, feather, &t) != GPU_OK)
+    TEST_FAIL("%s pixelate: %s", label, gpu_ctx_error(ctx));
+  struct cpu_image got = output(img, label);
+  double maxd;
+  size_t d = diff_samples(&want, &got, 0, &maxd);
+  printf("%-4s pixelate %-16s block %3d regions %2d feather %d  differ %zu samples (max %.0f)  "
+         "kernel %.3f ms\n",
+         d == 0 ? "ok" : "FAIL", label, block, n, feather, d, maxd, t.kernel);
+  failures += d != 0;
+  free(want.data), free(got.data);
+}
+
+/* gpu_sharpen_resident against the CPU: the same bytes as cpu_unsharp_image over the GPU's own
+ * blur (gpu_blur), whatever the method; against the CPU's blur, the same bytes for the fir
+ * family and, with threshold 0 (and without luma where there is alpha), within amount times the
+ * blur's tolerance (a level, two premultiplied with alpha) plus one of rounding, premultiplied;
+ * its accuracy is gpu_blur's. */
+static void compare_sharpen(const struct cpu_image *img, const char *label, enum cpu_method m,
+                            double sigma, const struct cpu_unsharp *u) {
+  struct cpu_blur b = {m, sigma, sigma, CPU_TRUNCATE, CPU_YVV_CALIBRATED};
+  size_t bytes = cpu_image_bytes(img);
+  struct cpu_image cb = *img, gb = *img, want = *img, same = *img;
+  cb.data = malloc(bytes), gb.data = malloc(bytes), want.data = malloc(bytes);
+  same.data = malloc(bytes);
+  ASSERT(cb.data && gb.data && want.data && same.data);
+  struct cpu_accuracy ga, sa;
+  struct gpu_times t = {0, 0, 0, 0};
+  ASSERT_INT(cpu_blur_image(pool, &b, img, &cb, NULL, NULL), ==, 0);
+  cpu_unsharp_image(pool, u, img, &cb, &want);
+  if (gpu_blur(ctx, &b, img, &gb, &ga, NULL) != GPU_OK)
+    TEST_FAIL("%s blur: %s", label, gpu_ctx_error(ctx));
+  cpu_unsharp_image(pool, u, img, &gb, &same);
+  upload(img, label);
+  if (gpu_sharpen_resident(ctx, &b, u, img, &sa, &t) != GPU_OK)
+    TEST_FAIL("%s sharpen: %s", label, gpu_ctx_error(ctx));
+  struct cpu_image got = output(img, label);
+  double md_same, md_cpu;
+  int alpha = img->channels == 2 || img->channels == 4;
+  size_t d_same = diff_samples(&same, &got, 0, &md_same);
+  size_t d_cpu = diff_samples(&want, &got, !cpu_method_is_fir(m), &md_cpu);
+  /* luma with alpha: the blur's colour, unpremultiplied, may be far off where it is nearly
+   * transparent, and luma takes it as it is: no bound but the one over the GPU's own blur */
+  double allowed = cpu_method_is_fir(m)                     ? 0
+                   : u->threshold > 0 || (alpha && u->luma) ? INFINITY
+                                                            : ceil(u->amount * (alpha ? 2 : 1)) + 1;
+  int acc_same = (isinf(ga.psnr) && isinf(sa.psnr)) || ga.psnr == sa.psnr;
+  int ok = d_same == 0 && md_cpu <= allowed && acc_same;
+  printf("%-4s sharpen %-16s %-11s sigma %4g amount %g thr %g luma %d  vs cpu_unsharp(gpu blur) "
+         "%zu differ; vs CPU %zu differ, max %.3f (allowed %.0f)  psnr %.3f  kernel %.3f ms\n",
+         ok ? "ok" : "FAIL", label, cpu_method_name(m), sigma, u->amount, u->threshold, u->luma,
+         d_same, d_cpu, md_cpu, allowed, sa.psnr, t.kernel);
+  failures += !ok;
+  free(cb.data), free(gb.data), free(want.data), free(same.data), free(got.data);
+}
+
+/* Relative difference of two statistics, 0 when both are the same (both infinite included). */
+static double rel_diff(double a, double b) {
+  if (a == b || (isnan(a) && isnan(b))) return 0;
+  return fabs(a - b) / (fabs(b) > 1 ? fabs(b) : 1);
+}
+
+/* gpu_variance_resident against cpu_variance_image: exact gives the same samples and the same
+ * bits in every statistic; the float methods (also bit for bit today, see var_tol) are held to
+ * var_tol relative to the CPU's samples and statistics, and their PSNR within 0.01 dB. */
+static void compare_varimage(const struct cpu_image *img, const char *label,
+                             const struct cpu_var *v, const struct cpu_var_out *o) {
+  size_t n = (size_t)img->width * img->height;
+  struct cpu_image shape = {NULL, img->width, img->height, 1, 16}, want = shape;
+  struct cpu_var_stats cs, gs;
+  struct gpu_times t = {0, 0, 0, 0};
+  want.data = malloc(n * sizeof(uint16_t));
+  ASSERT(want.data);
+  ASSERT_INT(cpu_variance_image(pool, v, o, img, want.data, &cs), ==, 0);
+  upload(img, label);
+  if (gpu_variance_resident(ctx, v, o, img, &gs, &t) != GPU_OK)
+    TEST_FAIL("%s variance: %s", label, gpu_ctx_error(ctx));
+  struct cpu_image got = output(&shape, label);
+  double tol = var_tol[v->method], worst = 0;
+  size_t d = 0;
+  for (size_t i = 0; i < n; i++) {
+    double a = ((uint16_t *)got.data)[i], b = ((uint16_t *)want.data)[i];
+    d += a != b;
+    double e = fabs(a - b) <= 1 ? 0 : fabs(a - b) / (b > 1 ? b : 1);
+    worst = e > worst ? e : worst;
+  }
+  int same_stats = memcmp(&cs, &gs, sizeof(cs)) == 0;
+  double ds =
+      fmax(fmax(rel_diff(gs.min, cs.min), rel_diff(gs.max, cs.max)), rel_diff(gs.mean, cs.mean));
+  int psnr_ok = (isinf(cs.psnr) && isinf(gs.psnr)) || (isnan(cs.psnr) && isnan(gs.psnr)) ||
+                fabs(cs.psnr - gs.psnr) < 0.01;
+  int ok = v->method == CPU_VAR_EXACT
+               ? d == 0 && same_stats
+               : worst <= tol && ds <= tol && psnr_ok && gs.scale == cs.scale;
+  printf("%-4s varimage %-16s %-9s %-8s r %3d %-8s measure %d  differ %zu samples (rel %.3g)  "
+         "stats %s (rel %.3g)  mean %.6f psnr %.3f/%.3f  kernel %.3f ref %.3f ms\n",
+         ok ? "ok" : "FAIL", label, cpu_var_method_name(v->method),
+         v->window == CPU_WINDOW_BOX ? "box" : "triangle", v->radius,
+         o->stddev ? "stddev" : "variance", o->measure, d, worst,
+         same_stats ? "same bits" : "differ", ds, gs.mean, gs.psnr, cs.psnr, t.kernel, t.reference);
+  failures += !ok;
+  free(want.data), free(got.data);
+}
+
+/* Regions over a w x h image for the cases below: n of them, some overlapping, within it. */
+static int ops_regions(int w, int h, int n, int (*rect)[4]) {
+  for (int k = 0; k < n; k++) {
+    rect[k][0] = k * 37 % w, rect[k][1] = k * 23 % h;
+    rect[k][2] = rect[k][0] + 1 + (w / 3 + k * 7) % (w - rect[k][0]);
+    rect[k][3] = rect[k][1] + 1 + (h / 4 + k * 5) % (h - rect[k][1]);
+  }
+  return n;
+}
+
+/* Each operation on one image: blocks of 1, 3, 8 (summed directly), 9 and 16 (by rows), the
+ * image's own size, with 0, 3 and 64 regions; sharpen's methods, luma and threshold; every
+ * variance method (both windows, variance and stddev, measured and not). */
+static void ops_image(const struct cpu_image *img, const char *label, int small) {
+  int rect[GPU_REGIONS_MAX][4];
+  const int blocks[] = {1, 3, 8, 9, 16, img->width > img->height ? img->width : img->height};
+  for (int i = 0; i < 6; i++) compare_pixelate(img, label, blocks[i], NULL, 0, 0);
+  for (int f = 0; f <= 6; f += 3) {
+    compare_pixelate(img, label, 9, (const int(*)[4])rect,
+                     ops_regions(img->width, img->height, 3, rect), f);
+    if (!small)
+      compare_pixelate(img, label, 4, (const int(*)[4])rect,
+                       ops_regions(img->width, img->height, GPU_REGIONS_MAX, rect), f);
+  }
+  const struct cpu_unsharp us[] = {{1, 0, 0}, {2.5, 0, 1}, {1.5, 3, 0}, {0.8, 4, 1}};
+  const enum cpu_method ms[] = {CPU_FIR, CPU_SEPARABLE, CPU_YVV, CPU_DERICHE, CPU_PYRAMID};
+  const double sigmas[] = {2, 2, 3, 5, 12};
+  for (int m = 0; m < 5; m++)
+    for (int k = 0; k < 4; k++)
+      if (!small || k == m % 4) compare_sharpen(img, label, ms[m], sigmas[m], &us[k]);
+  for (int m = 0; m < CPU_VAR_NMETHODS; m++)
+    for (int k = 0; k < (small ? 2 : 8); k++) {
+      struct cpu_var v = {(enum cpu_var_method)m, k % 2 ? CPU_WINDOW_BOX : CPU_WINDOW_TRIANGLE, 3};
+      struct cpu_var_out o = {(k / 2) % 2, k / 4 || small};
+      compare_varimage(img, label, &v, &o);
+    }
+}
+
+static void test_ops(int small) {
+  struct codec_image astro = fixture_photo("astronaut.png"), rgba16 = fixture_photo("rgba16.png");
+  struct codec_image ga16 = fixture_photo("gray_alpha16.png"), cam = fixture_photo("camera.png");
+  const int sizes[][2] = {{1, 1}, {1, 37}, {37, 1}, {65, 3}, {33, 17}, {203, 157}};
+  for (int i = 0; i < (small ? 5 : 6); i++)
+    for (int c = 1; c <= 4; c++)
+      for (int d = 0; d < 2; d++) {
+        if (small && (i + c + d) % 3) continue; /* a third of the cases under the sanitizer */
+        const struct codec_image *src = d ? (c == 2 ? &ga16 : &rgba16) : (c == 1 ? &cam : &astro);
+        struct cpu_image img = tile(src, sizes[i][0], sizes[i][1], c);
+        char label[32];
+        snprintf(label, sizeof(label), "%dx%dx%d/%d", sizes[i][0], sizes[i][1], c, d ? 16 : 8);
+        ops_image(&img, label, small);
+        free(img.data);
+      }
+  if (!small) {
+    struct cpu_image hd = tile(&astro, 1920, 1080, 3);
+    ops_image(&hd, "1920x1080x3/8", 1);
+    free(hd.data);
+  }
+  codec_image_free(&astro), codec_image_free(&rgba16), codec_image_free(&ga16);
+  codec_image_free(&cam);
+}
+
+static int cmp_ms(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The median of reps kernel times (CUDA events, as each *_resident reports them). */
+static double median_ms(double *ms, int reps) {
+  qsort(ms, (size_t)reps, sizeof(double), cmp_ms);
+  return ms[reps / 2];
+}
+
+/* 1080p RGB, 8 bits: the kernel time of each new operation against the blur at sigma 12. */
+static void bench_ops(void) {
+  struct codec_image astro = fixture_photo("astronaut.png");
+  struct cpu_image img = tile(&astro, 1920, 1080, 3);
+  enum { REPS = 50, NCASE = 7 };
+  const char *names[NCASE] = {"blur sigma 12 (auto)",
+                              "sharpen sigma 2 amount 1 (auto)",
+                              "sharpen sigma 2 luma threshold 2",
+                              "pixelate block 16",
+                              "pixelate block 16, 4 regions feather 8",
+                              "variance exact r 7 (luma)",
+                              "variance naive r 7 measured"};
+  double ms[NCASE][REPS];
+  int rect[4][4] = {
+      {100, 100, 500, 400}, {900, 200, 1300, 700}, {300, 600, 800, 1000}, {1400, 50, 1900, 500}};
+  struct cpu_blur b12 = {gpu_auto_method(12, 1920, 1080), 12, 12, CPU_TRUNCATE, CPU_YVV_CALIBRATED};
+  struct cpu_blur b2 = {gpu_auto_method(2, 1920, 1080), 2, 2, CPU_TRUNCATE, CPU_YVV_CALIBRATED};
+  struct cpu_unsharp u1 = {1, 0, 0}, u2 = {1, 2, 1};
+  struct cpu_pixelate p = {16};
+  struct cpu_var ve = {CPU_VAR_EXACT, CPU_WINDOW_TRIANGLE, 7},
+                 vn = {CPU_VAR_NAIVE, CPU_WINDOW_TRIANGLE, 7};
+  struct cpu_var_out o0 = {0, 0}, o1 = {1, 1};
+  struct cpu_var_stats s;
+  upload(&img, "bench");
+  for (int r = -3; r < REPS; r++)
+    for (int k = 0; k < NCASE; k++) {
+      struct gpu_times t = {0, 0, 0, 0};
+      enum gpu_status st =
+          k == 0   ? gpu_blur_resident(ctx, &b12, &img, NULL, &t)
+          : k == 1 ? gpu_sharpen_resident(ctx, &b2, &u1, &img, NULL, &t)
+          : k == 2 ? gpu_sharpen_resident(ctx, &b2, &u2, &img, NULL, &t)
+          : k == 3 ? gpu_pixelate_resident(ctx, &p, &img, NULL, 0, 0, &t)
+          : k == 4 ? gpu_pixelate_resident(ctx, &p, &img, (const int(*)[4])rect, 4, 8, &t)
+          : k == 5 ? gpu_variance_resident(ctx, &ve, &o0, &img, &s, &t)
+                   : gpu_variance_resident(ctx, &vn, &o1, &img, &s, &t);
+      if (st != GPU_OK) TEST_FAIL("bench %s: %s", names[k], gpu_ctx_error(ctx));
+      if (r >= 0) ms[k][r] = t.kernel + t.reference;
+    }
+  printf("bench: %s, 1920x1080 RGB 8-bit, median of %d, kernel (+ reference) time by CUDA events\n",
+         gpu_ctx_name(ctx), REPS);
+  double blur = median_ms(ms[0], REPS);
+  for (int k = 0; k < NCASE; k++) {
+    double m = median_ms(ms[k], REPS);
+    printf("bench %-42s %8.3f ms  (%.2fx the blur's)\n", names[k], m, m / blur);
+  }
+  free(img.data);
+  codec_image_free(&astro);
+}
+
 /* In a process of its own: a sticky error is reported as fatal, and stays. */
 static int fault(void) {
   struct gpu_ctx *g = gpu_ctx_new(0, NULL, 0);
   ASSERT(g);
+  /* what the fault writes to stderr, through a temporary file */
+  char logged[1024] = "";
+  FILE *tmp = tmpfile();
+  int saved = dup(2);
+  ASSERT(tmp && saved >= 0);
+  fflush(stderr);
+  dup2(fileno(tmp), 2);
   enum gpu_status st = gpu_inject_fault(g);
-  printf("fault: injected, status %d (%s)\n", st, gpu_ctx_error(g));
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  rewind(tmp);
+  logged[fread(logged, 1, sizeof(logged) - 1, tmp)] = 0;
+  fclose(tmp);
+  printf("fault: injected, status %d (%s); logged: %s", st, gpu_ctx_error(g), logged);
+  ASSERT(strstr(logged, ".cu:") != NULL);                    /* CUDA_TRY's file:line */
+  ASSERT(strstr(logged, "cudaErrorIllegalAddress") != NULL); /* and the error */
   ASSERT_INT(st, ==, GPU_FATAL);
+  ASSERT_STR(gpu_status_name(st), "FATAL");
+  ASSERT(strstr(gpu_status_meaning(st), "sticky") != NULL);
+  ASSERT(gpu_status_name((enum gpu_status)(GPU_FATAL + 1)) == NULL);
   struct cpu_image img = {calloc(16, 1), 2, 2, 4, 8}, out = {calloc(16, 1), 2, 2, 4, 8};
   struct cpu_blur b = {CPU_YVV, 2, 2, CPU_TRUNCATE, CPU_YVV_CALIBRATED};
   st = gpu_blur(g, &b, &img, &out, NULL, NULL);
@@ -646,6 +938,20 @@ int main(int argc, char **argv) {
                                                : 0;
   local_only =
       argc > 1 && (strcmp(argv[1], "--local") == 0 || (argc > 2 && strcmp(argv[2], "local") == 0));
+  int ops = argc > 1 && (strcmp(argv[1], "--ops") == 0 || strcmp(argv[1], "--bench-ops") == 0 ||
+                         (argc > 2 && strcmp(argv[2], "ops") == 0));
+  if (ops) { /* --ops, --bench-ops, --sanitize ops: only issue 35's operations */
+    char err[256];
+    ASSERT(gpu_device_count() > 0);
+    if (!(ctx = gpu_ctx_new(0, err, sizeof(err)))) TEST_FAIL("%s", err);
+    pool = cpu_pool_new(16);
+    printf("device: %s\n", gpu_ctx_name(ctx));
+    strcmp(argv[1], "--bench-ops") == 0 ? bench_ops() : test_ops(quick > 1);
+    gpu_ctx_free(ctx);
+    cpu_pool_free(pool);
+    printf("gpu_check: %d failures\n", failures);
+    return failures ? 1 : 0;
+  }
   int strips = quick > 1 && argc > 2 && strcmp(argv[2], "strips") == 0;
   if (quick > 1 && argc > 2 && (strips || strcmp(argv[2], "regions") == 0)) { /* --sanitize */
     ASSERT(gpu_device_count() > 0 && (ctx = gpu_ctx_new(0, NULL, 0)));
@@ -670,6 +976,7 @@ int main(int argc, char **argv) {
     if (only < 0 && quick < 2) test_strips();
   }
   if (only < 0) test_local();
+  if (only < 0 && !local_only) test_ops(quick > 0);
   if (!quick && !local_only) {
     test_photographs();
     test_8k();

@@ -80,6 +80,7 @@ static const struct {
     {"/sharpen", "", "{\"sigma\":2,\"amount\":1.5,\"luma\":true}", "interlaced.png"},
     {"/blur", "", "{\"sigma_x\":1,\"sigma_y\":6,\"regions\":[[5,5,30,20]],\"feather\":3}",
      "rgba16.png"},
+    {"/pixelate", "block=5", "{\"regions\":[[5,5,30,20]],\"feather\":2}", "rgba16.png"},
 };
 #define NSAME (sizeof(same_cases) / sizeof(same_cases[0]))
 

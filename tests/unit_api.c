@@ -416,7 +416,8 @@ static void test_kernel_params(void) {
   json_t *d = params_describe(&api_convolve_endpoint, -1);
   ASSERT_STR(json_string_value(json_object_get(json_array_get(d, 0), "type")), "kernel");
   json_decref(d);
-  for (int i = 0; api_endpoints[i]; i++) ASSERT(api_endpoints[i]->nparams <= MAX_PARAMS);
+  for (int i = 0; api_ops[i]; i++) ASSERT(api_ops[i]->ep->nparams <= MAX_PARAMS);
+  for (int i = 0; api_ops[i]; i++) ASSERT(api_ops[i]->params_size <= OP_PARAMS_MAX);
 }
 
 /* sigma_x and sigma_y, regions and feather on /blur; /sharpen's parameters. */
@@ -519,6 +520,28 @@ static void test_blur_axes_regions(void) {
   }
 }
 
+/* The table of operations: each one's name is its path without '/', its route leads to it, it
+ * has a summary and its parameters fit; a compute on the CPU wherever there is one on the GPU. */
+static void test_op_table(void) {
+  int n, routes = 0;
+  const struct route *t = route_table(&n);
+  for (int i = 0; api_ops[i]; i++) {
+    const struct api_op *op = api_ops[i];
+    char path[64];
+    snprintf(path, sizeof(path), "/%s", op->name);
+    ASSERT_STR(op->ep->path, path);
+    const struct route *r = route_find(path);
+    ASSERT(r != NULL && r->op == op && r->ep == op->ep && strcmp(r->method, "POST") == 0);
+    ASSERT(op->summary && strlen(op->summary) > 20);
+    ASSERT(op->params_size <= OP_PARAMS_MAX);
+    ASSERT(op->cpu || !op->gpu);
+  }
+  for (int i = 0; i < n; i++) routes += t[i].op != NULL;
+  int nops = 0;
+  while (api_ops[nops]) nops++;
+  ASSERT_INT(routes, ==, nops); /* one route per operation, no other image route */
+}
+
 int main(void) {
   RUN(test_defaults);
   RUN(test_ranges);
@@ -532,6 +555,7 @@ int main(void) {
   RUN(test_variance_params);
   RUN(test_kernel_params);
   RUN(test_blur_axes_regions);
+  RUN(test_op_table);
   fprintf(stderr, "unit_api: all passed\n");
   return 0;
 }

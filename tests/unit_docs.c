@@ -64,12 +64,13 @@ static void test_complete(void) {
     snprintf(want, sizeof(want), "\n### `%s %s`\n", method, path);
     if (!strstr(generated, want)) TEST_FAIL("no heading for route %s %s", method, path);
   }
-  for (int i = 0; api_endpoints[i]; i++)
-    for (int k = 0; k < api_endpoints[i]->nparams; k++) {
-      snprintf(want, sizeof(want), "\n| `%s` | ", api_endpoints[i]->params[k].name);
-      if (!strstr(generated, want))
-        TEST_FAIL("%s: no row for %s", api_endpoints[i]->path, api_endpoints[i]->params[k].name);
+  for (int i = 0; api_ops[i]; i++) {
+    const struct endpoint *ep = api_ops[i]->ep;
+    for (int k = 0; k < ep->nparams; k++) {
+      snprintf(want, sizeof(want), "\n| `%s` | ", ep->params[k].name);
+      if (!strstr(generated, want)) TEST_FAIL("%s: no row for %s", ep->path, ep->params[k].name);
     }
+  }
   static const struct {
     int status;
     const char *code;

@@ -114,13 +114,16 @@ static void test_body_chunk(void) {
 }
 
 static double cost(const struct endpoint *ep, const char *query, int w, int h, int c) {
-  static struct job_params p; /* large: a kernel */
+  static union { /* large: a kernel */
+    max_align_t align;
+    unsigned char bytes[OP_PARAMS_MAX];
+  } p;
   char msg[256];
   memset(&p, 0, sizeof(p));
-  enum api_error e = params_parse(ep, query, NULL, 0, &p.u, msg, sizeof(msg));
+  enum api_error e = params_parse(ep, query, NULL, 0, p.bytes, msg, sizeof(msg));
   if (e != API_OK) TEST_FAIL("%s?%s: %s", ep->path, query, msg);
   struct codec_shape s = {w, h, c};
-  return ep->cost ? ep->cost(&p.u, &s) : 0;
+  return ep->cost ? ep->cost(p.bytes, &s) : 0;
 }
 
 static void test_cost_model(void) {

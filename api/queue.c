@@ -1,18 +1,16 @@
-/* The backend: a bounded job queue and the worker threads that run jobs, each worker with its
- * own state from the backend's ops (the CPU ops share one fork-join pool; the CUDA ops give each
- * worker a stream and buffers). Each worker thread makes its own state and warms up, all at once,
- * before it takes jobs; until every worker has, the backend is warming (/readyz says so).
- * Submitting never blocks: a full queue says so at once and the caller answers 503. Freeing the
- * backend runs what is queued, then joins the workers.
- *
- * The ops hold a job's codecs too. The CPU backend decodes and encodes with libjpeg-turbo and
- * libpng. The CUDA backend with GPU codecs decodes JPEG into device memory with nvJPEG (batched
- * across its workers by gpu/jpeg.cu), filters there and encodes JPEG there; PNG, WebP, and what
- * nvJPEG refuses, go through the CPU codecs with an upload or a download. A file goes to the GPU
- * decoder only after codec_jpeg_probe has read its headers with libjpeg, so what the CPU decoder
- * would refuse at the headers is refused in the same words; a file nvJPEG fails on is decoded again
- * by libjpeg, whose verdict stands. */
+/* The backend's queue: a bounded job queue and the worker threads that run jobs, each worker with
+ * its own state from the backend's verbs (backend_cpu.c: the workers share one fork-join pool;
+ * backend_gpu.c: each worker has a stream and buffers). Each worker thread makes its own state
+ * and warms up, all at once, before it takes jobs; until every worker has, the backend is warming
+ * (/readyz says so). Submitting never blocks: a full queue says so at once and the caller answers
+ * 503. Freeing the backend runs what is queued, then joins the workers. Here too: which backend
+ * runs (the CUDA one when a device is visible, unless --backend cpu), how many workers, and where
+ * JPEG is decoded and encoded (the GPU's nvJPEG decoders are started here, one per device). */
 #include "api_int.h"
+
+#ifdef BLURD_CUDA
+#include "../gpu/gpu.h"
+#endif
 
 #include <pthread.h>
 #include <stdio.h>
@@ -49,411 +47,6 @@ struct backend {
   struct worker *workers;
   pthread_t *threads;
 };
-
-enum api_error codec_error(enum codec_status s) {
-  switch (s) {
-  case CODEC_OK:
-    return API_OK;
-  case CODEC_UNKNOWN:
-    return API_UNSUPPORTED_MEDIA;
-  case CODEC_CORRUPT:
-    return API_UNDECODABLE;
-  case CODEC_TOO_LARGE:
-    return API_IMAGE_TOO_LARGE;
-  case CODEC_UNSUPPORTED:
-    return API_UNSUPPORTED_IMAGE;
-  case CODEC_NOMEM:
-    return API_OUT_OF_MEMORY;
-  }
-  return API_INTERNAL;
-}
-
-/* ---- the CPU codecs (every backend's, for what stays on the host) ---- */
-
-static const char *host_codec(enum codec_format f) {
-  return f == CODEC_PNG    ? "libpng"
-         : f == CODEC_JPEG ? "libjpeg-turbo"
-         : f == CODEC_WEBP ? "libwebp"
-                           : NULL;
-}
-
-static enum api_error host_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
-                                  struct codec_image *img, const char **codec, char *msg,
-                                  size_t msglen) {
-  enum codec_status s = codec_decode(buf, len, lim, img, msg, msglen);
-  *codec = host_codec(s == CODEC_OK ? img->format : codec_sniff(buf, len));
-  return codec_error(s);
-}
-
-static enum api_error host_encode(const struct codec_image *img, const struct codec_encode_opts *o,
-                                  uint8_t **out, size_t *len, const char **codec, char *msg,
-                                  size_t msglen) {
-  *codec = host_codec(o->format);
-  return codec_error(codec_encode(img, o, out, len, msg, msglen));
-}
-
-/* ---- the CPU backend ---- */
-
-static enum api_error cpu_decode(void *state, const uint8_t *buf, size_t len,
-                                 const struct codec_limits *lim, struct codec_image *img,
-                                 const char **codec, char *msg, size_t msglen) {
-  (void)state;
-  return host_decode(buf, len, lim, img, codec, msg, msglen);
-}
-
-static enum api_error cpu_encode(void *state, const struct codec_image *img,
-                                 const struct codec_encode_opts *o, uint8_t **out, size_t *len,
-                                 const char **codec, double *download, char *msg, size_t msglen) {
-  (void)state;
-  *download = -1;
-  return host_encode(img, o, out, len, codec, msg, msglen);
-}
-
-static enum api_error cpu_to_host(void *state, struct codec_image *img) {
-  (void)state, (void)img; /* always there */
-  return API_OK;
-}
-
-static int cpu_worker_new(void *shared, int index, void **state, char *err, size_t errlen) {
-  (void)index, (void)err, (void)errlen;
-  *state = shared; /* every worker feeds the one pool */
-  return 0;
-}
-
-static void cpu_worker_free(void *state) {
-  (void)state;
-}
-
-static enum api_error cpu_blur(void *state, const struct cpu_blur *b, const struct cpu_image *src,
-                               struct cpu_image *dst, struct cpu_accuracy *acc,
-                               struct stage_times *t) {
-  struct cpu_timing ct;
-  if (cpu_blur_image(state, b, src, dst, acc, &ct) != 0) return API_OUT_OF_MEMORY;
-  *t = (struct stage_times){ct.filter, acc ? ct.reference : -1, -1, -1, -1};
-  return API_OK;
-}
-
-/* The stage times of a CPU filter that started at t0. */
-static struct stage_times cpu_times(double t0) {
-  return (struct stage_times){api_now_ms() - t0, -1, -1, -1, -1};
-}
-
-static enum api_error cpu_variance_op(void *state, const struct cpu_var *v,
-                                      const struct cpu_image *src, double *var,
-                                      struct stage_times *t) {
-  double t0 = api_now_ms();
-  if (cpu_variance(state, v, src, NULL, var) != 0) return API_OUT_OF_MEMORY;
-  *t = cpu_times(t0);
-  return API_OK;
-}
-
-static enum api_error cpu_contrast_op(void *state, const struct cpu_contrast *c,
-                                      const struct cpu_image *src, struct cpu_image *dst,
-                                      struct stage_times *t) {
-  double t0 = api_now_ms();
-  if (cpu_contrast_image(state, c, src, dst) != 0) return API_OUT_OF_MEMORY;
-  *t = cpu_times(t0);
-  return API_OK;
-}
-
-static enum api_error cpu_convolve_op(void *state, const struct cpu_conv *c,
-                                      const struct cpu_image *src, struct cpu_image *dst,
-                                      struct stage_times *t) {
-  double t0 = api_now_ms();
-  cpu_convolve_image(state, c, src, dst);
-  *t = cpu_times(t0);
-  return API_OK;
-}
-
-static const char *cpu_worker_name(void *state) {
-  (void)state;
-  return "cpu";
-}
-
-static const struct backend_ops cpu_ops = {.kind = "cpu",
-                                           .worker_new = cpu_worker_new,
-                                           .worker_free = cpu_worker_free,
-                                           .decode = cpu_decode,
-                                           .encode = cpu_encode,
-                                           .to_host = cpu_to_host,
-                                           .blur = cpu_blur,
-                                           .variance = cpu_variance_op,
-                                           .contrast = cpu_contrast_op,
-                                           .convolve = cpu_convolve_op,
-                                           .auto_method = cpu_auto_method,
-                                           .worker_name = cpu_worker_name,
-                                           .keeps_images = 0};
-
-/* ---- the CUDA backend ---- */
-
-#ifdef BLURD_CUDA
-#include "../gpu/gpu.h"
-
-struct gpu_shared {       /* what every GPU worker shares */
-  int ndev;               /* visible devices; worker i uses device i % ndev */
-  long fault_at;          /* tests only (BLURD_TEST_GPU_FAULT=N): GPU job N faults; 0: never */
-  long jobs;              /* GPU jobs started (atomic) */
-  struct gpu_jpeg **jpeg; /* ndev JPEG decoders when JPEG runs on the GPU, else NULL */
-};
-
-struct gpu_worker {
-  struct gpu_ctx *ctx;
-  struct gpu_shared *shared;
-  int jpeg;           /* JPEG is decoded and encoded on the GPU */
-  enum gpu_image img; /* which device image holds the job's image when its pixels are NULL */
-  size_t bytes;       /* gpu_ctx_bytes after the last job, for /metrics (atomic) */
-};
-
-static int gpu_worker_new(void *shared, int index, void **state, char *err, size_t errlen) {
-  struct gpu_shared *g = shared;
-  struct gpu_worker *w = calloc(1, sizeof(*w));
-  if (!w) return -1;
-  w->shared = g;
-  w->ctx = gpu_ctx_new(index % g->ndev, err, errlen);
-  if (w->ctx && g->jpeg && gpu_ctx_jpeg(w->ctx, g->jpeg[index % g->ndev]) != GPU_OK) {
-    snprintf(err, errlen, "%s", gpu_ctx_error(w->ctx));
-    gpu_ctx_free(w->ctx);
-    w->ctx = NULL;
-  }
-  if (!w->ctx) {
-    free(w);
-    return -1;
-  }
-  w->jpeg = g->jpeg != NULL;
-  *state = w;
-  return 0;
-}
-
-static void gpu_worker_free(void *state) {
-  struct gpu_worker *w = state;
-  gpu_ctx_free(w->ctx);
-  free(w);
-}
-
-static void gpu_job_begin(void *state) {
-  struct gpu_worker *w = state;
-  w->img = GPU_INPUT;
-  gpu_jpeg_expect(w->ctx, 1); /* until its decode: a batch may wait for this worker */
-}
-
-static void gpu_job_end(void *state) {
-  gpu_jpeg_expect(((struct gpu_worker *)state)->ctx, 0);
-}
-
-/* Counts a GPU call; the one BLURD_TEST_GPU_FAULT names gets a sticky error first. */
-static struct gpu_ctx *gpu_job_ctx(struct gpu_worker *w) {
-  if (w->shared->fault_at &&
-      __atomic_add_fetch(&w->shared->jobs, 1, __ATOMIC_SEQ_CST) == w->shared->fault_at)
-    gpu_inject_fault(w->ctx); /* a sticky error: the job's call fails with it */
-  return w->ctx;
-}
-
-/* The api's error for the status s of a GPU call on worker w. Notes the device memory w holds,
- * for /metrics. */
-static enum api_error gpu_error(struct gpu_worker *w, enum gpu_status s) {
-  __atomic_store_n(&w->bytes, gpu_ctx_bytes(w->ctx), __ATOMIC_RELAXED);
-  switch (s) {
-  case GPU_OK:
-    return API_OK;
-  case GPU_NO_MEMORY:
-    return API_OUT_OF_MEMORY;
-  case GPU_ERROR:
-    return API_GPU_ERROR;
-  case GPU_FATAL:
-    return API_GPU_LOST;
-  }
-  return API_GPU_ERROR;
-}
-
-/* A JPEG goes to nvJPEG once libjpeg has read its headers (refusing what the CPU decoder refuses,
- * in its words), when it is one nvJPEG decodes as libjpeg does and is not cut short. */
-static enum api_error gpu_decode(void *state, const uint8_t *buf, size_t len,
-                                 const struct codec_limits *lim, struct codec_image *img,
-                                 const char **codec, char *msg, size_t msglen) {
-  struct gpu_worker *w = state;
-  struct codec_jpeg_info info;
-  if (w->jpeg && codec_sniff(buf, len) == CODEC_JPEG) {
-    enum codec_status cs = codec_jpeg_probe(buf, len, lim, &info, msg, msglen);
-    if (cs != CODEC_OK) {
-      *codec = host_codec(CODEC_JPEG);
-      gpu_jpeg_expect(w->ctx, 0);
-      return codec_error(cs);
-    }
-    struct gpu_jpeg_src src = {
-        buf, len, info.width, info.height, info.channels, info.orientation, info.progressive};
-    struct cpu_image shape;
-    enum gpu_status s =
-        info.plain && info.complete ? gpu_jpeg_decode(w->ctx, &src, &shape, codec) : GPU_ERROR;
-    if (s == GPU_OK) {
-      *img = (struct codec_image){NULL, shape.width, shape.height,    shape.channels,
-                                  8,    CODEC_JPEG,  info.orientation};
-      w->img = GPU_INPUT;
-      return API_OK;
-    }
-    if (s == GPU_FATAL || s == GPU_NO_MEMORY) return gpu_error(w, s);
-  }
-  gpu_jpeg_expect(w->ctx, 0); /* the CPU decodes this one, and decides what it is */
-  return host_decode(buf, len, lim, img, codec, msg, msglen);
-}
-
-/* JPEG of 8-bit gray or RGB on the device is encoded there; the rest comes to the host. */
-static enum api_error gpu_encode(void *state, const struct codec_image *img,
-                                 const struct codec_encode_opts *o, uint8_t **out, size_t *len,
-                                 const char **codec, double *download, char *msg, size_t msglen) {
-  struct gpu_worker *w = state;
-  struct cpu_image shape = {NULL, img->width, img->height, img->channels, img->depth};
-  *download = -1;
-  if (img->pixels) return host_encode(img, o, out, len, codec, msg, msglen);
-  if (w->jpeg && o->format == CODEC_JPEG && img->depth == 8 &&
-      (img->channels == 1 || img->channels == 3) && o->quality >= 1 && o->quality <= 100) {
-    enum gpu_status s = gpu_jpeg_encode(w->ctx, w->img, &shape, o->quality,
-                                        o->quality >= CODEC_JPEG_FULL_CHROMA, out, len);
-    *codec = "nvjpeg";
-    if (s != GPU_ERROR) return gpu_error(w, s); /* GPU_ERROR: libjpeg-turbo encodes it */
-  }
-  void *pixels = NULL;
-  struct gpu_times g = {0, 0, 0, 0};
-  enum api_error e = gpu_error(w, gpu_download(w->ctx, w->img, &shape, &pixels, &g));
-  if (e != API_OK) return e;
-  struct codec_image host = *img;
-  host.pixels = pixels;
-  *download = g.download;
-  return host_encode(&host, o, out, len, codec, msg, msglen);
-}
-
-static enum api_error gpu_to_host(void *state, struct codec_image *img) {
-  struct gpu_worker *w = state;
-  struct cpu_image shape = {NULL, img->width, img->height, img->channels, img->depth};
-  void *pixels = NULL;
-  if (img->pixels) return API_OK;
-  enum api_error e = gpu_error(w, gpu_download(w->ctx, w->img, &shape, &pixels, NULL));
-  if (e == API_OK && !(img->pixels = malloc(cpu_image_bytes(&shape)))) e = API_OUT_OF_MEMORY;
-  if (e == API_OK) memcpy(img->pixels, pixels, cpu_image_bytes(&shape));
-  return e;
-}
-
-/* Uploads src when it is on the host (decoded by a CPU codec), then runs the filter on the
- * device; the result stays there. Fills t from g (filter = upload + kernels). The job's cancel
- * token is checked between the upload and the kernels (the kernels take milliseconds, and are
- * not interrupted). */
-static enum api_error gpu_filter(struct gpu_worker *w, const struct cpu_image *src,
-                                 enum gpu_status (*run)(struct gpu_ctx *, const void *,
-                                                        const struct cpu_image *,
-                                                        struct cpu_accuracy *, struct gpu_times *),
-                                 const void *arg, struct cpu_accuracy *acc, struct stage_times *t) {
-  struct gpu_ctx *ctx = gpu_job_ctx(w);
-  struct gpu_times g = {0, 0, 0, 0};
-  enum gpu_status s = src->data ? gpu_upload(ctx, src, &g) : GPU_OK;
-  enum api_error stop = s == GPU_OK ? job_cancelled() : API_OK; /* a failed upload says why */
-  if (stop != API_OK) return stop;
-  if (s == GPU_OK) s = run(ctx, arg, src, acc, &g);
-  w->img = GPU_OUTPUT;
-  enum api_error e = gpu_error(w, s);
-  if (e == API_OK)
-    *t = (struct stage_times){g.upload + g.kernel, acc ? g.reference : -1,
-                              src->data ? g.upload : -1, g.kernel, -1};
-  return e;
-}
-
-static enum gpu_status run_blur(struct gpu_ctx *ctx, const void *arg, const struct cpu_image *img,
-                                struct cpu_accuracy *acc, struct gpu_times *g) {
-  return gpu_blur_resident(ctx, arg, img, acc, g);
-}
-
-struct regions_arg { /* run_regions' */
-  const struct cpu_blur *b;
-  struct gpu_region r[API_REGIONS_MAX];
-  int n, feather;
-};
-
-static enum gpu_status run_regions(struct gpu_ctx *ctx, const void *arg,
-                                   const struct cpu_image *img, struct cpu_accuracy *acc,
-                                   struct gpu_times *g) {
-  const struct regions_arg *a = arg;
-  return gpu_blur_regions(ctx, a->b, img, a->r, a->n, a->feather, acc, g);
-}
-
-static enum gpu_status run_contrast(struct gpu_ctx *ctx, const void *arg,
-                                    const struct cpu_image *img, struct cpu_accuracy *acc,
-                                    struct gpu_times *g) {
-  (void)acc;
-  return gpu_contrast_resident(ctx, arg, img, g);
-}
-
-static enum gpu_status run_convolve(struct gpu_ctx *ctx, const void *arg,
-                                    const struct cpu_image *img, struct cpu_accuracy *acc,
-                                    struct gpu_times *g) {
-  (void)acc;
-  return gpu_convolve_resident(ctx, arg, img, g);
-}
-
-static enum api_error gpu_blur_op(void *state, const struct cpu_blur *b,
-                                  const struct cpu_image *src, struct cpu_image *dst,
-                                  struct cpu_accuracy *acc, struct stage_times *t) {
-  dst->data = NULL;
-  return gpu_filter(state, src, run_blur, b, acc, t);
-}
-
-static enum api_error gpu_regions_op(void *state, const struct cpu_blur *b,
-                                     const struct codec_image *img, const struct api_region *r,
-                                     int n, int feather, struct cpu_accuracy *acc,
-                                     struct stage_times *t) {
-  struct cpu_image src = {img->pixels, img->width, img->height, img->channels, img->depth};
-  struct regions_arg a = {.b = b, .n = n, .feather = feather};
-  for (int i = 0; i < n; i++) {
-    memcpy(a.r[i].box, r[i].box, sizeof(a.r[i].box));
-    memcpy(a.r[i].rect, r[i].rect, sizeof(a.r[i].rect));
-  }
-  return gpu_filter(state, &src, run_regions, &a, acc, t);
-}
-
-static enum api_error gpu_contrast_op(void *state, const struct cpu_contrast *c,
-                                      const struct cpu_image *src, struct cpu_image *dst,
-                                      struct stage_times *t) {
-  dst->data = NULL;
-  return gpu_filter(state, src, run_contrast, c, NULL, t);
-}
-
-static enum api_error gpu_convolve_op(void *state, const struct cpu_conv *c,
-                                      const struct cpu_image *src, struct cpu_image *dst,
-                                      struct stage_times *t) {
-  dst->data = NULL;
-  return gpu_filter(state, src, run_convolve, c, NULL, t);
-}
-
-static enum api_error gpu_variance_op(void *state, const struct cpu_var *v,
-                                      const struct cpu_image *src, double *var,
-                                      struct stage_times *t) {
-  struct gpu_times g;
-  enum api_error e = gpu_error(state, gpu_variance(gpu_job_ctx(state), v, src, NULL, var, &g));
-  if (e == API_OK)
-    *t = (struct stage_times){g.upload + g.kernel + g.download, -1, g.upload, g.kernel, g.download};
-  return e;
-}
-
-static const char *gpu_worker_name(void *state) {
-  return gpu_ctx_name(((struct gpu_worker *)state)->ctx);
-}
-
-static const struct backend_ops gpu_ops = {.kind = "cuda",
-                                           .worker_new = gpu_worker_new,
-                                           .worker_free = gpu_worker_free,
-                                           .job_begin = gpu_job_begin,
-                                           .job_end = gpu_job_end,
-                                           .decode = gpu_decode,
-                                           .encode = gpu_encode,
-                                           .to_host = gpu_to_host,
-                                           .blur = gpu_blur_op,
-                                           .blur_regions = gpu_regions_op,
-                                           .variance = gpu_variance_op,
-                                           .contrast = gpu_contrast_op,
-                                           .convolve = gpu_convolve_op,
-                                           .auto_method = gpu_auto_method,
-                                           .worker_name = gpu_worker_name,
-                                           .keeps_images = 1};
-#endif
-
-/* ---- queue and workers ---- */
 
 struct worker_thread { /* what a worker thread needs */
   struct backend *b;
@@ -515,23 +108,24 @@ static void warm_leave(struct backend *b, size_t bytes) {
 
 static void warm_up(struct backend *b, struct worker *w) {
   int width = b->warm[0], height = b->warm[1], ch = b->warm[2];
-  struct codec_image in = {NULL, width, height, ch, 8, CODEC_PNG, 1}, out = in;
-  struct cpu_image src = {NULL, width, height, ch, 8}, dst = src;
+  struct codec_image in = {NULL, width, height, ch, 8, CODEC_PNG, 1}, out;
+  struct cpu_image src = {NULL, width, height, ch, 8};
   if (width <= 0 || height <= 0 || warm_enter(b, 2 * cpu_image_bytes(&src)) != 0) return;
-  if (!(in.pixels = src.data = malloc(cpu_image_bytes(&src)))) {
+  if (!(in.pixels = malloc(cpu_image_bytes(&src)))) {
     warm_leave(b, 2 * cpu_image_bytes(&src));
     return;
   }
   for (size_t i = 0; i < cpu_image_bytes(&src); i++) /* a texture, so the codecs have work */
     in.pixels[i] = (uint8_t)((i * 2654435761u) >> 24 & 0x3f) + (uint8_t)(i / (size_t)(width * ch));
   struct stage_times st;
-  struct cpu_accuracy acc;
-  struct cpu_blur blur = {w->ops->auto_method(12, width, height), 12, 12, 4, CPU_YVV_CALIBRATED};
-  dst.data = out.pixels = w->ops->keeps_images ? NULL : malloc(cpu_image_bytes(&src));
+  struct op_result res;
+  char msg[256];
+  struct op_io io = {&in, &out, &res, &st, msg, sizeof(msg)};
+  struct blur_params blur; /* /blur's defaults at sigma 12: auto, with the PSNR */
+  out = (struct codec_image){0};
   if (w->ops->job_begin) w->ops->job_begin(w->state);
-  if ((w->ops->keeps_images || dst.data) &&
-      w->ops->blur(w->state, &blur, &src, &dst, &acc, &st) == API_OK) {
-    out.pixels = dst.data;
+  if (params_parse(&api_blur_endpoint, "sigma=12", NULL, 0, &blur, msg, sizeof(msg)) == API_OK &&
+      w->ops->run(w->state, &op_blur, &blur, &io) == API_OK) {
     /* through the JPEG encoder and back through the decoder: the output itself when JPEG can
      * hold it, else the input's first samples read as RGB or gray (after the download a PNG
      * answer takes) */
@@ -634,11 +228,11 @@ static int choose_ops(struct backend *b, const struct api_config *cfg, char *err
 #ifdef BLURD_CUDA
   int ndev = cfg->backend == API_BACKEND_CPU ? 0 : gpu_device_count();
   if (ndev > 0) {
-    struct gpu_shared *g = calloc(1, sizeof(*g));
+    struct backend_gpu_shared *g = calloc(1, sizeof(*g));
     if (!g) return -1;
     g->ndev = ndev;
     g->fault_at = getenv("BLURD_TEST_GPU_FAULT") ? atol(getenv("BLURD_TEST_GPU_FAULT")) : 0;
-    b->ops = &gpu_ops;
+    b->ops = &backend_gpu_ops;
     b->shared = g;
     return ndev;
   }
@@ -654,8 +248,8 @@ static int choose_ops(struct backend *b, const struct api_config *cfg, char *err
     return -1;
   }
 #endif
-  b->ops = &cpu_ops;
-  b->shared = cpu_pool_new(cores());
+  b->ops = &backend_cpu_ops;
+  b->shared = backend_cpu_shared(cores());
   if (!b->shared) snprintf(err, errlen, "cannot start the CPU thread pool");
   return b->shared ? 0 : -1;
 }
@@ -689,7 +283,7 @@ static int worker_count(const struct api_config *cfg, int ndev, int gpu_codecs) 
  * 0, or -1 with the reason in why. */
 static int start_gpu_jpeg(struct backend *b, const struct api_config *cfg, int per_gpu, char *why,
                           size_t whylen) {
-  struct gpu_shared *g = b->shared;
+  struct backend_gpu_shared *g = b->shared;
   if (gpu_jpeg_load(&b->jpeg_lib, why, whylen) != 0) return -1;
   g->jpeg = calloc((size_t)b->ndev, sizeof(*g->jpeg));
   if (!g->jpeg) {
@@ -711,7 +305,7 @@ static int start_gpu_jpeg(struct backend *b, const struct api_config *cfg, int p
 }
 
 static void stop_gpu_jpeg(struct backend *b) {
-  struct gpu_shared *g = b->shared;
+  struct backend_gpu_shared *g = b->shared;
   for (int d = 0; g->jpeg && d < b->ndev; d++) gpu_jpeg_free(g->jpeg[d]);
   free(g->jpeg);
   g->jpeg = NULL;
@@ -827,8 +421,8 @@ void backend_free(struct backend *b) {
   for (int i = 0; i < b->nworkers; i++) pthread_join(b->threads[i], NULL);
   for (int i = 0; i < b->nworkers; i++)
     if (b->workers[i].state) b->ops->worker_free(b->workers[i].state);
-  if (b->ops == &cpu_ops) {
-    cpu_pool_free(b->shared);
+  if (b->ops == &backend_cpu_ops) {
+    backend_cpu_shared_free(b->shared);
   } else if (b->shared) {
 #ifdef BLURD_CUDA
     stop_gpu_jpeg(b); /* after the workers: their contexts use the decoders */
@@ -871,8 +465,8 @@ int backend_gpu_memory(struct backend *b, int dev, size_t *held, size_t *used, s
   if (dev < 0 || dev >= b->ndev || gpu_device_info(dev, &info) != 0) return -1;
   *held = 0;
   for (int i = dev; i < b->nworkers; i += b->ndev) { /* worker i uses device i % ndev */
-    struct gpu_worker *w = __atomic_load_n(&b->workers[i].state, __ATOMIC_ACQUIRE);
-    if (w) *held += __atomic_load_n(&w->bytes, __ATOMIC_RELAXED); /* NULL: not made yet */
+    void *w = __atomic_load_n(&b->workers[i].state, __ATOMIC_ACQUIRE); /* NULL: not made yet */
+    *held += backend_gpu_worker_bytes(w);
   }
   *used = info.mem_free ? info.mem_total - info.mem_free : 0;
   *total = info.mem_total;
@@ -922,7 +516,7 @@ int backend_gpu_codecs(struct backend *b, const char **decoder) {
 
 int backend_batch_stats(struct backend *b, int dev, struct batch_stats *s) {
 #ifdef BLURD_CUDA
-  struct gpu_shared *g = b->ops == &gpu_ops ? b->shared : NULL;
+  struct backend_gpu_shared *g = b->ops == &backend_gpu_ops ? b->shared : NULL;
   struct gpu_jpeg_stats j;
   if (!g || !g->jpeg || dev < 0 || dev >= b->ndev) return -1;
   gpu_jpeg_stats(g->jpeg[dev], &j);
@@ -933,13 +527,5 @@ int backend_batch_stats(struct backend *b, int dev, struct batch_stats *s) {
 #else
   (void)b, (void)dev, (void)s;
   return -1;
-#endif
-}
-
-json_t *backend_kinds(void) {
-#ifdef BLURD_CUDA
-  return json_pack("[s, s]", "cpu", "cuda");
-#else
-  return json_pack("[s]", "cpu");
 #endif
 }

@@ -1,0 +1,61 @@
+/* The api context's life cycle: api_new makes what the api keeps (metrics, the access log, the
+ * request id seed, the API key and CORS origins, the backend), api_free releases it. Apart from
+ * the rest of the api, so that the files it starts (metrics, the access log, the backend) can
+ * ask the context's state (ctx.c) without importing its making. */
+#include "api_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+/* A copy of s, or NULL when s is NULL or empty; *oom is set when the copy failed. */
+static char *copy_option(const char *s, int *oom) {
+  char *c = s && *s ? strdup(s) : NULL;
+  if (s && *s && !c) *oom = 1;
+  return c;
+}
+
+/* What the api keeps besides the backend: metrics, the access log, the id seed, key and CORS. */
+static int setup(struct api_ctx *ctx, const struct api_config *cfg, char *err, size_t errlen) {
+  int oom = 0;
+  ctx->log_fd = access_log_open(cfg->access_log, err, errlen);
+  if (ctx->log_fd == -2) return -1;
+  if (getrandom(&ctx->id_seed, sizeof(ctx->id_seed), GRND_NONBLOCK) != sizeof(ctx->id_seed))
+    ctx->id_seed = (uint64_t)time(NULL) << 20 ^ (uint64_t)getpid(); /* entropy not ready yet */
+  ctx->metrics = metrics_new();
+  ctx->api_key = copy_option(cfg->api_key, &oom);
+  ctx->cors = copy_option(cfg->cors_origins, &oom);
+  if (!ctx->metrics || oom) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  return 0;
+}
+
+struct api_ctx *api_new(const struct api_config *cfg, char *err, size_t errlen) {
+  struct api_ctx *ctx = calloc(1, sizeof(*ctx));
+  if (!ctx) {
+    snprintf(err, errlen, "out of memory");
+    return NULL;
+  }
+  ctx->cfg = *cfg;
+  ctx->log_fd = -1;
+  if (setup(ctx, cfg, err, errlen) != 0 || !(ctx->backend = backend_new(cfg, err, errlen))) {
+    api_free(ctx);
+    return NULL;
+  }
+  return ctx;
+}
+
+void api_free(struct api_ctx *ctx) {
+  if (!ctx) return;
+  backend_free(ctx->backend);
+  metrics_free(ctx->metrics);
+  access_log_close(ctx->log_fd);
+  free(ctx->api_key);
+  free(ctx->cors);
+  free(ctx);
+}

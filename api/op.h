@@ -1,0 +1,243 @@
+/* Operations as data: what an image endpoint is, declared once in its own file under api/ops/
+ * (a struct api_op), and the one table of them (api/ops/table.c). The routes and CLI verbs
+ * (handler.c), /openapi.json and docs/api.md (openapi.c), /methods, the JSON result and the
+ * dispatch of a job (job.c) read the table; a new operation is its descriptor, its CPU compute
+ * in cpu/, its GPU compute in gpu/, a line of the table and its tests (docs/development.md).
+ * Included by api_int.h after the parameter and backend types it uses; nothing outside api/
+ * includes it. */
+#ifndef BLURD_API_OP_H
+#define BLURD_API_OP_H
+
+/* ---- the parameter structs of the operations that tests and fuzzers parse into ---- */
+
+#define METHOD_AUTO CPU_NMETHODS /* the value of blur_params.method for method=auto */
+
+#define API_REGIONS_MAX  64      /* rectangles in a region blur */
+#define API_REGION_COORD 1000000 /* largest |x|, |y|, w or h of a rectangle */
+
+struct api_regions {         /* a PT_REGIONS value: rectangles as given, before clipping */
+  int n;                     /* 0: none (the whole image) */
+  int r[API_REGIONS_MAX][4]; /* x, y, w, h in pixels; w and h at least 1 */
+};
+
+struct blur_params { /* POST /blur, and POST /sharpen (which has no regions) */
+  int method;        /* enum cpu_method, or METHOD_AUTO */
+  double sigma;      /* pixels, both axes; 0 when not given */
+  double sigma_x;    /* pixels along x and y: sigma's, or as given */
+  double sigma_y;
+  double truncate;            /* fir family and separable: kernel radius in sigmas */
+  int coeffs;                 /* enum cpu_yvv_set */
+  int format;                 /* index in params_format_choices: the input's, png, jpeg, webp */
+  int quality;                /* JPEG and lossy WebP quality */
+  int lossless;               /* WebP: lossless */
+  int compression;            /* PNG zlib level */
+  int psnr;                   /* compute the PSNR against the exact reference */
+  struct api_regions regions; /* /blur: blur only these */
+  int feather;                /* /blur: pixels of ramp outside each region */
+  double amount;              /* /sharpen: out = in + amount (in - blurred) */
+  double threshold;           /* /sharpen: |in - blurred| below this (levels) is left alone */
+  int luma;                   /* /sharpen: on luma only, added to R, G and B */
+  unsigned given;             /* the parameters the request gave (struct endpoint) */
+};
+
+#define VAR_AUTO CPU_VAR_NMETHODS /* var_params.method for method=auto: exact */
+
+enum var_output { VAR_STDDEV, VAR_VARIANCE };
+
+struct var_params { /* POST /variance */
+  int method;       /* enum cpu_var_method, or VAR_AUTO */
+  int radius;       /* 1..CPU_VAR_RADIUS_MAX */
+  int window;       /* enum cpu_window */
+  int output;       /* enum var_output */
+  int format;       /* always 0: png (the only choice) */
+  int compression;  /* PNG zlib level */
+  int psnr;         /* measure the map against the exact one */
+};
+
+struct contrast_params { /* POST /contrast: struct cpu_contrast's fields, then the output's */
+  int radius;
+  double a, m0, b, s0;
+  int format, quality, compression; /* as in blur_params */
+  int lossless;                     /* as in blur_params */
+};
+
+struct api_kernel { /* a PT_KERNEL value: a named kernel, or custom weights as given */
+  int named;        /* index in cpu_conv_names, or -1 for custom weights */
+  int size;         /* custom: the side, odd, 1..CPU_CONV_MAX */
+  double w[CPU_CONV_MAX * CPU_CONV_MAX]; /* custom: size*size weights, row-major */
+};
+
+#define KERNEL_WEIGHT_MAX 1e6 /* largest |weight| of a kernel, before and after normalising */
+
+struct conv_params { /* POST /convolve */
+  struct api_kernel kernel;
+  int normalize;                    /* custom kernels: divide by the sum when it is not 0 */
+  double bias;                      /* added to every sum; a named kernel's own when not given */
+  int format, quality, compression; /* as in blur_params */
+  int lossless;                     /* as in blur_params */
+  unsigned given;                   /* the parameters the request gave (struct endpoint) */
+  struct cpu_conv conv;             /* the kernel to run, built by the endpoint's check */
+};
+
+/* Room for any operation's parameter struct (a custom kernel's is the largest); a table test
+ * checks every descriptor's params_size against it. */
+#define OP_PARAMS_MAX sizeof(struct conv_params)
+
+/* ---- what a compute gets and gives ---- */
+
+struct op_result {         /* what the compute tells the client besides the pixels */
+  const char *method;      /* X-Method (the method that ran, auto resolved), or NULL */
+  double sigma_x, sigma_y; /* X-Sigma (x,y) of a blur; 0 for other operations */
+  double psnr;             /* dB, INFINITY when identical; NAN when not measured */
+  double scale;            /* /variance: X-Scale; 0 otherwise */
+  double min, mean, max;   /* /variance: the map's statistics, unscaled */
+};
+
+struct op_io {             /* one compute's images and reports */
+  struct codec_image *in;  /* decoded; pixels NULL: on the worker's device */
+  struct codec_image *out; /* zeroed on entry; the compute's result, pixels NULL when on the
+                              device (the caller frees host pixels) */
+  struct op_result *res;
+  struct stage_times *t; /* filled by the compute; -1 for stages it has not */
+  char *msg;             /* a sentence for an error the compute returns, or left "" */
+  size_t msglen;
+};
+
+/* A worker's backend as a compute sees it (queue.c makes one per job from the worker). */
+struct op_env {
+  struct cpu_pool *pool; /* the CPU backend's fork-join pool; NULL on the GPU */
+  void *gpu;             /* the GPU backend's worker (backend_gpu.c); NULL on the CPU */
+  enum cpu_method (*auto_method)(double sigma, int width, int height); /* the backend's auto */
+};
+
+/* An operation's compute on one backend: io->in to io->out, accuracy and metadata in io->res.
+ * The CPU function and the GPU function of an operation have this one signature. Returns
+ * API_OK; API_BAD_PARAMETER with a sentence (what only the image decides, such as a region
+ * outside it); API_OUT_OF_MEMORY or API_GPU_ERROR (this job failed, the service carries on);
+ * or API_GPU_LOST (the process must restart). */
+typedef enum api_error (*op_compute_fn)(struct op_env *env, const void *params, struct op_io *io);
+
+struct op_field {   /* a field an operation adds to the JSON result */
+  const char *name; /* "radius" */
+  const char *type; /* its JSON schema type: "integer", "number", "string" */
+  const char *doc;  /* one sentence, without the endpoint ("the window radius.") */
+};
+
+#define OP_FIELDS_MAX 8
+
+/* One image endpoint: everything else about it is derived from this. */
+struct api_op {
+  const char *name;          /* "blur": the path without '/', and the CLI verb */
+  const char *summary;       /* one sentence for /openapi.json and docs/api.md */
+  const struct endpoint *ep; /* the path, the parameter specs, the check and the cost */
+  size_t params_size;        /* sizeof the endpoint's parameter struct */
+  /* Adds the operation's rows to /methods' list (each with method_entry); NULL: none. */
+  void (*methods)(const struct api_ctx *ctx, json_t *list);
+  struct op_field fields[OP_FIELDS_MAX]; /* its JSON result fields, up to a NULL name */
+  /* Sets those fields in the JSON result o from the parameters and the result. */
+  void (*result)(json_t *o, const void *params, const struct op_result *res);
+  op_compute_fn cpu, gpu; /* the compute on each backend; both NULL: none (/convert) */
+};
+
+/* Every operation, in the order of the routes, NULL-terminated (api/ops/table.c). */
+extern const struct api_op *const api_ops[];
+/* The descriptors, one in each file of api/ops/. */
+extern const struct api_op op_blur, op_convert, op_variance, op_contrast, op_convolve, op_sharpen,
+    op_pixelate;
+
+/* One /methods entry (new reference): name, endpoint, description, accuracy, backends, and the
+ * parameters of ep that apply to method m (all when m < 0). */
+json_t *op_method_entry(const char *name, const struct endpoint *ep, const char *desc,
+                        const char *accuracy, int m);
+
+/* ---- helpers the descriptors share (api/ops/common.c) ---- */
+
+/* The choices of /blur's and /sharpen's method and coeffs (enum cpu_method then "auto";
+ * enum cpu_yvv_set). */
+extern const char *const op_method_choices[];
+extern const char *const op_coeff_choices[];
+
+#define OP_FIR_FAMILY                                                                              \
+  (1u << CPU_FIR | 1u << CPU_FIR_SHARED | 1u << CPU_FIR_MWPT | 1u << CPU_SEPARABLE)
+#define OP_YVV_FAMILY (1u << CPU_YVV | 1u << CPU_YVV_BLOCKED | 1u << CPU_YVV2WAY)
+
+/* The output parameters of the operations that return an image like their input's, for their
+ * parameter struct T (which names these fields format, quality, lossless and compression). */
+#define OP_COMPRESSION_PARAM(T, def)                                                               \
+  {                                                                                                \
+    "compression", PT_INT, 0, 9, NULL, def, offsetof(T, compression),                              \
+        "PNG zlib compression level; ignored for JPEG and WebP.", 0                                \
+  }
+#define OP_OUTPUT_PARAMS(T)                                                                        \
+  {"format",                                                                                       \
+   PT_ENUM,                                                                                        \
+   0,                                                                                              \
+   0,                                                                                              \
+   params_format_choices,                                                                          \
+   "input",                                                                                        \
+   offsetof(T, format),                                                                            \
+   "Output format; 'input' keeps the format of the upload.",                                       \
+   0},                                                                                             \
+      {"quality",                                                                                  \
+       PT_INT,                                                                                     \
+       1,                                                                                          \
+       100,                                                                                        \
+       NULL,                                                                                       \
+       "90",                                                                                       \
+       offsetof(T, quality),                                                                       \
+       "JPEG and lossy WebP quality; ignored for PNG and lossless WebP.",                          \
+       0},                                                                                         \
+      {"lossless",                                                                                 \
+       PT_BOOL,                                                                                    \
+       0,                                                                                          \
+       1,                                                                                          \
+       params_bool_choices,                                                                        \
+       "false",                                                                                    \
+       offsetof(T, lossless),                                                                      \
+       "WebP only: lossless, every sample exact (quality is not used); false is lossy at "         \
+       "quality. Ignored for PNG and JPEG.",                                                       \
+       0},                                                                                         \
+      OP_COMPRESSION_PARAM(T, "6")
+
+#define OP_NPARAMS(t) ((int)(sizeof(t) / sizeof(t[0])))
+
+/* The blur p asks for on a width x height image: auto resolved with auto_method on the larger
+ * sigma. */
+struct cpu_blur op_blur_of(const struct blur_params *p, int width, int height,
+                           enum cpu_method (*auto_method)(double, int, int));
+/* ns per sample of blur b on a width x height image, the PSNR reference included when psnr (the
+ * cost model of /blur and /sharpen, docs/engineering-notes.md "Cost model"). */
+double op_blur_ns(const struct cpu_blur *b, int psnr, int width, int height);
+/* Whether the request gave parameter name of ep (given: its mask, struct endpoint). */
+int op_given(const struct endpoint *ep, unsigned given, const char *name);
+/* Region i of rg clipped to a width x height image into rect (x0, y0, x1, y1); API_BAD_PARAMETER
+ * with a sentence when nothing is left. */
+enum api_error op_region_rect(const struct api_regions *rg, int i, int width, int height,
+                              int rect[4], char *msg, size_t msglen);
+/* API_OK while the job on the calling thread should go on; API_DEADLINE_EXCEEDED or
+ * API_CLIENT_GONE once its cancel token (cpu_cancelled) says it should stop. Computes and backends
+ * ask it between the steps of a job. */
+enum api_error op_cancelled(void);
+/* The shape of img as a cpu_image (its pixels, NULL when on the device). */
+struct cpu_image op_image(const struct codec_image *img);
+/* A host buffer for io->out of in's shape (the CPU computes write there). */
+enum api_error op_host_output(struct op_io *io);
+
+/* ---- the GPU backend's verbs for the GPU computes (backend_gpu.c) ---- */
+
+#ifdef BLURD_CUDA
+#include "../gpu/gpu.h"
+
+/* A launch on the worker's device, from its input image (shape img) to its output image. */
+typedef enum gpu_status (*op_gpu_launch)(struct gpu_ctx *ctx, const void *arg,
+                                         const struct cpu_image *img, struct cpu_accuracy *acc,
+                                         struct gpu_times *t);
+/* Runs launch with arg on env's device: uploads io->in first when its pixels are on the host,
+ * checks the job's deadline between the upload and the launch, and leaves the result on the
+ * device as io->out (io->in's shape; the launch's caller adjusts it when it differs). Fills
+ * io->t (filter = upload + kernels). acc: the launch's accuracy, or NULL. */
+enum api_error op_gpu_run(struct op_env *env, struct op_io *io, op_gpu_launch launch,
+                          const void *arg, struct cpu_accuracy *acc);
+#endif
+
+#endif

@@ -1,0 +1,132 @@
+/* What the operation descriptors share: the blur's method and coefficient choices and its cost
+ * model (for /blur and /sharpen), the clipping of a region, the /methods entry, and the images a
+ * compute starts from. No descriptor is here: each is in its own file beside this one. */
+#include "../api_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+const char *const op_method_choices[] = {
+#define X(e, name, desc, acc) name,
+    CPU_METHODS(X)
+#undef X
+        "auto",
+    NULL,
+};
+const char *const op_coeff_choices[] = {
+#define X(e, name) name,
+    CPU_YVV_SETS(X)
+#undef X
+        NULL,
+};
+
+/* ---- the cost model of a blur ----
+ * ns per sample measured with scripts/cost-calibration.sh on the 2-core build machine
+ * (docs/engineering-notes.md, "Cost model"): the filter stage and the PSNR reference. The
+ * constants are the slowest of the repeats' minima, rounded up. */
+#define NS_FIR_BASE 9.0   /* fir family: per sample, plus NS_FIR_TAP per tap of an axis */
+#define NS_FIR_TAP  0.40  /* the taps of an axis: 2 ceil(truncate sigma) + 1, at most its size */
+#define NS_SEP_BASE 1.0   /* separable, in doubles: per sample */
+#define NS_SEP_TAP  0.044 /* separable: per tap of an axis */
+#define NS_REF_BASE 3.0   /* the PSNR reference (separable at CPU_TRUNCATE), and the SSE */
+#define NS_REF_TAP  0.071 /* the reference: per tap of an axis */
+#define NS_YVV      2.5   /* yvv, yvv_blocked */
+#define NS_DERICHE  3.5
+#define NS_YVV2WAY  4.0
+#define NS_PYRAMID  12.0
+
+/* Taps of the Gaussian of sigma cut at truncate sigmas along an axis of n pixels: past the
+ * image's size the edge is replicated and the sums cost no more. */
+static double axis_taps(double sigma, double truncate, int n) {
+  double t = 2 * ceil(truncate * sigma) + 1;
+  return t < n ? t : n;
+}
+
+double op_blur_ns(const struct cpu_blur *b, int psnr, int width, int height) {
+  double tx = axis_taps(b->sigma_x, b->truncate, width),
+         ty = axis_taps(b->sigma_y, b->truncate, height), ns;
+  if (cpu_method_is_fir(b->method))
+    ns = NS_FIR_BASE + NS_FIR_TAP * (tx + ty) / 2;
+  else if (b->method == CPU_SEPARABLE)
+    ns = NS_SEP_BASE + NS_SEP_TAP * (tx + ty) / 2;
+  else if (b->method == CPU_DERICHE)
+    ns = NS_DERICHE;
+  else if (b->method == CPU_YVV2WAY)
+    ns = NS_YVV2WAY;
+  else if (b->method == CPU_PYRAMID)
+    ns = NS_PYRAMID;
+  else
+    ns = NS_YVV;
+  if (psnr)
+    ns += NS_REF_BASE + NS_REF_TAP *
+                            (axis_taps(b->sigma_x, CPU_TRUNCATE, width) +
+                             axis_taps(b->sigma_y, CPU_TRUNCATE, height)) /
+                            2;
+  return ns;
+}
+
+struct cpu_blur op_blur_of(const struct blur_params *p, int width, int height,
+                           enum cpu_method (*auto_method)(double, int, int)) {
+  struct cpu_blur b = {p->method, p->sigma_x, p->sigma_y, p->truncate, p->coeffs};
+  double sigma = p->sigma_x > p->sigma_y ? p->sigma_x : p->sigma_y;
+  if (p->method == METHOD_AUTO) b.method = auto_method(sigma, width, height);
+  return b;
+}
+
+int op_given(const struct endpoint *ep, unsigned given, const char *name) {
+  for (int i = 0; i < ep->nparams; i++)
+    if (strcmp(ep->params[i].name, name) == 0) return given >> i & 1;
+  return 0;
+}
+
+enum api_error op_region_rect(const struct api_regions *rg, int i, int width, int height,
+                              int rect[4], char *msg, size_t msglen) {
+  const int *r = rg->r[i];
+  long x0 = r[0], y0 = r[1], x1 = (long)r[0] + r[2], y1 = (long)r[1] + r[3];
+  rect[0] = (int)(x0 < 0 ? 0 : x0), rect[1] = (int)(y0 < 0 ? 0 : y0);
+  rect[2] = (int)(x1 > width ? width : x1), rect[3] = (int)(y1 > height ? height : y1);
+  if (rect[0] < rect[2] && rect[1] < rect[3]) return API_OK;
+  snprintf(msg, msglen,
+           "regions: rectangle %d [%d, %d, %d, %d] lies wholly outside the %dx%d image.", i + 1,
+           r[0], r[1], r[2], r[3], width, height);
+  return API_BAD_PARAMETER;
+}
+
+struct cpu_image op_image(const struct codec_image *img) {
+  return (struct cpu_image){img->pixels, img->width, img->height, img->channels, img->depth};
+}
+
+enum api_error op_host_output(struct op_io *io) {
+  struct cpu_image shape = op_image(io->in);
+  *io->out = *io->in;
+  io->out->pixels = codec_alloc_pixels(cpu_image_bytes(&shape));
+  return io->out->pixels ? API_OK : API_OUT_OF_MEMORY;
+}
+
+enum api_error op_cancelled(void) {
+  switch (cpu_cancelled()) {
+  case CPU_STOP_DEADLINE:
+    return API_DEADLINE_EXCEEDED;
+  case CPU_STOP_GONE:
+    return API_CLIENT_GONE;
+  default:
+    return API_OK;
+  }
+}
+
+/* The backends this build has: "cpu", and "cuda" when compiled with nvcc. */
+static json_t *backends(void) {
+#ifdef BLURD_CUDA
+  return json_pack("[s, s]", "cpu", "cuda");
+#else
+  return json_pack("[s]", "cpu");
+#endif
+}
+
+json_t *op_method_entry(const char *name, const struct endpoint *ep, const char *desc,
+                        const char *accuracy, int m) {
+  return json_pack("{s:s, s:s, s:s, s:s, s:o, s:o}", "name", name, "endpoint", ep->path,
+                   "description", desc, "accuracy", accuracy, "backends", backends(), "params",
+                   params_describe(ep, m));
+}
