@@ -300,6 +300,9 @@ static int options_ok(const struct codec_encode_opts *o, char *msg, size_t msgle
   int quality_ok = o->quality >= 1 && o->quality <= 100;
   if (o->format == CODEC_PNG && !level_ok)
     codec_msgf(msg, msglen, "PNG compression %d is outside 0..9", o->compression);
+  else if (o->format == CODEC_PNG &&
+           (o->png_filter < CODEC_PNG_FILTER_AUTO || o->png_filter > CODEC_PNG_FILTER_ADAPTIVE))
+    codec_msgf(msg, msglen, "PNG filter %d is not one of codec_png_filter", (int)o->png_filter);
   else if (o->format == CODEC_JPEG && !quality_ok)
     codec_msgf(msg, msglen, "JPEG quality %d is outside 1..100", o->quality);
   else if (o->format == CODEC_WEBP && !o->lossless && !quality_ok)
@@ -326,8 +329,9 @@ enum codec_status codec_encode(const struct codec_image *img, const struct codec
     return CODEC_UNSUPPORTED;
   }
   if (!options_ok(o, msg, msglen)) return CODEC_UNSUPPORTED;
-  if (o->format == CODEC_PNG)
+  if (o->format == CODEC_PNG && o->png_libpng)
     return codec_png_encode(img, o->compression, out, outlen, msg, msglen);
+  if (o->format == CODEC_PNG) return codec_png_write(img, o, out, outlen, msg, msglen);
   if (o->format == CODEC_JPEG) return codec_jpeg_encode(img, o->quality, out, outlen, msg, msglen);
   return codec_webp_encode(img, o, out, outlen, msg, msglen);
 }

@@ -65,11 +65,31 @@ const char *codec_status_msg(enum codec_status s);
 enum codec_status codec_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
                                struct codec_image *out, char *msg, size_t msglen);
 
+/* PNG row filters: AUTO is the one each compression level uses (png_write.c's plans); ADAPTIVE
+ * picks one of PNG's five per row, as libpng does. */
+enum codec_png_filter {
+  CODEC_PNG_FILTER_AUTO = 0,
+  CODEC_PNG_FILTER_NONE,
+  CODEC_PNG_FILTER_SUB,
+  CODEC_PNG_FILTER_UP,
+  CODEC_PNG_FILTER_PAETH,
+  CODEC_PNG_FILTER_ADAPTIVE
+};
+
+/* The compression level the measurements chose for PNG output (docs/methods.md, "PNG output"). */
+#define CODEC_PNG_COMPRESSION_DEFAULT 6
+
+/* Fields after the first four are optional: a zeroed field keeps the behaviour it describes as
+ * the default, so callers that set only the first four get what they always got. */
 struct codec_encode_opts {
   enum codec_format format; /* CODEC_PNG, CODEC_JPEG or CODEC_WEBP */
   int quality;              /* JPEG and lossy WebP quality 1..100 */
-  int compression;          /* PNG zlib level 0..9 */
+  int compression;          /* PNG level 0 (stored) .. 9 (smallest) */
   int lossless;             /* WebP: lossless, every sample exact (quality unused); 0: lossy */
+  enum codec_png_filter png_filter; /* PNG: AUTO (the level's own), or one strategy for all rows */
+  int png_libpng;     /* PNG: encode with libpng and zlib instead (tests and benchmarks compare) */
+  const uint8_t *icc; /* an ICC profile to embed (PNG iCCP, JPEG APP2, WebP ICCP), or NULL */
+  size_t icc_len;     /* its bytes; the caller keeps ownership */
 };
 
 /* Encodes img. PNG keeps channels and depth. JPEG is 8-bit gray or RGB: 16-bit samples are

@@ -26,6 +26,9 @@ int codec_webp_probe(const uint8_t *buf, size_t len, struct codec_shape *out);
  * 16). On success *out is malloc'd and owned by the caller. */
 enum codec_status codec_png_encode(const struct codec_image *img, int compression, uint8_t **out,
                                    size_t *outlen, char *msg, size_t msglen);
+/* The PNG encoder on libdeflate (png_write.c): o->compression and o->png_filter in range. */
+enum codec_status codec_png_write(const struct codec_image *img, const struct codec_encode_opts *o,
+                                  uint8_t **out, size_t *outlen, char *msg, size_t msglen);
 enum codec_status codec_jpeg_encode(const struct codec_image *img, int quality, uint8_t **out,
                                     size_t *outlen, char *msg, size_t msglen);
 /* o->quality is in range for lossy output, as codec_encode checks. */

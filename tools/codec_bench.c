@@ -1,0 +1,124 @@
+/* codec_bench: the PNG encoders side by side on one image, for bench/cpu_codecs.sh.
+ *
+ *   build/codec_bench png IMAGE [REPS]
+ *
+ * For each compression level 0..9 it prints, as Markdown, the best of REPS (default 3) times and
+ * the size of: libpng with zlib (libpng's adaptive filters, as blurd encoded before); libpng's
+ * filtering with libdeflate's compression (libpng at level 0, whose stored stream is then
+ * compressed by libdeflate at the same level: the two times added); and blurd's encoder
+ * (codecs/png_write.c) with the level's own filter and with each of none, up, paeth and
+ * adaptive. IMAGE is any file codec_decode reads; its channels and depth are kept, so a 16-bit
+ * gray PNG measures the variance maps. Times are milliseconds of one thread. */
+#include <libdeflate.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zlib.h>
+
+#include "../codecs/codecs.h"
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* Encodes img with o reps times; returns the best time and the size in *size. */
+static double time_encode(const struct codec_image *img, struct codec_encode_opts o, int reps,
+                          size_t *size) {
+  double best = 1e30;
+  for (int r = 0; r < reps; r++) {
+    uint8_t *out;
+    double t0 = now_ms();
+    if (codec_encode(img, &o, &out, size, NULL, 0) != CODEC_OK) {
+      fprintf(stderr, "codec_bench: encode failed\n");
+      exit(1);
+    }
+    double t = now_ms() - t0;
+    free(out);
+    if (t < best) best = t;
+  }
+  return best;
+}
+
+/* The concatenated IDAT data of png; a malloc'd buffer of *n bytes. */
+static uint8_t *idat_of(const uint8_t *png, size_t len, size_t *n) {
+  uint8_t *z = malloc(len);
+  *n = 0;
+  for (size_t p = 8; z && p + 12 <= len;) {
+    size_t clen = (size_t)png[p] << 24 | png[p + 1] << 16 | png[p + 2] << 8 | png[p + 3];
+    if (memcmp(png + p + 4, "IDAT", 4) == 0) memcpy(z + *n, png + p + 8, clen), *n += clen;
+    p += clen + 12;
+  }
+  return z;
+}
+
+/* libpng's filtering at level 0, then libdeflate at level: the time of both, the zlib size. */
+static double libpng_libdeflate(const struct codec_image *img, int level, int reps, size_t *size) {
+  size_t raw_cap = (size_t)img->height * ((size_t)img->width * img->channels * img->depth / 8 + 1);
+  struct codec_encode_opts o = {CODEC_PNG, 90, 0, 0, .png_libpng = 1};
+  size_t len, zn;
+  double t_png = time_encode(img, o, reps, &len), best = 1e30;
+  uint8_t *png, *raw = malloc(raw_cap);
+  codec_encode(img, &o, &png, &len, NULL, 0);
+  uint8_t *z = idat_of(png, len, &zn);
+  struct libdeflate_decompressor *d = libdeflate_alloc_decompressor();
+  size_t raw_len = 0;
+  libdeflate_zlib_decompress(d, z, zn, raw, raw_cap, &raw_len);
+  libdeflate_free_decompressor(d);
+  for (int r = 0; r < reps; r++) {
+    double t0 = now_ms();
+    struct libdeflate_compressor *c = libdeflate_alloc_compressor(level);
+    size_t bound = libdeflate_zlib_compress_bound(c, raw_len);
+    uint8_t *out = malloc(bound);
+    *size = libdeflate_zlib_compress(c, raw, raw_len, out, bound) + (len - zn);
+    libdeflate_free_compressor(c);
+    free(out);
+    double t = now_ms() - t0;
+    if (t < best) best = t;
+  }
+  free(png);
+  free(z);
+  free(raw);
+  return t_png + best;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3 || strcmp(argv[1], "png") != 0) {
+    fprintf(stderr, "usage: codec_bench png IMAGE [REPS]\n");
+    return 2;
+  }
+  int reps = argc > 3 ? atoi(argv[3]) : 3;
+  struct codec_image img;
+  if (codec_decode_file(argv[2], &img) != CODEC_OK) {
+    fprintf(stderr, "codec_bench: cannot decode %s\n", argv[2]);
+    return 1;
+  }
+  static const char *names[] = {"level's", "none", "sub", "up", "paeth", "adaptive"};
+  printf("%dx%d, %d channels of %d bits; ms and bytes, best of %d\n\n", img.width, img.height,
+         img.channels, img.depth, reps);
+  printf("| level | libpng+zlib | libpng+libdeflate |");
+  for (int f = 0; f <= CODEC_PNG_FILTER_ADAPTIVE; f++)
+    if (f != CODEC_PNG_FILTER_SUB) printf(" blurd %s |", names[f]);
+  printf("\n|---|---|---|---|---|---|---|---|\n");
+  for (int level = 0; level <= 9; level++) {
+    size_t size;
+    struct codec_encode_opts o = {CODEC_PNG, 90, level, 0, .png_libpng = 1};
+    double t = time_encode(&img, o, reps, &size);
+    printf("| %d | %.1f %zu |", level, t, size);
+    t = libpng_libdeflate(&img, level, reps, &size);
+    printf(" %.1f %zu |", t, size);
+    o.png_libpng = 0;
+    for (int f = 0; f <= CODEC_PNG_FILTER_ADAPTIVE; f++) {
+      if (f == CODEC_PNG_FILTER_SUB) continue;
+      o.png_filter = (enum codec_png_filter)f;
+      t = time_encode(&img, o, reps, &size);
+      printf(" %.1f %zu |", t, size);
+    }
+    printf("\n");
+    fflush(stdout);
+  }
+  codec_image_free(&img);
+  return 0;
+}
