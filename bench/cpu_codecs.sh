@@ -61,3 +61,7 @@ printf '\n'
 "$bin_dir/codec_bench" png tests/data/photo_1080p.jpg 3
 printf '\n'
 "$bin_dir/codec_bench" png "$tmp/variance.png" 3
+printf '\n'
+vips copy "$tmp/blurd.png" "$tmp/interlaced.png[interlace]" 2>/dev/null || true
+"$bin_dir/codec_bench" pngdec "$tmp/blurd.png" "$tmp/variance.png" tests/data/astronaut.png \
+  tests/data/palette.png $(ls "$tmp/interlaced.png" 2>/dev/null)

@@ -1,6 +1,7 @@
 /* codec_bench: the PNG encoders side by side on one image, for bench/cpu_codecs.sh.
  *
  *   build/codec_bench png IMAGE [REPS]
+ *   build/codec_bench pngdec PNG...
  *
  * For each compression level 0..9 it prints, as Markdown, the best of REPS (default 3) times and
  * the size of: libpng with zlib (libpng's adaptive filters, as blurd encoded before); libpng's
@@ -8,8 +9,11 @@
  * compressed by libdeflate at the same level: the two times added); and blurd's encoder
  * (codecs/png_write.c) with the level's own filter and with each of none, up, paeth and
  * adaptive. IMAGE is any file codec_decode reads; its channels and depth are kept, so a 16-bit
- * gray PNG measures the variance maps. Times are milliseconds of one thread. */
+ * gray PNG measures the variance maps. pngdec times, for each PNG, the best of 5 decodes with
+ * codec_decode (libpng) and with libspng (its own format, palettes to RGBA8). Times are
+ * milliseconds of one thread. */
 #include <libdeflate.h>
+#include <spng.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,9 +88,61 @@ static double libpng_libdeflate(const struct codec_image *img, int level, int re
   return t_png + best;
 }
 
+/* One libspng decode of png; exits when it fails. */
+static void spng_decode_once(const uint8_t *png, size_t len) {
+  spng_ctx *c = spng_ctx_new(0);
+  struct spng_ihdr h;
+  size_t n;
+  int e = c ? spng_set_png_buffer(c, png, len) : 1;
+  if (!e) e = spng_get_ihdr(c, &h);
+  int fmt = !e && h.color_type == SPNG_COLOR_TYPE_INDEXED ? SPNG_FMT_RGBA8 : SPNG_FMT_PNG;
+  if (!e) e = spng_decoded_image_size(c, fmt, &n);
+  uint8_t *px = e ? NULL : malloc(n);
+  if (px) e = spng_decode_image(c, px, n, fmt, SPNG_DECODE_TRNS);
+  spng_ctx_free(c);
+  free(px);
+  if (e || !px) {
+    fprintf(stderr, "codec_bench: libspng cannot decode the file\n");
+    exit(1);
+  }
+}
+
+static int decode_bench(int n, char **paths) {
+  for (int i = 0; i < n; i++) {
+    FILE *f = fopen(paths[i], "rb");
+    long len = f && fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    uint8_t *buf = len > 0 ? malloc((size_t)len) : NULL;
+    if (!buf || fseek(f, 0, SEEK_SET) != 0 || fread(buf, 1, (size_t)len, f) != (size_t)len) {
+      fprintf(stderr, "codec_bench: cannot read %s\n", paths[i]);
+      return 1;
+    }
+    fclose(f);
+    double best_png = 1e30, best_spng = 1e30;
+    for (int r = 0; r < 5; r++) {
+      struct codec_image img;
+      double t0 = now_ms();
+      if (codec_decode(buf, (size_t)len, NULL, &img, NULL, 0) != CODEC_OK) return 1;
+      double t1 = now_ms();
+      codec_image_free(&img);
+      double t2 = now_ms();
+      spng_decode_once(buf, (size_t)len);
+      double t3 = now_ms();
+      best_png = t1 - t0 < best_png ? t1 - t0 : best_png;
+      best_spng = t3 - t2 < best_spng ? t3 - t2 : best_spng;
+    }
+    printf("| %s | %.1f | %.1f |\n", paths[i], best_png, best_spng);
+    free(buf);
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc >= 3 && strcmp(argv[1], "pngdec") == 0) {
+    printf("| PNG | libpng ms | libspng ms |\n|---|---|---|\n");
+    return decode_bench(argc - 2, argv + 2);
+  }
   if (argc < 3 || strcmp(argv[1], "png") != 0) {
-    fprintf(stderr, "usage: codec_bench png IMAGE [REPS]\n");
+    fprintf(stderr, "usage: codec_bench png IMAGE [REPS] | codec_bench pngdec PNG...\n");
     return 2;
   }
   int reps = argc > 3 ? atoi(argv[3]) : 3;
