@@ -314,6 +314,22 @@ static int options_ok(const struct codec_encode_opts *o, char *msg, size_t msgle
   return 0;
 }
 
+/* TurboJPEG's file, with o->icc inserted when there is one. */
+static enum codec_status jpeg_with_icc(const struct codec_image *img,
+                                       const struct codec_encode_opts *o, uint8_t **out,
+                                       size_t *outlen, char *msg, size_t msglen) {
+  enum codec_status st = codec_jpeg_encode(img, o->quality, out, outlen, msg, msglen);
+  if (st != CODEC_OK || o->icc == NULL) return st;
+  uint8_t *with;
+  size_t with_len;
+  st = codec_jpeg_insert_icc(*out, *outlen, o->icc, o->icc_len, &with, &with_len);
+  codec_free(*out);
+  *out = with;
+  *outlen = with_len;
+  if (st != CODEC_OK) codec_msgf(msg, msglen, "could not add the ICC profile to the JPEG file");
+  return st;
+}
+
 enum codec_status codec_encode(const struct codec_image *img, const struct codec_encode_opts *o,
                                uint8_t **out, size_t *outlen, char *msg, size_t msglen) {
   if (msg != NULL && msglen > 0) msg[0] = '\0';
@@ -329,11 +345,14 @@ enum codec_status codec_encode(const struct codec_image *img, const struct codec
     return CODEC_UNSUPPORTED;
   }
   if (!options_ok(o, msg, msglen)) return CODEC_UNSUPPORTED;
+  struct codec_encode_opts eo = *o;
+  int colours = o->format == CODEC_WEBP || img->channels >= 3 ? 3 : 1; /* what the file holds */
+  if (codec_icc_colours(o->icc, o->icc_len) != colours) eo.icc = NULL, eo.icc_len = 0;
   if (o->format == CODEC_PNG && o->png_libpng)
     return codec_png_encode(img, o->compression, out, outlen, msg, msglen);
-  if (o->format == CODEC_PNG) return codec_png_write(img, o, out, outlen, msg, msglen);
-  if (o->format == CODEC_JPEG) return codec_jpeg_encode(img, o->quality, out, outlen, msg, msglen);
-  return codec_webp_encode(img, o, out, outlen, msg, msglen);
+  if (o->format == CODEC_PNG) return codec_png_write(img, &eo, out, outlen, msg, msglen);
+  if (o->format == CODEC_JPEG) return jpeg_with_icc(img, &eo, out, outlen, msg, msglen);
+  return codec_webp_encode(img, &eo, out, outlen, msg, msglen);
 }
 
 void codec_image_free(struct codec_image *img) {

@@ -101,6 +101,37 @@ struct codec_encode_opts {
 enum codec_status codec_encode(const struct codec_image *img, const struct codec_encode_opts *o,
                                uint8_t **out, size_t *outlen, char *msg, size_t msglen);
 
+/* ---- ICC colour profiles (icc.c) ---- */
+
+#define CODEC_ICC_MAX (4u << 20) /* bytes: a larger profile is treated as absent */
+
+/* The ICC profile embedded in the PNG (iCCP), JPEG (APP2 ICC_PROFILE segments) or WebP (ICCP)
+ * file in buf, read from the bytes alone, so it works whichever decoder runs (the GPU's too).
+ * On success *icc is a malloc'd copy (free it with free()) of *icc_len bytes, or NULL when the
+ * file has none, or one that is malformed, inconsistent or over CODEC_ICC_MAX. Returns CODEC_OK,
+ * or CODEC_NOMEM. */
+enum codec_status codec_icc_read(const uint8_t *buf, size_t len, uint8_t **icc, size_t *icc_len);
+
+/* The colour channels an ICC profile describes: 1 (GRAY), 3 (RGB) or 4 (CMYK); 0 when icc is
+ * NULL, malformed (its header must give its own length and "acsp") or of another space. The
+ * encoders embed codec_encode_opts.icc only where this matches the output (1 for gray PNG and
+ * JPEG, 3 for colour; WebP is always 3), so a CMYK or gray profile is never attached to RGB. */
+int codec_icc_colours(const uint8_t *icc, size_t len);
+
+/* Copies the JPEG file jpeg with icc inserted as APP2 "ICC_PROFILE" segments after SOI (and an
+ * APP0 right after it), split into as many as it takes (at most 255): for JPEG files made by
+ * another encoder (nvJPEG). On success *out is malloc'd (free()) and *outlen its size. Returns
+ * CODEC_OK, CODEC_NOMEM, or CODEC_UNSUPPORTED when jpeg is not a JPEG or icc is empty or over
+ * 255 segments. */
+enum codec_status codec_jpeg_insert_icc(const uint8_t *jpeg, size_t len, const uint8_t *icc,
+                                        size_t icc_len, uint8_t **out, size_t *outlen);
+
+/* colorspace=srgb: converts img's samples in place from the profile icc to sRGB with Little CMS
+ * (perceptual intent; alpha copied; gray images to a gray profile with sRGB's tone curve), so
+ * the caller then drops the profile. Returns 1 when it converted, 0 when it left the pixels as
+ * they are: no profile, one lcms2 cannot read, or one whose colour space is not the image's. */
+int codec_to_srgb(struct codec_image *img, const uint8_t *icc, size_t icc_len);
+
 /* JPEG output keeps full-resolution chroma (4:4:4) from this quality up and is 4:2:0 below, as
  * libvips chooses; every JPEG encoder of blurd follows this rule. */
 #define CODEC_JPEG_FULL_CHROMA 90

@@ -80,6 +80,13 @@ enum codec_status codec_check_size(uint64_t width, uint64_t height, unsigned byt
                                    const struct codec_limits *lim, size_t *nbytes, char *msg,
                                    size_t msglen);
 
+/* Converts width x height CMYK pixels (4 bytes each; inverted: Adobe's convention, 255 is no
+ * ink) to 8-bit RGB in place, packed at 3 bytes a pixel from the start of pixels: through the
+ * CMYK profile icc with lcms2 when there is one, else each channel (1 - C)(1 - K). Returns
+ * CODEC_OK or CODEC_NOMEM (pixels then unchanged). */
+enum codec_status codec_cmyk_to_rgb(uint8_t *pixels, size_t width, size_t height, int inverted,
+                                    const uint8_t *icc, size_t icc_len);
+
 /* The EXIF orientation (1..8) of a JPEG file: the Orientation tag of IFD0 in the first APP1
  * "Exif" segment before the first scan. Returns 1 when there is none or it is malformed; never
  * reads outside jpeg[0..len). */
