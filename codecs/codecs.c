@@ -305,6 +305,8 @@ static int options_ok(const struct codec_encode_opts *o, char *msg, size_t msgle
     codec_msgf(msg, msglen, "PNG filter %d is not one of codec_png_filter", (int)o->png_filter);
   else if (o->format == CODEC_JPEG && !quality_ok)
     codec_msgf(msg, msglen, "JPEG quality %d is outside 1..100", o->quality);
+  else if (o->format == CODEC_WEBP && o->effort_set && (o->effort < 0 || o->effort > 6))
+    codec_msgf(msg, msglen, "WebP effort %d is outside 0..6", o->effort);
   else if (o->format == CODEC_WEBP && !o->lossless && !quality_ok)
     codec_msgf(msg, msglen, "WebP quality %d is outside 1..100", o->quality);
   else if (o->format != CODEC_PNG && o->format != CODEC_JPEG && o->format != CODEC_WEBP)

@@ -79,6 +79,9 @@ enum codec_png_filter {
 /* The compression level the measurements chose for PNG output (docs/methods.md, "PNG output"). */
 #define CODEC_PNG_COMPRESSION_DEFAULT 6
 
+/* Lossy WebP's method when none is given (docs/methods.md, "WebP effort"). */
+#define CODEC_WEBP_EFFORT_DEFAULT 2
+
 /* Fields after the first four are optional: a zeroed field keeps the behaviour it describes as
  * the default, so callers that set only the first four get what they always got. */
 struct codec_encode_opts {
@@ -87,7 +90,9 @@ struct codec_encode_opts {
   int compression;          /* PNG level 0 (stored) .. 9 (smallest) */
   int lossless;             /* WebP: lossless, every sample exact (quality unused); 0: lossy */
   enum codec_png_filter png_filter; /* PNG: AUTO (the level's own), or one strategy for all rows */
-  int png_libpng;     /* PNG: encode with libpng and zlib instead (tests and benchmarks compare) */
+  int png_libpng; /* PNG: encode with libpng and zlib instead (tests and benchmarks compare) */
+  int effort;     /* lossy WebP: libwebp's method, 0 (fastest) .. 6 (smallest); needs effort_set */
+  int effort_set; /* 0: CODEC_WEBP_EFFORT_DEFAULT */
   const uint8_t *icc; /* an ICC profile to embed (PNG iCCP, JPEG APP2, WebP ICCP), or NULL */
   size_t icc_len;     /* its bytes; the caller keeps ownership */
 };

@@ -122,6 +122,7 @@ static enum codec_status encode_run(const struct codec_image *img, const uint8_t
     return CODEC_UNSUPPORTED;
   }
   config.exact = o->lossless; /* keep the colour under alpha 0, so lossless is exact */
+  if (!o->lossless) config.method = o->effort_set ? o->effort : CODEC_WEBP_EFFORT_DEFAULT;
   pic.use_argb = o->lossless;
   pic.width = img->width;
   pic.height = img->height;

@@ -2,6 +2,7 @@
  *
  *   build/codec_bench png IMAGE [REPS]
  *   build/codec_bench pngdec PNG...
+ *   build/codec_bench webp IMAGE [QUALITY (default 90)] [REPS]
  *
  * For each compression level 0..9 it prints, as Markdown, the best of REPS (default 3) times and
  * the size of: libpng with zlib (libpng's adaptive filters, as blurd encoded before); libpng's
@@ -11,8 +12,10 @@
  * adaptive. IMAGE is any file codec_decode reads; its channels and depth are kept, so a 16-bit
  * gray PNG measures the variance maps. pngdec times, for each PNG, the best of 5 decodes with
  * codec_decode (libpng) and with libspng (its own format, palettes to RGBA8). Times are
- * milliseconds of one thread. */
+ * milliseconds of one thread. webp times lossy WebP at each effort (libwebp's method 0..6) at
+ * one quality, with the file's size and its PSNR against the image. */
 #include <libdeflate.h>
+#include <math.h>
 #include <spng.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,7 +139,40 @@ static int decode_bench(int n, char **paths) {
   return 0;
 }
 
+static double psnr8(const struct codec_image *a, const struct codec_image *b) {
+  size_t n = (size_t)a->width * a->height * a->channels;
+  double se = 0;
+  for (size_t i = 0; i < n; i++)
+    se += (a->pixels[i] - b->pixels[i]) * (double)(a->pixels[i] - b->pixels[i]);
+  return se == 0 ? 99 : 10 * log10(255.0 * 255.0 * n / se);
+}
+
+static int webp_bench(const char *path, int quality, int reps) {
+  struct codec_image img;
+  if (codec_decode_file(path, &img) != CODEC_OK || img.depth != 8 || img.channels != 3) {
+    fprintf(stderr, "codec_bench: webp needs an 8-bit RGB image\n");
+    return 1;
+  }
+  printf("| effort | ms | bytes | PSNR dB |\n|---|---|---|---|\n");
+  for (int effort = 0; effort <= 6; effort++) {
+    struct codec_encode_opts o = {CODEC_WEBP, quality, 0, 0, .effort = effort, .effort_set = 1};
+    size_t size;
+    double t = time_encode(&img, o, reps, &size);
+    uint8_t *out;
+    struct codec_image back;
+    codec_encode(&img, &o, &out, &size, NULL, 0);
+    if (codec_decode(out, size, NULL, &back, NULL, 0) != CODEC_OK) return 1;
+    printf("| %d | %.1f | %zu | %.2f |\n", effort, t, size, psnr8(&img, &back));
+    codec_image_free(&back);
+    free(out);
+  }
+  codec_image_free(&img);
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc >= 3 && strcmp(argv[1], "webp") == 0)
+    return webp_bench(argv[2], argc > 3 ? atoi(argv[3]) : 90, argc > 4 ? atoi(argv[4]) : 3);
   if (argc >= 3 && strcmp(argv[1], "pngdec") == 0) {
     printf("| PNG | libpng ms | libspng ms |\n|---|---|---|\n");
     return decode_bench(argc - 2, argv + 2);
