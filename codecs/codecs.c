@@ -72,6 +72,10 @@ const char *codec_format_name(enum codec_format f) {
     return "jpeg";
   case CODEC_WEBP:
     return "webp";
+  case CODEC_RAW:
+    return "raw";
+  case CODEC_NPY:
+    return "npy";
   default:
     return NULL;
   }
@@ -82,6 +86,8 @@ enum codec_format codec_format_from_name(const char *name) {
   if (strcmp(name, "png") == 0) return CODEC_PNG;
   if (strcmp(name, "jpeg") == 0 || strcmp(name, "jpg") == 0) return CODEC_JPEG;
   if (strcmp(name, "webp") == 0) return CODEC_WEBP;
+  if (strcmp(name, "raw") == 0) return CODEC_RAW;
+  if (strcmp(name, "npy") == 0) return CODEC_NPY;
   return CODEC_NONE;
 }
 
@@ -93,6 +99,10 @@ const char *codec_mime(enum codec_format f) {
     return "image/jpeg";
   case CODEC_WEBP:
     return "image/webp";
+  case CODEC_RAW:
+    return "application/octet-stream";
+  case CODEC_NPY:
+    return "application/x-npy";
   default:
     return NULL;
   }
@@ -309,8 +319,9 @@ static int options_ok(const struct codec_encode_opts *o, char *msg, size_t msgle
     codec_msgf(msg, msglen, "WebP effort %d is outside 0..6", o->effort);
   else if (o->format == CODEC_WEBP && !o->lossless && !quality_ok)
     codec_msgf(msg, msglen, "WebP quality %d is outside 1..100", o->quality);
-  else if (o->format != CODEC_PNG && o->format != CODEC_JPEG && o->format != CODEC_WEBP)
-    codec_msgf(msg, msglen, "the output format must be PNG, JPEG or WebP");
+  else if (o->format != CODEC_PNG && o->format != CODEC_JPEG && o->format != CODEC_WEBP &&
+           o->format != CODEC_RAW && o->format != CODEC_NPY)
+    codec_msgf(msg, msglen, "the output format must be PNG, JPEG, WebP, raw or npy");
   else
     return 1;
   return 0;
@@ -347,6 +358,8 @@ enum codec_status codec_encode(const struct codec_image *img, const struct codec
     return CODEC_UNSUPPORTED;
   }
   if (!options_ok(o, msg, msglen)) return CODEC_UNSUPPORTED;
+  if (o->format == CODEC_RAW || o->format == CODEC_NPY)
+    return codec_data_encode(img, o->format, out, outlen, msg, msglen);
   struct codec_encode_opts eo = *o;
   int colours = o->format == CODEC_WEBP || img->channels >= 3 ? 3 : 1; /* what the file holds */
   if (codec_icc_colours(o->icc, o->icc_len) != colours) eo.icc = NULL, eo.icc_len = 0;

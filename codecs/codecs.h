@@ -15,7 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum codec_format { CODEC_NONE = 0, CODEC_PNG, CODEC_JPEG, CODEC_WEBP };
+/* RAW and NPY are outputs only (data.c): samples for programs, not pictures. */
+enum codec_format { CODEC_NONE = 0, CODEC_PNG, CODEC_JPEG, CODEC_WEBP, CODEC_RAW, CODEC_NPY };
 
 /* clang-format off */
 #define CODEC_STATUSES(X)                                                    \
@@ -50,11 +51,12 @@ struct codec_image {
 
 /* The format of buf from its magic bytes, or CODEC_NONE. */
 enum codec_format codec_sniff(const uint8_t *buf, size_t len);
-/* "png", "jpeg", "webp", or NULL. */
+/* "png", "jpeg", "webp", "raw", "npy", or NULL. */
 const char *codec_format_name(enum codec_format f);
-/* The format called name ("png", "jpeg", "jpg" or "webp"), or CODEC_NONE. */
+/* The format called name ("png", "jpeg", "jpg", "webp", "raw" or "npy"), or CODEC_NONE. */
 enum codec_format codec_format_from_name(const char *name);
-/* MIME type of f ("image/png"), or NULL. */
+/* MIME type of f ("image/png"; raw: "application/octet-stream", npy: "application/x-npy"), or
+ * NULL. */
 const char *codec_mime(enum codec_format f);
 /* The generic sentence for status s. */
 const char *codec_status_msg(enum codec_status s);
@@ -85,7 +87,7 @@ enum codec_png_filter {
 /* Fields after the first four are optional: a zeroed field keeps the behaviour it describes as
  * the default, so callers that set only the first four get what they always got. */
 struct codec_encode_opts {
-  enum codec_format format; /* CODEC_PNG, CODEC_JPEG or CODEC_WEBP */
+  enum codec_format format; /* CODEC_PNG, CODEC_JPEG, CODEC_WEBP, CODEC_RAW or CODEC_NPY */
   int quality;              /* JPEG and lossy WebP quality 1..100 */
   int compression;          /* PNG level 0 (stored) .. 9 (smallest) */
   int lossless;             /* WebP: lossless, every sample exact (quality unused); 0: lossy */
@@ -136,6 +138,15 @@ enum codec_status codec_jpeg_insert_icc(const uint8_t *jpeg, size_t len, const u
  * the caller then drops the profile. Returns 1 when it converted, 0 when it left the pixels as
  * they are: no profile, one lcms2 cannot read, or one whose colour space is not the image's. */
 int codec_to_srgb(struct codec_image *img, const uint8_t *icc, size_t icc_len);
+
+/* RAW and NPY through codec_encode write img's 8- or 16-bit samples as they are (little-endian;
+ * npy: a NumPy 1.0 file of dtype uint8 or <u2 and shape (height, width[, channels])). This
+ * writes float32 samples (width * height * channels of them, interleaved) the same way, npy
+ * dtype <f4. On success *out is malloc'd (free()). Returns CODEC_OK, CODEC_NOMEM, or
+ * CODEC_UNSUPPORTED for another format or a bad shape. */
+enum codec_status codec_encode_float(const float *samples, int width, int height, int channels,
+                                     enum codec_format f, uint8_t **out, size_t *outlen, char *msg,
+                                     size_t msglen);
 
 /* JPEG output keeps full-resolution chroma (4:4:4) from this quality up and is 4:2:0 below, as
  * libvips chooses; every JPEG encoder of blurd follows this rule. */

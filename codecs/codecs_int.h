@@ -36,6 +36,10 @@ enum codec_status codec_webp_encode(const struct codec_image *img,
                                     const struct codec_encode_opts *o, uint8_t **out,
                                     size_t *outlen, char *msg, size_t msglen);
 
+/* Raw samples or a .npy file of img (data.c); f is CODEC_RAW or CODEC_NPY. */
+enum codec_status codec_data_encode(const struct codec_image *img, enum codec_format f,
+                                    uint8_t **out, size_t *outlen, char *msg, size_t msglen);
+
 /* An 8-bit copy of img for the encoders that take 8-bit samples only, with `colours` colour
  * channels (1: gray, for gray images only; 3: RGB, gray repeated) and, when keep_alpha is set
  * and img has alpha, its alpha after them; otherwise alpha is composited over white and
