@@ -93,9 +93,9 @@ static double sample_sum(const struct codec_image *img) {
   size_t n = (size_t)img->width * img->height * img->channels;
   double s = 0;
   for (size_t i = 0; i < n; i++) {
-    uint16_t v;
-    memcpy(&v, img->pixels + 2 * i, 2);
-    s += img->depth == 8 ? img->pixels[i] : v;
+    uint16_t v = img->pixels[i];
+    if (img->depth == 16) memcpy(&v, img->pixels + 2 * i, 2);
+    s += v;
   }
   return s;
 }
