@@ -303,6 +303,56 @@ static void test_damaged(void) {
   }
 }
 
+/* Every allocation of an encode with a profile, and of reading it back, may fail in turn: the
+ * call then says CODEC_NOMEM and holds nothing (ASan sees the leaks, if any). */
+static void test_alloc_failures(void) {
+  size_t plen, len;
+  uint8_t *p3 = fixture("display_p3.icc", &plen), *buf = fixture("p3.jpg", &len);
+  struct codec_image img = decode(buf, len);
+  enum codec_format formats[] = {CODEC_PNG, CODEC_JPEG, CODEC_WEBP};
+  for (size_t f = 0; f < 3; f++) {
+    int failed = 0;
+    for (long n = 0;; n++) {
+      struct codec_encode_opts o = {
+          .format = formats[f], .quality = 80, .compression = 1, .icc = p3, .icc_len = plen};
+      uint8_t *out = NULL;
+      size_t outlen;
+      codec_test_fail_alloc(n);
+      enum codec_status st = codec_encode(&img, &o, &out, &outlen, NULL, 0);
+      int armed = codec_test_fail_alloc(-1) >= 0; /* still armed: nothing failed */
+      if (st == CODEC_OK && armed) {
+        expect_icc(out, outlen, p3, plen);
+        free(out);
+        break;
+      }
+      if (st == CODEC_OK) { /* a failure absorbed (the final shrink of a buffer) */
+        free(out);
+        continue;
+      }
+      ASSERT_INT(st, ==, CODEC_NOMEM);
+      ASSERT(out == NULL);
+      failed++;
+    }
+    ASSERT_INT(failed, >=, 2);
+  }
+  for (long n = 0; n < 3; n++) { /* reading: the joined segments, then the copy */
+    uint8_t *icc = (uint8_t *)1;
+    size_t icc_len;
+    codec_test_fail_alloc(n);
+    enum codec_status st = codec_icc_read(buf, len, &icc, &icc_len);
+    codec_test_fail_alloc(-1);
+    if (st == CODEC_OK) {
+      ASSERT_INT(icc_len, ==, plen);
+      free(icc);
+      break;
+    }
+    ASSERT_INT(st, ==, CODEC_NOMEM);
+    ASSERT(icc == NULL);
+  }
+  codec_image_free(&img);
+  free(buf), free(p3);
+}
+
 int main(void) {
   RUN(test_read_fixtures);
   RUN(test_encoders_write_profile);
@@ -312,6 +362,7 @@ int main(void) {
   RUN(test_cmyk_without_profile);
   RUN(test_cmyk_with_profile);
   RUN(test_damaged);
+  RUN(test_alloc_failures);
   fprintf(stderr, "unit_codec_icc: all tests passed\n");
   return 0;
 }
