@@ -22,7 +22,7 @@ case "${1:-}" in
 "")
   pkgs="build-essential pkg-config clang-format
     libmicrohttpd-dev libjansson-dev libturbojpeg0-dev $jpeg-dev libpng-dev libwebp-dev zlib1g-dev
-    libdeflate-dev libspng-dev liblcms2-dev python3-pil python3-numpy libvips-tools
+    libdeflate-dev libspng-dev liblcms2-dev python3-pil python3-numpy libvips-tools libgs-common
     libcurl4-openssl-dev
     python3-skimage python3-yaml gnuplot-nox wrk clang $clang_rt"
   ;;
