@@ -4,7 +4,7 @@
 # each, the encode stage of /convert from the JPEG to the format and the decode stage of /convert
 # of that file back to JPEG, from Server-Timing, the median of REPS (default 9) requests; and the
 # file's size. PNG and WebP cost the same on the GPU backend, where they stay on the CPU (plus an
-# upload and a download of the pixels). Prints a Markdown table.
+# upload and a download of the pixels). Prints Markdown tables; the PNG ones come after.
 #   bench/cpu_codecs.sh [BUILD (default build)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,3 +36,32 @@ for f in png jpeg webp webp_lossless; do
   printf '| %s | %s | %s | %s |\n' "$f" "$(time_of encode "$q" tests/data/photo_1080p.jpg)" \
     "$(time_of decode format=jpeg "$tmp/$f")" "$(stat -c %s "$tmp/$f")"
 done
+
+# PNG against libvips and libpng: `blurd convert` of the photograph to PNG at the default level
+# and `vips copy` to PNG at its default (whole commands, decode included, median of REPS), then
+# every level of blurd's encoder against libpng with zlib (build/codec_bench) on the photograph
+# and on a 16-bit variance map.
+median_s() {
+  for _ in $(seq "$reps"); do
+    /usr/bin/time -f %e "$@" 2>&1 >/dev/null | tail -1
+  done | sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'
+}
+bin_dir=$(dirname "$bin")
+printf '\n| PNG of photo_1080p.jpg | seconds | bytes |\n|---|---|---|\n'
+t=$(median_s "$bin" convert tests/data/photo_1080p.jpg "$tmp/blurd.png")
+printf '| blurd convert (compression 6) | %s | %s |\n' "$t" "$(stat -c %s "$tmp/blurd.png")"
+if command -v vips >/dev/null; then
+  t=$(median_s vips copy tests/data/photo_1080p.jpg "$tmp/vips.png")
+  printf '| vips copy (%s) | %s | %s |\n' "$(vips --version)" "$t" "$(stat -c %s "$tmp/vips.png")"
+else
+  echo "| vips copy | not installed (apt-get install libvips-tools) | |"
+fi
+"$bin" variance --radius 7 tests/data/photo_1080p.jpg "$tmp/variance.png" 2>/dev/null
+printf '\n'
+"$bin_dir/codec_bench" png tests/data/photo_1080p.jpg 3
+printf '\n'
+"$bin_dir/codec_bench" png "$tmp/variance.png" 3
+printf '\n'
+vips copy "$tmp/blurd.png" "$tmp/interlaced.png[interlace]" 2>/dev/null || true
+"$bin_dir/codec_bench" pngdec "$tmp/blurd.png" "$tmp/variance.png" tests/data/astronaut.png \
+  tests/data/palette.png $(ls "$tmp/interlaced.png" 2>/dev/null)

@@ -1,34 +1,16 @@
-/* codecs.c: the format-neutral half of the codecs module.
+/* codecs.c: the format-neutral front of the codecs module.
  *
- * It recognises a format from its magic bytes, names formats and statuses, checks arguments, and
- * hands the work to png.c, jpeg.c or webp.c. It also holds the two helpers every decoder uses, so
- * that all of them word their failures alike: codec_msgf() for the sentence and
- * codec_check_size() for the limit check that must happen before any pixel buffer is allocated;
- * the conversion to 8-bit samples that the JPEG and WebP encoders share; and the module's
- * allocator, through which every allocation passes so that tests can make any one of them fail. */
+ * It probes and names formats and statuses, checks the arguments of codec_decode and
+ * codec_encode, and hands the work to png.c, png_write.c, jpeg.c, webp.c or data.c; for JPEG with
+ * a profile it adds the APP2 segments (icc.c) to TurboJPEG's file. The helpers those files share
+ * (the allocator, the sentences, the size check, the 8-bit conversion, format sniffing) live in
+ * common.c, so the format files depend on common.c only and never call back into this file. */
 #include <limits.h>
-#include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "codecs_int.h"
-
-static const uint8_t png_magic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-static const uint8_t jpeg_magic[3] = {0xff, 0xd8, 0xff};
-#define WEBP_MAGIC_LEN 12 /* "RIFF", the RIFF size (4 bytes), "WEBP" */
-
-enum codec_format codec_sniff(const uint8_t *buf, size_t len) {
-  if (buf == NULL) return CODEC_NONE;
-  if (len >= sizeof png_magic && memcmp(buf, png_magic, sizeof png_magic) == 0) return CODEC_PNG;
-  if (len >= sizeof jpeg_magic && memcmp(buf, jpeg_magic, sizeof jpeg_magic) == 0)
-    return CODEC_JPEG;
-  if (len >= WEBP_MAGIC_LEN && memcmp(buf, "RIFF", 4) == 0 && memcmp(buf + 8, "WEBP", 4) == 0)
-    return CODEC_WEBP;
-  return CODEC_NONE;
-}
 
 static uint32_t be32(const uint8_t *p) {
   return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
@@ -72,6 +54,10 @@ const char *codec_format_name(enum codec_format f) {
     return "jpeg";
   case CODEC_WEBP:
     return "webp";
+  case CODEC_RAW:
+    return "raw";
+  case CODEC_NPY:
+    return "npy";
   default:
     return NULL;
   }
@@ -82,6 +68,8 @@ enum codec_format codec_format_from_name(const char *name) {
   if (strcmp(name, "png") == 0) return CODEC_PNG;
   if (strcmp(name, "jpeg") == 0 || strcmp(name, "jpg") == 0) return CODEC_JPEG;
   if (strcmp(name, "webp") == 0) return CODEC_WEBP;
+  if (strcmp(name, "raw") == 0) return CODEC_RAW;
+  if (strcmp(name, "npy") == 0) return CODEC_NPY;
   return CODEC_NONE;
 }
 
@@ -93,6 +81,10 @@ const char *codec_mime(enum codec_format f) {
     return "image/jpeg";
   case CODEC_WEBP:
     return "image/webp";
+  case CODEC_RAW:
+    return "application/octet-stream";
+  case CODEC_NPY:
+    return "application/x-npy";
   default:
     return NULL;
   }
@@ -107,149 +99,6 @@ const char *codec_status_msg(enum codec_status s) {
 #undef X
   }
   return "unknown codec status";
-}
-
-/* Allocations still to succeed before one fails; -1: none will (the service never arms it). */
-static atomic_long alloc_countdown = -1;
-
-long codec_test_fail_alloc(long n) {
-  return atomic_exchange(&alloc_countdown, n < 0 ? -1 : n);
-}
-
-int codec_alloc_fails(void) {
-  long left = atomic_load_explicit(&alloc_countdown, memory_order_relaxed);
-  while (left >= 0) /* 0: this is the one to fail; then the countdown disarms itself at -1 */
-    if (atomic_compare_exchange_weak(&alloc_countdown, &left, left - 1)) return left == 0;
-  return 0;
-}
-
-void *codec_alloc_pixels(size_t n) {
-  enum { HUGE_PAGE = 2 << 20 };
-  uint8_t *p = malloc(n);
-  uintptr_t lo = ((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
-  uintptr_t hi = ((uintptr_t)p + n) & ~(uintptr_t)(HUGE_PAGE - 1);
-  if (p && hi > lo) madvise((void *)lo, hi - lo, MADV_HUGEPAGE); /* a hint: failure is harmless */
-  return p;
-}
-
-void *codec_malloc(size_t n) {
-  return codec_alloc_fails() ? NULL : codec_alloc_pixels(n);
-}
-
-void *codec_realloc(void *p, size_t n) {
-  return codec_alloc_fails() ? NULL : realloc(p, n);
-}
-
-enum codec_status codec_buf_append(struct codec_buf *b, const void *data, size_t n) {
-  if (n > b->cap - b->len) {
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap - b->len < n) {
-      if (cap > SIZE_MAX / 2) return CODEC_TOO_LARGE;
-      cap *= 2;
-    }
-    uint8_t *p = codec_realloc(b->data, cap);
-    if (p == NULL) return CODEC_NOMEM;
-    b->data = p;
-    b->cap = cap;
-  }
-  memcpy(b->data + b->len, data, n);
-  b->len += n;
-  return CODEC_OK;
-}
-
-void codec_buf_take(struct codec_buf *b, uint8_t **out, size_t *len) {
-  uint8_t *shrunk = codec_realloc(b->data, b->len); /* give back the slack of the doubling */
-  *out = shrunk != NULL ? shrunk : b->data;
-  *len = b->len;
-  *b = (struct codec_buf){NULL, 0, 0};
-}
-
-void codec_free(void *p) {
-  free(p);
-}
-
-void codec_msgf(char *msg, size_t msglen, const char *fmt, ...) {
-  if (msg == NULL || msglen == 0) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, msglen, fmt, ap);
-  va_end(ap);
-}
-
-static enum codec_status check_limits(uint64_t w, uint64_t h, const struct codec_limits *lim,
-                                      char *msg, size_t msglen) {
-  if (lim == NULL) return CODEC_OK;
-  if (lim->max_width && w > lim->max_width) {
-    codec_msgf(msg, msglen, "width %llu exceeds the limit of %lu", (unsigned long long)w,
-               (unsigned long)lim->max_width);
-    return CODEC_TOO_LARGE;
-  }
-  if (lim->max_height && h > lim->max_height) {
-    codec_msgf(msg, msglen, "height %llu exceeds the limit of %lu", (unsigned long long)h,
-               (unsigned long)lim->max_height);
-    return CODEC_TOO_LARGE;
-  }
-  if (lim->max_pixels && w * h > lim->max_pixels) {
-    codec_msgf(msg, msglen, "pixel count %llu (%llux%llu) exceeds the limit of %llu",
-               (unsigned long long)(w * h), (unsigned long long)w, (unsigned long long)h,
-               (unsigned long long)lim->max_pixels);
-    return CODEC_TOO_LARGE;
-  }
-  return CODEC_OK;
-}
-
-static enum codec_status beyond_reach(uint64_t w, uint64_t h, char *msg, size_t msglen) {
-  codec_msgf(msg, msglen, "the image size %llux%llu is beyond what this service can hold",
-             (unsigned long long)w, (unsigned long long)h);
-  return CODEC_TOO_LARGE;
-}
-
-enum codec_status codec_check_size(uint64_t w, uint64_t h, unsigned bytes_per_pixel,
-                                   const struct codec_limits *lim, size_t *nbytes, char *msg,
-                                   size_t msglen) {
-  *nbytes = 0;
-  if (w == 0 || h == 0) {
-    codec_msgf(msg, msglen, "the image has a width or height of zero");
-    return CODEC_CORRUPT;
-  }
-  if (w > UINT32_MAX || h > UINT32_MAX) return beyond_reach(w, h, msg, msglen);
-  enum codec_status st = check_limits(w, h, lim, msg, msglen); /* w * h fits 64 bits */
-  if (st != CODEC_OK) return st;
-  uint64_t pixels = w * h;
-  if (w > INT_MAX || h > INT_MAX || bytes_per_pixel == 0 ||
-      pixels > (uint64_t)SIZE_MAX / bytes_per_pixel) /* codec_image holds int sizes */
-    return beyond_reach(w, h, msg, msglen);
-  *nbytes = (size_t)(pixels * bytes_per_pixel);
-  return CODEC_OK;
-}
-
-static uint64_t sample_at(const uint8_t *p, int i, int depth) {
-  if (depth == 8) return p[i];
-  uint16_t v;
-  memcpy(&v, p + 2 * i, sizeof v);
-  return v;
-}
-
-uint8_t *codec_to_8bit(const struct codec_image *img, int colours, int keep_alpha, int *channels) {
-  int in_ch = img->channels, alpha = in_ch == 2 || in_ch == 4, gray = in_ch <= 2;
-  int out_ch = colours + (alpha && keep_alpha);
-  size_t npix = (size_t)img->width * (size_t)img->height, in_px = (size_t)in_ch * (img->depth / 8);
-  uint64_t max = img->depth == 8 ? 255 : 65535, den = max * max;
-  uint8_t *dst = codec_malloc(npix * (size_t)out_ch);
-  if (dst == NULL) return NULL;
-  for (size_t i = 0; i < npix; i++) {
-    const uint8_t *p = img->pixels + i * in_px;
-    uint64_t a = alpha ? sample_at(p, in_ch - 1, img->depth) : max;
-    uint64_t w = keep_alpha ? max : a; /* the colour's weight against white */
-    uint8_t *d = dst + i * (size_t)out_ch;
-    for (int c = 0; c < colours; c++)
-      d[c] = (uint8_t)(((sample_at(p, gray ? 0 : c, img->depth) * w + max * (max - w)) * 255 +
-                        den / 2) /
-                       den);
-    if (out_ch > colours) d[colours] = (uint8_t)((a * max * 255 + den / 2) / den);
-  }
-  *channels = out_ch;
-  return dst;
 }
 
 enum codec_status codec_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
@@ -300,15 +149,37 @@ static int options_ok(const struct codec_encode_opts *o, char *msg, size_t msgle
   int quality_ok = o->quality >= 1 && o->quality <= 100;
   if (o->format == CODEC_PNG && !level_ok)
     codec_msgf(msg, msglen, "PNG compression %d is outside 0..9", o->compression);
+  else if (o->format == CODEC_PNG &&
+           (o->png_filter < CODEC_PNG_FILTER_AUTO || o->png_filter > CODEC_PNG_FILTER_ADAPTIVE))
+    codec_msgf(msg, msglen, "PNG filter %d is not one of codec_png_filter", (int)o->png_filter);
   else if (o->format == CODEC_JPEG && !quality_ok)
     codec_msgf(msg, msglen, "JPEG quality %d is outside 1..100", o->quality);
+  else if (o->format == CODEC_WEBP && o->effort_set && (o->effort < 0 || o->effort > 6))
+    codec_msgf(msg, msglen, "WebP effort %d is outside 0..6", o->effort);
   else if (o->format == CODEC_WEBP && !o->lossless && !quality_ok)
     codec_msgf(msg, msglen, "WebP quality %d is outside 1..100", o->quality);
-  else if (o->format != CODEC_PNG && o->format != CODEC_JPEG && o->format != CODEC_WEBP)
-    codec_msgf(msg, msglen, "the output format must be PNG, JPEG or WebP");
+  else if (o->format != CODEC_PNG && o->format != CODEC_JPEG && o->format != CODEC_WEBP &&
+           o->format != CODEC_RAW && o->format != CODEC_NPY)
+    codec_msgf(msg, msglen, "the output format must be PNG, JPEG, WebP, raw or npy");
   else
     return 1;
   return 0;
+}
+
+/* TurboJPEG's file, with o->icc inserted when there is one. */
+static enum codec_status jpeg_with_icc(const struct codec_image *img,
+                                       const struct codec_encode_opts *o, uint8_t **out,
+                                       size_t *outlen, char *msg, size_t msglen) {
+  enum codec_status st = codec_jpeg_encode(img, o->quality, out, outlen, msg, msglen);
+  if (st != CODEC_OK || o->icc == NULL) return st;
+  uint8_t *with;
+  size_t with_len;
+  st = codec_jpeg_insert_icc(*out, *outlen, o->icc, o->icc_len, &with, &with_len);
+  codec_free(*out);
+  *out = with;
+  *outlen = with_len;
+  if (st != CODEC_OK) codec_msgf(msg, msglen, "could not add the ICC profile to the JPEG file");
+  return st;
 }
 
 enum codec_status codec_encode(const struct codec_image *img, const struct codec_encode_opts *o,
@@ -326,10 +197,16 @@ enum codec_status codec_encode(const struct codec_image *img, const struct codec
     return CODEC_UNSUPPORTED;
   }
   if (!options_ok(o, msg, msglen)) return CODEC_UNSUPPORTED;
-  if (o->format == CODEC_PNG)
+  if (o->format == CODEC_RAW || o->format == CODEC_NPY)
+    return codec_data_encode(img, o->format, out, outlen, msg, msglen);
+  struct codec_encode_opts eo = *o;
+  int colours = o->format == CODEC_WEBP || img->channels >= 3 ? 3 : 1; /* what the file holds */
+  if (codec_icc_colours(o->icc, o->icc_len) != colours) eo.icc = NULL, eo.icc_len = 0;
+  if (o->format == CODEC_PNG && o->png_libpng)
     return codec_png_encode(img, o->compression, out, outlen, msg, msglen);
-  if (o->format == CODEC_JPEG) return codec_jpeg_encode(img, o->quality, out, outlen, msg, msglen);
-  return codec_webp_encode(img, o, out, outlen, msg, msglen);
+  if (o->format == CODEC_PNG) return codec_png_write(img, &eo, out, outlen, msg, msglen);
+  if (o->format == CODEC_JPEG) return jpeg_with_icc(img, &eo, out, outlen, msg, msglen);
+  return codec_webp_encode(img, &eo, out, outlen, msg, msglen);
 }
 
 void codec_image_free(struct codec_image *img) {

@@ -15,7 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum codec_format { CODEC_NONE = 0, CODEC_PNG, CODEC_JPEG, CODEC_WEBP };
+/* RAW and NPY are outputs only (data.c): samples for programs, not pictures. */
+enum codec_format { CODEC_NONE = 0, CODEC_PNG, CODEC_JPEG, CODEC_WEBP, CODEC_RAW, CODEC_NPY };
 
 /* clang-format off */
 #define CODEC_STATUSES(X)                                                    \
@@ -50,11 +51,12 @@ struct codec_image {
 
 /* The format of buf from its magic bytes, or CODEC_NONE. */
 enum codec_format codec_sniff(const uint8_t *buf, size_t len);
-/* "png", "jpeg", "webp", or NULL. */
+/* "png", "jpeg", "webp", "raw", "npy", or NULL. */
 const char *codec_format_name(enum codec_format f);
-/* The format called name ("png", "jpeg", "jpg" or "webp"), or CODEC_NONE. */
+/* The format called name ("png", "jpeg", "jpg", "webp", "raw" or "npy"), or CODEC_NONE. */
 enum codec_format codec_format_from_name(const char *name);
-/* MIME type of f ("image/png"), or NULL. */
+/* MIME type of f ("image/png"; raw: "application/octet-stream", npy: "application/x-npy"), or
+ * NULL. */
 const char *codec_mime(enum codec_format f);
 /* The generic sentence for status s. */
 const char *codec_status_msg(enum codec_status s);
@@ -65,11 +67,36 @@ const char *codec_status_msg(enum codec_status s);
 enum codec_status codec_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
                                struct codec_image *out, char *msg, size_t msglen);
 
+/* PNG row filters: AUTO is the one each compression level uses (png_write.c's plans); ADAPTIVE
+ * picks one of PNG's five per row, as libpng does. */
+enum codec_png_filter {
+  CODEC_PNG_FILTER_AUTO = 0,
+  CODEC_PNG_FILTER_NONE,
+  CODEC_PNG_FILTER_SUB,
+  CODEC_PNG_FILTER_UP,
+  CODEC_PNG_FILTER_PAETH,
+  CODEC_PNG_FILTER_ADAPTIVE
+};
+
+/* The compression level the measurements chose for PNG output (docs/methods.md, "PNG output"). */
+#define CODEC_PNG_COMPRESSION_DEFAULT 6
+
+/* Lossy WebP's method when none is given (docs/methods.md, "WebP effort"). */
+#define CODEC_WEBP_EFFORT_DEFAULT 2
+
+/* Fields after the first four are optional: a zeroed field keeps the behaviour it describes as
+ * the default, so callers that set only the first four get what they always got. */
 struct codec_encode_opts {
-  enum codec_format format; /* CODEC_PNG, CODEC_JPEG or CODEC_WEBP */
+  enum codec_format format; /* CODEC_PNG, CODEC_JPEG, CODEC_WEBP, CODEC_RAW or CODEC_NPY */
   int quality;              /* JPEG and lossy WebP quality 1..100 */
-  int compression;          /* PNG zlib level 0..9 */
+  int compression;          /* PNG level 0 (stored) .. 9 (smallest) */
   int lossless;             /* WebP: lossless, every sample exact (quality unused); 0: lossy */
+  enum codec_png_filter png_filter; /* PNG: AUTO (the level's own), or one strategy for all rows */
+  int png_libpng; /* PNG: encode with libpng and zlib instead (tests and benchmarks compare) */
+  int effort;     /* lossy WebP: libwebp's method, 0 (fastest) .. 6 (smallest); needs effort_set */
+  int effort_set; /* 0: CODEC_WEBP_EFFORT_DEFAULT */
+  const uint8_t *icc; /* an ICC profile to embed (PNG iCCP, JPEG APP2, WebP ICCP), or NULL */
+  size_t icc_len;     /* its bytes; the caller keeps ownership */
 };
 
 /* Encodes img. PNG keeps channels and depth. JPEG is 8-bit gray or RGB: 16-bit samples are
@@ -80,6 +107,46 @@ struct codec_encode_opts {
  * CODEC_UNSUPPORTED. */
 enum codec_status codec_encode(const struct codec_image *img, const struct codec_encode_opts *o,
                                uint8_t **out, size_t *outlen, char *msg, size_t msglen);
+
+/* ---- ICC colour profiles (icc.c) ---- */
+
+#define CODEC_ICC_MAX (4u << 20) /* bytes: a larger profile is treated as absent */
+
+/* The ICC profile embedded in the PNG (iCCP), JPEG (APP2 ICC_PROFILE segments) or WebP (ICCP)
+ * file in buf, read from the bytes alone, so it works whichever decoder runs (the GPU's too).
+ * On success *icc is a malloc'd copy (free it with free()) of *icc_len bytes, or NULL when the
+ * file has none, or one that is malformed, inconsistent or over CODEC_ICC_MAX. Returns CODEC_OK,
+ * or CODEC_NOMEM. */
+enum codec_status codec_icc_read(const uint8_t *buf, size_t len, uint8_t **icc, size_t *icc_len);
+
+/* The colour channels an ICC profile describes: 1 (GRAY), 3 (RGB) or 4 (CMYK); 0 when icc is
+ * NULL, malformed (its header must give its own length and "acsp") or of another space. The
+ * encoders embed codec_encode_opts.icc only where this matches the output (1 for gray PNG and
+ * JPEG, 3 for colour; WebP is always 3), so a CMYK or gray profile is never attached to RGB. */
+int codec_icc_colours(const uint8_t *icc, size_t len);
+
+/* Copies the JPEG file jpeg with icc inserted as APP2 "ICC_PROFILE" segments after SOI (and an
+ * APP0 right after it), split into as many as it takes (at most 255): for JPEG files made by
+ * another encoder (nvJPEG). On success *out is malloc'd (free()) and *outlen its size. Returns
+ * CODEC_OK, CODEC_NOMEM, or CODEC_UNSUPPORTED when jpeg is not a JPEG or icc is empty or over
+ * 255 segments. */
+enum codec_status codec_jpeg_insert_icc(const uint8_t *jpeg, size_t len, const uint8_t *icc,
+                                        size_t icc_len, uint8_t **out, size_t *outlen);
+
+/* colorspace=srgb: converts img's samples in place from the profile icc to sRGB with Little CMS
+ * (perceptual intent; alpha copied; gray images to a gray profile with sRGB's tone curve), so
+ * the caller then drops the profile. Returns 1 when it converted, 0 when it left the pixels as
+ * they are: no profile, one lcms2 cannot read, or one whose colour space is not the image's. */
+int codec_to_srgb(struct codec_image *img, const uint8_t *icc, size_t icc_len);
+
+/* RAW and NPY through codec_encode write img's 8- or 16-bit samples as they are (little-endian;
+ * npy: a NumPy 1.0 file of dtype uint8 or <u2 and shape (height, width[, channels])). This
+ * writes float32 samples (width * height * channels of them, interleaved) the same way, npy
+ * dtype <f4. On success *out is malloc'd (free()). Returns CODEC_OK, CODEC_NOMEM, or
+ * CODEC_UNSUPPORTED for another format or a bad shape. */
+enum codec_status codec_encode_float(const float *samples, int width, int height, int channels,
+                                     enum codec_format f, uint8_t **out, size_t *outlen, char *msg,
+                                     size_t msglen);
 
 /* JPEG output keeps full-resolution chroma (4:4:4) from this quality up and is 4:2:0 below, as
  * libvips chooses; every JPEG encoder of blurd follows this rule. */

@@ -5,7 +5,7 @@
  * by calling error_exit; here that records a status and a sentence and longjmps back into this
  * file (as png.c does with libpng), and every path ends in jpeg_destroy_decompress. State that
  * must survive a longjmp lives in struct jpeg_dec, owned by codec_jpeg_decode. The decoder reads
- * the header, refuses CMYK and YCCK, reads the EXIF orientation and checks the upright width,
+ * the header, reads the EXIF orientation and checks the upright width,
  * height and pixel count against the caller's limits before it allocates the pixels. Three more
  * limits bound what a hostile file can cost:
  *   - memory: libjpeg may hold at most JPEG_MAX_MEMORY_MIB (512 MiB) for its whole-image
@@ -21,8 +21,10 @@
  *     Encoders write about 10.
  *   - warnings: JPEG_MAX_WARNINGS is 0. The first libjpeg warning (a truncated file, bad Huffman
  *     data, extraneous bytes) makes the file CODEC_CORRUPT, the same policy as for PNG.
- * Gray JPEGs decode to 1 channel, YCbCr and RGB ones to RGB; the EXIF orientation is then
- * applied (exif.c). libjpeg never prints: output_message does nothing.
+ * Gray JPEGs decode to 1 channel, YCbCr and RGB ones to RGB; CMYK and YCCK ones (libjpeg gives
+ * CMYK for both) become RGB through the file's CMYK profile, or without one by the naive
+ * (1 - C)(1 - K) (icc.c); the EXIF orientation is then applied (exif.c). libjpeg never prints:
+ * output_message does nothing.
  *
  * libjpeg allocates through its own memory manager (jmemmgr.c over malloc), which cannot be
  * routed through codec_malloc without replacing it. So that allocation-failure tests still reach
@@ -75,6 +77,7 @@ struct jpeg_dec {
   enum codec_status status;        /* set by the callback that jumped */
   char text[JMSG_LENGTH_MAX + 96]; /* its sentence */
   uint8_t *pixels;                 /* owned until handed to the caller's codec_image */
+  int adobe; /* an Adobe APP14 marker: CMYK samples are stored inverted (255: no ink) */
 };
 
 static _Noreturn void bail(j_common_ptr cinfo, enum codec_status st, const char *fmt, ...)
@@ -166,22 +169,20 @@ static void set_limits(struct jpeg_dec *d) {
   d->cinfo.progress = &d->progress;
 }
 
-/* After jpeg_read_header: refuses colour spaces other than gray, YCbCr and RGB, asks for 1 or 3
- * channels, and checks the upright size (orientation o) against lim. */
+/* After jpeg_read_header: refuses colour spaces other than gray, YCbCr, RGB, CMYK and YCCK, asks
+ * for 1, 3 or (CMYK and YCCK, which libjpeg turns into CMYK) 4 channels, and checks the upright
+ * size (orientation o) against lim. */
 static enum codec_status check_header(j_decompress_ptr c, int o, const struct codec_limits *lim,
                                       int *channels, size_t *nbytes, char *msg, size_t msglen) {
-  if (c->jpeg_color_space == JCS_CMYK || c->jpeg_color_space == JCS_YCCK) {
-    codec_msgf(msg, msglen, "CMYK JPEG images are not supported; convert the image to RGB first");
-    return CODEC_UNSUPPORTED;
-  }
-  if (c->jpeg_color_space != JCS_GRAYSCALE && c->jpeg_color_space != JCS_YCbCr &&
+  int cmyk = c->jpeg_color_space == JCS_CMYK || c->jpeg_color_space == JCS_YCCK;
+  if (!cmyk && c->jpeg_color_space != JCS_GRAYSCALE && c->jpeg_color_space != JCS_YCbCr &&
       c->jpeg_color_space != JCS_RGB) {
     codec_msgf(msg, msglen, "JPEG images of %d colour components are not supported",
                c->num_components);
     return CODEC_UNSUPPORTED;
   }
-  *channels = c->jpeg_color_space == JCS_GRAYSCALE ? 1 : 3;
-  c->out_color_space = *channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  *channels = cmyk ? 4 : c->jpeg_color_space == JCS_GRAYSCALE ? 1 : 3; /* CMYK: RGB later */
+  c->out_color_space = cmyk ? JCS_CMYK : *channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
   uint64_t w = c->image_width, h = c->image_height; /* limits apply to the upright image */
   return codec_check_size(o >= 5 ? h : w, o >= 5 ? w : h, (unsigned)*channels, lim, nbytes, msg,
                           msglen);
@@ -245,6 +246,7 @@ static enum codec_status decode_run(struct jpeg_dec *d, const uint8_t *buf, size
   jpeg_start_decompress(&d->cinfo); /* reads every scan of a multi-scan file */
   st = read_pixels(d, channels, nbytes, msg, msglen);
   if (st != CODEC_OK) return st;
+  d->adobe = d->cinfo.saw_Adobe_marker;
   *out = (struct codec_image){.width = (int)d->cinfo.output_width,
                               .height = (int)d->cinfo.output_height,
                               .channels = channels,
@@ -325,11 +327,12 @@ static enum codec_status probe_run(struct jpeg_dec *d, const uint8_t *buf, size_
   *info = (struct codec_jpeg_info){
       .width = (int)c->image_width,
       .height = (int)c->image_height,
-      .channels = channels,
+      .channels = channels == 4 ? 3 : channels, /* CMYK decodes to RGB */
       .orientation = o,
       .progressive = c->progressive_mode,
       .chroma = chroma_name(c),
-      .plain = c->data_precision == 8 && !c->arith_code && c->jpeg_color_space != JCS_RGB &&
+      .plain = c->data_precision == 8 && !c->arith_code &&
+               (c->jpeg_color_space == JCS_YCbCr || c->jpeg_color_space == JCS_GRAYSCALE) &&
                common_sampling(c),
       .complete = scans_look_whole(buf + scan, len - scan, c->progressive_mode)};
   return CODEC_OK;
@@ -351,6 +354,21 @@ enum codec_status codec_jpeg_probe(const uint8_t *buf, size_t len, const struct 
   return st;
 }
 
+/* A decoded CMYK image (Adobe's inverted samples when adobe is set) to RGB, through the file's
+ * CMYK profile when it has one. */
+static enum codec_status to_rgb(struct codec_image *img, const uint8_t *buf, size_t len,
+                                int adobe) {
+  uint8_t *icc;
+  size_t icc_len;
+  enum codec_status st = codec_icc_read(buf, len, &icc, &icc_len);
+  if (st == CODEC_OK)
+    st = codec_cmyk_to_rgb(img->pixels, (size_t)img->width, (size_t)img->height, adobe, icc,
+                           icc_len);
+  codec_free(icc);
+  if (st == CODEC_OK) img->channels = 3;
+  return st;
+}
+
 enum codec_status codec_jpeg_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
                                     struct codec_image *out, char *msg, size_t msglen) {
   struct jpeg_dec d;
@@ -363,6 +381,11 @@ enum codec_status codec_jpeg_decode(const uint8_t *buf, size_t len, const struct
     return st;
   }
   out->pixels = d.pixels;
+  if (out->channels == 4 && to_rgb(out, buf, len, d.adobe) != CODEC_OK) {
+    codec_msgf(msg, msglen, "out of memory converting a %dx%d CMYK JPEG image to RGB", out->width,
+               out->height);
+    return CODEC_NOMEM; /* codec_decode frees out */
+  }
   if (codec_orient(out, out->orientation) != CODEC_OK) {
     codec_msgf(msg, msglen, "out of memory turning a %dx%d JPEG image upright", out->width,
                out->height);

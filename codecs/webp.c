@@ -6,20 +6,22 @@
  * that buffer, as 8-bit RGB, or RGBA (not premultiplied) when the file has alpha. Lossy (VP8)
  * and lossless (VP8L) files, with or without an extended header (VP8X) and alpha (ALPH), all go
  * the same way. WebPDecode is told that it has the whole file, so a file cut short anywhere is
- * CODEC_CORRUPT, like bad data. ICC profiles, EXIF and XMP are ignored: samples are passed through
- * as stored, and the EXIF orientation is not applied.
+ * CODEC_CORRUPT, like bad data. EXIF and XMP are ignored: samples are passed through as stored,
+ * and the EXIF orientation is not applied; an ICC profile is read from the bytes by icc.c.
  *
  * Encoding takes 8-bit RGB or RGBA as it is; anything else is converted first (codec_to_8bit:
  * 16-bit samples scaled to 8 bits, gray repeated into RGB, alpha kept). Lossy output uses
  * libwebp's default preset at the quality asked for; lossless output uses libwebp's lossless
  * preset WEBP_LOSSLESS_LEVEL and keeps the colour of transparent pixels (exact), so it decodes to
- * exactly the samples it was given. The file grows in a codec_buf (codec_realloc), so
+ * exactly the samples it was given. An ICC profile is added with WebPMux (a VP8X header and an
+ * ICCP chunk) after libwebp has written the file. The file grows in a codec_buf (codec_realloc), so
  * allocation-failure tests reach the encoder's output; libwebp's own working
  * memory is its own malloc's. */
 #include <stdio.h>
 #include <string.h>
 #include <webp/decode.h>
 #include <webp/encode.h>
+#include <webp/mux.h>
 
 #include "codecs_int.h"
 
@@ -120,6 +122,7 @@ static enum codec_status encode_run(const struct codec_image *img, const uint8_t
     return CODEC_UNSUPPORTED;
   }
   config.exact = o->lossless; /* keep the colour under alpha 0, so lossless is exact */
+  if (!o->lossless) config.method = o->effort_set ? o->effort : CODEC_WEBP_EFFORT_DEFAULT;
   pic.use_argb = o->lossless;
   pic.width = img->width;
   pic.height = img->height;
@@ -141,6 +144,23 @@ static enum codec_status encode_run(const struct codec_image *img, const uint8_t
   return CODEC_UNSUPPORTED;
 }
 
+/* Adds the ICC profile icc to the WebP file in e (WebPMux: a VP8X header and an ICCP chunk). */
+static enum codec_status add_icc(struct webp_out *e, const uint8_t *icc, size_t icc_len) {
+  WebPData file = {e->file.data, e->file.len}, profile = {icc, icc_len}, joined = {NULL, 0};
+  WebPMux *mux = WebPMuxCreate(&file, 0);
+  int ok = mux != NULL && WebPMuxSetChunk(mux, "ICCP", &profile, 0) == WEBP_MUX_OK &&
+           WebPMuxAssemble(mux, &joined) == WEBP_MUX_OK;
+  WebPMuxDelete(mux);
+  uint8_t *p = ok ? codec_malloc(joined.size) : NULL;
+  if (p != NULL) {
+    memcpy(p, joined.bytes, joined.size);
+    codec_free(e->file.data);
+    e->file = (struct codec_buf){p, joined.size, joined.size};
+  }
+  WebPDataClear(&joined);
+  return p != NULL ? CODEC_OK : CODEC_NOMEM; /* WebPMux fails only for memory on its own file */
+}
+
 enum codec_status codec_webp_encode(const struct codec_image *img,
                                     const struct codec_encode_opts *o, uint8_t **out,
                                     size_t *outlen, char *msg, size_t msglen) {
@@ -160,6 +180,9 @@ enum codec_status codec_webp_encode(const struct codec_image *img,
   enum codec_status st =
       encode_run(img, direct ? img->pixels : converted, channels, o, &e, msg, msglen);
   codec_free(converted);
+  if (st == CODEC_OK && o->icc != NULL) st = add_icc(&e, o->icc, o->icc_len);
+  if (st == CODEC_NOMEM && e.file.data != NULL)
+    codec_msgf(msg, msglen, "out of memory adding the ICC profile to the WebP file");
   if (st != CODEC_OK) {
     codec_free(e.file.data);
     return st;

@@ -68,7 +68,8 @@ static inline void fuzz_check_webp(const struct codec_image *img, const struct c
  * the same size as 8-bit gray or RGB, a lossless WebP img's samples in 8 bits exactly. */
 static inline void fuzz_round_trip(const struct codec_image *img, enum codec_format f,
                                    const struct codec_limits *lim) {
-  struct codec_encode_opts o = {f, 75, 1, 1}; /* quality 75 (4:2:0), zlib level 1; lossless */
+  struct codec_encode_opts o = {f, 75, 1, 1}; /* quality 75 (4:2:0), PNG level 1; lossless */
+  o.png_filter = (enum codec_png_filter)((img->width + img->height) % 6); /* each strategy */
   struct codec_image back;
   uint8_t *enc = NULL;
   size_t len = 0;
@@ -90,6 +91,28 @@ static inline void fuzz_round_trip(const struct codec_image *img, enum codec_for
   free(enc);
 }
 
+/* The ICC profile reader on the upload: whatever it finds is well-formed, and a colour profile
+ * goes into a PNG and comes back out of it byte for byte. */
+static inline void fuzz_icc(const uint8_t *data, size_t size) {
+  uint8_t *icc = NULL, *png = NULL, *back = NULL;
+  size_t n = 0, len = 0, back_len = 0;
+  FUZZ_CHECK(codec_icc_read(data, size, &icc, &n) == CODEC_OK);
+  if (icc == NULL) return;
+  int colours = codec_icc_colours(icc, n);
+  FUZZ_CHECK(colours > 0 && n <= CODEC_ICC_MAX);
+  if (colours != 4) {
+    uint8_t px[3] = {1, 2, 3};
+    struct codec_image img = {px, 1, 1, colours, 8, CODEC_PNG, 1};
+    struct codec_encode_opts o = {CODEC_PNG, 90, 1, 0, .icc = icc, .icc_len = n};
+    FUZZ_CHECK(codec_encode(&img, &o, &png, &len, NULL, 0) == CODEC_OK);
+    FUZZ_CHECK(codec_icc_read(png, len, &back, &back_len) == CODEC_OK);
+    FUZZ_CHECK(back_len == n && back != NULL && memcmp(back, icc, n) == 0);
+  }
+  free(back);
+  free(png);
+  free(icc);
+}
+
 /* The codec targets: decodes data when it starts with the magic bytes of want (so that each
  * target explores its own decoder), checks the image against the limits, and when it decodes,
  * encodes it back as PNG, as JPEG and (but for JPEG input, whose 8-bit gray and RGB the PNG
@@ -100,6 +123,7 @@ static inline int fuzz_codec(const uint8_t *data, size_t size, enum codec_format
   struct codec_image img;
   char msg[256] = "";
   if (codec_sniff(data, size) != want) return -1;
+  fuzz_icc(data, size);
   enum codec_status st = codec_decode(data, size, &lim, &img, msg, sizeof(msg));
   if (st != CODEC_OK) {
     FUZZ_CHECK(img.pixels == NULL && msg[0] != 0);

@@ -98,6 +98,13 @@ def images():
     write("jpeg", "gray_progressive_comment.jpg",
           pil_bytes(gray.crop((0, 0, 17, 9)), "JPEG", quality=95, progressive=True,
                     comment=b"blurd fuzz seed"))
+    # Display P3 profiles (tests/data/display_p3.icc) in each format, for the ICC reader.
+    icc = fixture("display_p3.icc")
+    write("png", "p3_icc.png", pil_bytes(rgb.crop((0, 0, 9, 7)), "PNG", icc_profile=icc))
+    write("jpeg", "p3_icc.jpg", pil_bytes(rgb.crop((0, 0, 9, 7)), "JPEG", quality=80,
+                                          icc_profile=icc))
+    write("webp", "p3_icc.webp", pil_bytes(rgb.crop((0, 0, 9, 7)), "WEBP", lossless=True,
+                                           icc_profile=icc))
     return {
         "png": fixture("red_square.png"),  # 64x64 RGBA, 159 bytes
         "gray1": fixture("gray1.png"),  # 101x75 1-bit gray

@@ -15,10 +15,10 @@ SECONDS_EACH=${1:-60}
 TARGETS=${FUZZ_TARGETS:-png jpeg webp multipart params handler framing}
 CC=${FUZZ_CC:-clang}
 OUT=${FUZZ_OUT:-build/fuzz}
-PKGS="libpng libturbojpeg libmicrohttpd jansson libwebp"
+PKGS="libpng libturbojpeg libmicrohttpd jansson libwebp libwebpmux libdeflate spng lcms2"
 CFLAGS="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -D_GNU_SOURCE
         -std=c11 -pthread $(pkg-config --cflags $PKGS)"
-LIBS="$(pkg-config --libs libpng libturbojpeg jansson libwebp) -ljpeg -lz -lm -pthread"
+LIBS="$(pkg-config --libs libpng libturbojpeg jansson libwebp libwebpmux libdeflate lcms2) -ljpeg -lz -lm -pthread"
 
 # ---- build: the project's sources once, then one binary per target ----
 mkdir -p "$OUT/obj"

@@ -22,10 +22,12 @@ case "${1:-}" in
 "")
   pkgs="build-essential pkg-config clang-format
     libmicrohttpd-dev libjansson-dev libturbojpeg0-dev $jpeg-dev libpng-dev libwebp-dev zlib1g-dev
+    libdeflate-dev libspng-dev liblcms2-dev python3-pil python3-numpy libvips-tools libgs-common
     libcurl4-openssl-dev
     python3-skimage python3-yaml gnuplot-nox wrk clang $clang_rt"
   ;;
---runtime) pkgs="$mhd libjansson4 $png $turbojpeg $jpeg libwebp7 zlib1g curl" ;;
+--runtime) pkgs="$mhd libjansson4 $png $turbojpeg $jpeg libwebp7 libwebpmux3 zlib1g libdeflate0
+  libspng0 liblcms2-2 curl" ;;
 --web) pkgs="chromium" ;;
 *)
   echo "usage: $0 [--runtime | --web]" >&2

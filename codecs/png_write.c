@@ -1,0 +1,241 @@
+/* png_write.c: the PNG encoder: rows filtered here, the zlib stream made by libdeflate.
+ *
+ * libpng with zlib spends most of a PNG encode in zlib's deflate, which libdeflate does 2-3x
+ * faster to the same size or smaller; libdeflate compresses a whole buffer in one call, so the
+ * encoder filters every row into one buffer (filter byte + row, samples big-endian), compresses
+ * it with libdeflate_zlib_compress and writes signature, IHDR, an optional iCCP, IDAT chunks of
+ * at most IDAT_MAX bytes and IEND. Each `compression` level 0..9 is a filter strategy and a
+ * libdeflate level (chosen by measurement: docs/methods.md). Filters are PNG's
+ * none, sub, up, average and paeth; "adaptive" picks per row the one whose bytes, read as signed,
+ * have the smallest sum of magnitudes (libpng's heuristic). libdeflate allocates through
+ * codec_malloc, so codec_test_fail_alloc() reaches its compressor too. */
+#include <libdeflate.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codecs_int.h"
+
+#define IDAT_MAX (1u << 20) /* bytes per IDAT chunk: any decoder reads them as one stream */
+
+/* libdeflate's level for each compression level: 1..8 the same, 9 its slowest and smallest (12).
+ * The filter is none at level 0 (stored); otherwise up for 8-bit samples and paeth for 16-bit:
+ * on the 1080p photograph up was the smallest and fastest at every level (2,807,837 bytes in
+ * 99 ms at 6, paeth 2,834,711 in 118 ms, adaptive 2,836,535 in 124 ms), and on a 16-bit variance
+ * map paeth was 1.7% smaller than up (2,734,741 bytes against 2,781,061 at 6) for 14% more time.
+ * Figures: docs/methods.md, "PNG output" (build/codec_bench). */
+static const int deflate_levels[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 12};
+
+static enum codec_png_filter level_filter(int level, int depth) {
+  if (level == 0) return CODEC_PNG_FILTER_NONE;
+  return depth == 16 ? CODEC_PNG_FILTER_PAETH : CODEC_PNG_FILTER_UP;
+}
+
+static pthread_once_t allocator_once = PTHREAD_ONCE_INIT;
+
+static void use_codec_allocator(void) {
+  libdeflate_set_memory_allocator(codec_malloc, codec_free);
+}
+
+static void put32(uint8_t *p, uint32_t v) {
+  p[0] = (uint8_t)(v >> 24);
+  p[1] = (uint8_t)(v >> 16);
+  p[2] = (uint8_t)(v >> 8);
+  p[3] = (uint8_t)v;
+}
+
+static uint8_t paeth(int a, int b, int c) {
+  int p = a + b - c, pa = abs(p - a), pb = abs(p - b), pc = abs(p - c);
+  return (uint8_t)(pa <= pb && pa <= pc ? a : pb <= pc ? b : c);
+}
+
+/* Writes row cur filtered with type (0..4) into dst[0..n); prev is the row above (zeros for the
+ * first row), bpp the bytes per pixel. */
+static void filter_row(int type, uint8_t *dst, const uint8_t *cur, const uint8_t *prev, size_t n,
+                       size_t bpp) {
+  size_t i;
+  switch (type) {
+  case 0:
+    memcpy(dst, cur, n);
+    break;
+  case 1:
+    for (i = 0; i < bpp && i < n; i++) dst[i] = cur[i];
+    for (; i < n; i++) dst[i] = (uint8_t)(cur[i] - cur[i - bpp]);
+    break;
+  case 2:
+    for (i = 0; i < n; i++) dst[i] = (uint8_t)(cur[i] - prev[i]);
+    break;
+  case 3:
+    for (i = 0; i < bpp && i < n; i++) dst[i] = (uint8_t)(cur[i] - (prev[i] >> 1));
+    for (; i < n; i++) dst[i] = (uint8_t)(cur[i] - ((cur[i - bpp] + prev[i]) >> 1));
+    break;
+  default:
+    for (i = 0; i < bpp && i < n; i++) dst[i] = (uint8_t)(cur[i] - prev[i]);
+    for (; i < n; i++) dst[i] = (uint8_t)(cur[i] - paeth(cur[i - bpp], prev[i], prev[i - bpp]));
+    break;
+  }
+}
+
+static uint64_t signed_sum(const uint8_t *p, size_t n) {
+  uint64_t s = 0;
+  for (size_t i = 0; i < n; i++) s += (uint64_t)abs((int8_t)p[i]);
+  return s;
+}
+
+/* Filters one row into out (its filter byte, then n bytes), trying all five when adaptive;
+ * scratch holds n bytes. */
+static void filter_one(enum codec_png_filter f, uint8_t *out, const uint8_t *cur,
+                       const uint8_t *prev, size_t n, size_t bpp, uint8_t *scratch) {
+  static const int fixed[] = {[CODEC_PNG_FILTER_NONE] = 0,
+                              [CODEC_PNG_FILTER_SUB] = 1,
+                              [CODEC_PNG_FILTER_UP] = 2,
+                              [CODEC_PNG_FILTER_PAETH] = 4};
+  if (f != CODEC_PNG_FILTER_ADAPTIVE) {
+    out[0] = (uint8_t)fixed[f];
+    filter_row(out[0], out + 1, cur, prev, n, bpp);
+    return;
+  }
+  out[0] = 0;
+  filter_row(0, out + 1, cur, prev, n, bpp);
+  uint64_t best = signed_sum(out + 1, n);
+  for (int t = 1; t <= 4; t++) {
+    filter_row(t, scratch, cur, prev, n, bpp);
+    uint64_t s = signed_sum(scratch, n);
+    if (s < best) {
+      best = s;
+      out[0] = (uint8_t)t;
+      memcpy(out + 1, scratch, n);
+    }
+  }
+}
+
+/* Copies row src of n bytes into dst with 16-bit samples big-endian, as PNG stores them. */
+static const uint8_t *big_endian_row(const uint8_t *src, uint8_t *dst, size_t n, int depth) {
+  const uint16_t one = 1;
+  uint8_t first;
+  memcpy(&first, &one, 1);
+  if (depth == 8 || first == 0) return src;
+  for (size_t i = 0; i + 1 < n; i += 2) {
+    dst[i] = src[i + 1];
+    dst[i + 1] = src[i];
+  }
+  return dst;
+}
+
+/* The filtered image: height rows of a filter byte and the row's bytes; NULL when out of memory. */
+static uint8_t *filter_image(const struct codec_image *img, enum codec_png_filter f,
+                             size_t *total) {
+  size_t n = (size_t)img->width * (size_t)img->channels * (size_t)(img->depth / 8);
+  size_t bpp = (size_t)img->channels * (size_t)(img->depth / 8);
+  *total = (n + 1) * (size_t)img->height;
+  uint8_t *out = codec_malloc(*total), *work = codec_malloc(4 * n);
+  if (out == NULL || work == NULL) {
+    codec_free(out);
+    codec_free(work);
+    return NULL;
+  }
+  uint8_t *rows[2] = {work, work + n}, *scratch = work + 2 * n, *zero = work + 3 * n;
+  memset(zero, 0, n);
+  const uint8_t *prev = zero;
+  for (size_t y = 0; y < (size_t)img->height; y++) {
+    const uint8_t *cur = big_endian_row(img->pixels + y * n, rows[y & 1], n, img->depth);
+    filter_one(f, out + y * (n + 1), cur, prev, n, bpp, scratch);
+    prev = cur;
+  }
+  codec_free(work);
+  return out;
+}
+
+/* Writes a chunk (length, type, data, CRC) at p; returns the bytes written. */
+static size_t put_chunk(uint8_t *p, const char *type, const uint8_t *data, size_t n) {
+  put32(p, (uint32_t)n);
+  memcpy(p + 4, type, 4);
+  if (n) memcpy(p + 8, data, n);
+  put32(p + 8 + n, libdeflate_crc32(0, p + 4, n + 4));
+  return n + 12;
+}
+
+/* The iCCP chunk's data for profile icc: a name, a NUL, method 0 and the zlib-compressed profile.
+ * Returns a codec_malloc'd buffer of *n bytes, or NULL when out of memory. */
+static uint8_t *iccp_data(const uint8_t *icc, size_t icc_len, size_t *n) {
+  static const char name[] = "ICC profile"; /* 11 bytes and the NUL */
+  struct libdeflate_compressor *c = libdeflate_alloc_compressor(9);
+  size_t bound = c ? libdeflate_zlib_compress_bound(c, icc_len) : 0;
+  uint8_t *d = c ? codec_malloc(sizeof name + 1 + bound) : NULL;
+  size_t z = d ? libdeflate_zlib_compress(c, icc, icc_len, d + sizeof name + 1, bound) : 0;
+  if (c) libdeflate_free_compressor(c);
+  if (z == 0) {
+    codec_free(d);
+    return NULL;
+  }
+  memcpy(d, name, sizeof name);
+  d[sizeof name] = 0; /* compression method: zlib */
+  *n = sizeof name + 1 + z;
+  return d;
+}
+
+/* Assembles the file from the zlib stream z of zlen bytes and the iCCP data (may be NULL). */
+static uint8_t *assemble(const struct codec_image *img, const uint8_t *z, size_t zlen,
+                         const uint8_t *iccp, size_t iccp_len, size_t *outlen) {
+  static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  static const uint8_t colour[5] = {0, 0, 4, 2, 6};
+  size_t nidat = zlen / IDAT_MAX + 1;
+  size_t total = 8 + 25 + (iccp ? 12 + iccp_len : 0) + 12 * nidat + zlen + 12;
+  uint8_t *out = codec_malloc(total), *p = out, ihdr[13];
+  if (out == NULL) return NULL;
+  put32(ihdr, (uint32_t)img->width);
+  put32(ihdr + 4, (uint32_t)img->height);
+  ihdr[8] = (uint8_t)img->depth;
+  ihdr[9] = colour[img->channels];
+  ihdr[10] = ihdr[11] = ihdr[12] = 0; /* deflate, adaptive filtering, no interlace */
+  memcpy(p, sig, 8);
+  p += 8;
+  p += put_chunk(p, "IHDR", ihdr, 13);
+  if (iccp) p += put_chunk(p, "iCCP", iccp, iccp_len);
+  size_t off = 0;
+  do { /* a zlib stream is never empty, so there is at least one IDAT */
+    size_t n = zlen - off < IDAT_MAX ? zlen - off : IDAT_MAX;
+    p += put_chunk(p, "IDAT", z + off, n);
+    off += n;
+  } while (off < zlen);
+  p += put_chunk(p, "IEND", NULL, 0);
+  *outlen = (size_t)(p - out);
+  return out;
+}
+
+/* Filters and compresses img; on success *z holds the zlib stream of *zlen bytes. */
+static enum codec_status deflate_image(const struct codec_image *img, enum codec_png_filter f,
+                                       int level, uint8_t **z, size_t *zlen) {
+  size_t raw_len;
+  uint8_t *raw = filter_image(img, f, &raw_len);
+  struct libdeflate_compressor *c = raw ? libdeflate_alloc_compressor(level) : NULL;
+  size_t bound = c ? libdeflate_zlib_compress_bound(c, raw_len) : 0;
+  *z = c ? codec_malloc(bound) : NULL;
+  *zlen = *z ? libdeflate_zlib_compress(c, raw, raw_len, *z, bound) : 0;
+  if (c) libdeflate_free_compressor(c);
+  codec_free(raw);
+  if (*zlen > 0) return CODEC_OK;
+  codec_free(*z);
+  *z = NULL;
+  return CODEC_NOMEM; /* the bound always fits, so only an allocation can have failed */
+}
+
+enum codec_status codec_png_write(const struct codec_image *img, const struct codec_encode_opts *o,
+                                  uint8_t **out, size_t *outlen, char *msg, size_t msglen) {
+  pthread_once(&allocator_once, use_codec_allocator);
+  enum codec_png_filter f = o->png_filter;
+  if (f == CODEC_PNG_FILTER_AUTO) f = level_filter(o->compression, img->depth);
+  uint8_t *z = NULL, *iccp = NULL;
+  size_t zlen = 0, iccp_len = 0;
+  enum codec_status st = deflate_image(img, f, deflate_levels[o->compression], &z, &zlen);
+  if (st == CODEC_OK && o->icc && o->icc_len) {
+    iccp = iccp_data(o->icc, o->icc_len, &iccp_len);
+    if (iccp == NULL) st = CODEC_NOMEM;
+  }
+  if (st == CODEC_OK) *out = assemble(img, z, zlen, iccp, iccp_len, outlen);
+  if (st == CODEC_OK && *out == NULL) st = CODEC_NOMEM;
+  codec_free(z);
+  codec_free(iccp);
+  if (st != CODEC_OK) codec_msgf(msg, msglen, "out of memory encoding the PNG image");
+  return st;
+}

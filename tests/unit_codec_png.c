@@ -1,0 +1,193 @@
+/* unit_codec_png: the PNG encoder (codecs/png_write.c) at every level and filter strategy.
+ *
+ * Each output is read back by two decoders that share no code with the encoder nor with each
+ * other: libpng (codecs/png.c's decoder, reached through codecs_int.h) and libspng, called here
+ * directly; both must give back every sample. The filter bytes of the rows are read from the
+ * inflated IDAT stream, so a strategy that was asked for and not used fails. Fixtures come from
+ * $BLURD_DATA, or tests/data when run from the repository root. */
+#include <spng.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <zlib.h>
+
+#include "../codecs/codecs.h"
+#include "../codecs/codecs_int.h"
+#include "test.h"
+
+static struct codec_image load(const char *name) {
+  const char *dir = getenv("BLURD_DATA");
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", dir && *dir ? dir : "tests/data", name);
+  struct codec_image img;
+  if (codec_decode_file(path, &img) != CODEC_OK) TEST_FAIL("cannot decode %s", path);
+  return img;
+}
+
+static size_t image_bytes(const struct codec_image *img) {
+  return (size_t)img->width * img->height * img->channels * (img->depth / 8);
+}
+
+/* The top-left w x h pixels of img, as a new image. */
+static struct codec_image crop(const struct codec_image *img, int w, int h) {
+  size_t bpp = (size_t)img->channels * (img->depth / 8);
+  struct codec_image c = *img;
+  c.width = w;
+  c.height = h;
+  c.pixels = malloc((size_t)w * h * bpp);
+  ASSERT(c.pixels != NULL);
+  for (int y = 0; y < h; y++)
+    memcpy(c.pixels + (size_t)y * w * bpp, img->pixels + (size_t)y * img->width * bpp, w * bpp);
+  return c;
+}
+
+/* Decodes png with libspng in the file's own format (host byte order) and compares with img. */
+static void expect_spng(const uint8_t *png, size_t len, const struct codec_image *img) {
+  spng_ctx *ctx = spng_ctx_new(0);
+  ASSERT(ctx != NULL);
+  ASSERT_INT(spng_set_png_buffer(ctx, png, len), ==, 0);
+  size_t n;
+  ASSERT_INT(spng_decoded_image_size(ctx, SPNG_FMT_PNG, &n), ==, 0);
+  ASSERT_INT(n, ==, image_bytes(img));
+  uint8_t *px = malloc(n);
+  ASSERT_INT(spng_decode_image(ctx, px, n, SPNG_FMT_PNG, 0), ==, 0);
+  spng_ctx_free(ctx);
+  ASSERT(memcmp(px, img->pixels, n) == 0);
+  free(px);
+}
+
+/* Decodes png with libpng (png.c) and compares with img. */
+static void expect_libpng(const uint8_t *png, size_t len, const struct codec_image *img) {
+  struct codec_image back = {0};
+  char msg[256] = "";
+  enum codec_status st = codec_png_decode(png, len, NULL, &back, msg, sizeof msg);
+  if (st != CODEC_OK) TEST_FAIL("libpng: %s", msg);
+  ASSERT_INT(back.channels, ==, img->channels);
+  ASSERT_INT(back.depth, ==, img->depth);
+  ASSERT(memcmp(back.pixels, img->pixels, image_bytes(img)) == 0);
+  codec_image_free(&back);
+}
+
+/* The IDAT chunks of png, inflated: height rows of a filter byte and the row. Also counts them. */
+static uint8_t *inflate_idat(const uint8_t *png, size_t len, size_t raw_len, int *chunks) {
+  uint8_t *z = malloc(len), *raw = malloc(raw_len);
+  size_t zn = 0;
+  *chunks = 0;
+  for (size_t p = 8; p + 12 <= len;) {
+    size_t n =
+        (size_t)png[p] << 24 | (size_t)png[p + 1] << 16 | (size_t)png[p + 2] << 8 | png[p + 3];
+    if (memcmp(png + p + 4, "IDAT", 4) == 0) memcpy(z + zn, png + p + 8, n), zn += n, ++*chunks;
+    p += n + 12;
+  }
+  uLongf out = raw_len;
+  ASSERT_INT(uncompress(raw, &out, z, zn), ==, Z_OK);
+  ASSERT_INT(out, ==, raw_len);
+  free(z);
+  return raw;
+}
+
+/* Every row's filter byte is want (or any of 0..4 when want is -1). */
+static void expect_filters(const uint8_t *png, size_t len, const struct codec_image *img,
+                           int want) {
+  size_t row = (size_t)img->width * img->channels * (img->depth / 8) + 1;
+  int chunks;
+  uint8_t *raw = inflate_idat(png, len, row * img->height, &chunks);
+  int seen[5] = {0};
+  for (int y = 0; y < img->height; y++) {
+    ASSERT_INT(raw[y * row], <=, 4);
+    seen[raw[y * row]]++;
+    if (want >= 0 && raw[y * row] != want)
+      TEST_FAIL("row %d has filter %d, not %d", y, raw[y * row], want);
+  }
+  if (want < 0) ASSERT_INT(seen[0] + seen[1] + seen[2] + seen[3] + seen[4], ==, img->height);
+  free(raw);
+}
+
+/* The filter byte each strategy writes; AUTO: none at level 0, up for 8 bits, paeth for 16. */
+static int filter_byte(enum codec_png_filter f, int level, int depth) {
+  switch (f) {
+  case CODEC_PNG_FILTER_NONE:
+    return 0;
+  case CODEC_PNG_FILTER_SUB:
+    return 1;
+  case CODEC_PNG_FILTER_UP:
+    return 2;
+  case CODEC_PNG_FILTER_PAETH:
+    return 4;
+  case CODEC_PNG_FILTER_ADAPTIVE:
+    return -1;
+  default:
+    return level == 0 ? 0 : depth == 16 ? 4 : 2;
+  }
+}
+
+static void check_all_levels(const struct codec_image *img, const char *what) {
+  size_t size[10] = {0};
+  for (int level = 0; level <= 9; level++)
+    for (int f = CODEC_PNG_FILTER_AUTO; f <= CODEC_PNG_FILTER_ADAPTIVE; f++) {
+      struct codec_encode_opts o = {.format = CODEC_PNG, .compression = level, .png_filter = f};
+      uint8_t *png;
+      size_t len;
+      char msg[256] = "";
+      if (codec_encode(img, &o, &png, &len, msg, sizeof msg) != CODEC_OK)
+        TEST_FAIL("%s level %d filter %d: %s", what, level, f, msg);
+      expect_libpng(png, len, img);
+      expect_spng(png, len, img);
+      expect_filters(png, len, img, filter_byte(f, level, img->depth));
+      if (f == CODEC_PNG_FILTER_AUTO) size[level] = len;
+      free(png);
+    }
+  ASSERT_INT(size[0], >, image_bytes(img)); /* stored: every byte, plus filter bytes and chunks */
+  ASSERT_INT(size[1], <, size[0]);
+  ASSERT_INT(size[9], <=, size[1]);
+}
+
+static void test_levels_and_filters(void) {
+  static const char *fixtures[] = {"gray16.png", "rgba16.png",       "gray_alpha.png",
+                                   "rgb16.png",  "palette_trns.png", "gray1.png"};
+  for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++) {
+    struct codec_image img = load(fixtures[i]);
+    check_all_levels(&img, fixtures[i]);
+    codec_image_free(&img);
+  }
+  struct codec_image photo = load("photo_1080p.jpg"), part = crop(&photo, 203, 97);
+  check_all_levels(&part, "photo crop");
+  free(part.pixels);
+  codec_image_free(&photo);
+}
+
+/* A stored stream over 1 MiB goes out in several IDAT chunks, which both decoders join. */
+static void test_idat_chunks(void) {
+  struct codec_image photo = load("photo_1080p.jpg"), part = crop(&photo, 1024, 400);
+  struct codec_encode_opts o = {.format = CODEC_PNG, .compression = 0};
+  uint8_t *png;
+  size_t len;
+  ASSERT_INT(codec_encode(&part, &o, &png, &len, NULL, 0), ==, CODEC_OK);
+  int chunks;
+  free(inflate_idat(png, len, (1024 * 3 + 1) * 400, &chunks));
+  ASSERT_INT(chunks, ==, 2); /* 1,228,800 bytes stored: one chunk of 1 MiB and the rest */
+  expect_libpng(png, len, &part);
+  expect_spng(png, len, &part);
+  free(png);
+  free(part.pixels);
+  codec_image_free(&photo);
+}
+
+static void test_bad_filter(void) {
+  struct codec_image img = load("gray16.png");
+  struct codec_encode_opts o = {.format = CODEC_PNG, .compression = 6, .png_filter = 6};
+  uint8_t *png = NULL;
+  size_t len;
+  char msg[128];
+  ASSERT_INT(codec_encode(&img, &o, &png, &len, msg, sizeof msg), ==, CODEC_UNSUPPORTED);
+  ASSERT_STR(msg, "PNG filter 6 is not one of codec_png_filter");
+  ASSERT(png == NULL);
+  codec_image_free(&img);
+}
+
+int main(void) {
+  RUN(test_levels_and_filters);
+  RUN(test_idat_chunks);
+  RUN(test_bad_filter);
+  fprintf(stderr, "unit_codec_png: all tests passed\n");
+  return 0;
+}

@@ -1,0 +1,216 @@
+/* codec_bench: the PNG encoders side by side on one image, for bench/cpu_codecs.sh.
+ *
+ *   build/codec_bench png IMAGE [REPS]
+ *   build/codec_bench pngdec PNG...
+ *   build/codec_bench webp IMAGE [QUALITY (default 90)] [REPS]
+ *
+ * For each compression level 0..9 it prints, as Markdown, the best of REPS (default 3) times and
+ * the size of: libpng with zlib (libpng's adaptive filters, as blurd encoded before); libpng's
+ * filtering with libdeflate's compression (libpng at level 0, whose stored stream is then
+ * compressed by libdeflate at the same level: the two times added); and blurd's encoder
+ * (codecs/png_write.c) with the level's own filter and with each of none, up, paeth and
+ * adaptive. IMAGE is any file codec_decode reads; its channels and depth are kept, so a 16-bit
+ * gray PNG measures the variance maps. pngdec times, for each PNG, the best of 5 decodes with
+ * codec_decode (libpng) and with libspng (its own format, palettes to RGBA8). Times are
+ * milliseconds of one thread. webp times lossy WebP at each effort (libwebp's method 0..6) at
+ * one quality, with the file's size and its PSNR against the image. */
+#include <libdeflate.h>
+#include <math.h>
+#include <spng.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zlib.h>
+
+#include "../codecs/codecs.h"
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* Encodes img with o reps times; returns the best time and the size in *size. */
+static double time_encode(const struct codec_image *img, struct codec_encode_opts o, int reps,
+                          size_t *size) {
+  double best = 1e30;
+  for (int r = 0; r < reps; r++) {
+    uint8_t *out;
+    double t0 = now_ms();
+    if (codec_encode(img, &o, &out, size, NULL, 0) != CODEC_OK) {
+      fprintf(stderr, "codec_bench: encode failed\n");
+      exit(1);
+    }
+    double t = now_ms() - t0;
+    free(out);
+    if (t < best) best = t;
+  }
+  return best;
+}
+
+/* The concatenated IDAT data of png; a malloc'd buffer of *n bytes. */
+static uint8_t *idat_of(const uint8_t *png, size_t len, size_t *n) {
+  uint8_t *z = malloc(len);
+  *n = 0;
+  for (size_t p = 8; z && p + 12 <= len;) {
+    size_t clen = (size_t)png[p] << 24 | png[p + 1] << 16 | png[p + 2] << 8 | png[p + 3];
+    if (memcmp(png + p + 4, "IDAT", 4) == 0) memcpy(z + *n, png + p + 8, clen), *n += clen;
+    p += clen + 12;
+  }
+  return z;
+}
+
+/* libpng's filtering at level 0, then libdeflate at level: the time of both, the zlib size. */
+static double libpng_libdeflate(const struct codec_image *img, int level, int reps, size_t *size) {
+  size_t raw_cap = (size_t)img->height * ((size_t)img->width * img->channels * img->depth / 8 + 1);
+  struct codec_encode_opts o = {CODEC_PNG, 90, 0, 0, .png_libpng = 1};
+  size_t len, zn;
+  double t_png = time_encode(img, o, reps, &len), best = 1e30;
+  uint8_t *png, *raw = malloc(raw_cap);
+  codec_encode(img, &o, &png, &len, NULL, 0);
+  uint8_t *z = idat_of(png, len, &zn);
+  struct libdeflate_decompressor *d = libdeflate_alloc_decompressor();
+  size_t raw_len = 0;
+  libdeflate_zlib_decompress(d, z, zn, raw, raw_cap, &raw_len);
+  libdeflate_free_decompressor(d);
+  for (int r = 0; r < reps; r++) {
+    double t0 = now_ms();
+    struct libdeflate_compressor *c = libdeflate_alloc_compressor(level);
+    size_t bound = libdeflate_zlib_compress_bound(c, raw_len);
+    uint8_t *out = malloc(bound);
+    *size = libdeflate_zlib_compress(c, raw, raw_len, out, bound) + (len - zn);
+    libdeflate_free_compressor(c);
+    free(out);
+    double t = now_ms() - t0;
+    if (t < best) best = t;
+  }
+  free(png);
+  free(z);
+  free(raw);
+  return t_png + best;
+}
+
+/* One libspng decode of png; exits when it fails. */
+static void spng_decode_once(const uint8_t *png, size_t len) {
+  spng_ctx *c = spng_ctx_new(0);
+  struct spng_ihdr h;
+  size_t n;
+  int e = c ? spng_set_png_buffer(c, png, len) : 1;
+  if (!e) e = spng_get_ihdr(c, &h);
+  int fmt = !e && h.color_type == SPNG_COLOR_TYPE_INDEXED ? SPNG_FMT_RGBA8 : SPNG_FMT_PNG;
+  if (!e) e = spng_decoded_image_size(c, fmt, &n);
+  uint8_t *px = e ? NULL : malloc(n);
+  if (px) e = spng_decode_image(c, px, n, fmt, SPNG_DECODE_TRNS);
+  spng_ctx_free(c);
+  free(px);
+  if (e || !px) {
+    fprintf(stderr, "codec_bench: libspng cannot decode the file\n");
+    exit(1);
+  }
+}
+
+static int decode_bench(int n, char **paths) {
+  for (int i = 0; i < n; i++) {
+    FILE *f = fopen(paths[i], "rb");
+    long len = f && fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    uint8_t *buf = len > 0 ? malloc((size_t)len) : NULL;
+    if (!buf || fseek(f, 0, SEEK_SET) != 0 || fread(buf, 1, (size_t)len, f) != (size_t)len) {
+      fprintf(stderr, "codec_bench: cannot read %s\n", paths[i]);
+      return 1;
+    }
+    fclose(f);
+    double best_png = 1e30, best_spng = 1e30;
+    for (int r = 0; r < 5; r++) {
+      struct codec_image img;
+      double t0 = now_ms();
+      if (codec_decode(buf, (size_t)len, NULL, &img, NULL, 0) != CODEC_OK) return 1;
+      double t1 = now_ms();
+      codec_image_free(&img);
+      double t2 = now_ms();
+      spng_decode_once(buf, (size_t)len);
+      double t3 = now_ms();
+      best_png = t1 - t0 < best_png ? t1 - t0 : best_png;
+      best_spng = t3 - t2 < best_spng ? t3 - t2 : best_spng;
+    }
+    printf("| %s | %.1f | %.1f |\n", paths[i], best_png, best_spng);
+    free(buf);
+  }
+  return 0;
+}
+
+static double psnr8(const struct codec_image *a, const struct codec_image *b) {
+  size_t n = (size_t)a->width * a->height * a->channels;
+  double se = 0;
+  for (size_t i = 0; i < n; i++)
+    se += (a->pixels[i] - b->pixels[i]) * (double)(a->pixels[i] - b->pixels[i]);
+  return se == 0 ? 99 : 10 * log10(255.0 * 255.0 * n / se);
+}
+
+static int webp_bench(const char *path, int quality, int reps) {
+  struct codec_image img;
+  if (codec_decode_file(path, &img) != CODEC_OK || img.depth != 8 || img.channels != 3) {
+    fprintf(stderr, "codec_bench: webp needs an 8-bit RGB image\n");
+    return 1;
+  }
+  printf("| effort | ms | bytes | PSNR dB |\n|---|---|---|---|\n");
+  for (int effort = 0; effort <= 6; effort++) {
+    struct codec_encode_opts o = {CODEC_WEBP, quality, 0, 0, .effort = effort, .effort_set = 1};
+    size_t size;
+    double t = time_encode(&img, o, reps, &size);
+    uint8_t *out;
+    struct codec_image back;
+    codec_encode(&img, &o, &out, &size, NULL, 0);
+    if (codec_decode(out, size, NULL, &back, NULL, 0) != CODEC_OK) return 1;
+    printf("| %d | %.1f | %zu | %.2f |\n", effort, t, size, psnr8(&img, &back));
+    codec_image_free(&back);
+    free(out);
+  }
+  codec_image_free(&img);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc >= 3 && strcmp(argv[1], "webp") == 0)
+    return webp_bench(argv[2], argc > 3 ? atoi(argv[3]) : 90, argc > 4 ? atoi(argv[4]) : 3);
+  if (argc >= 3 && strcmp(argv[1], "pngdec") == 0) {
+    printf("| PNG | libpng ms | libspng ms |\n|---|---|---|\n");
+    return decode_bench(argc - 2, argv + 2);
+  }
+  if (argc < 3 || strcmp(argv[1], "png") != 0) {
+    fprintf(stderr, "usage: codec_bench png IMAGE [REPS] | codec_bench pngdec PNG...\n");
+    return 2;
+  }
+  int reps = argc > 3 ? atoi(argv[3]) : 3;
+  struct codec_image img;
+  if (codec_decode_file(argv[2], &img) != CODEC_OK) {
+    fprintf(stderr, "codec_bench: cannot decode %s\n", argv[2]);
+    return 1;
+  }
+  static const char *names[] = {"level's", "none", "sub", "up", "paeth", "adaptive"};
+  printf("%dx%d, %d channels of %d bits; ms and bytes, best of %d\n\n", img.width, img.height,
+         img.channels, img.depth, reps);
+  printf("| level | libpng+zlib | libpng+libdeflate |");
+  for (int f = 0; f <= CODEC_PNG_FILTER_ADAPTIVE; f++)
+    if (f != CODEC_PNG_FILTER_SUB) printf(" blurd %s |", names[f]);
+  printf("\n|---|---|---|---|---|---|---|---|\n");
+  for (int level = 0; level <= 9; level++) {
+    size_t size;
+    struct codec_encode_opts o = {CODEC_PNG, 90, level, 0, .png_libpng = 1};
+    double t = time_encode(&img, o, reps, &size);
+    printf("| %d | %.1f %zu |", level, t, size);
+    t = libpng_libdeflate(&img, level, reps, &size);
+    printf(" %.1f %zu |", t, size);
+    o.png_libpng = 0;
+    for (int f = 0; f <= CODEC_PNG_FILTER_ADAPTIVE; f++) {
+      if (f == CODEC_PNG_FILTER_SUB) continue;
+      o.png_filter = (enum codec_png_filter)f;
+      t = time_encode(&img, o, reps, &size);
+      printf(" %.1f %zu |", t, size);
+    }
+    printf("\n");
+    fflush(stdout);
+  }
+  codec_image_free(&img);
+  return 0;
+}
