@@ -29,9 +29,10 @@ struct image_job {
   const struct endpoint *json; /* image is a JSON body to parse first, with these parameters */
   const char *query;           /* the request's query string (without '?'), for json */
   struct job_params p;
-  int want_json;     /* answer with JSON (Accept: application/json) */
-  double t_received; /* when the server had the whole body */
-  double deadline;   /* api_now_ms() past which the job gives up; 0: none */
+  const char *accept; /* the Accept header, or NULL: weighed once the result's type is known */
+  int want_json;      /* answer with JSON (api_negotiate) */
+  double t_received;  /* when the server had the whole body */
+  double deadline;    /* api_now_ms() past which the job gives up; 0: none */
   int (*client_gone)(void *udata);
   struct api_trace *trace; /* the server's notes on the request, or NULL */
   api_done_fn done;
@@ -584,6 +585,9 @@ static enum api_error process(struct image_job *j, struct worker *w, struct code
   e = w->ops->decode(w->state, j->image, j->len, &lim, in, &t->decoder, msg, msglen);
   t->decode = api_now_ms() - t0;
   if (e == API_OK) e = still_wanted(j);
+  if (e == API_OK) /* before the filter: a 406 costs no filtering */
+    e = api_negotiate(j->accept, codec_mime(encode_opts(&j->p, in->format).format), &j->want_json,
+                      msg, msglen);
   if (e == API_OK && filter) e = run_filter(filter, j, w, in, out, res, t);
   if (e == API_OK) e = still_wanted(j);
   if (e != API_OK) return e;
@@ -682,7 +686,7 @@ enum api_error job_submit(struct api_ctx *ctx, const struct api_request *req, co
                           .json = json,
                           .query = q ? q + 1 : "",
                           .p = *p,
-                          .want_json = req->accept && strstr(req->accept, "application/json"),
+                          .accept = req->accept,
                           .t_received = req->t_received,
                           .deadline = req->deadline,
                           .client_gone = req->client_gone,

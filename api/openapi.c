@@ -238,8 +238,9 @@ static json_t *image_ok(const struct route *r) {
   json_object_set_new(content, "application/json",
                       json_pack("{s:{s:s}}", "schema", "$ref", "#/components/schemas/ImageResult"));
   return json_pack("{s:s, s:o, s:o}", "description",
-                   "The image (in the upload's format unless format says otherwise), or with "
-                   "Accept: application/json a JSON object with the image in base64.",
+                   "The image (in the upload's format unless format says otherwise), or a JSON "
+                   "object with the image in base64 when Accept weighs application/json above "
+                   "that image type (406 when it accepts neither).",
                    "headers", h, "content", content);
 }
 
@@ -560,8 +561,16 @@ static void md_route(FILE *f, const struct route *r) {
 static void md_result(FILE *f) {
   json_t *o = image_result_schema(), *req = json_object_get(o, "required"), *v;
   const char *k;
-  fprintf(f, "\n## The JSON result\n\nWith `Accept: application/json` an image endpoint answers "
+  fprintf(f, "\n## The JSON result\n\nAn image endpoint answers either the image or "
              "`application/json`: an object with the image in base64 and what the headers say. "
+             "The Accept header chooses, by its q-values (RFC 9110 section 12.5.1; `*/*` and "
+             "`image/*` count, the most specific range that matches wins): JSON when it weighs "
+             "`application/json` above the result's image type, the image otherwise (on a tie "
+             "too, and without Accept). The image type is the `format` parameter's, or the "
+             "upload's: Accept does not convert. So HTTPie's `application/json, */*;q=0.5` and "
+             "`Accept: application/json` get JSON; `image/png, application/json;q=0.5` and `*/*` "
+             "the image; and `application/json;q=0`, or `image/webp` on a PNG upload without "
+             "`format=webp`, a 406 `not_acceptable` before any filtering. "
              "Fields marked always are in every result; the others where they apply.\n\n"
              "| field | type | meaning |\n|---|---|---|\n");
   json_object_foreach(json_object_get(o, "properties"), k, v) {
