@@ -6,6 +6,7 @@
 #   make fmt / make fmt-check      clang-format the sources / check that they are formatted
 #   make test-web                  the demo page in headless Chromium (scripts/install-deps.sh --web)
 #   make check-deploy              lint the Dockerfile, check it and deploy/ against build/blurd
+#   make check-metrics             promtool against a live /metrics (install-deps.sh --ci)
 CC ?= cc
 NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
@@ -181,6 +182,12 @@ check-docs: $(BUILD)/tests/unit_docs
 check-deploy: $(BUILD)/blurd
 	npm ci --prefix tests/deploy --no-audit --no-fund
 	PATH="$$PWD/tests/deploy/node_modules/.bin:$$PATH" python3 tests/deploy_check.py --blurd $(BUILD)/blurd
+
+# promtool (Debian's prometheus package) lints a live /metrics, after requests that create series
+# of each kind, and the standard names are there (scripts/check-metrics.sh).
+.PHONY: check-metrics
+check-metrics: $(BUILD)/blurd
+	BLURD_BIN=$(BUILD)/blurd sh scripts/with-server.sh sh scripts/check-metrics.sh
 
 # The local-variance accuracy table: every float32 method against exact on photographs and a
 # flat 200 +- 2 region (CPU; a few minutes): docs/variance_accuracy.md, .csv.
