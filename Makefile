@@ -7,6 +7,7 @@
 #   make test-web                  the demo page in headless Chromium (scripts/install-deps.sh --web)
 #   make check-deploy              lint the Dockerfile, check it and deploy/ against build/blurd
 #   make check-metrics             promtool against a live /metrics (install-deps.sh --ci)
+#   make check-openapi             @redocly/cli lint against a live /openapi.json
 CC ?= cc
 NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
@@ -182,6 +183,16 @@ check-docs: $(BUILD)/tests/unit_docs
 check-deploy: $(BUILD)/blurd
 	npm ci --prefix tests/deploy --no-audit --no-fund
 	PATH="$$PWD/tests/deploy/node_modules/.bin:$$PATH" python3 tests/deploy_check.py --blurd $(BUILD)/blurd
+
+# The live /openapi.json linted with @redocly/cli's recommended rules: no error allowed. The
+# version is pinned in tests/openapi/ (the last whose engines take Debian 12's Node.js 18, npm 9).
+.PHONY: check-openapi
+check-openapi: $(BUILD)/blurd
+	npm ci --prefix tests/openapi --no-audit --no-fund
+	BLURD_BIN=$(BUILD)/blurd sh scripts/with-server.sh \
+	  sh -c 'curl -sf "$$BLURD_URL/openapi.json" -o $(BUILD)/openapi.json'
+	tests/openapi/node_modules/.bin/redocly lint --extends recommended --format stylish \
+	  $(BUILD)/openapi.json
 
 # promtool (Debian's prometheus package) lints a live /metrics, after requests that create series
 # of each kind, and the standard names are there (scripts/check-metrics.sh).

@@ -380,6 +380,10 @@ struct api_response *upload_json(struct api_ctx *ctx, const struct endpoint *ep,
  * between the steps of a job. */
 enum api_error job_cancelled(void);
 
+/* Whether the path of uri is open without the API key (guard.c): probes, the demo page, the
+ * API's description. */
+int api_path_open(const char *uri);
+
 /* ---- content negotiation (negotiate.c) ---- */
 
 /* The q-value, in thousandths (0..1000), that the Accept header accept (NULL: none) gives to the
