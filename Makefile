@@ -125,11 +125,14 @@ test-gpu: all
 	@set -e; for t in $(INTEG_BIN); do echo "== $$t"; BLURD_BIN=$(BUILD)/blurd \
 	  BLURD_EXPECT_BACKEND=cuda: BLURD_EXPECT_GPU_CODECS=1 BLURD_WAIT_READY=1 $$t; done
 
-# The demo page in headless Chromium (tests/web/demo.test.mjs): needs node, npm and Debian's
-# chromium (scripts/install-deps.sh --web); installs playwright-core from the lock file.
+# The demo page in headless Chromium (tests/web/demo.test.mjs), and Server-Timing read by a page
+# on another origin (tests/web/timing.test.mjs): needs node, npm and Debian's chromium
+# (scripts/install-deps.sh --web); installs playwright-core from the lock file (1.61, the last
+# release that runs on Debian 12's Node.js 18).
 test-web: $(BUILD)/blurd
 	npm ci --prefix tests/web --no-audit --no-fund
 	BLURD_BIN=$(BUILD)/blurd node tests/web/demo.test.mjs
+	BLURD_BIN=$(BUILD)/blurd node tests/web/timing.test.mjs
 
 # The GPU stress test (tests/stress/stress.py, issue 34): STRESS_SECONDS of every image endpoint
 # over JPEG, PNG and WebP with clients that disconnect mid-upload, after the request or mid-response

@@ -205,13 +205,16 @@ static json_t *common_headers(void) {
       "{s:o, s:o, s:o, s:o, s:o}", "X-Request-Id",
       header("The request's id: the client's X-Request-Id when it is sane, else a new one; also "
              "in the access log."),
-      "Vary", header("With --cors: Origin (answers differ by origin)."),
-      "Access-Control-Allow-Origin", header("With --cors and an allowed Origin: that origin."),
+      "Vary", header("With --cors-origins: Origin (answers differ by origin)."),
+      "Access-Control-Allow-Origin",
+      header("With --cors-origins and an allowed Origin: that origin."),
       "Access-Control-Expose-Headers",
-      header("With --cors and an allowed Origin: Server-Timing, Retry-After and every X- header "
+      header("With --cors-origins and an allowed Origin: Server-Timing, Retry-After and every X- "
+             "header "
              "blurd sends, so that a page on that origin can read them."),
       "Timing-Allow-Origin",
-      header("With --cors and an allowed Origin: that origin, or * when --cors is *, so that "
+      header("With --cors-origins and an allowed Origin: that origin, or * when --cors-origins is "
+             "*, so that "
              "the page's Resource Timing entry carries serverTiming."));
 }
 

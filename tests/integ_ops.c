@@ -582,18 +582,21 @@ static void test_cors(void) {
   ASSERT_STR(http_header(&r, "Access-Control-Allow-Origin", buf, sizeof(buf)), "https://a.example");
   ASSERT_STR(http_header(&r, "Vary", buf, sizeof(buf)), "Origin");
   ASSERT(http_header(&r, "Access-Control-Expose-Headers", buf, sizeof(buf)));
-  static const char *const exposed[] = {"Server-Timing", "X-PSNR",       "X-Method",
-                                        "X-Backend",     "X-Request-Id", "X-Scale"};
-  for (int i = 0; i < 6; i++) ASSERT(strstr(buf, exposed[i]));
+  static const char *const exposed[] = {"Server-Timing", "X-PSNR",  "X-Method", "X-Backend",
+                                        "X-Request-Id",  "X-Scale", "X-Sigma"};
+  for (int i = 0; i < 7; i++) ASSERT(strstr(buf, exposed[i]));
+  ASSERT_STR(http_header(&r, "Timing-Allow-Origin", buf, sizeof(buf)), "https://a.example");
   http_resp_free(&r);
   const char *from_b[] = {"Origin: https://b.example", "X-API-Key: k", NULL};
   blur(&s, "sigma=2", from_b, &r);
   ASSERT_INT(r.status, ==, 200);
   ASSERT_STR(http_header(&r, "Access-Control-Allow-Origin", buf, sizeof(buf)), "https://b.example");
+  ASSERT_STR(http_header(&r, "Timing-Allow-Origin", buf, sizeof(buf)), "https://b.example");
   http_resp_free(&r);
   const char *from_evil[] = {"Origin: https://evil.example", NULL};
   ASSERT(http_request_h(&s, "GET", "/healthz", from_evil, NULL, 0, &r) == 0);
   ASSERT(!http_header(&r, "Access-Control-Allow-Origin", buf, sizeof(buf)));
+  ASSERT(!http_header(&r, "Timing-Allow-Origin", buf, sizeof(buf)));
   ASSERT_STR(http_header(&r, "Vary", buf, sizeof(buf)), "Origin");
   http_resp_free(&r);
   ASSERT(http_request_h(&s, "GET", "/healthz", NULL, NULL, 0, &r) == 0); /* no Origin */
