@@ -8,6 +8,7 @@
 #   make check-deploy              lint the Dockerfile, check it and deploy/ against build/blurd
 #   make check-metrics             promtool against a live /metrics (install-deps.sh --ci)
 #   make check-openapi             @redocly/cli lint against a live /openapi.json
+#   make check-readme              run the README's examples against build/blurd on port 8080
 CC ?= cc
 NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
@@ -196,6 +197,12 @@ check-openapi: $(BUILD)/blurd
 	  sh -c 'curl -sf "$$BLURD_URL/openapi.json" -o $(BUILD)/openapi.json'
 	tests/openapi/node_modules/.bin/redocly lint --extends recommended --format stylish \
 	  $(BUILD)/openapi.json
+
+# Every README example as written, from the repository's root, against build/blurd on port 8080,
+# and docs/operations.md's command-line example (scripts/check-readme.py).
+.PHONY: check-readme
+check-readme: $(BUILD)/blurd
+	BLURD_BIN=$(BUILD)/blurd BLURD_PORT=8080 sh scripts/with-server.sh python3 scripts/check-readme.py
 
 # promtool (Debian's prometheus package) lints a live /metrics, after requests that create series
 # of each kind, and the standard names are there (scripts/check-metrics.sh).
