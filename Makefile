@@ -6,6 +6,9 @@
 #   make fmt / make fmt-check      clang-format the sources / check that they are formatted
 #   make test-web                  the demo page in headless Chromium (scripts/install-deps.sh --web)
 #   make check-deploy              lint the Dockerfile, check it and deploy/ against build/blurd
+#   make check-metrics             promtool against a live /metrics (install-deps.sh --ci)
+#   make check-openapi             @redocly/cli lint against a live /openapi.json
+#   make check-readme              run the README's examples against build/blurd on port 8080
 CC ?= cc
 NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
@@ -126,11 +129,14 @@ test-gpu: all
 	@set -e; for t in $(INTEG_BIN); do echo "== $$t"; BLURD_BIN=$(BUILD)/blurd \
 	  BLURD_EXPECT_BACKEND=cuda: BLURD_EXPECT_GPU_CODECS=1 BLURD_WAIT_READY=1 $$t; done
 
-# The demo page in headless Chromium (tests/web/demo.test.mjs): needs node, npm and Debian's
-# chromium (scripts/install-deps.sh --web); installs playwright-core from the lock file.
+# The demo page in headless Chromium (tests/web/demo.test.mjs), and Server-Timing read by a page
+# on another origin (tests/web/timing.test.mjs): needs node, npm and Debian's chromium
+# (scripts/install-deps.sh --web); installs playwright-core from the lock file (1.61, the last
+# release that runs on Debian 12's Node.js 18).
 test-web: $(BUILD)/blurd
 	npm ci --prefix tests/web --no-audit --no-fund
 	BLURD_BIN=$(BUILD)/blurd node tests/web/demo.test.mjs
+	BLURD_BIN=$(BUILD)/blurd node tests/web/timing.test.mjs
 
 # The GPU stress test (tests/stress/stress.py, issue 34): STRESS_SECONDS of every image endpoint
 # over JPEG, PNG and WebP with clients that disconnect mid-upload, after the request or mid-response
@@ -191,6 +197,28 @@ check-docs: $(BUILD)/tests/unit_docs
 check-deploy: $(BUILD)/blurd
 	npm ci --prefix tests/deploy --no-audit --no-fund
 	PATH="$$PWD/tests/deploy/node_modules/.bin:$$PATH" python3 tests/deploy_check.py --blurd $(BUILD)/blurd
+
+# The live /openapi.json linted with @redocly/cli's recommended rules: no error allowed. The
+# version is pinned in tests/openapi/ (the last whose engines take Debian 12's Node.js 18, npm 9).
+.PHONY: check-openapi
+check-openapi: $(BUILD)/blurd
+	npm ci --prefix tests/openapi --no-audit --no-fund
+	BLURD_BIN=$(BUILD)/blurd sh scripts/with-server.sh \
+	  sh -c 'curl -sf "$$BLURD_URL/openapi.json" -o $(BUILD)/openapi.json'
+	tests/openapi/node_modules/.bin/redocly lint --extends recommended --format stylish \
+	  $(BUILD)/openapi.json
+
+# Every README example as written, from the repository's root, against build/blurd on port 8080,
+# and docs/operations.md's command-line example (scripts/check-readme.py).
+.PHONY: check-readme
+check-readme: $(BUILD)/blurd
+	BLURD_BIN=$(BUILD)/blurd BLURD_PORT=8080 sh scripts/with-server.sh python3 scripts/check-readme.py
+
+# promtool (Debian's prometheus package) lints a live /metrics, after requests that create series
+# of each kind, and the standard names are there (scripts/check-metrics.sh).
+.PHONY: check-metrics
+check-metrics: $(BUILD)/blurd
+	BLURD_BIN=$(BUILD)/blurd sh scripts/with-server.sh sh scripts/check-metrics.sh
 
 # The local-variance accuracy table: every float32 method against exact on photographs and a
 # flat 200 +- 2 region (CPU; a few minutes): docs/variance_accuracy.md, .csv.

@@ -27,6 +27,7 @@
   X(UNAUTHORIZED,        401, "unauthorized",          "This endpoint needs the API key, as 'Authorization: Bearer KEY' or 'X-API-Key: KEY'.") \
   X(NOT_FOUND,           404, "not_found",             "There is no such endpoint.")                \
   X(METHOD_NOT_ALLOWED,  405, "method_not_allowed",    "This endpoint does not accept that HTTP method.") \
+  X(NOT_ACCEPTABLE,      406, "not_acceptable",        "The Accept header accepts neither the result's image type nor application/json.") \
   X(BODY_TOO_LARGE,      413, "body_too_large",        "The request body is larger than the configured limit.") \
   X(UNSUPPORTED_MEDIA,   415, "unsupported_media_type", "The upload is neither PNG, JPEG nor WebP.") \
   X(EXPECTATION_FAILED,  417, "expectation_failed",    "The only expectation this service meets is Expect: 100-continue.") \

@@ -317,6 +317,21 @@ struct api_response *upload_json(struct api_ctx *ctx, const struct endpoint *ep,
                                  const uint8_t *body, size_t body_len, void *params,
                                  uint8_t **owned, size_t *len);
 
+/* Whether the path of uri is open without the API key (guard.c): probes, the demo page, the
+ * API's description. */
+int api_path_open(const char *uri);
+
+/* ---- content negotiation (negotiate.c) ---- */
+
+/* The q-value, in thousandths (0..1000), that the Accept header accept (NULL: none) gives to the
+ * media type type ("image/png"): that of the most specific range that matches it. */
+int api_accept_q(const char *accept, const char *type);
+/* Which answer an image endpoint whose result is of image_type gives under accept: API_OK with
+ * *json 0 for the image (also on a tie) or 1 for the JSON object; API_NOT_ACCEPTABLE, with a
+ * sentence in msg, when neither is acceptable. */
+enum api_error api_negotiate(const char *accept, const char *image_type, int *json, char *msg,
+                             size_t msglen);
+
 /* ---- metrics ---- */
 
 struct metrics;

@@ -16,10 +16,10 @@ static const char *const open_paths[] = {"/healthz", "/readyz",  "/metrics",  "/
 
 #define CORS_ALLOW_HEADERS "Authorization, X-API-Key, Content-Type, Accept, X-Request-Id"
 #define CORS_EXPOSE_HEADERS                                                                        \
-  "Server-Timing, X-PSNR, X-Method, X-Backend, X-Request-Id, X-Scale, Retry-After"
+  "Server-Timing, X-PSNR, X-Method, X-Backend, X-Request-Id, X-Scale, X-Sigma, Retry-After"
 #define CORS_MAX_AGE 600 /* seconds a browser may cache a preflight */
 
-static int is_open(const char *uri) {
+int api_path_open(const char *uri) {
   size_t plen = route_path_len(uri);
   for (size_t i = 0; i < sizeof(open_paths) / sizeof(open_paths[0]); i++)
     if (strlen(open_paths[i]) == plen && memcmp(open_paths[i], uri, plen) == 0) return 1;
@@ -86,7 +86,7 @@ struct api_response *api_admit(struct api_ctx *ctx, const struct api_request *re
   }
   if (ctx->cors && strcmp(req->method, "OPTIONS") == 0 && req->origin && req->cors_method)
     return preflight(ctx, req, r); /* browsers send preflights without credentials */
-  if (!ctx->api_key || is_open(req->uri) || has_key(ctx, req)) return NULL;
+  if (!ctx->api_key || api_path_open(req->uri) || has_key(ctx, req)) return NULL;
   struct api_response *resp = api_error_response(API_UNAUTHORIZED, NULL);
   if (resp) api_response_header(resp, "WWW-Authenticate", "Bearer realm=\"blurd\"");
   return resp;
@@ -98,4 +98,7 @@ void api_finish(struct api_ctx *ctx, const struct api_request *req, struct api_r
   if (!origin_allowed(ctx, req->origin)) return;
   api_response_header(resp, "Access-Control-Allow-Origin", "%s", req->origin);
   api_response_header(resp, "Access-Control-Expose-Headers", CORS_EXPOSE_HEADERS);
+  /* without it a page on that origin sees an empty serverTiming in its Resource Timing entry */
+  api_response_header(resp, "Timing-Allow-Origin", "%s",
+                      strcmp(ctx->cors, "*") == 0 ? "*" : req->origin);
 }

@@ -27,11 +27,12 @@ struct image_job {
   size_t len;
   uint8_t *owned; /* the image decoded from a JSON body's base64, freed with the job; or NULL */
   const struct api_op *op;
-  int json;          /* image is a JSON body to parse first, with op's parameters */
-  const char *query; /* the request's query string (without '?'), for json */
-  int want_json;     /* answer with JSON (Accept: application/json) */
-  double t_received; /* when the server had the whole body */
-  double deadline;   /* api_now_ms() past which the job gives up; 0: none */
+  int json;           /* image is a JSON body to parse first, with op's parameters */
+  const char *query;  /* the request's query string (without '?'), for json */
+  const char *accept; /* the Accept header, or NULL: weighed once the result's type is known */
+  int want_json;      /* answer with JSON (api_negotiate) */
+  double t_received;  /* when the server had the whole body */
+  double deadline;    /* api_now_ms() past which the job gives up; 0: none */
   int (*client_gone)(void *udata);
   struct api_trace *trace; /* the server's notes on the request, or NULL */
   api_done_fn done;
@@ -167,6 +168,9 @@ static enum api_error process(struct image_job *j, struct worker *w, struct code
   e = w->ops->decode(w->state, j->image, j->len, &lim, in, &t->decoder, msg, msglen);
   t->decode = api_now_ms() - t0;
   if (e == API_OK) e = still_wanted(j);
+  if (e == API_OK) /* before the compute: a 406 costs no filtering */
+    e = api_negotiate(j->accept, codec_mime(encode_opts(j, in->format).format), &j->want_json, msg,
+                      msglen);
   if (e == API_OK && compute) e = run_op(j, w, &io);
   if (e == API_OK) e = still_wanted(j);
   if (e != API_OK) return e;
@@ -265,7 +269,7 @@ enum api_error job_submit(struct api_ctx *ctx, const struct api_request *req, co
                           .op = op,
                           .json = params == NULL,
                           .query = q ? q + 1 : "",
-                          .want_json = req->accept && strstr(req->accept, "application/json"),
+                          .accept = req->accept,
                           .t_received = req->t_received,
                           .deadline = req->deadline,
                           .client_gone = req->client_gone,

@@ -1,6 +1,8 @@
 /* Metrics: the counters, histograms and gauges behind GET /metrics, in the Prometheus text
- * exposition format 0.0.4. Answered requests are counted by (endpoint, method, status) and job
- * stage times land in one histogram per stage name. Both tables are fixed arrays whose slots are
+ * exposition format 0.0.4, with Prometheus's own label names (`code` for the HTTP status, `route`
+ * for the path pattern) and the standard process_* metrics, read from /proc when /metrics is
+ * rendered. Answered requests are counted by (route, algorithm, code) and job stage times land in
+ * one histogram per stage name. Both tables are fixed arrays whose slots are
  * claimed with compare-and-swap on first use, so recording takes no lock and allocates nothing,
  * and a new endpoint, algorithm or stage gets its series without a line of code here: the names
  * come from the route table and the jobs (api_trace). Gauges (queue, workers, in flight, GPU
@@ -11,10 +13,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
-#define LABELS      64   /* distinct endpoint and algorithm names */
-#define SERIES      1024 /* distinct (endpoint, method, status) */
+#define LABELS      64   /* distinct route and algorithm names */
+#define SERIES      1024 /* distinct (route, algorithm, code) */
 #define STAGES      24   /* distinct stage names */
 #define MAX_DEVICES 16   /* GPUs listed */
 
@@ -29,23 +34,18 @@ struct histogram {
 };
 
 struct metrics {
-  const char *label[LABELS]; /* interned endpoint and algorithm names (atomic) */
-  uint32_t key[SERIES];      /* (endpoint+1) << 24 | (method+1) << 16 | status; 0: free (atomic) */
+  const char *label[LABELS]; /* interned route and algorithm names (atomic) */
+  uint32_t key[SERIES];      /* (route+1) << 24 | (algorithm+1) << 16 | code; 0: free (atomic) */
   uint64_t count[SERIES];    /* requests of the series in key (atomic) */
   const char *stage[STAGES]; /* stage names, interned (atomic) */
   struct histogram hist[STAGES];
   uint64_t dropped;              /* observations that found no free slot (atomic) */
   uint64_t refused[API_NERRORS]; /* connections refused unread, by answer (atomic) */
   int in_flight;                 /* admitted requests not yet answered (atomic) */
-  double start_time;             /* Unix time of metrics_new */
 };
 
 struct metrics *metrics_new(void) {
-  struct metrics *m = calloc(1, sizeof(*m));
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  if (m) m->start_time = ts.tv_sec + ts.tv_nsec / 1e9;
-  return m;
+  return calloc(1, sizeof(struct metrics));
 }
 
 void metrics_free(struct metrics *m) {
@@ -153,16 +153,16 @@ static void put_family(struct text *t, const char *name, const char *type, const
 
 static void render_requests(struct text *t, struct metrics *m) {
   put_family(t, "blurd_requests_total", "counter",
-             "Requests answered, by endpoint (the route, or other), method (the algorithm that "
-             "ran, or none) and HTTP status.");
+             "Requests answered, by route (the path, or other), algorithm (the one that ran, or "
+             "none) and code (the HTTP status).");
   for (int s = 0; s < SERIES; s++) {
     uint32_t key = __atomic_load_n(&m->key[s], __ATOMIC_ACQUIRE);
     if (!key) continue;
-    put(t, "blurd_requests_total{endpoint=\"");
+    put(t, "blurd_requests_total{route=\"");
     put_label(t, __atomic_load_n(&m->label[(key >> 24) - 1], __ATOMIC_ACQUIRE));
-    put(t, "\",method=\"");
+    put(t, "\",algorithm=\"");
     put_label(t, __atomic_load_n(&m->label[((key >> 16) & 0xff) - 1], __ATOMIC_ACQUIRE));
-    put(t, "\",status=\"%u\"} %llu\n", key & 0xffff,
+    put(t, "\",code=\"%u\"} %llu\n", key & 0xffff,
         (unsigned long long)__atomic_load_n(&m->count[s], __ATOMIC_RELAXED));
   }
 }
@@ -213,15 +213,13 @@ static void render_gauges(struct text *t, struct api_ctx *ctx) {
   put_gauge(t, "blurd_in_flight", "Requests being handled (headers read, not yet answered).",
             __atomic_load_n(&ctx->metrics->in_flight, __ATOMIC_RELAXED));
   put_gauge(t, "blurd_ready", "1 while /readyz answers 200.", ready && workers > 0);
-  put_gauge(t, "blurd_start_time_seconds", "Unix time the process started.",
-            ctx->metrics->start_time);
   put_family(t, "blurd_connections_refused_total", "counter",
              "Connections answered before their request was read: over --max-conns, over "
              "--max-conns-per-ip, or while draining.");
   static const enum api_error refusals[] = {
       API_TOO_MANY_CONNECTIONS, API_TOO_MANY_CONNECTIONS_FROM_ADDRESS, API_SHUTTING_DOWN};
   for (size_t i = 0; i < sizeof(refusals) / sizeof(refusals[0]); i++)
-    put(t, "blurd_connections_refused_total{code=\"%s\"} %llu\n", api_error_code(refusals[i]),
+    put(t, "blurd_connections_refused_total{reason=\"%s\"} %llu\n", api_error_code(refusals[i]),
         (unsigned long long)__atomic_load_n(&ctx->metrics->refused[refusals[i]], __ATOMIC_RELAXED));
   put_family(t, "blurd_metrics_dropped_total", "counter",
              "Observations not recorded because a metrics table was full.");
@@ -300,6 +298,61 @@ static void render_info(struct text *t, struct api_ctx *ctx) {
   put(t, "\"} 1\n");
 }
 
+/* ---- the process: the names and meanings of Prometheus's client libraries ---- */
+
+/* The fields of /proc/self/stat after the command (field 3, the state, is f[0]); 0 or -1. */
+static int proc_stat(unsigned long long f[], int n) {
+  char buf[1024];
+  FILE *fp = fopen("/proc/self/stat", "r");
+  size_t len = fp ? fread(buf, 1, sizeof(buf) - 1, fp) : 0;
+  if (fp) fclose(fp);
+  buf[len] = 0;
+  char *p = strrchr(buf, ')'); /* the command may hold spaces and parentheses */
+  if (!p || p[1] != ' ') return -1;
+  p += 3; /* past ") " and the state letter */
+  f[0] = 0;
+  for (int i = 1; i < n; i++) f[i] = strtoull(p, &p, 10);
+  return 0;
+}
+
+/* The boot time, Unix seconds (btime in /proc/stat); 0 when unknown. */
+static double boot_time(void) {
+  char line[256];
+  unsigned long long bt = 0;
+  FILE *fp = fopen("/proc/stat", "r");
+  while (fp && fgets(line, sizeof(line), fp))
+    if (sscanf(line, "btime %llu", &bt) == 1) break;
+  if (fp) fclose(fp);
+  return (double)bt;
+}
+
+static int open_fds(void) {
+  DIR *d = opendir("/proc/self/fd");
+  int n = 0;
+  for (struct dirent *e; d && (e = readdir(d)) != NULL;) n += e->d_name[0] != '.';
+  if (d) closedir(d);
+  return d ? n - 1 : -1; /* not the directory's own descriptor */
+}
+
+static void render_process(struct text *t) {
+  unsigned long long f[22]; /* f[k]: field k + 3 of proc(5)'s /proc/pid/stat */
+  double tick = (double)sysconf(_SC_CLK_TCK), page = (double)sysconf(_SC_PAGESIZE);
+  struct rlimit rl;
+  if (proc_stat(f, 22) == 0) {
+    put_family(t, "process_cpu_seconds_total", "counter", "User and system CPU time, seconds.");
+    put(t, "process_cpu_seconds_total %.17g\n", (double)(f[11] + f[12]) / tick);
+    put_gauge(t, "process_start_time_seconds", "Start time of the process, Unix seconds.",
+              boot_time() + (double)f[19] / tick);
+    put_gauge(t, "process_virtual_memory_bytes", "Virtual memory size, bytes.", (double)f[20]);
+    put_gauge(t, "process_resident_memory_bytes", "Resident memory size, bytes.",
+              (double)f[21] * page);
+  }
+  int fds = open_fds();
+  if (fds >= 0) put_gauge(t, "process_open_fds", "Open file descriptors.", fds);
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+    put_gauge(t, "process_max_fds", "The limit on open file descriptors.", (double)rl.rlim_cur);
+}
+
 struct api_response *metrics_response(struct api_ctx *ctx) {
   struct text t = {malloc(16384), 0, 16384, 0};
   t.oom = !t.p;
@@ -309,6 +362,7 @@ struct api_response *metrics_response(struct api_ctx *ctx) {
   render_gpu(&t, ctx);
   render_codecs(&t, ctx);
   render_info(&t, ctx);
+  render_process(&t);
   struct api_response *r = t.oom ? NULL : calloc(1, sizeof(*r));
   if (!r) {
     free(t.p);

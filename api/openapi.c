@@ -174,10 +174,11 @@ static json_t *json_body(const struct endpoint *ep) {
 /* The request body of an upload route: a form with image and params, the raw image, or JSON. */
 static json_t *upload_body(const struct route *r) {
   json_t *form = json_pack(
-      "{s:s, s:[s], s:{s:o, s:o, s:{s:s, s:s, s:o, s:s}}, s:b}", "type", "object", "required",
-      "image", "properties", "image", binary("application/octet-stream"), "file",
-      binary("application/octet-stream"), "params", "type", "string", "contentMediaType",
-      "application/json", "contentSchema", params_object(r->ep), "description",
+      "{s:s, s:[{s:[s]}, {s:[s]}], s:{s:o, s:o, s:{s:s, s:s, s:o, s:s}}, s:b}", "type", "object",
+      "oneOf", "required", "image", "required", "file", "properties", "image",
+      binary("application/octet-stream"), "file", binary("application/octet-stream"), "params",
+      "type", "string", "contentMediaType", "application/json", "contentSchema",
+      params_object(r->ep), "description",
       "The parameters as a JSON object; a key also in the query string must have the same "
       "value there.",
       "additionalProperties", 0);
@@ -198,6 +199,25 @@ static json_t *header(const char *doc) {
   return json_pack("{s:s, s:{s:s}}", "description", doc, "schema", "type", "string");
 }
 
+/* The headers of every answer: the request id, and with --cors those of an allowed origin. */
+static json_t *common_headers(void) {
+  return json_pack(
+      "{s:o, s:o, s:o, s:o, s:o}", "X-Request-Id",
+      header("The request's id: the client's X-Request-Id when it is sane, else a new one; also "
+             "in the access log."),
+      "Vary", header("With --cors-origins: Origin (answers differ by origin)."),
+      "Access-Control-Allow-Origin",
+      header("With --cors-origins and an allowed Origin: that origin."),
+      "Access-Control-Expose-Headers",
+      header("With --cors-origins and an allowed Origin: Server-Timing, Retry-After and every X- "
+             "header "
+             "blurd sends, so that a page on that origin can read them."),
+      "Timing-Allow-Origin",
+      header("With --cors-origins and an allowed Origin: that origin, or * when --cors-origins is "
+             "*, so that "
+             "the page's Resource Timing entry carries serverTiming."));
+}
+
 static int has_param(const struct endpoint *ep, const char *name) {
   for (int i = 0; ep && i < ep->nparams; i++)
     if (strcmp(ep->params[i].name, name) == 0) return 1;
@@ -216,16 +236,34 @@ static int answers_format(const struct endpoint *ep, const char *name) {
   return 1;
 }
 
+/* Whether operation op (NULL: none) has the JSON result field name. */
+static int has_field(const struct api_op *op, const char *name) {
+  for (int i = 0; op && i < OP_FIELDS_MAX && op->fields[i].name; i++)
+    if (strcmp(op->fields[i].name, name) == 0) return 1;
+  return 0;
+}
+
 /* The 200 of an upload route: the image in each format it can answer, or the JSON mode's object;
  * the timing headers. */
 static json_t *image_ok(const struct route *r) {
-  json_t *h = json_pack(
-      "{s:o, s:o}", "Server-Timing",
-      header("Stage times, e.g. queue;dur=0.02, decode;dur=8.8, filter;dur=41.1, encode;dur=7.0, "
-             "total;dur=57.9 (ms); the CUDA backend adds upload, kernel and download."),
-      "X-Backend", header("Where it ran: cpu, or e.g. cuda:0 NVIDIA H200."));
-  if (r->ep && r->ep->method_param >= 0)
-    json_object_set_new(h, "X-Method", header("The method that ran (auto resolved)."));
+  json_t *h = common_headers();
+  json_object_update_new(
+      h,
+      json_pack(
+          "{s:o, s:o}", "Server-Timing",
+          header(
+              "Stage times, e.g. queue;dur=0.02, decode;dur=8.8, filter;dur=41.1, encode;dur=7.0, "
+              "total;dur=57.9 (ms); the CUDA backend adds upload, kernel and download."),
+          "X-Backend", header("Where it ran: cpu, or e.g. cuda:0 NVIDIA H200.")));
+  if (r->op && r->op->cpu) /* every compute names what ran */
+    json_object_set_new(h, "X-Method",
+                        header("The method that ran (auto resolved); /contrast: wallis; "
+                               "/convolve: the kernel's name, or custom; /pixelate: mosaic."));
+  if (has_param(r->ep, "sigma"))
+    json_object_set_new(h, "X-Sigma", header("The sigmas along x and y, e.g. 3,3."));
+  if (has_field(r->op, "scale"))
+    json_object_set_new(h, "X-Scale",
+                        header("PNG sample = min(65535, round(value * scale)), e.g. 256."));
   if (has_param(r->ep, "psnr"))
     json_object_set_new(h, "X-PSNR",
                         header("PSNR against the exact result in dB, or inf; "
@@ -238,16 +276,24 @@ static json_t *image_ok(const struct route *r) {
   json_object_set_new(content, "application/json",
                       json_pack("{s:{s:s}}", "schema", "$ref", "#/components/schemas/ImageResult"));
   return json_pack("{s:s, s:o, s:o}", "description",
-                   "The image (in the upload's format unless format says otherwise), or with "
-                   "Accept: application/json a JSON object with the image in base64.",
+                   "The image (in the upload's format unless format says otherwise), or a JSON "
+                   "object with the image in base64 when Accept weighs application/json above "
+                   "that image type (406 when it accepts neither).",
                    "headers", h, "content", content);
 }
 
 /* The 200 of a route that answers a document of type r->produces. */
 static json_t *document_ok(const struct route *r, const char *description) {
   int is_json = strncmp(r->produces, "application/json", 16) == 0;
-  return json_pack("{s:s, s:{s:{s:{s:s}}}}", "description", description, "content", r->produces,
-                   "schema", "type", is_json ? "object" : "string");
+  json_t *h = common_headers();
+  if (r->answer == web_answer)
+    json_object_update_new(
+        h, json_pack("{s:o, s:o, s:o}", "Content-Security-Policy",
+                     header("What the page may load and run: only its own files."),
+                     "X-Content-Type-Options", header("nosniff"), "Cache-Control",
+                     header("no-cache: revalidate, so a new build's page is seen at once.")));
+  return json_pack("{s:s, s:o, s:{s:{s:{s:s}}}}", "description", description, "headers", h,
+                   "content", r->produces, "schema", "type", is_json ? "object" : "string");
 }
 
 /* Can route r answer error e? Every route: a wrong HTTP method, a body over the limit (refused
@@ -268,23 +314,25 @@ static json_t *error_response(int e) {
     if (errors[k].status == errors[e].status && n < sizeof(desc))
       n += (size_t)snprintf(desc + n, sizeof(desc) - n, "%s%s: %s", n ? " " : "", errors[k].code,
                             errors[k].msg);
-  json_t *resp = json_pack("{s:s, s:{s:{s:{s:s}}}}", "description", desc, "content",
-                           "application/json", "schema", "$ref", "#/components/schemas/Error");
+  json_t *h = common_headers();
   if (errors[e].status == 503 || errors[e].status == 429)
-    json_object_set_new(resp, "headers", json_pack("{s:o}", "Retry-After", header("1")));
+    json_object_set_new(h, "Retry-After", header("1"));
   if (errors[e].status == 405)
-    json_object_set_new(resp, "headers",
-                        json_pack("{s:o}", "Allow", header("The methods the path takes.")));
-  return resp;
+    json_object_set_new(h, "Allow", header("The methods the path takes."));
+  if (errors[e].status == 401)
+    json_object_set_new(h, "WWW-Authenticate", header("Bearer realm=\"blurd\""));
+  return json_pack("{s:s, s:o, s:{s:{s:{s:s}}}}", "description", desc, "headers", h, "content",
+                   "application/json", "schema", "$ref", "#/components/schemas/Error");
 }
 
-/* components/responses: Error400, Error404, ... (499 is only logged: nobody reads it). */
+/* components/responses: Error400, Error401, ... for the statuses an operation may answer (404
+ * answers only paths not listed, and 499 is only logged: nobody reads it). */
 static json_t *error_responses(void) {
   json_t *o = json_object();
   for (int e = 0; e < NERRORS; e++) {
     char name[16];
     snprintf(name, sizeof(name), "Error%d", errors[e].status);
-    if (errors[e].status != 499 && !json_object_get(o, name))
+    if (errors[e].status != 499 && errors[e].status != 404 && !json_object_get(o, name))
       json_object_set_new(o, name, error_response(e));
   }
   return o;
@@ -322,6 +370,10 @@ static json_t *operation_id(const char *method, const char *path) {
 static json_t *operation(const struct route *r, const char *method) {
   json_t *op = json_pack("{s:s, s:o, s:o}", "summary", r->summary, "operationId",
                          operation_id(method, r->path), "responses", responses(r));
+  /* open paths need no key even with --api-key; the others need it only with --api-key */
+  json_object_set_new(op, "security",
+                      api_path_open(r->path) ? json_array()
+                                             : json_pack("[{s:[]}, {s:[]}]", "ApiKey", "Bearer"));
   if (r->ep) json_object_set_new(op, "parameters", query_params(r));
   if (is_upload(r)) json_object_set_new(op, "requestBody", upload_body(r));
   return op;
@@ -405,13 +457,23 @@ static json_t *image_result_common(void) {
 json_t *openapi_document(const struct route *routes, int nroutes) {
   json_t *paths = json_object();
   for (int i = 0; paths && i < nroutes; i++) add_route(paths, &routes[i]);
-  return json_pack("{s:s, s:{s:s, s:s, s:s}, s:o, s:{s:{s:o, s:o}, s:o}}", "openapi", "3.1.0",
-                   "info", "title", "blurd", "version", API_DOC_VERSION, "description",
-                   "Gaussian blur (and more) over HTTP, on the GPU or the CPU. Parameters come "
-                   "in the query string or, in multipart uploads, in the JSON field params, or "
-                   "in a JSON body beside the image in base64.",
-                   "paths", paths, "components", "schemas", "Error", error_schema(), "ImageResult",
-                   image_result_schema(), "responses", error_responses());
+  json_t *schemes = json_pack("{s:{s:s, s:s, s:s, s:s}, s:{s:s, s:s, s:s}}", "ApiKey", "type",
+                              "apiKey", "in", "header", "name", "X-API-Key", "description",
+                              "The key given to --api-key; without --api-key no request needs one.",
+                              "Bearer", "type", "http", "scheme", "bearer", "description",
+                              "The same key, as Authorization: Bearer KEY.");
+  return json_pack(
+      "{s:s, s:{s:s, s:s, s:s}, s:[{s:s, s:s}], s:o, s:{s:{s:o, s:o}, s:o, s:o}}", "openapi",
+      "3.1.0", "info", "title", "blurd", "version", API_DOC_VERSION, "description",
+      "Gaussian blur (and more) over HTTP, on the GPU or the CPU. Parameters come in the query "
+      "string or, in multipart uploads, in the JSON field params, or in a JSON body beside the "
+      "image in base64. A path not listed here answers 404 not_found, and a listed path asked "
+      "with another HTTP method 405 method_not_allowed with Allow, both with the Error body. An "
+      "image endpoint answers 406 not_acceptable when the Accept header accepts neither the "
+      "result's image type nor application/json.",
+      "servers", "url", "/", "description", "The server that answers this document.", "paths",
+      paths, "components", "schemas", "Error", error_schema(), "ImageResult", image_result_schema(),
+      "responses", error_responses(), "securitySchemes", schemes);
 }
 
 /* ---- docs/api.md: the same tables in Markdown (api_reference_markdown, `make docs`) ---- */
@@ -553,8 +615,16 @@ static void md_route(FILE *f, const struct route *r) {
 static void md_result(FILE *f) {
   json_t *o = image_result_schema(), *req = json_object_get(o, "required"), *v;
   const char *k;
-  fprintf(f, "\n## The JSON result\n\nWith `Accept: application/json` an image endpoint answers "
+  fprintf(f, "\n## The JSON result\n\nAn image endpoint answers either the image or "
              "`application/json`: an object with the image in base64 and what the headers say. "
+             "The Accept header chooses, by its q-values (RFC 9110 section 12.5.1; `*/*` and "
+             "`image/*` count, the most specific range that matches wins): JSON when it weighs "
+             "`application/json` above the result's image type, the image otherwise (on a tie "
+             "too, and without Accept). The image type is the `format` parameter's, or the "
+             "upload's: Accept does not convert. So HTTPie's `application/json, */*;q=0.5` and "
+             "`Accept: application/json` get JSON; `image/png, application/json;q=0.5` and `*/*` "
+             "the image; and `application/json;q=0`, or `image/webp` on a PNG upload without "
+             "`format=webp`, a 406 `not_acceptable` before any filtering. "
              "Fields marked always are in every result; the others where they apply.\n\n"
              "| field | type | meaning |\n|---|---|---|\n");
   json_object_foreach(json_object_get(o, "properties"), k, v) {

@@ -2,12 +2,16 @@
 # Installs the packages that building and testing blurd need: on Debian 12 (CI, the README) and
 # on Ubuntu 24.04 (the Dockerfile's build stage). Run as root (CI and the Dockerfile do); as
 # another user it uses sudo. The same script serves CI, the README and the Dockerfile.
-#   sh scripts/install-deps.sh            what building and `make test` need
+#   sh scripts/install-deps.sh            what building and `make test` need, and curl and jq
+#                                         for the README's examples
 #   sh scripts/install-deps.sh --runtime  only what build/blurd links, and curl for the
 #                                         container's health check (the Dockerfile's runtime stage)
-#   sh scripts/install-deps.sh --web      Chromium for `make test-web` (node and npm must be there)
-# `make test-web` and `make check-deploy` install their npm packages themselves, pinned by the
-# lock files in tests/web/ and tests/deploy/.
+#   sh scripts/install-deps.sh --web      Chromium for `make test-web`, and Debian's Node.js and
+#                                         npm when node or npm is missing (Debian 12: Node.js 18)
+#   sh scripts/install-deps.sh --ci       --web's, and promtool (Debian's prometheus package) for
+#                                         `make check-metrics`: what .ci/run's checks need
+# `make test-web`, `make check-deploy` and `make check-openapi` install their npm packages
+# themselves, pinned by the lock files in tests/web/, tests/deploy/ and tests/openapi/.
 set -eu
 # shellcheck disable=SC1091
 . /etc/os-release
@@ -24,13 +28,18 @@ case "${1:-}" in
     libmicrohttpd-dev libjansson-dev libturbojpeg0-dev $jpeg-dev libpng-dev libwebp-dev zlib1g-dev
     libdeflate-dev libspng-dev liblcms2-dev python3-pil python3-numpy libvips-tools libgs-common
     libcurl4-openssl-dev
-    python3-skimage python3-yaml gnuplot-nox wrk clang $clang_rt"
+    python3-skimage python3-yaml gnuplot-nox wrk clang $clang_rt
+    curl jq"
   ;;
 --runtime) pkgs="$mhd libjansson4 $png $turbojpeg $jpeg libwebp7 libwebpmux3 zlib1g libdeflate0
   libspng0 liblcms2-2 curl" ;;
---web) pkgs="chromium" ;;
+--web | --ci)
+  pkgs="chromium"
+  command -v node >/dev/null && command -v npm >/dev/null || pkgs="$pkgs nodejs npm"
+  [ "$1" = --web ] || pkgs="$pkgs prometheus"
+  ;;
 *)
-  echo "usage: $0 [--runtime | --web]" >&2
+  echo "usage: $0 [--runtime | --web | --ci]" >&2
   exit 2
   ;;
 esac

@@ -82,12 +82,12 @@ struct request {
   char *uri;     /* raw request target */
   uint8_t *body; /* the body so far */
   size_t len, cap;
-  size_t declared;            /* its Content-Length; 0 when chunked or empty */
-  size_t counted;             /* bytes of it counted in srv->buffered */
-  int started;                /* the access handler has seen the headers (counted in inflight) */
-  enum api_error refusal;     /* the body is dropped and this is the answer (API_OK: none) */
-  char *refusal_msg;          /* its sentence (NULL: the error's own) */
-  int cut;                    /* the body is dropped unread: the connection is closed */
+  size_t declared;        /* its Content-Length; 0 when chunked or empty */
+  size_t counted;         /* bytes of it counted in srv->buffered */
+  int started;            /* the access handler has seen the headers (counted in inflight) */
+  enum api_error refusal; /* the body is dropped and this is the answer (API_OK: none) */
+  char *refusal_msg;      /* its sentence (NULL: the error's own) */
+  int cut; /* the rest of the body is dropped unread: answered at its end, or closed (on_request) */
   int close;                  /* the answer says Connection: close */
   int submitted;              /* handed to the api */
   pthread_mutex_t mu;         /* guards the fields below, shared with the worker and watchdog */
@@ -444,7 +444,8 @@ static int grow(struct request *r, size_t n) {
 static void append(struct request *r, const char *data, size_t n) {
   char msg[256];
   r->received += n;
-  if (r->received > r->srv->cfg.max_body) { /* whatever came first, this one cuts it off */
+  if (r->received > r->srv->cfg.max_body && r->refusal != API_BODY_TOO_LARGE) {
+    /* whatever came first, this one cuts it off */
     free(r->refusal_msg);
     r->refusal_msg = NULL;
     r->refusal = API_OK;
@@ -452,7 +453,7 @@ static void append(struct request *r, const char *data, size_t n) {
     r->cut = 1;
     return;
   }
-  if (r->refusal) return;
+  if (r->refusal || r->cut) return;
   enum api_error e =
       api_body_chunk(r->srv->api, &r->req, (const uint8_t *)data, n, msg, sizeof(msg));
   if (e != API_OK) {
@@ -595,6 +596,9 @@ static enum MHD_Result headers_in(struct request *r, const char *method) {
   return MHD_YES;
 }
 
+/* Why on_request just closed a connection on purpose (for mhd_log's next line), or NULL. */
+static _Thread_local const char *closing_why;
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_size, void **req_cls) {
@@ -609,10 +613,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   if (*upload_size > 0) {
     append(r, upload_data, *upload_size);
     *upload_size = 0;
-    /* libmicrohttpd cannot answer before the body is read (MHD_queue_response refuses): an
-     * oversized chunked body, or an upload past the request deadline, is cut off by closing
-     * the connection. */
-    if (r->cut || api_now_ms() > r->deadline) return MHD_NO;
+    /* libmicrohttpd cannot answer before the body is read (MHD_queue_response refuses mid-body),
+     * so the rest of a chunked body over --max-body is read and dropped, and answered 413 at its
+     * end; past another --max-body bytes, or past the request deadline, the connection is closed
+     * instead. */
+    size_t max = r->srv->cfg.max_body;
+    int past_limit = r->cut && r->received > max && r->received - max > max;
+    if (past_limit || api_now_ms() > r->deadline) {
+      closing_why =
+          past_limit ? "a chunked body past twice --max-body" : "an upload past its deadline";
+      return MHD_NO;
+    }
     return MHD_YES;
   }
   if (r->early) return send_early(r);
@@ -627,12 +638,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 }
 
 /* libmicrohttpd's messages (a bad request it answered itself, an internal error) as JSON lines of
- * the access log instead of plain text on stderr. */
+ * the access log instead of plain text on stderr. Its "Application reported internal error" right
+ * after on_request closed a connection on purpose (closing_why, same thread) is labelled as that,
+ * at level info, so that nobody reads it as a fault. */
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
   struct srv *s = cls;
-  char msg[512];
+  char msg[512], labelled[700];
   vsnprintf(msg, sizeof(msg), fmt, ap);
   msg[strcspn(msg, "\n")] = 0;
+  const char *why = closing_why;
+  closing_why = NULL;
+  if (why && strncmp(msg, "Application reported internal error", 35) == 0) {
+    snprintf(labelled, sizeof(labelled), "expected: blurd closed the connection on %s (%s)", why,
+             msg);
+    api_log(s->api, "info", "libmicrohttpd", labelled);
+    return;
+  }
   api_log(s->api, "warn", "libmicrohttpd", msg);
 }
 

@@ -109,7 +109,7 @@ static CURLcode post_streamed(const struct server *s, const uint8_t *body, size_
 }
 
 /* Body bytes: 413 before the body is read when Content-Length passes the limit; a chunked body
- * is cut off once it passes it. */
+ * that passes it is read to its end and answered 413, or cut off once it passes twice the limit. */
 static void test_body_limit(void) {
   struct server s;
   const char *args[] = {"--max-body", "200000", NULL};
@@ -129,6 +129,9 @@ static void test_body_limit(void) {
   ASSERT_INT(up, ==, 0); /* refused from the headers: the body never left */
   ASSERT(post_streamed(&s, big, 200000, 1, &status, &up) == CURLE_OK);
   ASSERT_INT(status, ==, 200);
+  ASSERT(post_streamed(&s, big, 200001, 1, &status, &up) == CURLE_OK);
+  ASSERT_INT(status, ==, 413); /* libmicrohttpd answers only after the body: it was all read */
+  ASSERT_INT(up, >=, 200001);  /* with the chunks' framing */
   uint8_t *huge = calloc(1, 4 << 20);
   memcpy(huge, big, 200000);
   CURLcode rc = post_streamed(&s, huge, 4 << 20, 1, &status, &up);

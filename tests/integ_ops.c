@@ -12,6 +12,7 @@
 #include <jansson.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define API_ID_MAX 128 /* the longest X-Request-Id that is echoed */
@@ -208,6 +209,22 @@ static int has_metric(const struct scrape *m, const char *name) {
   return 0;
 }
 
+/* The user and system CPU seconds of process pid, from its /proc/PID/stat. */
+static double cpu_seconds(pid_t pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  ASSERT(f);
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  unsigned long long ut = 0, st = 0;
+  const char *p = strrchr(buf, ')');
+  ASSERT(p &&
+         sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) == 2);
+  return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
 /* ---- requests ---- */
 
 static uint8_t *image;
@@ -259,14 +276,14 @@ static void test_metrics(void) {
   http_expect_error(&r, 404, "not_found");
   http_resp_free(&r);
   struct scrape *m1 = scrape(&s);
-  const char *ok_yvv[] = {"endpoint=\"/blur\"", "method=\"yvv\"", "status=\"200\"", NULL};
-  const char *bad[] = {"endpoint=\"/blur\"", "method=\"none\"", "status=\"400\"", NULL};
-  const char *other[] = {"endpoint=\"other\"", "method=\"none\"", "status=\"404\"", NULL};
-  const char *scr[] = {"endpoint=\"/metrics\"", "method=\"none\"", "status=\"200\"", NULL};
-  const char *is_auto[] = {"method=\"auto\"", NULL};
+  const char *ok_yvv[] = {"route=\"/blur\"", "algorithm=\"yvv\"", "code=\"200\"", NULL};
+  const char *bad[] = {"route=\"/blur\"", "algorithm=\"none\"", "code=\"400\"", NULL};
+  const char *other[] = {"route=\"other\"", "algorithm=\"none\"", "code=\"404\"", NULL};
+  const char *scr[] = {"route=\"/metrics\"", "algorithm=\"none\"", "code=\"200\"", NULL};
+  const char *is_auto[] = {"algorithm=\"auto\"", NULL};
   char resolved[96];
-  snprintf(resolved, sizeof(resolved), "method=\"%s\"", method);
-  const char *ok_auto[] = {"endpoint=\"/blur\"", resolved, "status=\"200\"", NULL};
+  snprintf(resolved, sizeof(resolved), "algorithm=\"%s\"", method);
+  const char *ok_auto[] = {"route=\"/blur\"", resolved, "code=\"200\"", NULL};
   const char *total = "blurd_requests_total";
   ASSERT_DBL(metric(m1, total, ok_yvv) - metric(m0, total, ok_yvv), ==,
              n + (strcmp(method, "yvv") == 0));
@@ -300,6 +317,17 @@ static void test_metrics(void) {
   ASSERT_INT(has_metric(m1, "blurd_gpu_memory_used_bytes"), ==, on_gpu);
   ASSERT_DBL(metric(m1, "blurd_build_info", NULL), ==, 1);
   ASSERT_DBL(metric(m1, "blurd_metrics_dropped_total", NULL), ==, 0);
+  /* the process: its own numbers, within what /proc says from outside */
+  long rss = server_rss_kb(&s);
+  ASSERT_DBL(metric(m1, "process_resident_memory_bytes", NULL), >, rss * 1024.0 * 0.5);
+  ASSERT_DBL(metric(m1, "process_resident_memory_bytes", NULL), <, rss * 1024.0 * 2);
+  ASSERT_DBL(metric(m1, "process_virtual_memory_bytes", NULL), >=,
+             metric(m1, "process_resident_memory_bytes", NULL));
+  ASSERT(has_metric(m1, "process_cpu_seconds_total"));
+  ASSERT_DBL(metric(m1, "process_cpu_seconds_total", NULL), <=, cpu_seconds(s.pid));
+  ASSERT_DBL(fabs(metric(m1, "process_start_time_seconds", NULL) - (double)time(NULL)), <, 120);
+  ASSERT_DBL(metric(m1, "process_open_fds", NULL), >=, 4); /* stdio, the listener, the scrape */
+  ASSERT_DBL(metric(m1, "process_open_fds", NULL), <, metric(m1, "process_max_fds", NULL));
   int gpu_codecs = strcmp(expected_codec("jpeg"), "nvjpeg") == 0;
   const char *cpu_codecs[] = {"jpeg_decode=\"libjpeg-turbo\"", "jpeg_encode=\"libjpeg-turbo\"",
                               "png=\"libpng\"", NULL};
@@ -500,8 +528,8 @@ static void test_api_key(void) {
   ASSERT_INT(status_with(&s, "GET", "/nope", accepted[2], &r), ==, 404);
   http_resp_free(&r);
   struct scrape *m = scrape(&s);
-  const char *no[] = {"endpoint=\"/blur\"", "status=\"401\"", NULL};
-  const char *yes[] = {"endpoint=\"/blur\"", "status=\"200\"", NULL};
+  const char *no[] = {"route=\"/blur\"", "code=\"401\"", NULL};
+  const char *yes[] = {"route=\"/blur\"", "code=\"200\"", NULL};
   ASSERT_DBL(metric(m, "blurd_requests_total", no), ==, 9);
   ASSERT_DBL(metric(m, "blurd_requests_total", yes), ==, 3);
   free(m);
@@ -554,18 +582,21 @@ static void test_cors(void) {
   ASSERT_STR(http_header(&r, "Access-Control-Allow-Origin", buf, sizeof(buf)), "https://a.example");
   ASSERT_STR(http_header(&r, "Vary", buf, sizeof(buf)), "Origin");
   ASSERT(http_header(&r, "Access-Control-Expose-Headers", buf, sizeof(buf)));
-  static const char *const exposed[] = {"Server-Timing", "X-PSNR",       "X-Method",
-                                        "X-Backend",     "X-Request-Id", "X-Scale"};
-  for (int i = 0; i < 6; i++) ASSERT(strstr(buf, exposed[i]));
+  static const char *const exposed[] = {"Server-Timing", "X-PSNR",  "X-Method", "X-Backend",
+                                        "X-Request-Id",  "X-Scale", "X-Sigma"};
+  for (int i = 0; i < 7; i++) ASSERT(strstr(buf, exposed[i]));
+  ASSERT_STR(http_header(&r, "Timing-Allow-Origin", buf, sizeof(buf)), "https://a.example");
   http_resp_free(&r);
   const char *from_b[] = {"Origin: https://b.example", "X-API-Key: k", NULL};
   blur(&s, "sigma=2", from_b, &r);
   ASSERT_INT(r.status, ==, 200);
   ASSERT_STR(http_header(&r, "Access-Control-Allow-Origin", buf, sizeof(buf)), "https://b.example");
+  ASSERT_STR(http_header(&r, "Timing-Allow-Origin", buf, sizeof(buf)), "https://b.example");
   http_resp_free(&r);
   const char *from_evil[] = {"Origin: https://evil.example", NULL};
   ASSERT(http_request_h(&s, "GET", "/healthz", from_evil, NULL, 0, &r) == 0);
   ASSERT(!http_header(&r, "Access-Control-Allow-Origin", buf, sizeof(buf)));
+  ASSERT(!http_header(&r, "Timing-Allow-Origin", buf, sizeof(buf)));
   ASSERT_STR(http_header(&r, "Vary", buf, sizeof(buf)), "Origin");
   http_resp_free(&r);
   ASSERT(http_request_h(&s, "GET", "/healthz", NULL, NULL, 0, &r) == 0); /* no Origin */

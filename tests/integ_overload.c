@@ -104,9 +104,10 @@ static void test_connection_limits(void) {
   for (int i = 0; i < n; i++) close(fds[i]);
   usleep(200000); /* their slots are free again */
   ASSERT_INT(
-      metric(&s, "blurd_connections_refused_total{code=\"too_many_connections_from_address\"} "),
+      metric(&s, "blurd_connections_refused_total{reason=\"too_many_connections_from_address\"} "),
       ==, 6);
-  ASSERT_INT(metric(&s, "blurd_connections_refused_total{code=\"too_many_connections\"} "), ==, 3);
+  ASSERT_INT(metric(&s, "blurd_connections_refused_total{reason=\"too_many_connections\"} "), ==,
+             3);
   ASSERT_INT(server_stop(&s, SIGTERM), ==, 0);
 }
 

@@ -174,9 +174,8 @@ static void test_metrics(void) {
   request(ctx, "/blur?sigma=1", "yvv", 200, 3.0);
   request(ctx, "/blur", "yvv", 200, -1);
   request(ctx, "/nope", NULL, 404, -1);
-  ASSERT(has_line(ctx, "blurd_requests_total{endpoint=\"/blur\",method=\"yvv\",status=\"200\"} 4"));
-  ASSERT(
-      has_line(ctx, "blurd_requests_total{endpoint=\"other\",method=\"none\",status=\"404\"} 2"));
+  ASSERT(has_line(ctx, "blurd_requests_total{route=\"/blur\",algorithm=\"yvv\",code=\"200\"} 4"));
+  ASSERT(has_line(ctx, "blurd_requests_total{route=\"other\",algorithm=\"none\",code=\"404\"} 2"));
   ASSERT(has_line(ctx, "blurd_stage_seconds_bucket{stage=\"decode\",le=\"0.0025\"} 0"));
   ASSERT(has_line(ctx, "blurd_stage_seconds_bucket{stage=\"decode\",le=\"0.005\"} 2"));
   ASSERT(has_line(ctx, "blurd_stage_seconds_bucket{stage=\"decode\",le=\"+Inf\"} 2"));
@@ -186,8 +185,8 @@ static void test_metrics(void) {
   ASSERT(has_line(ctx, "blurd_queue_capacity 1"));
   ASSERT(has_line(ctx, "blurd_backend_info{backend=\"cpu\"} 1"));
   metrics_count(ctx->metrics, "/a\"b\\c", "x\ny", 200); /* escaped as the format wants */
-  ASSERT(has_line(ctx, "blurd_requests_total{endpoint=\"/a\\\"b\\\\c\",method=\"x\\ny\","
-                       "status=\"200\"} 1"));
+  ASSERT(has_line(ctx, "blurd_requests_total{route=\"/a\\\"b\\\\c\",algorithm=\"x\\ny\","
+                       "code=\"200\"} 1"));
   api_free(ctx);
 }
 

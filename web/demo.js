@@ -223,12 +223,24 @@ function showError(e) {
   $('error').hidden = !e;
 }
 
+// Hides the last result and compare table, so that an error never shows under the answer to an
+// earlier request as if it were this one's.
+function clearResults() {
+  for (const u of urls) URL.revokeObjectURL(u);
+  urls = [];
+  for (const id of ['original', 'result']) $(id).removeAttribute('src');
+  $('timing').tBodies[0].replaceChildren();
+  $('compare-table').tBodies[0].replaceChildren();
+  $('result-view').hidden = true;
+  $('compare-view').hidden = true;
+}
+
 async function busy(fn) {
   showError(null);
   if (!file) return showError(new Error('Choose an image first.'));
   for (const b of document.querySelectorAll('button')) b.disabled = true;
   $('busy').hidden = false;
-  try { await fn(); } catch (e) { showError(e); }
+  try { await fn(); } catch (e) { clearResults(); showError(e); }
   for (const b of document.querySelectorAll('button')) b.disabled = false;
   $('compare').disabled = !endpoints.has('/blur');
   $('clear-regions').disabled = regions.length === 0;

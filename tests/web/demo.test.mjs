@@ -17,6 +17,7 @@
 // With an API key set, the page, its script and style sheet load without it; the first run
 // answers 401 and the page shows a password box for the key; a wrong key is refused, the right
 // one runs, goes out as X-API-Key, and is kept for the tab (sessionStorage) across a reload.
+// An error after a result and a compare table hides both.
 // Saves a screenshot (with a region drawn) to docs/demo.png, and to $WEB_OUT/demo.png when WEB_OUT is set. It also validates /openapi.json
 // against the OpenAPI 3.1 schema (tests/integ_openapi.c checks it against the server).
 import { spawn } from 'node:child_process';
@@ -187,6 +188,26 @@ async function wrongSigma(page, w) {
   const msg = await page.textContent('#error');
   check(/sigma must be a number from 0\.5 to 300/.test(msg), `the server's message is shown: "${msg}"`);
   w.expect(() => false);
+}
+
+// An error after a result and a compare table: neither stays on the page under the message.
+async function staleCleared(page, w) {
+  check(await page.isVisible('#result-view') && await page.isVisible('#compare-view'),
+    'a result and a compare table are shown');
+  w.expect((text) => /\b400\b/.test(text));
+  await page.fill('#param-sigma', '1000');
+  await page.click('#run');
+  await page.waitForSelector('#error:not([hidden])');
+  w.expect(() => false);
+  const left = await page.evaluate(() => ({
+    result: !document.getElementById('result-view').hidden,
+    compare: !document.getElementById('compare-view').hidden,
+    rows: document.querySelectorAll('#compare-table tbody tr, #timing tbody tr').length,
+    src: document.getElementById('result').hasAttribute('src'),
+  }));
+  check(!left.result && !left.compare && left.rows === 0 && !left.src,
+    `an error clears the previous result and compare table (${JSON.stringify(left)})`);
+  await page.fill('#param-sigma', '5');
 }
 
 async function blurOnce(page, width) {
@@ -433,6 +454,7 @@ async function main() {
     await blurOnce(page, pngWidth(photo));
     await webpOnce(page, pngWidth(photo));
     await compareView(page, methods);
+    await staleCleared(page, w);
     const input = decodePNG(fs.readFileSync(photo));
     await perAxisStep(page, input);
     await oneMethodEndpoints(page);
