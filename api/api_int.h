@@ -65,6 +65,7 @@ extern const struct endpoint api_sharpen_endpoint;
 /* The words of the output parameters format and of the booleans (params.c). */
 extern const char *const params_format_choices[];
 extern const char *const params_bool_choices[];
+extern const char *const params_colorspace_choices[]; /* colorspace: keep, srgb */
 
 struct stage_times { /* milliseconds; negative when the backend has no such stage */
   double filter;     /* the method itself (on a GPU: upload and kernels) */

@@ -114,6 +114,21 @@ static enum api_error gpu_decode(void *state, const uint8_t *buf, size_t len,
   return backend_host_decode(buf, len, lim, img, codec, msg, msglen);
 }
 
+/* nvJPEG writes no ICC profile: the one o carries goes into *out (of *len bytes, replaced) as
+ * the CPU encoder would put it there, when it describes channels colours. */
+static enum api_error gpu_add_icc(const struct codec_encode_opts *o, int channels, uint8_t **out,
+                                  size_t *len) {
+  uint8_t *with = NULL;
+  size_t with_len = 0;
+  if (!o->icc || codec_icc_colours(o->icc, o->icc_len) != channels) return API_OK;
+  enum codec_status c = codec_jpeg_insert_icc(*out, *len, o->icc, o->icc_len, &with, &with_len);
+  if (c == CODEC_UNSUPPORTED) return API_OK; /* a profile over 255 segments goes without */
+  if (c != CODEC_OK) return API_OUT_OF_MEMORY;
+  free(*out);
+  *out = with, *len = with_len;
+  return API_OK;
+}
+
 /* JPEG of 8-bit gray or RGB on the device is encoded there; the rest comes to the host. */
 static enum api_error gpu_encode(void *state, const struct codec_image *img,
                                  const struct codec_encode_opts *o, uint8_t **out, size_t *len,
@@ -127,6 +142,7 @@ static enum api_error gpu_encode(void *state, const struct codec_image *img,
     enum gpu_status s = gpu_jpeg_encode(w->ctx, w->img, &shape, o->quality,
                                         o->quality >= CODEC_JPEG_FULL_CHROMA, out, len);
     *codec = "nvjpeg";
+    if (s == GPU_OK) return gpu_add_icc(o, img->channels, out, len);
     if (s != GPU_ERROR) return gpu_error(w, s); /* GPU_ERROR: libjpeg-turbo encodes it */
   }
   void *pixels = NULL;

@@ -16,7 +16,8 @@ static const char *const open_paths[] = {"/healthz", "/readyz",  "/metrics",  "/
 
 #define CORS_ALLOW_HEADERS "Authorization, X-API-Key, Content-Type, Accept, X-Request-Id"
 #define CORS_EXPOSE_HEADERS                                                                        \
-  "Server-Timing, X-PSNR, X-Method, X-Backend, X-Request-Id, X-Scale, X-Sigma, Retry-After"
+  "Server-Timing, X-PSNR, X-Method, X-Backend, X-Request-Id, X-Scale, X-Sigma, X-Width, "          \
+  "X-Height, X-Sample-Type, Retry-After"
 #define CORS_MAX_AGE 600 /* seconds a browser may cache a preflight */
 
 int api_path_open(const char *uri) {

@@ -26,6 +26,8 @@ struct image_job {
   const uint8_t *image; /* the upload: in the server's request, or in owned */
   size_t len;
   uint8_t *owned; /* the image decoded from a JSON body's base64, freed with the job; or NULL */
+  uint8_t *icc;   /* the upload's ICC profile, to go out with the result; or NULL */
+  size_t icc_len;
   const struct api_op *op;
   int json;           /* image is a JSON body to parse first, with op's parameters */
   const char *query;  /* the request's query string (without '?'), for json */
@@ -122,23 +124,47 @@ static json_t *json_body(const struct image_job *j, const struct codec_image *im
   return o;
 }
 
-/* How the result is encoded: the operation's format, quality, lossless flag and compression
- * parameters, as its parameter specs say where they are (those it has not: 90, lossy, 6); the
- * format choice "input" keeps the upload's. */
-static struct codec_encode_opts encode_opts(const struct image_job *j, enum codec_format input) {
-  static const char *const names[] = {"format", "quality", "lossless", "compression"};
-  int v[4] = {-1, 90, 0, 6};
+/* The value of the operation's int (or enum) parameter name, or def when it has none. */
+static int job_param(const struct image_job *j, const char *name, int def) {
   const struct endpoint *ep = j->op->ep;
-  const char *format = "input";
   for (int i = 0; i < ep->nparams; i++)
-    for (int k = 0; k < 4; k++)
-      if (strcmp(ep->params[i].name, names[k]) == 0)
-        v[k] = *(const int *)(j->params.bytes + ep->params[i].offset);
+    if (strcmp(ep->params[i].name, name) == 0)
+      return *(const int *)(j->params.bytes + ep->params[i].offset);
+  return def;
+}
+
+/* The word the operation's enum parameter name holds, or def when it has none. */
+static const char *job_choice(const struct image_job *j, const char *name, const char *def) {
+  const struct endpoint *ep = j->op->ep;
   for (int i = 0; i < ep->nparams; i++)
-    if (strcmp(ep->params[i].name, "format") == 0) format = ep->params[i].choices[v[0]];
-  struct codec_encode_opts o = {codec_format_from_name(format), v[1], v[3], v[2]};
+    if (strcmp(ep->params[i].name, name) == 0) return ep->params[i].choices[job_param(j, name, 0)];
+  return def;
+}
+
+/* How the result is encoded: the operation's format, quality, lossless, compression and effort
+ * parameters where it has them (else: the input's format, 90, lossy, 6, the WebP default); the
+ * format choice "input" keeps the upload's; the upload's ICC profile, when it is kept. */
+static struct codec_encode_opts encode_opts(const struct image_job *j, enum codec_format input) {
+  struct codec_encode_opts o = {codec_format_from_name(job_choice(j, "format", "input")),
+                                job_param(j, "quality", 90), job_param(j, "compression", 6),
+                                job_param(j, "lossless", 0)};
+  o.effort = job_param(j, "effort", -1);
+  o.effort_set = o.effort >= 0;
+  o.icc = j->icc, o.icc_len = j->icc_len;
   if (o.format == CODEC_NONE) o.format = input;
   return o;
+}
+
+/* The upload's ICC profile into the job (read from the file's bytes, whichever decoder ran); with
+ * colorspace=srgb, in's pixels converted to sRGB on the host and the profile dropped. */
+static enum api_error colour(struct image_job *j, struct worker *w, struct codec_image *in) {
+  if (codec_icc_read(j->image, j->len, &j->icc, &j->icc_len) != CODEC_OK) return API_OUT_OF_MEMORY;
+  if (!j->icc || strcmp(job_choice(j, "colorspace", "keep"), "srgb") != 0) return API_OK;
+  enum api_error e = w->ops->to_host(w->state, in);
+  if (e == API_OK) codec_to_srgb(in, j->icc, j->icc_len);
+  free(j->icc);
+  j->icc = NULL, j->icc_len = 0;
+  return e;
 }
 
 /* The operation on w's backend under the job's cancel token: the filters' loops stop once the
@@ -166,7 +192,8 @@ static enum api_error process(struct image_job *j, struct worker *w, struct code
   if (e != API_OK) return e;
   double t0 = api_now_ms();
   e = w->ops->decode(w->state, j->image, j->len, &lim, in, &t->decoder, msg, msglen);
-  t->decode = api_now_ms() - t0;
+  if (e == API_OK) e = colour(j, w, in);
+  t->decode = api_now_ms() - t0; /* the profile read and colour conversion included */
   if (e == API_OK) e = still_wanted(j);
   if (e == API_OK) /* before the compute: a 406 costs no filtering */
     e = api_negotiate(j->accept, codec_mime(encode_opts(j, in->format).format), &j->want_json, msg,
@@ -199,6 +226,11 @@ static struct api_response *respond(struct image_job *j, const struct codec_imag
     *enc = NULL;
   }
   if (r) add_headers(r, backend, res, t);
+  if (r && !j->want_json && (img->format == CODEC_RAW || img->format == CODEC_NPY)) {
+    api_response_header(r, "X-Width", "%d", img->width);
+    api_response_header(r, "X-Height", "%d", img->height);
+    api_response_header(r, "X-Sample-Type", "%s", img->depth == 16 ? "uint16le" : "uint8");
+  }
   return r;
 }
 
@@ -251,6 +283,7 @@ static void job_run(struct job *job, struct worker *w) {
   codec_image_free(&out);
   codec_image_free(&in);
   free(j->owned);
+  free(j->icc);
   j->done(j->udata, r);
   free(j);
 }

@@ -31,6 +31,8 @@ struct blur_params { /* POST /blur, and POST /sharpen (which has no regions) */
   int quality;                /* JPEG and lossy WebP quality */
   int lossless;               /* WebP: lossless */
   int compression;            /* PNG zlib level */
+  int effort;                 /* lossy WebP: libwebp's method 0..6 */
+  int colorspace;             /* index in params_colorspace_choices: keep, srgb */
   int psnr;                   /* compute the PSNR against the exact reference */
   struct api_regions regions; /* /blur: blur only these */
   int feather;                /* /blur: pixels of ramp outside each region */
@@ -49,7 +51,7 @@ struct var_params { /* POST /variance */
   int radius;       /* 1..CPU_VAR_RADIUS_MAX */
   int window;       /* enum cpu_window */
   int output;       /* enum var_output */
-  int format;       /* always 0: png (the only choice) */
+  int format;       /* index in the map formats: png, raw, npy */
   int compression;  /* PNG zlib level */
   int psnr;         /* measure the map against the exact one */
 };
@@ -58,7 +60,7 @@ struct contrast_params { /* POST /contrast: struct cpu_contrast's fields, then t
   int radius;
   double a, m0, b, s0;
   int format, quality, compression; /* as in blur_params */
-  int lossless;                     /* as in blur_params */
+  int lossless, effort, colorspace; /* as in blur_params */
 };
 
 struct api_kernel { /* a PT_KERNEL value: a named kernel, or custom weights as given */
@@ -74,7 +76,7 @@ struct conv_params { /* POST /convolve */
   int normalize;                    /* custom kernels: divide by the sum when it is not 0 */
   double bias;                      /* added to every sum; a named kernel's own when not given */
   int format, quality, compression; /* as in blur_params */
-  int lossless;                     /* as in blur_params */
+  int lossless, effort, colorspace; /* as in blur_params */
   unsigned given;                   /* the parameters the request gave (struct endpoint) */
   struct cpu_conv conv;             /* the kernel to run, built by the endpoint's check */
 };
@@ -197,7 +199,23 @@ extern const char *const op_coeff_choices[];
        "WebP only: lossless, every sample exact (quality is not used); false is lossy at "         \
        "quality. Ignored for PNG and JPEG.",                                                       \
        0},                                                                                         \
-      OP_COMPRESSION_PARAM(T, "6")
+      OP_COMPRESSION_PARAM(T, "6"),                                                                \
+      {"effort",                                                                                   \
+       PT_INT,                                                                                     \
+       0,                                                                                          \
+       6,                                                                                          \
+       NULL,                                                                                       \
+       "2",                                                                                        \
+       offsetof(T, effort),                                                                        \
+       "Lossy WebP only: libwebp's method, 0 (fastest) to 6 (smallest files); ignored otherwise.", \
+       0},                                                                                         \
+  {                                                                                                \
+    "colorspace", PT_ENUM, 0, 0, params_colorspace_choices, "keep", offsetof(T, colorspace),       \
+        "keep: the output carries the upload's ICC profile (the filter works in the image's own "  \
+        "colour space); srgb: the pixels are converted to sRGB with Little CMS and no profile is " \
+        "attached.",                                                                               \
+        0                                                                                          \
+  }
 
 #define OP_NPARAMS(t) ((int)(sizeof(t) / sizeof(t[0])))
 

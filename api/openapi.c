@@ -224,13 +224,14 @@ static int has_param(const struct endpoint *ep, const char *name) {
   return 0;
 }
 
-/* Whether ep can answer an image in the format called name: its format parameter offers it, or
- * offers the upload's format (input). */
-static int answers_format(const struct endpoint *ep, const char *name) {
+/* Whether ep can answer an image in format f: its format parameter offers it, or offers the
+ * upload's format (input) and f is one an upload can be in. */
+static int answers_format(const struct endpoint *ep, enum codec_format f) {
+  const char *name = codec_format_name(f);
   for (int i = 0; ep && i < ep->nparams; i++)
     if (strcmp(ep->params[i].name, "format") == 0) {
       for (const char *const *c = ep->params[i].choices; *c; c++)
-        if (strcmp(*c, name) == 0 || strcmp(*c, "input") == 0) return 1;
+        if (strcmp(*c, name) == 0 || (strcmp(*c, "input") == 0 && f <= CODEC_WEBP)) return 1;
       return 0;
     }
   return 1;
@@ -268,9 +269,16 @@ static json_t *image_ok(const struct route *r) {
     json_object_set_new(h, "X-PSNR",
                         header("PSNR against the exact result in dB, or inf; "
                                "absent with psnr=false."));
+  if (answers_format(r->ep, CODEC_RAW)) {
+    json_object_set_new(h, "X-Width",
+                        header("With format=raw or npy: the map's width in samples."));
+    json_object_set_new(h, "X-Height", header("With format=raw or npy: the map's height in rows."));
+    json_object_set_new(h, "X-Sample-Type",
+                        header("With format=raw or npy: uint16le (or uint8 for an 8-bit image)."));
+  }
   json_t *content = json_object();
-  for (enum codec_format f = CODEC_PNG; f <= CODEC_WEBP; f++)
-    if (answers_format(r->ep, codec_format_name(f)))
+  for (enum codec_format f = CODEC_PNG; f <= CODEC_NPY; f++)
+    if (answers_format(r->ep, f))
       json_object_set_new(content, codec_mime(f),
                           json_pack("{s:o}", "schema", binary(codec_mime(f))));
   json_object_set_new(content, "application/json",

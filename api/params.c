@@ -16,6 +16,7 @@
 
 const char *const params_format_choices[] = {"input", "png", "jpeg", "webp", NULL};
 const char *const params_bool_choices[] = {"false", "true", NULL};
+const char *const params_colorspace_choices[] = {"keep", "srgb", NULL};
 
 struct pval {            /* a parsed value */
   double num;            /* PT_NUMBER */

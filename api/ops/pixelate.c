@@ -13,7 +13,7 @@ struct pixelate_params {
   struct api_regions regions;       /* mosaic only these; none: the whole image */
   int feather;                      /* pixels of ramp outside each region */
   int format, quality, compression; /* as in blur_params */
-  int lossless;
+  int lossless, effort, colorspace; /* as in blur_params */
 };
 
 #define OFF(field)  offsetof(struct pixelate_params, field)
