@@ -188,7 +188,7 @@ enum api_error op_gpu_run(struct op_env *env, struct op_io *io, op_gpu_launch la
   io->out->pixels = NULL; /* the device's output image */
   enum api_error e = gpu_error(w, s);
   if (e == API_OK)
-    *io->t = (struct stage_times){g.upload + g.kernel, acc ? g.reference : -1,
+    *io->t = (struct stage_times){g.upload + g.kernel, acc || g.reference > 0 ? g.reference : -1,
                                   src.data ? g.upload : -1, g.kernel, -1};
   return e;
 }

@@ -433,6 +433,7 @@ struct cpu_var_stats { /* what /variance reports besides the image */
   double mean;         /* their sum, row by row, then the rows in order, over width*height */
   double psnr; /* dB against the exact map, peak the largest possible value; INFINITY for the
                   exact method; NAN when not measured */
+  double reference_ms; /* time spent on the exact map and the PSNR; -1 when not measured */
 };
 
 /* Output sample = round(value * scale): the map's largest possible value (half the sample range,

@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <time.h>
 
 double cpu_var_scale(int depth, int stddev) {
   if (depth == 8) return stddev ? 256 : 4;
@@ -82,8 +83,13 @@ int cpu_variance_image(struct cpu_pool *pool, const struct cpu_var *v, const str
   if (rc == 0) rc = cpu_variance(pool, v, &plane, NULL, map);
   struct cpu_var exact = *v;
   exact.method = CPU_VAR_EXACT;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  s->reference_ms = -1;
   if (rc == 0 && measure && cpu_cancelled() == CPU_RUNNING)
     rc = cpu_variance(pool, &exact, &plane, NULL, ref);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  if (measure) s->reference_ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
   if (rc == 0 && cpu_cancelled() != CPU_RUNNING) rc = -1; /* an unfinished map */
   if (rc == 0) rc = var_finish(pool, o, map, ref, &plane, out, s);
   free(owned);
