@@ -28,9 +28,6 @@ PKGS := libmicrohttpd jansson libpng libturbojpeg libjpeg libwebp libwebpmux lib
 OPT ?= -O3 -g
 CFLAGS += -std=c11 $(OPT) -Wall -Wextra -Werror -Wstrict-prototypes -Wshadow -D_GNU_SOURCE \
           -pthread -MMD -MP $(SANFLAGS) $(shell pkg-config --cflags $(PKGS))
-# struct codec_encode_opts grows optional fields that zero leaves at their defaults; callers that
-# list only the first four, positionally, are meant to get those defaults.
-CFLAGS += -Wno-missing-field-initializers
 LDFLAGS += -pthread $(SANFLAGS)
 LDLIBS := $(shell pkg-config --libs $(PKGS)) -lz -lm
 TEST_LDLIBS := $(shell pkg-config --libs libcurl)

@@ -145,9 +145,10 @@ static const char *job_choice(const struct image_job *j, const char *name, const
  * parameters where it has them (else: the input's format, 90, lossy, 6, the WebP default); the
  * format choice "input" keeps the upload's; the upload's ICC profile, when it is kept. */
 static struct codec_encode_opts encode_opts(const struct image_job *j, enum codec_format input) {
-  struct codec_encode_opts o = {codec_format_from_name(job_choice(j, "format", "input")),
-                                job_param(j, "quality", 90), job_param(j, "compression", 6),
-                                job_param(j, "lossless", 0)};
+  struct codec_encode_opts o = {.format = codec_format_from_name(job_choice(j, "format", "input")),
+                                .quality = job_param(j, "quality", 90),
+                                .compression = job_param(j, "compression", 6),
+                                .lossless = job_param(j, "lossless", 0)};
   o.effort = job_param(j, "effort", -1);
   o.effort_set = o.effort >= 0;
   o.icc = j->icc, o.icc_len = j->icc_len;

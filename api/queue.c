@@ -60,7 +60,8 @@ struct worker_thread { /* what a worker thread needs */
  * ones after it. */
 /* A JPEG round trip of img through w's encoder and decoder. */
 static void warm_jpeg(struct worker *w, const struct codec_image *img) {
-  struct codec_encode_opts jpeg = {CODEC_JPEG, 90, 6, 0};
+  struct codec_encode_opts jpeg = {
+      .format = CODEC_JPEG, .quality = 90, .compression = 6, .lossless = 0};
   struct codec_limits lim = {(uint32_t)img->width, (uint32_t)img->height,
                              (uint64_t)img->width * img->height};
   struct codec_image back = {0};

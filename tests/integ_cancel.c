@@ -43,7 +43,8 @@ static uint8_t *image_png(int width, int height, int channels, int noise, size_t
                       (noise ? ((unsigned)(x * 7919 + y * 104729 + c * 31) * 2654435761u) >> 26
                              : 0));
   struct codec_image img = {px, width, height, channels, 8, CODEC_PNG, 1};
-  struct codec_encode_opts o = {CODEC_PNG, 90, 6, 0};
+  struct codec_encode_opts o = {
+      .format = CODEC_PNG, .quality = 90, .compression = 6, .lossless = 0};
   char msg[128];
   ASSERT_INT(codec_encode(&img, &o, &out, len, msg, sizeof(msg)), ==, CODEC_OK);
   free(px);

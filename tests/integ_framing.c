@@ -246,7 +246,8 @@ static void post_raw(int fd, const char *path, const char *ctype, const void *bo
  * Caller frees. */
 static uint8_t *noise_jpeg(size_t *len) {
   struct codec_image img = {malloc((size_t)6000 * 4000 * 3), 6000, 4000, 3, 8, CODEC_NONE, 1};
-  struct codec_encode_opts o = {CODEC_JPEG, 85, 6, 0};
+  struct codec_encode_opts o = {
+      .format = CODEC_JPEG, .quality = 85, .compression = 6, .lossless = 0};
   uint8_t *out = NULL;
   char msg[128];
   uint32_t x = 12345;

@@ -49,7 +49,8 @@ static uint8_t *png_of(int w, int h, size_t size, size_t *len) {
   for (int y = 0; y < h; y++)
     for (int x = 0; x < w; x++)
       img.pixels[(size_t)y * w + x] = photo.pixels[(size_t)(y % 512) * 512 + x % 512];
-  struct codec_encode_opts o = {CODEC_PNG, 90, 1, 0};
+  struct codec_encode_opts o = {
+      .format = CODEC_PNG, .quality = 90, .compression = 1, .lossless = 0};
   ASSERT(codec_encode(&img, &o, &out, len, NULL, 0) == CODEC_OK);
   if (size) {
     ASSERT(*len <= size);

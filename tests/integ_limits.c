@@ -34,7 +34,8 @@ static uint8_t *make_png(int width, int height, int channels, size_t *len) {
   for (size_t i = 0; i < (size_t)width * channels; i++) px[i] = (uint8_t)(i * 7);
   for (size_t i = 0; i < n; i += 4099) px[i] = (uint8_t)(i >> 3); /* some texture */
   struct codec_image img = {px, width, height, channels, 8, CODEC_PNG, 1};
-  struct codec_encode_opts o = {CODEC_PNG, 90, 1, 0};
+  struct codec_encode_opts o = {
+      .format = CODEC_PNG, .quality = 90, .compression = 1, .lossless = 0};
   char msg[128];
   ASSERT_INT(codec_encode(&img, &o, &out, len, msg, sizeof(msg)), ==, CODEC_OK);
   free(px);

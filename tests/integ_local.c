@@ -70,7 +70,8 @@ static uint8_t *make_png(int w, int h, int channels, int depth, unsigned seed, s
       ((uint16_t *)img.pixels)[i] = (uint16_t)v;
   }
   uint8_t *out;
-  struct codec_encode_opts o = {CODEC_PNG, 90, 1, 0};
+  struct codec_encode_opts o = {
+      .format = CODEC_PNG, .quality = 90, .compression = 1, .lossless = 0};
   ASSERT(codec_encode(&img, &o, &out, len, NULL, 0) == CODEC_OK);
   codec_image_free(&img);
   return out;
@@ -398,8 +399,10 @@ static void test_contrast(void) {
   struct codec_image g = {malloc(40 * 30 * 3), 40, 30, 3, 8, CODEC_PNG, 1}, out;
   for (int i = 0; i < 40 * 30; i++) memset(g.pixels + 3 * i, (i * 37 + i / 40 * 11) % 256, 3);
   uint8_t *png;
-  ASSERT(codec_encode(&g, &(struct codec_encode_opts){CODEC_PNG, 90, 1, 0}, &png, &len, NULL, 0) ==
-         CODEC_OK);
+  ASSERT(codec_encode(&g,
+                      &(struct codec_encode_opts){
+                          .format = CODEC_PNG, .quality = 90, .compression = 1, .lossless = 0},
+                      &png, &len, NULL, 0) == CODEC_OK);
   post("/contrast", png, len, NULL, NULL, &r);
   expect_contrast(&r, png, len, &(struct cpu_contrast){5, 0.5, 128, 0.5, 50}, "image/png");
   decode(r.body, r.len, &out);

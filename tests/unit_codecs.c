@@ -1042,7 +1042,8 @@ static void test_alloc_failures_encode(void) {
     n = encode_failing_each(&img, &jpeg); /* the 8-bit copy (but for gray1) and the output */
     ASSERT_INT(n, ==, img.depth == 8 && img.channels == 1 ? 1 : 2);
     for (int lossless = 0; lossless < 2; lossless++) { /* the RGB(A) copy, the output's growth */
-      struct codec_encode_opts webp = {CODEC_WEBP, 80, 6, lossless};
+      struct codec_encode_opts webp = {
+          .format = CODEC_WEBP, .quality = 80, .compression = 6, .lossless = lossless};
       n = encode_failing_each(&img, &webp);
       if (n < 2) TEST_FAIL("%s: WebP encode made only %ld allocations", files[f], n);
     }
@@ -1316,7 +1317,10 @@ static void test_webp_lossless_round_trip(void) {
   static const char *files[] = {"astronaut.png", "palette_trns.png", "red_square.png",
                                 "logo.png",      "rgba16.png",       "gray16.png",
                                 "camera.png",    "gray_alpha.png",   "gray_alpha16.png"};
-  struct codec_encode_opts o = {CODEC_WEBP, 0, 0, 1}; /* lossless: quality is not used */
+  struct codec_encode_opts o = {.format = CODEC_WEBP,
+                                .quality = 0,
+                                .compression = 0,
+                                .lossless = 1}; /* lossless: quality is not used */
   for (size_t i = 0; i <= sizeof files / sizeof files[0]; i++) {
     struct codec_image img = i < sizeof files / sizeof files[0] ? load(files[i]) : rgba;
     uint8_t *file;
@@ -1339,7 +1343,8 @@ static void test_webp_lossy(void) {
   } cases[] = {{50, 32.5}, {75, 34.0}, {90, 37.0}};
   size_t last = 0;
   for (size_t i = 0; i < 3; i++) {
-    struct codec_encode_opts o = {CODEC_WEBP, cases[i].quality, 6, 0};
+    struct codec_encode_opts o = {
+        .format = CODEC_WEBP, .quality = cases[i].quality, .compression = 6, .lossless = 0};
     uint8_t *file;
     size_t len;
     struct codec_image back = encode_decode(&astronaut, &o, &file, &len);
@@ -1354,7 +1359,8 @@ static void test_webp_lossy(void) {
     codec_image_free(&back);
   }
   struct codec_image rgba = astronaut_region(1);
-  struct codec_encode_opts o = {CODEC_WEBP, 80, 6, 0};
+  struct codec_encode_opts o = {
+      .format = CODEC_WEBP, .quality = 80, .compression = 6, .lossless = 0};
   uint8_t *file;
   size_t len;
   struct codec_image back = encode_decode(&rgba, &o, &file, &len);
@@ -1370,7 +1376,8 @@ static void test_webp_lossy(void) {
 /* A flat 16-bit RGBA and gray + alpha image to lossless WebP: the 16-bit scaling to the unit, on
  * both sides of a rounding edge, with alpha kept. */
 static void test_webp_encode_flat16(void) {
-  struct codec_encode_opts o = {CODEC_WEBP, 90, 6, 1};
+  struct codec_encode_opts o = {
+      .format = CODEC_WEBP, .quality = 90, .compression = 6, .lossless = 1};
   struct codec_image img[2] = {flat(4, 16, (const unsigned[]){25828, 25829, 65535, 32768}),
                                flat(2, 16, (const unsigned[]){25829, 49151})};
   static const unsigned want[2][4] = {{100, 101, 255, 128}, {101, 101, 101, 191}};
