@@ -52,6 +52,8 @@ struct gpu_ctx *gpu_ctx_new(int dev, char *err, size_t errlen) {
                       : strcmp(prec, "double") == 0 ? 1
                       : strcmp(prec, "float") == 0  ? -1
                                                     : 0;
+  const char *ref = getenv("BLURD_PSNR_REFERENCE");
+  ctx->ref_double = ref && strcmp(ref, "double") == 0;
   /* Block rather than spin while waiting for the GPU: the worker's CPU time goes to the codecs
    * of other requests (the default spins when there are more cores than contexts). A failure
    * here only costs CPU time, so it is not an error. */
@@ -439,6 +441,109 @@ void accuracy_of(const struct cpu_image *img, const double *stats, struct cpu_ac
   acc->max_abs = stats[1];
 }
 
+/* One pass of the single-precision reference: its float weights (padded with zeros to r8) and the
+ * terms of its error bound (docs/methods.md, "PSNR"), in units of the largest input sample. */
+struct r32_pass {
+  int r8;        /* the radius rounded up to a multiple of 8 (at least 8) */
+  double mass;   /* the float weights' sum, both sides */
+  double wround; /* the sum of |float weight - double weight|, both sides */
+  double chain;  /* the sum of the masses under every rounded step, in r32_line's order */
+  double pairs;  /* 2 x the sum of the weights w[1..]: the pairs' own roundings */
+};
+
+static enum gpu_status r32_weights(struct gpu_ctx *ctx, enum w_slot slot, double sigma,
+                                   struct r32_pass *p) {
+  int r = cpu_gauss_radius(sigma, CPU_TRUNCATE);
+  p->r8 = r < 8 ? 8 : (r + 7) / 8 * 8;
+  if (p->r8 > R32_RMAX) return GPU_ERROR;
+  double *w = (double *)malloc((size_t)(r + 1) * sizeof(double));
+  float *f = (float *)calloc((size_t)p->r8 + 1, sizeof(float));
+  enum gpu_status st = w && f ? GPU_OK : GPU_NO_MEMORY;
+  if (st == GPU_OK) {
+    cpu_gauss_kernel(sigma, r, w);
+    double mass[4] = {0, 0, 0, 0};
+    p->chain = p->pairs = p->wround = 0;
+    for (int m = 0; m <= r; m++) {
+      f[m] = (float)w[m];
+      p->wround += (m ? 2 : 1) * fabs((double)f[m] - w[m]);
+    }
+    for (int m = p->r8; m >= 1; m--) /* tap m's accumulator: m mod 4 (r8 a multiple of 8) */
+      if (f[m] != 0) mass[m & 3] += 2.0 * f[m], p->chain += mass[m & 3], p->pairs += 2.0 * f[m];
+    double all = mass[0] + mass[1] + mass[2] + mass[3];
+    p->mass = all + f[0];
+    p->chain += 2 * all + p->mass; /* two pairs of accumulators, their sum, then the centre tap */
+    st = upload_w(ctx, slot, f, ((size_t)p->r8 + 1) * sizeof(float));
+  }
+  free(w);
+  free(f);
+  return st;
+}
+
+/* The bound on |float reference - double reference| of every sample (docs/methods.md): the row
+ * pass on samples up to peak (exact integers, or premultiplied with 3 roundings), then the column
+ * pass on the row pass's sums, each step's rounding at most u times the value it rounds. */
+static double r32_bound(const struct r32_pass *x, const struct r32_pass *y, int depth, int alpha) {
+  const double u = ldexp(1.0, -24), slack = 1.01;
+  double peak = (1 << depth) - 1;
+  double e_in = alpha ? 3 * u * peak : 0; /* the premultiplication, in float */
+  double e1 = e_in * x->mass + peak * x->wround +
+              slack * u * peak * (x->chain + (alpha ? x->pairs : 0)); /* integers add exactly */
+  double m2 = peak * x->mass * (1 + 1e-6) + e1; /* the column pass's largest input */
+  return e1 * y->mass + m2 * y->wround + slack * u * m2 * (y->chain + y->pairs) + 1e-9;
+}
+
+/* Whether the float reference's sums (stats: squared errors, absolute errors) fix the PSNR to
+ * within 0.01 dB of the double reference's, for n samples and a bound e on each sample's error:
+ * |SSE - SSE'| <= 2 e sum|D'| + n (e^2 + (2 e + 1e-6)^2), and 10 log10 of the ratio <= 0.01. */
+static int r32_certain(const double *stats, double n, double e) {
+  double b = 2 * e * stats[1] + n * (e * e + (2 * e + 1e-6) * (2 * e + 1e-6));
+  return stats[0] > 0 && b <= (1 - pow(10, -0.001)) * stats[0];
+}
+
+/* The reference and the PSNR of d_out against the blur of d_in: in single precision when its
+ * bound makes the PSNR certain to 0.01 dB, else (or when BLURD_PSNR_REFERENCE=double, or the
+ * kernel is wider than R32_RMAX) the double reference's. Waits for the GPU; acc filled. Sets
+ * *exact when the double reference ran. */
+static enum gpu_status run_psnr(struct gpu_ctx *ctx, const struct cpu_blur *b,
+                                const struct cpu_image *img, struct cpu_accuracy *acc, int *exact) {
+  struct r32_pass px, py;
+  enum gpu_status st = ctx->ref_double ? GPU_ERROR : r32_weights(ctx, W_REF_X, b->sigma_x, &px);
+  if (st == GPU_OK) st = r32_weights(ctx, W_REF_Y, b->sigma_y, &py);
+  if (st == GPU_OK) {
+    int alpha = img->channels == 2 || img->channels == 4;
+    double e = r32_bound(&px, &py, img->depth, alpha);
+    size_t n = (size_t)img->width * img->height * img->channels;
+    st = grow(ctx, &ctx->d_ref, &ctx->ref_cap,
+              reference32_bytes(img->width, img->height, img->channels, py.r8));
+    if (st != GPU_OK) return st;
+    CUDA_TRY(ctx, launch_reference32(packed_of(ctx->d_in, img), packed_of(ctx->d_out, img),
+                                     ctx->d_ref, (const float *)w_at(ctx, W_REF_X), px.r8,
+                                     (const float *)w_at(ctx, W_REF_Y), py.r8, e + 1e-6,
+                                     ctx->d_stats, ctx->s));
+    CUDA_TRY(ctx, cudaMemcpyAsync(ctx->h_stats, ctx->d_stats, 3 * sizeof(double),
+                                  cudaMemcpyDeviceToHost, ctx->s));
+    CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_MEASURED], ctx->s));
+    CUDA_TRY(ctx, cudaEventSynchronize(ctx->ev[EV_MEASURED]));
+    if (r32_certain(ctx->h_stats, (double)n, e)) {
+      double s[2] = {ctx->h_stats[0], ctx->h_stats[2]};
+      accuracy_of(img, s, acc);
+      *exact = 0;
+      return GPU_OK;
+    }
+  } else if (st != GPU_ERROR) {
+    return st;
+  }
+  *exact = 1; /* the double reference decides */
+  st = run_reference(ctx, b->sigma_x, b->sigma_y, img, ctx->d_in, ctx->d_out, ctx->d_stats);
+  if (st != GPU_OK) return st;
+  CUDA_TRY(ctx, cudaMemcpyAsync(ctx->h_stats, ctx->d_stats, 2 * sizeof(double),
+                                cudaMemcpyDeviceToHost, ctx->s));
+  CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_MEASURED], ctx->s));
+  CUDA_TRY(ctx, cudaEventSynchronize(ctx->ev[EV_MEASURED]));
+  accuracy_of(img, ctx->h_stats, acc);
+  return GPU_OK;
+}
+
 double elapsed(const struct gpu_ctx *ctx, int a, int b) {
   float ms = 0;
   return cudaEventElapsedTime(&ms, ctx->ev[a], ctx->ev[b]) == cudaSuccess ? ms : -1;
@@ -503,20 +608,22 @@ enum gpu_status gpu_blur_resident(struct gpu_ctx *ctx, const struct cpu_blur *b,
   CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_UPLOADED], ctx->s));
   if ((st = run_method(ctx, b, img, ctx->d_in, ctx->d_out)) != GPU_OK) return st;
   CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_FILTERED], ctx->s));
+  ctx->ref_exact = 0;
   if (acc) {
-    st = run_reference(ctx, b->sigma_x, b->sigma_y, img, ctx->d_in, ctx->d_out, ctx->d_stats);
-    if (st != GPU_OK) return st;
-    CUDA_TRY(ctx, cudaMemcpyAsync(ctx->h_stats, ctx->d_stats, 2 * sizeof(double),
-                                  cudaMemcpyDeviceToHost, ctx->s));
+    if ((st = run_psnr(ctx, b, img, acc, &ctx->ref_exact)) != GPU_OK) return st;
+  } else {
+    CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_MEASURED], ctx->s));
+    CUDA_TRY(ctx, cudaEventSynchronize(ctx->ev[EV_MEASURED])); /* a blocking-sync event */
   }
-  CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_MEASURED], ctx->s));
-  CUDA_TRY(ctx, cudaEventSynchronize(ctx->ev[EV_MEASURED])); /* a blocking-sync event */
-  if (acc) accuracy_of(img, ctx->h_stats, acc);
   if (t) {
     t->kernel = elapsed(ctx, EV_UPLOADED, EV_FILTERED);
     t->reference = acc ? elapsed(ctx, EV_FILTERED, EV_MEASURED) : 0;
   }
   return GPU_OK;
+}
+
+int gpu_reference_exact(const struct gpu_ctx *ctx) {
+  return ctx->ref_exact;
 }
 
 /* Hands the image in staging (pixels) to dst: copied, or lent when dst->data is NULL. */

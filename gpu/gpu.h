@@ -80,6 +80,11 @@ struct gpu_times {  /* milliseconds, from CUDA events on the context's stream */
 enum gpu_status gpu_blur(struct gpu_ctx *ctx, const struct cpu_blur *b, const struct cpu_image *src,
                          struct cpu_image *dst, struct cpu_accuracy *acc, struct gpu_times *t);
 
+/* Whether the last PSNR of gpu_blur or gpu_blur_resident on ctx came from the double reference:
+ * the single-precision one's bound could not fix it to 0.01 dB (docs/methods.md, "PSNR"), the
+ * kernel was wider than it takes, or BLURD_PSNR_REFERENCE=double said so. */
+int gpu_reference_exact(const struct gpu_ctx *ctx);
+
 /* For benchmarks: uploads src once, runs the method's kernels reps times and stores the median
  * kernel time (CUDA events) in *ms. Nothing is downloaded. */
 enum gpu_status gpu_bench(struct gpu_ctx *ctx, const struct cpu_blur *b,

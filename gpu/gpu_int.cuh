@@ -54,6 +54,8 @@ struct gpu_ctx {
   int force_double;      /* BLURD_GPU_PRECISION: -1 float, 1 double, 0 by sigma */
   int bench;             /* gpu_bench: kernel time only, after the host's preparation */
   int early;             /* programmatic dependent launch: compute capability 9.0 on */
+  int ref_double; /* BLURD_PSNR_REFERENCE=double: the PSNR always from the double reference */
+  int ref_exact;  /* the last PSNR came from the double reference (gpu_reference_exact) */
 };
 
 /* Says how bad e is (GPU_FATAL for a sticky error) and, unless it is cudaSuccess, logs it to
@@ -399,6 +401,14 @@ cudaError_t launch_separable(packed in, packed out, mid m, const float *d_wx, in
 size_t reference_bytes(int w, int h, int c, int ry);
 cudaError_t launch_reference(packed in, packed out, void *d_ref, const double *d_wx, int rx,
                              const double *d_wy, int ry, double *d_stats, cudaStream_t s);
+/* The single-precision reference (kernels_ref32.cu): weights w[0..r8] (r8 a multiple of 8, zeros
+ * past the radius), d_ref of reference32_bytes(w, h, c, ry8); d_stats[0..2] get the sums of squared
+ * and of absolute errors and the largest error, errors under tau counted as none. */
+#define R32_RMAX 160 /* the largest r8 it takes (sigma 40): the column pass stages 4 lanes */
+size_t reference32_bytes(int w, int h, int c, int ry8);
+cudaError_t launch_reference32(packed in, packed out, void *d_ref, const float *d_wx, int rx8,
+                               const float *d_wy, int ry8, double tau, double *d_stats,
+                               cudaStream_t s);
 
 /* yvv_blocked's block length in samples (float, double). */
 #define BLOCKED_B_FLOAT  64

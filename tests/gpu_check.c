@@ -2,12 +2,13 @@
  * against its CPU twin on real photographs and odd sizes (1x1, 1xN, Nx1, 1023x777, 8192x8192),
  * with one sigma on both axes and with a sigma of its own on each: the fir family byte for byte,
  * the other methods within 1 level; the GPU's PSNR against the CPU's measurement of the same
- * output; single against double precision across sigma (the data behind GPU_FLOAT_SIGMA_MAX,
- * and yvv_blocked and deriche within a level in single precision at every sigma); an
- * out-of-memory job that fails alone; region blur on the device against its parts (each box
- * blurred by gpu_blur and blended by cpu_blend_box); and, with --fault, a sticky error that is
- * reported as fatal; images whose exact reference runs in strips of rows. --quick runs the small
- * cases only (odd sizes, the per-axis cases, regions) and the strips,
+ * output (the same, or within 0.01 dB when the single-precision reference decided it, on
+ * photographs and adversarial images too: test_psnr_reference); single against double precision
+ * across sigma (the data behind GPU_FLOAT_SIGMA_MAX, and yvv_blocked and deriche within a level in
+ * single precision at every sigma); an out-of-memory job that fails alone; region blur on the
+ * device against its parts (each box blurred by gpu_blur and blended by cpu_blend_box); and, with
+ * --fault, a sticky error that is reported as fatal; images whose exact reference runs in strips of
+ * rows. --quick runs the small cases only (odd sizes, the per-axis cases, regions) and the strips,
  * --sanitize fewer still (for compute-sanitizer, which slows every kernel down; `--sanitize
  * regions` only the regions, `--sanitize strips` only the strips).
  *
@@ -65,6 +66,9 @@ static struct cpu_image tile(const struct codec_image *p, int w, int h, int c) {
 }
 
 static int failures;
+#define PSNR_DB 0.01   /* the float reference's PSNR: within this of the double one's */
+static int last_exact; /* compare's last GPU PSNR came from the double reference */
+static double last_dpsnr;
 static int local_only; /* --local, or --sanitize local: only the issue 5 section */
 static int only = -1;  /* --sanitize METHOD: only that method's odd sizes */
 
@@ -114,13 +118,18 @@ static void compare(struct gpu_ctx *g, enum cpu_method m, double sigma_x, double
   /* premultiplied colour may be a level off in colour and a level off in alpha: 2 */
   int alpha = src->channels == 2 || src->channels == 4;
   double allowed = cpu_method_is_fir(m) ? 0 : alpha ? 2 : 1;
+  /* the PSNR within 0.01 dB of the CPU's double measurement (the float reference's bound: its
+   * largest error then within 2e-5 of the peak) or the same (the double reference ran) */
   double dpsnr = isinf(ga.psnr) && isinf(gm.psnr) ? 0 : fabs(ga.psnr - gm.psnr);
-  int ok = maxd <= allowed && dpsnr < 1e-6 * (1 + fabs(gm.psnr)) + 1e-9 &&
-           fabs(ga.max_abs - gm.max_abs) < 1e-6;
+  int exact = gpu_reference_exact(g), peak = (1 << src->depth) - 1;
+  int ok = maxd <= allowed &&
+           (exact ? dpsnr < 1e-6 * (1 + fabs(gm.psnr)) + 1e-9 : dpsnr <= PSNR_DB) &&
+           fabs(ga.max_abs - gm.max_abs) < (exact ? 1e-6 : 2e-5 * peak + 1e-6);
+  last_exact = exact, last_dpsnr = dpsnr;
   printf("%-4s %-14s %-11s sigma %6s  max diff %.3f (%zu samples)  psnr gpu %.4f cpu-measured %.4f "
-         "cpu-method %.4f  kernel %.3f ms\n",
+         "cpu-method %.4f (%s reference)  kernel %.3f ms\n",
          ok ? "ok" : "FAIL", label, cpu_method_name(m), sigma, maxd, diffs, ga.psnr, gm.psnr,
-         ca.psnr, t.kernel);
+         ca.psnr, exact ? "double" : "float", t.kernel);
   failures += !ok;
   free(c.data);
   free(d.data);
@@ -189,6 +198,76 @@ static void test_per_axis(void) {
   codec_image_free(&c16);
 }
 
+/* The PSNR from the single-precision reference (issue 34) against the CPU's double measurement,
+ * within PSNR_DB, on 1920x1080 photographs (where the float reference must decide: its bound is
+ * far below the error it measures) and on adversarial images, where the double one may have to:
+ * noise, 1-pixel checkers, lines, steps, a flat image (infinite PSNR), 1xN and Nx1, 16-bit and
+ * RGBA; pyramid at sigma 12 (the service's auto), separable at 3, yvv_blocked at 40. */
+enum adv { ADV_PHOTO, ADV_NOISE, ADV_CHECKER, ADV_LINES, ADV_STEPS, ADV_FLAT, ADV_N };
+static const char *const adv_names[ADV_N] = {"photo", "noise", "checker", "lines", "steps", "flat"};
+
+static struct cpu_image adversarial(enum adv a, const struct codec_image *photo, int w, int h,
+                                    int c, int depth) {
+  struct cpu_image base = tile(photo, w, h, c), img = {NULL, w, h, c, depth};
+  unsigned peak = (1u << depth) - 1, rng = 12345;
+  img.data = malloc(cpu_image_bytes(&img));
+  ASSERT(img.data);
+  for (int y = 0; y < h; y++)
+    for (int x = 0; x < w; x++)
+      for (int k = 0; k < c; k++) {
+        size_t i = ((size_t)y * w + x) * c + k;
+        unsigned v = image_sample(&base, i) * (depth == base.depth ? 1 : 257);
+        rng = rng * 1664525u + 1013904223u;
+        if (a == ADV_NOISE) v = (unsigned)(((unsigned long long)(rng >> 8) * (peak + 1)) >> 24);
+        if (a == ADV_CHECKER) v = (x + y) % 2 ? peak : 0;
+        if (a == ADV_LINES) v = x % 17 == 0 || y % 23 == 0 ? peak : 0;
+        if (a == ADV_STEPS) v = (x * 4 / w + y * 3 / h) * peak / 5;
+        if (a == ADV_FLAT) v = peak * 137 / 255;
+        if (k == c - 1 && (c == 2 || c == 4) && a != ADV_PHOTO) v = peak - (x % 5) * peak / 8;
+        if (depth == 16)
+          ((uint16_t *)img.data)[i] = (uint16_t)v;
+        else
+          ((uint8_t *)img.data)[i] = (uint8_t)v;
+      }
+  free(base.data);
+  return img;
+}
+
+static void test_psnr_reference(void) {
+  struct codec_image photo = fixture_photo("photo_1080p.jpg");
+  struct {
+    int w, h, c, depth;
+  } shapes[] = {
+      {1920, 1080, 3, 8}, {1, 3000, 3, 8}, {3000, 1, 1, 8}, {640, 360, 4, 8}, {640, 360, 3, 16}};
+  const struct {
+    enum cpu_method m;
+    double sigma;
+  } runs[] = {{CPU_PYRAMID, 12}, {CPU_SEPARABLE, 3}, {CPU_YVV_BLOCKED, 40}};
+  double worst = 0;
+  int float_photos = 0;
+  for (int s = 0; s < 5; s++)
+    for (int a = 0; a < ADV_N; a++) {
+      char label[48];
+      snprintf(label, sizeof(label), "%s %dx%dx%d/%d", adv_names[a], shapes[s].w, shapes[s].h,
+               shapes[s].c, shapes[s].depth);
+      struct cpu_image img =
+          adversarial((enum adv)a, &photo, shapes[s].w, shapes[s].h, shapes[s].c, shapes[s].depth);
+      for (int r = 0; r < 3 && (s == 0 || r == 0); r++) {
+        compare(ctx, runs[r].m, runs[r].sigma, runs[r].sigma, &img, label);
+        worst = last_dpsnr > worst && !isinf(last_dpsnr) ? last_dpsnr : worst;
+        if (a == ADV_PHOTO && s == 0) float_photos += !last_exact;
+      }
+      free(img.data);
+    }
+  /* the point: the photographs' PSNR comes from the float reference, at every method */
+  int ok = float_photos == 3;
+  printf("%-4s psnr reference: 1920x1080 photo from the float reference at %d of 3 methods; "
+         "largest |gpu - cpu| %.5f dB (at most %.2f)\n",
+         ok ? "ok" : "FAIL", float_photos, worst, PSNR_DB);
+  failures += !ok;
+  codec_image_free(&photo);
+}
+
 /* Images whose reference plane of doubles passes 128 MB: the reference goes through it in
  * strips of rows (gpu/kernels_sep.cu, ref_strip), and must measure what the CPU measures. Three
  * strips for the gray image at sigma 3 and 40 (radius 12 and 160), two for the RGB one, at
@@ -231,6 +310,7 @@ static void test_regions(void) {
         int m = cases[c][0], n = cases[c][1], first = cases[c][2];
         const struct cpu_blur b = blurs[m];
         struct cpu_accuracy acc[20], one[20];
+        int one_exact[20];
         struct gpu_times t;
         size_t px = (size_t)img->channels * (img->depth / 8);
         want.data = malloc(cpu_image_bytes(img));
@@ -257,6 +337,7 @@ static void test_regions(void) {
                    (char *)img->data + ((size_t)(r[k].box[1] + y) * img->width + r[k].box[0]) * px,
                    (size_t)box.width * px);
           ASSERT(gpu_blur(ctx, &b, &box, &box, &one[k], NULL) == GPU_OK);
+          one_exact[k] = gpu_reference_exact(ctx); /* else the float reference's: 0.01 dB */
           cpu_blend_box(&want, &box, r[k].box[0], r[k].box[1], r[k].rect, feather);
           free(box.data);
         }
@@ -269,8 +350,12 @@ static void test_regions(void) {
         size_t diffs = 0, ns = cpu_image_bytes(img) / (size_t)(img->depth / 8);
         for (size_t k = 0; k < ns; k++) diffs += image_sample(&want, k) != image_sample(&got, k);
         int same_acc = 1;
+        double peak = (1 << img->depth) - 1;
         for (int k = 0; k < n; k++)
-          same_acc &= acc[k].psnr == one[k].psnr && acc[k].max_abs == one[k].max_abs;
+          same_acc &= one_exact[k]
+                          ? acc[k].psnr == one[k].psnr && acc[k].max_abs == one[k].max_abs
+                          : fabs(acc[k].psnr - one[k].psnr) <= PSNR_DB &&
+                                fabs(acc[k].max_abs - one[k].max_abs) <= 2e-5 * peak + 1e-6;
         /* and without the PSNR (pyramid then reads the boxes in place): the same samples */
         st = gpu_upload(ctx, img, NULL);
         if (st == GPU_OK) st = gpu_blur_regions(ctx, &b, img, r, n, feather, NULL, &t);
@@ -974,6 +1059,7 @@ int main(int argc, char **argv) {
     test_per_axis();
     if (only < 0) test_regions();
     if (only < 0 && quick < 2) test_strips();
+    if (only < 0 && quick < 2) test_psnr_reference();
   }
   if (only < 0) test_local();
   if (only < 0 && !local_only) test_ops(quick > 0);
