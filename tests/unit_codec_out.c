@@ -8,15 +8,7 @@
 
 #include "../codecs/codecs.h"
 #include "test.h"
-
-static struct codec_image load(const char *name) {
-  const char *dir = getenv("BLURD_DATA");
-  char path[1024];
-  snprintf(path, sizeof path, "%s/%s", dir && *dir ? dir : "tests/data", name);
-  struct codec_image img;
-  if (codec_decode_file(path, &img) != CODEC_OK) TEST_FAIL("cannot decode %s", path);
-  return img;
-}
+#include "fixtures.h"
 
 static uint8_t *encode(const struct codec_image *img, const struct codec_encode_opts *o,
                        size_t *len) {
@@ -29,7 +21,7 @@ static uint8_t *encode(const struct codec_image *img, const struct codec_encode_
 /* Each effort is libwebp's method: the default is CODEC_WEBP_EFFORT_DEFAULT's file byte for
  * byte, the extremes differ, every file decodes, and 7 is refused. */
 static void test_webp_effort(void) {
-  struct codec_image img = load("chelsea.png");
+  struct codec_image img = fixture_photo("chelsea.png");
   size_t n_default, n[7];
   uint8_t *def =
       encode(&img, &(struct codec_encode_opts){.format = CODEC_WEBP, .quality = 80}, &n_default);
@@ -105,7 +97,7 @@ static double sample_sum(const struct codec_image *img) {
 static void test_raw_and_npy(void) {
   static const char *files[] = {"gray16.png", "rgba16.png", "camera.png"};
   for (size_t i = 0; i < 3; i++) {
-    struct codec_image img = load(files[i]);
+    struct codec_image img = fixture_photo(files[i]);
     size_t nraw, nnpy;
     uint8_t *raw = encode(&img, &(struct codec_encode_opts){.format = CODEC_RAW}, &nraw);
     uint8_t *npy = encode(&img, &(struct codec_encode_opts){.format = CODEC_NPY}, &nnpy);

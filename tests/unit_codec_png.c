@@ -13,15 +13,7 @@
 #include "../codecs/codecs.h"
 #include "../codecs/codecs_int.h"
 #include "test.h"
-
-static struct codec_image load(const char *name) {
-  const char *dir = getenv("BLURD_DATA");
-  char path[1024];
-  snprintf(path, sizeof path, "%s/%s", dir && *dir ? dir : "tests/data", name);
-  struct codec_image img;
-  if (codec_decode_file(path, &img) != CODEC_OK) TEST_FAIL("cannot decode %s", path);
-  return img;
-}
+#include "fixtures.h"
 
 static size_t image_bytes(const struct codec_image *img) {
   return (size_t)img->width * img->height * img->channels * (img->depth / 8);
@@ -145,11 +137,11 @@ static void test_levels_and_filters(void) {
   static const char *fixtures[] = {"gray16.png", "rgba16.png",       "gray_alpha.png",
                                    "rgb16.png",  "palette_trns.png", "gray1.png"};
   for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++) {
-    struct codec_image img = load(fixtures[i]);
+    struct codec_image img = fixture_photo(fixtures[i]);
     check_all_levels(&img, fixtures[i]);
     codec_image_free(&img);
   }
-  struct codec_image photo = load("photo_1080p.jpg"), part = crop(&photo, 203, 97);
+  struct codec_image photo = fixture_photo("photo_1080p.jpg"), part = crop(&photo, 203, 97);
   check_all_levels(&part, "photo crop");
   free(part.pixels);
   codec_image_free(&photo);
@@ -157,7 +149,7 @@ static void test_levels_and_filters(void) {
 
 /* A stored stream over 1 MiB goes out in several IDAT chunks, which both decoders join. */
 static void test_idat_chunks(void) {
-  struct codec_image photo = load("photo_1080p.jpg"), part = crop(&photo, 1024, 400);
+  struct codec_image photo = fixture_photo("photo_1080p.jpg"), part = crop(&photo, 1024, 400);
   struct codec_encode_opts o = {.format = CODEC_PNG, .compression = 0};
   uint8_t *png;
   size_t len;
@@ -173,7 +165,7 @@ static void test_idat_chunks(void) {
 }
 
 static void test_bad_filter(void) {
-  struct codec_image img = load("gray16.png");
+  struct codec_image img = fixture_photo("gray16.png");
   struct codec_encode_opts o = {.format = CODEC_PNG, .compression = 6, .png_filter = 6};
   uint8_t *png = NULL;
   size_t len;
