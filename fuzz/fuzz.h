@@ -106,7 +106,12 @@ static inline void fuzz_icc(const uint8_t *data, size_t size) {
   if (colours != 4) {
     uint8_t px[3] = {1, 2, 3};
     struct codec_image img = {px, 1, 1, colours, 8, CODEC_PNG, 1};
-    struct codec_encode_opts o = {CODEC_PNG, 90, 1, 0, .icc = icc, .icc_len = n};
+    struct codec_encode_opts o = {.format = CODEC_PNG,
+                                  .quality = 90,
+                                  .compression = 1,
+                                  .lossless = 0,
+                                  .icc = icc,
+                                  .icc_len = n};
     FUZZ_CHECK(codec_encode(&img, &o, &png, &len, NULL, 0) == CODEC_OK);
     FUZZ_CHECK(codec_icc_read(png, len, &back, &back_len) == CODEC_OK);
     FUZZ_CHECK(back_len == n && back != NULL && memcmp(back, icc, n) == 0);

@@ -85,7 +85,8 @@ struct encoded { /* one encoder's JPEG of the reference pixels */
 static int encode_both(const struct codec_image *ref, int q, struct encoded *gpu,
                        struct encoded *cpu) {
   struct cpu_image shape = {ref->pixels, ref->width, ref->height, ref->channels, 8};
-  struct codec_encode_opts o = {CODEC_JPEG, q, 0, 0};
+  struct codec_encode_opts o = {
+      .format = CODEC_JPEG, .quality = q, .compression = 0, .lossless = 0};
   uint8_t *g = NULL, *c = NULL;
   struct codec_image dg, dc;
   int maxdiff;
@@ -119,7 +120,13 @@ static void quality_row(const char *path, struct worst *w) {
   int maxdiff = 0;
   if (codec_decode(buf, len, NULL, &ref, NULL, 0) != CODEC_OK ||
       codec_jpeg_probe(buf, len, NULL, &info, NULL, 0) != CODEC_OK) {
-    printf("| %s | libjpeg-turbo refuses it | | | | | |\n", name); /* truncated.jpg, cmyk.jpg */
+    printf("| %s | libjpeg-turbo refuses it | | | | | |\n", name); /* truncated.jpg */
+    free(buf);
+    return;
+  }
+  if (!info.plain) { /* cmyk.jpg: the server never gives nvJPEG what is not plain YCbCr or gray */
+    printf("| %s | the CPU decodes it (not plain YCbCr or gray) | | | | | |\n", name);
+    codec_image_free(&ref);
     free(buf);
     return;
   }

@@ -64,7 +64,8 @@ static uint8_t *idat_of(const uint8_t *png, size_t len, size_t *n) {
 /* libpng's filtering at level 0, then libdeflate at level: the time of both, the zlib size. */
 static double libpng_libdeflate(const struct codec_image *img, int level, int reps, size_t *size) {
   size_t raw_cap = (size_t)img->height * ((size_t)img->width * img->channels * img->depth / 8 + 1);
-  struct codec_encode_opts o = {CODEC_PNG, 90, 0, 0, .png_libpng = 1};
+  struct codec_encode_opts o = {
+      .format = CODEC_PNG, .quality = 90, .compression = 0, .lossless = 0, .png_libpng = 1};
   size_t len, zn;
   double t_png = time_encode(img, o, reps, &len), best = 1e30;
   uint8_t *png, *raw = malloc(raw_cap);
@@ -155,7 +156,12 @@ static int webp_bench(const char *path, int quality, int reps) {
   }
   printf("| effort | ms | bytes | PSNR dB |\n|---|---|---|---|\n");
   for (int effort = 0; effort <= 6; effort++) {
-    struct codec_encode_opts o = {CODEC_WEBP, quality, 0, 0, .effort = effort, .effort_set = 1};
+    struct codec_encode_opts o = {.format = CODEC_WEBP,
+                                  .quality = quality,
+                                  .compression = 0,
+                                  .lossless = 0,
+                                  .effort = effort,
+                                  .effort_set = 1};
     size_t size;
     double t = time_encode(&img, o, reps, &size);
     uint8_t *out;
@@ -196,7 +202,8 @@ int main(int argc, char **argv) {
   printf("\n|---|---|---|---|---|---|---|---|\n");
   for (int level = 0; level <= 9; level++) {
     size_t size;
-    struct codec_encode_opts o = {CODEC_PNG, 90, level, 0, .png_libpng = 1};
+    struct codec_encode_opts o = {
+        .format = CODEC_PNG, .quality = 90, .compression = level, .lossless = 0, .png_libpng = 1};
     double t = time_encode(&img, o, reps, &size);
     printf("| %d | %.1f %zu |", level, t, size);
     t = libpng_libdeflate(&img, level, reps, &size);
