@@ -46,6 +46,10 @@ struct backend {
   char codecs_why[384];     /* why JPEG runs on the CPU, when it does */
   struct worker *workers;
   pthread_t *threads;
+  struct api_config cfg; /* backend_new's, for the start thread */
+  pthread_t starter;     /* the start thread (backend_start), when there is one */
+  int has_starter;
+  int started; /* the codecs are chosen and the workers made (atomic: the start thread sets it) */
 };
 
 struct worker_thread { /* what a worker thread needs */
@@ -217,7 +221,7 @@ static int start_worker(struct backend *b, int i, char *err, size_t errlen) {
 /* The cores this process may use (its affinity within its cgroup's CPU quota), said once on
  * stderr: the default worker and thread counts follow from it. */
 static int cores(void) {
-  static int n; /* backend_new runs on the main thread, before any other */
+  static int n; /* set by backend_new, or its start thread, before any worker runs */
   char why[700];
   if (!n && (n = cpu_cores("", why, sizeof(why))) > 0) fprintf(stderr, "blurd: %s\n", why);
   return n;
@@ -359,6 +363,43 @@ static void backend_set_name(struct backend *b) {
 #endif
 }
 
+/* Chooses where JPEG runs (starting the GPU's decoders when it is there), then makes and starts
+ * the workers. Returns 0, or -1 with err filled. */
+static int start_workers(struct backend *b, char *err, size_t errlen) {
+  const struct api_config *cfg = &b->cfg;
+  /* the decoders batch at most the workers a GPU would have with the GPU codecs */
+  int n = worker_count(cfg, b->ndev, 1), rc = 0;
+  if (start_codecs(b, cfg, b->ndev ? n / b->ndev : 0, err, errlen) != 0) return -1;
+  n = worker_count(cfg, b->ndev, b->gpu_codecs);
+  b->workers = calloc((size_t)n, sizeof(*b->workers));
+  b->threads = calloc((size_t)n, sizeof(*b->threads));
+  if (!b->workers || !b->threads) return -1;
+  pthread_mutex_lock(&b->mu);
+  b->warming = n;
+  pthread_mutex_unlock(&b->mu);
+  __atomic_store_n(&b->started, 1, __ATOMIC_RELEASE);
+  for (int i = 0; rc == 0 && i < n && !stopping(b); i++) rc = start_worker(b, i, err, errlen);
+  if (rc == 0 && stopping(b)) { /* backend_free has begun: the workers not made never warm */
+    pthread_mutex_lock(&b->mu);
+    b->warming -= n - b->nworkers;
+    pthread_mutex_unlock(&b->mu);
+  }
+  return rc;
+}
+
+/* The start thread of a GPU backend with --gpu-codecs auto (backend_new). A failure here (out of
+ * memory, no thread) leaves a server that would never be ready: it exits, for its supervisor to
+ * restart it. */
+static void *backend_start(void *arg) {
+  struct backend *b = arg;
+  char err[256] = "";
+  if (start_workers(b, err, sizeof(err)) != 0) {
+    fprintf(stderr, "blurd: the GPU backend does not start: %s\n", err[0] ? err : "out of memory");
+    _exit(1);
+  }
+  return NULL;
+}
+
 struct backend *backend_new(const struct api_config *cfg, char *err, size_t errlen) {
   struct backend *b = calloc(1, sizeof(*b));
   if (errlen) err[0] = 0;
@@ -373,22 +414,20 @@ struct backend *backend_new(const struct api_config *cfg, char *err, size_t errl
   b->t_start = api_now_ms();
   b->cap = cfg->queue > 0 ? cfg->queue : 1;
   b->ring = calloc((size_t)b->cap, sizeof(*b->ring));
-  int rc = b->ring ? 0 : -1, n = 0;
+  int rc = b->ring ? 0 : -1;
   if (rc == 0 && (b->ndev = choose_ops(b, cfg, err, errlen)) < 0) rc = -1;
   static const int warm_gpu[3] = API_WARM_GPU, warm_cpu[3] = API_WARM_CPU;
   memcpy(b->warm, cfg->warm[0] >= 0 ? cfg->warm : b->ndev ? warm_gpu : warm_cpu, sizeof(b->warm));
-  /* the decoders batch at most the workers a GPU would have with the GPU codecs */
-  n = rc == 0 ? worker_count(cfg, b->ndev, 1) : 0;
-  if (rc == 0 && start_codecs(b, cfg, b->ndev ? n / b->ndev : 0, err, errlen) != 0) rc = -1;
-  if (rc == 0) {
-    n = worker_count(cfg, b->ndev, b->gpu_codecs);
-    b->workers = calloc((size_t)n, sizeof(*b->workers));
-    b->threads = calloc((size_t)n, sizeof(*b->threads));
-    if (!b->workers || !b->threads) rc = -1;
-  }
+  b->cfg = *cfg;
+  b->warming = 1; /* not ready until the workers are made and warm */
+  /* nvJPEG takes about a second to load and set up: with --gpu-codecs auto it does so on a thread
+   * of its own, so that the server answers (/readyz says it warms up) while it does; with on, a
+   * failure must still stop the start, and the CPU backend starts in no time */
+  if (rc == 0 && b->ndev > 0 && cfg->gpu_codecs == API_GPU_CODECS_AUTO)
+    rc = (b->has_starter = pthread_create(&b->starter, NULL, backend_start, b) == 0) ? 0 : -1;
+  else if (rc == 0)
+    rc = start_workers(b, err, errlen);
   if (rc != 0 && !*err) snprintf(err, errlen, "out of memory");
-  b->warming = n;
-  for (int i = 0; rc == 0 && i < n; i++) rc = start_worker(b, i, err, errlen);
   if (rc != 0) {
     backend_free(b);
     return NULL;
@@ -416,7 +455,8 @@ void backend_free(struct backend *b) {
   b->stop = 1;
   pthread_cond_broadcast(&b->cv);
   pthread_mutex_unlock(&b->mu);
-  pthread_mutex_lock(&b->warm_mu); /* a worker waiting to warm up gives up */
+  if (b->has_starter) pthread_join(b->starter, NULL); /* it makes no worker once stop is set */
+  pthread_mutex_lock(&b->warm_mu);                    /* a worker waiting to warm up gives up */
   pthread_cond_broadcast(&b->warm_cv);
   pthread_mutex_unlock(&b->warm_mu);
   for (int i = 0; i < b->nworkers; i++) pthread_join(b->threads[i], NULL);
@@ -465,7 +505,10 @@ int backend_gpu_memory(struct backend *b, int dev, size_t *held, size_t *used, s
   struct gpu_device_info info;
   if (dev < 0 || dev >= b->ndev || gpu_device_info(dev, &info) != 0) return -1;
   *held = 0;
-  for (int i = dev; i < b->nworkers; i += b->ndev) { /* worker i uses device i % ndev */
+  pthread_mutex_lock(&b->mu); /* the start thread may still add workers */
+  int n = b->nworkers;
+  pthread_mutex_unlock(&b->mu);
+  for (int i = dev; i < n; i += b->ndev) { /* worker i uses device i % ndev */
     void *w = __atomic_load_n(&b->workers[i].state, __ATOMIC_ACQUIRE); /* NULL: not made yet */
     *held += backend_gpu_worker_bytes(w);
   }
@@ -499,6 +542,9 @@ json_t *backend_devices(struct backend *b) {
 }
 
 json_t *backend_codecs(struct backend *b) {
+  if (!__atomic_load_n(&b->started, __ATOMIC_ACQUIRE))
+    return json_pack("{s:b, s:s}", "gpu", 0, "reason",
+                     "starting: JPEG's codecs are not chosen yet");
   int gpu = b->gpu_codecs;
   json_t *o = json_pack("{s:b, s:s, s:s, s:s, s:s}", "gpu", gpu, "jpeg_decode",
                         gpu ? b->jpeg_decoder : "libjpeg-turbo", "jpeg_encode",
@@ -512,8 +558,9 @@ json_t *backend_codecs(struct backend *b) {
 }
 
 int backend_gpu_codecs(struct backend *b, const char **decoder) {
-  *decoder = b->gpu_codecs ? b->jpeg_decoder : "libjpeg-turbo";
-  return b->gpu_codecs;
+  int gpu = __atomic_load_n(&b->started, __ATOMIC_ACQUIRE) && b->gpu_codecs;
+  *decoder = gpu ? b->jpeg_decoder : "libjpeg-turbo";
+  return gpu;
 }
 
 int backend_batch_stats(struct backend *b, int dev, struct batch_stats *s) {
