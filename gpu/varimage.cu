@@ -140,6 +140,7 @@ enum gpu_status gpu_variance_resident(struct gpu_ctx *ctx, const struct cpu_var 
   CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_DONE], ctx->s));
   CUDA_TRY(ctx, cudaEventSynchronize(ctx->ev[EV_DONE])); /* a blocking-sync event */
   stats_of(img, v, o, measure, ctx->h_stats, s);
+  s->reference_ms = measure ? elapsed(ctx, EV_FILTERED, EV_MEASURED) : -1;
   if (t) {
     t->kernel = elapsed(ctx, EV_UPLOADED, EV_FILTERED) + elapsed(ctx, EV_MEASURED, EV_DONE);
     t->reference = measure ? elapsed(ctx, EV_FILTERED, EV_MEASURED) : 0;

@@ -6,7 +6,7 @@ reply.
 It starts the binary (optionally under a wrapper such as compute-sanitizer), waits for /readyz, then
 for --seconds runs --conns client threads over raw sockets (HTTP/1.1 keep-alive, as wrk does) that
 mix every image endpoint (/blur with and without PSNR and with regions, /convert, /sharpen,
-/variance, /contrast, /convolve) over JPEG, PNG and WebP uploads, and clients that misbehave: they
+/variance, /contrast, /convolve, /pixelate) over JPEG, PNG and WebP uploads, and clients that misbehave: they
 disconnect mid-upload, right after sending the request, or mid-response, and time out. A burst
 thread repeats issue 34's crash scenario on purpose: --burst connections each send a slow request
 (/sharpen or /variance), and all of them close at once while the requests are in flight (wrk's end
@@ -49,6 +49,10 @@ REQUESTS = [
     ("/contrast", 4),
     ("/convolve?kernel=edge", 3),
     ("/convolve?kernel=gauss3&format=jpeg", 2),
+    ("/pixelate?block=16", 3),
+    ("/pixelate?block=24&regions=10,10,256,256;400,300,256,256&feather=8&format=webp", 1),
+    ("/variance?radius=5&format=raw", 1),
+    ("/blur?sigma=4&colorspace=srgb", 1),
 ]
 
 # (file, weight): JPEG (baseline, progressive, gray, EXIF-rotated, damaged), PNG and WebP.
