@@ -318,10 +318,6 @@ struct api_response *upload_json(struct api_ctx *ctx, const struct endpoint *ep,
                                  const uint8_t *body, size_t body_len, void *params,
                                  uint8_t **owned, size_t *len);
 
-/* Whether the path of uri is open without the API key (guard.c): probes, the demo page, the
- * API's description. */
-int api_path_open(const char *uri);
-
 /* ---- content negotiation (negotiate.c) ---- */
 
 /* The q-value, in thousandths (0..1000), that the Accept header accept (NULL: none) gives to the
@@ -406,6 +402,7 @@ struct route {
 };
 
 #define ROUTE_UNREADY 1u /* also answers 503 with the same document (/readyz) */
+#define ROUTE_OPEN    2u /* answers without the API key: probes, the demo page, the description */
 
 /* Every route: the fixed ones (handler.c), then one per operation of api_ops; *n gets their
  * number. Built once, on first use. */

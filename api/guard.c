@@ -11,21 +11,11 @@
 
 /* Paths open without the API key: probes, scrapers, and what a browser needs before it has a
  * key (the demo page, the API description, the method list). Paths, whatever the method. */
-static const char *const open_paths[] = {"/healthz", "/readyz",  "/metrics",  "/methods",
-                                         "/",        "/demo.js", "/demo.css", "/openapi.json"};
-
 #define CORS_ALLOW_HEADERS "Authorization, X-API-Key, Content-Type, Accept, X-Request-Id"
 #define CORS_EXPOSE_HEADERS                                                                        \
   "Server-Timing, X-PSNR, X-Method, X-Backend, X-Request-Id, X-Scale, X-Sigma, X-Width, "          \
   "X-Height, X-Sample-Type, Retry-After"
 #define CORS_MAX_AGE 600 /* seconds a browser may cache a preflight */
-
-int api_path_open(const char *uri) {
-  size_t plen = route_path_len(uri);
-  for (size_t i = 0; i < sizeof(open_paths) / sizeof(open_paths[0]); i++)
-    if (strlen(open_paths[i]) == plen && memcmp(open_paths[i], uri, plen) == 0) return 1;
-  return 0;
-}
 
 /* given[0..glen) == key[0..klen), in a time that depends on klen only (not on where they
  * differ), so that timing does not reveal the key byte by byte. */
@@ -87,7 +77,7 @@ struct api_response *api_admit(struct api_ctx *ctx, const struct api_request *re
   }
   if (ctx->cors && strcmp(req->method, "OPTIONS") == 0 && req->origin && req->cors_method)
     return preflight(ctx, req, r); /* browsers send preflights without credentials */
-  if (!ctx->api_key || api_path_open(req->uri) || has_key(ctx, req)) return NULL;
+  if (!ctx->api_key || (r && r->flags & ROUTE_OPEN) || has_key(ctx, req)) return NULL;
   struct api_response *resp = api_error_response(API_UNAUTHORIZED, NULL);
   if (resp) api_response_header(resp, "WWW-Authenticate", "Bearer realm=\"blurd\"");
   return resp;

@@ -380,8 +380,8 @@ static json_t *operation(const struct route *r, const char *method) {
                          operation_id(method, r->path), "responses", responses(r));
   /* open paths need no key even with --api-key; the others need it only with --api-key */
   json_object_set_new(op, "security",
-                      api_path_open(r->path) ? json_array()
-                                             : json_pack("[{s:[]}, {s:[]}]", "ApiKey", "Bearer"));
+                      r->flags & ROUTE_OPEN ? json_array()
+                                            : json_pack("[{s:[]}, {s:[]}]", "ApiKey", "Bearer"));
   if (r->ep) json_object_set_new(op, "parameters", query_params(r));
   if (is_upload(r)) json_object_set_new(op, "requestBody", upload_body(r));
   return op;

@@ -18,23 +18,23 @@ static struct api_response *openapi_answer(ROUTE_ARGS) {
 /* clang-format off */
 static const struct route fixed[] = {
     {"/", "GET", "The demo page: upload an image, try the methods and compare them.", NULL,
-     "text/html; charset=utf-8", 0, web_answer, NULL},
-    {"/demo.js", "GET", "The demo page's script.", NULL, "text/javascript; charset=utf-8", 0,
-     web_answer, NULL},
-    {"/demo.css", "GET", "The demo page's style sheet.", NULL, "text/css; charset=utf-8", 0,
-     web_answer, NULL},
-    {"/healthz", "GET", "Liveness: 200 while the process serves.", NULL, "application/json", 0,
-     handler_healthz, NULL},
+     "text/html; charset=utf-8", ROUTE_OPEN, web_answer, NULL},
+    {"/demo.js", "GET", "The demo page's script.", NULL, "text/javascript; charset=utf-8",
+     ROUTE_OPEN, web_answer, NULL},
+    {"/demo.css", "GET", "The demo page's style sheet.", NULL, "text/css; charset=utf-8",
+     ROUTE_OPEN, web_answer, NULL},
+    {"/healthz", "GET", "Liveness: 200 while the process serves.", NULL, "application/json",
+     ROUTE_OPEN, handler_healthz, NULL},
     {"/readyz", "GET", "Readiness: 200 when the workers take jobs, 503 while draining or after a "
-     "GPU failure; the backend, workers and queue.", NULL, "application/json", ROUTE_UNREADY,
-     handler_readyz, NULL},
+     "GPU failure; the backend, workers and queue.", NULL, "application/json",
+     ROUTE_UNREADY | ROUTE_OPEN, handler_readyz, NULL},
     {"/methods", "GET", "Every method with its description, accuracy, parameters and backends, "
-     "and the configured limits.", NULL, "application/json", 0, handler_methods, NULL},
+     "and the configured limits.", NULL, "application/json", ROUTE_OPEN, handler_methods, NULL},
     {"/metrics", "GET", "Prometheus metrics: requests by endpoint, method and status, stage "
      "latency histograms, queue, in-flight and GPU memory gauges, backend info.", NULL,
-     "text/plain; version=0.0.4; charset=utf-8", 0, handler_metrics, NULL},
+     "text/plain; version=0.0.4; charset=utf-8", ROUTE_OPEN, handler_metrics, NULL},
     {"/openapi.json", "GET", "This OpenAPI 3.1 description, generated from the route and "
-     "parameter tables.", NULL, "application/json", 0, openapi_answer, NULL},
+     "parameter tables.", NULL, "application/json", ROUTE_OPEN, openapi_answer, NULL},
 };
 /* clang-format on */
 
