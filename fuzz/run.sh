@@ -23,7 +23,7 @@ LIBS="$(pkg-config --libs libpng libturbojpeg jansson libwebp libwebpmux libdefl
 # ---- build: the project's sources once, then one binary per target ----
 mkdir -p "$OUT/obj"
 echo "== building the fuzz targets in $OUT/ with $CC"
-for src in codecs/*.c cpu/*.c api/*.c; do
+for src in codecs/*.c cpu/*.c api/*.c api/ops/*.c; do
   obj="$OUT/obj/${src//\//_}"
   # shellcheck disable=SC2086 # CFLAGS is a list of flags
   $CC $CFLAGS -c "$src" -o "${obj%.c}.o" &
