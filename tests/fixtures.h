@@ -11,6 +11,33 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* The bytes of the file at path (malloc'd, the caller frees them) and their count in *len; NULL
+ * when it cannot be opened. */
+static inline uint8_t *fixture_read(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  uint8_t *buf = malloc(n > 0 ? (size_t)n : 1);
+  ASSERT(buf != NULL);
+  ASSERT_INT(fread(buf, 1, (size_t)n, f), ==, n);
+  fclose(f);
+  *len = (size_t)n;
+  return buf;
+}
+
+/* The bytes of tests/data/name (or $BLURD_DATA/name); fails the test when it is missing. */
+static inline uint8_t *fixture_bytes(const char *name, size_t *len) {
+  const char *dir = getenv("BLURD_DATA");
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", dir && *dir ? dir : "tests/data", name);
+  uint8_t *buf = fixture_read(path, len);
+  if (buf == NULL)
+    TEST_FAIL("cannot open %s (run from the repository root or set BLURD_DATA)", path);
+  return buf;
+}
+
 /* The decoded photograph name; fails the test when it cannot be read. Free with
  * codec_image_free(). */
 static inline struct codec_image fixture_photo(const char *name) {

@@ -18,30 +18,7 @@
 #include "../codecs/codecs.h"
 #include "../codecs/codecs_int.h"
 #include "test.h"
-
-static uint8_t *read_path(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  uint8_t *buf = malloc(n > 0 ? (size_t)n : 1);
-  ASSERT(buf != NULL);
-  ASSERT_INT(fread(buf, 1, (size_t)n, f), ==, n);
-  fclose(f);
-  *len = (size_t)n;
-  return buf;
-}
-
-static uint8_t *fixture(const char *name, size_t *len) {
-  const char *dir = getenv("BLURD_DATA");
-  char path[1024];
-  snprintf(path, sizeof path, "%s/%s", dir && *dir ? dir : "tests/data", name);
-  uint8_t *buf = read_path(path, len);
-  if (buf == NULL)
-    TEST_FAIL("cannot open %s (run from the repository root or set BLURD_DATA)", path);
-  return buf;
-}
+#include "fixtures.h"
 
 static struct codec_image decode(const uint8_t *buf, size_t len) {
   struct codec_image img;
@@ -68,15 +45,15 @@ static void expect_icc(const uint8_t *buf, size_t len, const uint8_t *want, size
 
 static void test_read_fixtures(void) {
   size_t plen, len;
-  uint8_t *p3 = fixture("display_p3.icc", &plen);
+  uint8_t *p3 = fixture_bytes("display_p3.icc", &plen);
   ASSERT_INT(codec_icc_colours(p3, plen), ==, 3);
   static const char *files[] = {"p3.png", "p3.jpg", "p3.webp"};
   for (size_t i = 0; i < 3; i++) {
-    uint8_t *buf = fixture(files[i], &len);
+    uint8_t *buf = fixture_bytes(files[i], &len);
     expect_icc(buf, len, p3, plen);
     free(buf);
   }
-  uint8_t *plain = fixture("photo_1080p.jpg", &len);
+  uint8_t *plain = fixture_bytes("photo_1080p.jpg", &len);
   expect_icc(plain, len, NULL, 0);
   free(plain);
   free(p3);
@@ -96,7 +73,7 @@ static void expect_spng_iccp(const uint8_t *png, size_t len, const uint8_t *icc,
 /* Every encoder writes the profile it is given, and the file still decodes. */
 static void test_encoders_write_profile(void) {
   size_t plen, len;
-  uint8_t *p3 = fixture("display_p3.icc", &plen), *buf = fixture("p3.png", &len);
+  uint8_t *p3 = fixture_bytes("display_p3.icc", &plen), *buf = fixture_bytes("p3.png", &len);
   struct codec_image img = decode(buf, len);
   struct codec_encode_opts opts[] = {
       {.format = CODEC_PNG, .compression = 6}, {.format = CODEC_PNG, .compression = 0},
@@ -129,7 +106,7 @@ static void test_encoders_write_profile(void) {
 /* An RGB profile is not attached to a gray PNG or JPEG, nor a CMYK one to anything. */
 static void test_mismatched_profile_dropped(void) {
   size_t plen, len;
-  uint8_t *p3 = fixture("display_p3.icc", &plen), *buf = fixture("camera.png", &len);
+  uint8_t *p3 = fixture_bytes("display_p3.icc", &plen), *buf = fixture_bytes("camera.png", &len);
   struct codec_image gray = decode(buf, len);
   enum codec_format formats[] = {CODEC_PNG, CODEC_JPEG};
   for (size_t i = 0; i < 2; i++) {
@@ -154,8 +131,8 @@ static void test_mismatched_profile_dropped(void) {
 
 static void test_to_srgb_matches_lcms(void) {
   size_t plen, len, rlen;
-  uint8_t *p3 = fixture("display_p3.icc", &plen), *buf = fixture("p3.png", &len);
-  uint8_t *ref_buf = fixture("p3_srgb.png", &rlen);
+  uint8_t *p3 = fixture_bytes("display_p3.icc", &plen), *buf = fixture_bytes("p3.png", &len);
+  uint8_t *ref_buf = fixture_bytes("p3_srgb.png", &rlen);
   struct codec_image img = decode(buf, len), ref = decode(ref_buf, rlen);
   struct codec_image untouched = decode(buf, len);
   ASSERT_INT(codec_to_srgb(&img, p3, plen), ==, 1);
@@ -176,7 +153,8 @@ static void test_to_srgb_matches_lcms(void) {
 /* A 150,000-byte profile needs three APP2 segments; they come back joined, after APP0. */
 static void test_insert_large_profile(void) {
   size_t plen, len;
-  uint8_t *p3 = fixture("display_p3.icc", &plen), *jpeg = fixture("photo_1080p.jpg", &len);
+  uint8_t *p3 = fixture_bytes("display_p3.icc", &plen),
+          *jpeg = fixture_bytes("photo_1080p.jpg", &len);
   size_t big_len = 150000;
   uint8_t *big = malloc(big_len);
   for (size_t i = 0; i < big_len; i++) big[i] = (uint8_t)(i * 7 + i / 251);
@@ -229,7 +207,7 @@ static uint8_t *raw_cmyk(const uint8_t *buf, size_t len, int *w, int *h, int *ad
 
 static void test_cmyk_without_profile(void) {
   size_t len;
-  uint8_t *buf = fixture("cmyk.jpg", &len);
+  uint8_t *buf = fixture_bytes("cmyk.jpg", &len);
   int w, h, adobe;
   uint8_t *cmyk = raw_cmyk(buf, len, &w, &h, &adobe);
   ASSERT(adobe);
@@ -249,13 +227,13 @@ static void test_cmyk_without_profile(void) {
 
 static void test_cmyk_with_profile(void) {
   size_t plen, len;
-  uint8_t *prof = read_path("/usr/share/color/icc/ghostscript/ps_cmyk.icc", &plen);
+  uint8_t *prof = fixture_read("/usr/share/color/icc/ghostscript/ps_cmyk.icc", &plen);
   if (prof == NULL) {
     fprintf(stderr, "    (skipped: no /usr/share/color/icc/ghostscript/ps_cmyk.icc)\n");
     return;
   }
   ASSERT_INT(codec_icc_colours(prof, plen), ==, 4);
-  uint8_t *buf = fixture("cmyk.jpg", &len), *with;
+  uint8_t *buf = fixture_bytes("cmyk.jpg", &len), *with;
   size_t n;
   ASSERT_INT(codec_jpeg_insert_icc(buf, len, prof, plen, &with, &n), ==, CODEC_OK);
   int w, h, adobe;
@@ -285,7 +263,7 @@ static void test_damaged(void) {
   srand(36);
   for (size_t f = 0; f < 3; f++) {
     size_t len;
-    uint8_t *orig = fixture(files[f], &len);
+    uint8_t *orig = fixture_bytes(files[f], &len);
     for (int round = 0; round < 300; round++) {
       size_t n = round % 3 == 0 ? (size_t)rand() % 2000 : len;
       uint8_t *b = malloc(n ? n : 1);
@@ -307,7 +285,7 @@ static void test_damaged(void) {
  * call then says CODEC_NOMEM and holds nothing (ASan sees the leaks, if any). */
 static void test_alloc_failures(void) {
   size_t plen, len;
-  uint8_t *p3 = fixture("display_p3.icc", &plen), *buf = fixture("p3.jpg", &len);
+  uint8_t *p3 = fixture_bytes("display_p3.icc", &plen), *buf = fixture_bytes("p3.jpg", &len);
   struct codec_image img = decode(buf, len);
   enum codec_format formats[] = {CODEC_PNG, CODEC_JPEG, CODEC_WEBP};
   for (size_t f = 0; f < 3; f++) {

@@ -22,6 +22,7 @@
 #include "../codecs/codecs.h"
 #include "../codecs/codecs_int.h"
 #include "test.h"
+#include "fixtures.h"
 
 /* The regions the small PNG fixtures were cut from (make-fixtures.py REGION and REGION_B). */
 #define RX  200
@@ -35,26 +36,9 @@ static struct codec_image camera, astronaut, coffee, chelsea; /* decoded once, i
 
 /* ---- helpers ---- */
 
-static uint8_t *read_fixture(const char *name, size_t *len) {
-  const char *dir = getenv("BLURD_DATA");
-  char path[1024];
-  snprintf(path, sizeof path, "%s/%s", dir && *dir ? dir : "tests/data", name);
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) TEST_FAIL("cannot open %s (run from the repository root or set BLURD_DATA)", path);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  uint8_t *buf = malloc(n > 0 ? (size_t)n : 1);
-  ASSERT(buf != NULL);
-  ASSERT_INT(fread(buf, 1, (size_t)n, f), ==, n);
-  fclose(f);
-  *len = (size_t)n;
-  return buf;
-}
-
 static struct codec_image load(const char *name) {
   size_t len;
-  uint8_t *buf = read_fixture(name, &len);
+  uint8_t *buf = fixture_bytes(name, &len);
   struct codec_image img;
   char msg[256];
   enum codec_status st = codec_decode(buf, len, NULL, &img, msg, sizeof msg);
@@ -66,7 +50,7 @@ static struct codec_image load(const char *name) {
 static enum codec_status decode_file(const char *name, const struct codec_limits *lim,
                                      struct codec_image *img, char *msg, size_t msglen) {
   size_t len;
-  uint8_t *buf = read_fixture(name, &len);
+  uint8_t *buf = fixture_bytes(name, &len);
   enum codec_status st = codec_decode(buf, len, lim, img, msg, msglen);
   free(buf);
   return st;
@@ -347,7 +331,7 @@ static void test_png_16bit_byte_order(void) {
 
 static int has_marker(const char *name, int marker) {
   size_t len;
-  uint8_t *buf = read_fixture(name, &len);
+  uint8_t *buf = fixture_bytes(name, &len);
   int found = 0;
   for (size_t i = 2; i + 1 < len && !found; i++) found = buf[i] == 0xff && buf[i + 1] == marker;
   free(buf);
@@ -394,7 +378,7 @@ static void test_exif_orientations(void) {
     char name[32];
     snprintf(name, sizeof name, "orient%d.jpg", o);
     size_t len;
-    uint8_t *buf = read_fixture(name, &len);
+    uint8_t *buf = fixture_bytes(name, &len);
     ASSERT_INT(codec_exif_orientation(buf, len), ==, o);
     int w, h, ss, cs;
     ASSERT_INT(tjDecompressHeader3(tj, buf, (unsigned long)len, &w, &h, &ss, &cs), ==, 0);
@@ -595,7 +579,7 @@ static void test_truncated(void) {
                                 "alpha_lossy.webp", "alpha_lossless.webp"};
   for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
     size_t len;
-    uint8_t *buf = read_fixture(files[f], &len);
+    uint8_t *buf = fixture_bytes(files[f], &len);
     static const size_t sigs[] = {[CODEC_PNG] = 8, [CODEC_JPEG] = 3, [CODEC_WEBP] = 12};
     size_t sig = sigs[codec_sniff(buf, len)], step = len / 300 + 1;
     for (size_t cut = 0; cut < len; cut += cut + 2 >= len ? 1 : step) {
@@ -639,7 +623,7 @@ static void test_damaged_files(void) {
                                 "progressive.jpg", "lossless.webp",  "alpha_lossy.webp"};
   for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
     size_t len;
-    uint8_t *orig = read_fixture(files[f], &len);
+    uint8_t *orig = fixture_bytes(files[f], &len);
     uint8_t *buf = malloc(len);
     size_t keep = codec_sniff(orig, len) == CODEC_WEBP ? 12 : 8; /* the magic bytes */
     for (int iter = 0; iter < 150; iter++) {
@@ -842,7 +826,7 @@ static void test_jpeg_corrupt_data(void) {
   static const char *files[] = {"gray.jpg", "orient6.jpg", "progressive.jpg"};
   for (size_t f = 0; f < 3; f++) {
     size_t len;
-    uint8_t *buf = read_fixture(files[f], &len);
+    uint8_t *buf = fixture_bytes(files[f], &len);
     ASSERT_INT(libjpeg_warnings(buf, len, NULL), ==, 0);
     size_t sos = jpeg_segment(buf, len, 0xda);
     size_t data = sos + 2 + ((size_t)buf[sos + 2] << 8 | buf[sos + 3]);
@@ -862,7 +846,7 @@ static void test_jpeg_corrupt_data(void) {
 /* Processes libjpeg does not decode (lossless, 12-bit) are unsupported, not corrupt. */
 static void test_jpeg_unsupported(void) {
   size_t len;
-  uint8_t *buf = read_fixture("gray.jpg", &len);
+  uint8_t *buf = fixture_bytes("gray.jpg", &len);
   size_t sof = jpeg_segment(buf, len, 0xc0);
   struct codec_image img;
   char msg[256];
@@ -907,7 +891,7 @@ static void test_jpeg_probe(void) {
   char msg[256];
   size_t len;
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-    uint8_t *buf = read_fixture(cases[i].name, &len);
+    uint8_t *buf = fixture_bytes(cases[i].name, &len);
     ASSERT_INT(codec_jpeg_probe(buf, len, NULL, &info, msg, sizeof msg), ==, CODEC_OK);
     ASSERT_INT(info.width, ==, cases[i].w);
     ASSERT_INT(info.height, ==, cases[i].h);
@@ -919,19 +903,19 @@ static void test_jpeg_probe(void) {
     ASSERT_STR(info.chroma, cases[i].chroma);
     free(buf);
   }
-  uint8_t *buf = read_fixture("photo_1080p.jpg", &len);
+  uint8_t *buf = fixture_bytes("photo_1080p.jpg", &len);
   expect_probe_refuses(buf, 300, NULL, CODEC_CORRUPT); /* cut before the scan header (at 609) */
   expect_probe_refuses(buf, len, &(struct codec_limits){1000, 0, 0}, CODEC_TOO_LARGE);
   memset(buf + len / 3, 0xff, 64); /* ends on a marker code that cannot stand in a scan */
   ASSERT_INT(codec_jpeg_probe(buf, len, NULL, &info, NULL, 0), ==, CODEC_OK);
   ASSERT_INT(info.complete, ==, 0);
   free(buf);
-  buf = read_fixture("cmyk.jpg", &len); /* decodes to RGB, on libjpeg only */
+  buf = fixture_bytes("cmyk.jpg", &len); /* decodes to RGB, on libjpeg only */
   ASSERT_INT(codec_jpeg_probe(buf, len, NULL, &info, msg, sizeof msg), ==, CODEC_OK);
   ASSERT_INT(info.channels, ==, 3);
   ASSERT_INT(info.plain, ==, 0);
   free(buf);
-  buf = read_fixture("camera.png", &len);
+  buf = fixture_bytes("camera.png", &len);
   ASSERT_INT(codec_jpeg_probe(buf, len, NULL, &info, msg, sizeof msg), ==, CODEC_UNKNOWN);
   free(buf);
   buf = gray_jpeg(40, 24, 0, 1, &len); /* arithmetic coding: libjpeg only */
@@ -957,7 +941,7 @@ static int same_image(const struct codec_image *a, const struct codec_image *b) 
  * drops); then the image must be the same. Returns the number of allocations of one decode. */
 static long decode_failing_each(const char *name, int *absorbed) {
   size_t len;
-  uint8_t *buf = read_fixture(name, &len);
+  uint8_t *buf = fixture_bytes(name, &len);
   struct codec_image want = load(name);
   long n = 0;
   for (*absorbed = 0;; n++) {
@@ -1427,7 +1411,7 @@ static void test_webp_refused(void) {
   ASSERT_STR(msg, "animated WebP is not supported; send a still image (one frame)");
   ASSERT(img.pixels == NULL);
   size_t len;
-  uint8_t *buf = read_fixture("lossless.webp", &len);
+  uint8_t *buf = fixture_bytes("lossless.webp", &len);
   ASSERT_INT(codec_decode(buf, len - 1, NULL, &img, msg, sizeof msg), ==, CODEC_CORRUPT);
   char want[128];
   snprintf(want, sizeof want, "the WebP file is truncated: it ends after %zu bytes", len - 1);
@@ -1588,7 +1572,7 @@ static void test_exif_in_jpeg(void) {
 /* Random damage to the first 200 bytes of a real file, which hold its EXIF segment. */
 static void test_exif_damaged_jpeg(void) {
   size_t flen;
-  uint8_t *orig = read_fixture("orient7.jpg", &flen);
+  uint8_t *orig = fixture_bytes("orient7.jpg", &flen);
   size_t head = flen < 200 ? flen : 200;
   for (int i = 0; i < 20000; i++) {
     uint8_t b[200];
