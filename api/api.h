@@ -172,6 +172,8 @@ void api_free(struct api_ctx *ctx);
 const char *api_backend_name(const struct api_ctx *ctx);
 /* Whether the GPU failed for good (see on_fatal). */
 int api_failed(struct api_ctx *ctx);
+/* The cores this process may use: its affinity within its cgroup's CPU quota (cpu_cores). */
+int api_cores(void);
 /* The workers still warming up (0 once /readyz may say ready). */
 int api_warming(struct api_ctx *ctx);
 /* Counts a connection refused before its request was read (over a connection limit, or while

@@ -250,6 +250,9 @@ void backend_free(struct backend *b);
 const char *backend_name(const struct backend *b);
 /* Workers still warming up (they take jobs once warm). */
 int backend_warming(struct backend *b);
+/* Workers made and warm, which take jobs: at first fewer than backend_stats' workers, the later
+ * ones being made after the backend is ready (queue.c). */
+int backend_workers_ready(struct backend *b);
 /* Jobs waiting, jobs running, queue capacity, workers. */
 void backend_stats(struct backend *b, int *queued, int *running, int *capacity, int *workers);
 /* GPU memory of device index dev (0 .. devices-1): bytes the workers' contexts hold, and the

@@ -25,11 +25,12 @@ struct api_response *handler_readyz(ROUTE_ARGS) {
   int ready = !failed && !draining && !warming && workers > 0;
   const char *status = failed ? "gpu_lost" : draining ? "draining" : warming ? "warming" : "ready";
   return response_json(ready ? 200 : 503,
-                       json_pack("{s:b, s:s, s:s, s:o, s:o, s:i, s:{s:i, s:i}, s:i}", "ready",
+                       json_pack("{s:b, s:s, s:s, s:o, s:o, s:i, s:i, s:{s:i, s:i}, s:i}", "ready",
                                  ready, "status", status, "backend", backend_name(ctx->backend),
                                  "devices", backend_devices(ctx->backend), "codecs",
-                                 backend_codecs(ctx->backend), "workers", workers, "queue", "depth",
-                                 queued, "capacity", cap, "running", running));
+                                 backend_codecs(ctx->backend), "workers", workers, "workers_ready",
+                                 backend_workers_ready(ctx->backend), "queue", "depth", queued,
+                                 "capacity", cap, "running", running));
 }
 
 struct api_response *handler_metrics(ROUTE_ARGS) {

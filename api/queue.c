@@ -1,8 +1,10 @@
 /* The backend's queue: a bounded job queue and the worker threads that run jobs, each worker with
  * its own state from the backend's verbs (backend_cpu.c: the workers share one fork-join pool;
  * backend_gpu.c: each worker has a stream and buffers). Each worker thread makes its own state
- * and warms up, all at once, before it takes jobs; until every worker has, the backend is warming
- * (/readyz says so). Submitting never blocks: a full queue says so at once and the caller answers
+ * and warms up before it takes jobs. The first FIRST_WORKERS workers of the first GPU (every CPU
+ * worker) do so at once, and until they have, the backend is warming (/readyz says so); the
+ * others then make theirs one at a time on each GPU (the other GPUs start then), while the first
+ * ones serve. Submitting never blocks: a full queue says so at once and the caller answers
  * 503. Freeing the backend runs what is queued, then joins the workers. Here too: which backend
  * runs (the CUDA one when a device is visible, unless --backend cpu), how many workers, and where
  * JPEG is decoded and encoded (the GPU's nvJPEG decoders are started here, one per device). */
@@ -34,10 +36,17 @@ struct backend {
   int gpu_codecs;           /* JPEG is decoded and encoded on the GPU */
   const char *jpeg_decoder; /* the GPU's JPEG decoder ("nvjpeg-hw"), when gpu_codecs */
   const char *jpeg_lib;     /* the nvJPEG library, when gpu_codecs */
+  int per_gpu;              /* a GPU's workers with the GPU codecs: its decoders' largest batch */
   int batch_wait_us;        /* cfg->jpeg_batch_wait_us */
   int decoders;             /* cfg->jpeg_decoders */
   int warm[3];              /* the warm-up image: width, height, channels (0: none) */
-  int warming;              /* workers not yet warm */
+  int warming;              /* first workers not yet warm */
+  int first;                /* workers that warm before the backend is ready */
+  int later;                /* the others not yet made */
+  int made;                 /* workers made and warm: they take jobs */
+  pthread_cond_t ready_cv;  /* warming reached 0, or stop */
+  pthread_mutex_t *dev_mu;  /* held while a later worker of that device makes its state */
+  int *dev_failed;          /* the device's JPEG decoders could not start: it has no workers */
   double t_start;           /* api_now_ms() when backend_new began */
   double slowest[2];        /* the slowest worker's state and warm-up, ms (under mu) */
   pthread_mutex_t warm_mu;  /* guards warm_bytes */
@@ -169,19 +178,84 @@ static int worker_start(struct backend *b, struct worker *w) {
   return 0;
 }
 
+/* The workers of the first GPU that warm before the backend is ready: the others follow, about
+ * 0.1 s each, one at a time a GPU. */
+#define FIRST_WORKERS 4
+
+#ifdef BLURD_CUDA
+static int start_jpeg_dev(struct backend *b, int dev, char *why, size_t whylen);
+#endif
+
+/* Makes device dev ready for its workers' states, under dev_mu[dev]: its JPEG decoders, when the
+ * GPU codecs are on and it is not the first device (started before the workers). Returns 0, or
+ * -1 when the device cannot start (said once on stderr). */
+static int device_start(struct backend *b, int dev) {
+#ifdef BLURD_CUDA
+  struct backend_gpu_shared *g = b->ndev && b->gpu_codecs ? b->shared : NULL;
+  char why[256];
+  if (!g || g->jpeg[dev] || b->dev_failed[dev]) return g && b->dev_failed[dev] ? -1 : 0;
+  if (start_jpeg_dev(b, dev, why, sizeof(why)) == 0) return 0;
+  b->dev_failed[dev] = 1;
+  fprintf(stderr, "blurd: cuda:%d takes no jobs: %s\n", dev, why);
+  return -1;
+#else
+  (void)b, (void)dev;
+  return 0;
+#endif
+}
+
+/* A later worker waits for the first ones to be warm, then for its device's turn: made all at
+ * once, the 32 to 64 nvJPEG states of a GPU took 5 to 12 s inside the library (4 H200s, 2026-11-26)
+ * before the first request could be served. Returns 0 with dev_mu[dev] held, or -1 when the
+ * backend is stopping. */
+static int later_turn(struct backend *b, int dev) {
+  pthread_mutex_lock(&b->mu);
+  while (b->warming > 0 && !b->stop) pthread_cond_wait(&b->ready_cv, &b->mu);
+  int stop = b->stop;
+  pthread_mutex_unlock(&b->mu);
+  if (stop) return -1;
+  pthread_mutex_lock(&b->dev_mu[dev]);
+  if (device_start(b, dev) == 0) return 0;
+  pthread_mutex_unlock(&b->dev_mu[dev]);
+  return -1;
+}
+
+/* Whether worker i is one of the first, which warm before the backend is ready. */
+static int first_worker(const struct backend *b, int i) {
+  return b->ndev == 0 || (i % b->ndev == 0 && i / b->ndev < FIRST_WORKERS);
+}
+
+/* Counts worker w made (ok) or not, and says when the first ones or all of them are. Under mu. */
+static void worker_counted(struct backend *b, const struct worker *w, int ok) {
+  b->failed += !ok;
+  b->made += ok;
+  if (!first_worker(b, w->index)) {
+    if (--b->later == 0 && !b->stop)
+      fprintf(stderr, "blurd: all %d workers made %.2f s after the start\n",
+              b->nworkers - b->failed, (api_now_ms() - b->t_start) / 1e3);
+    return;
+  }
+  if (--b->warming > 0 || b->stop) return;
+  pthread_cond_broadcast(&b->ready_cv);
+  fprintf(stderr,
+          "blurd: %d workers ready %.2f s after the start (slowest worker: %.2f s for its "
+          "state, %.2f s for its warm-up)\n",
+          b->first - b->failed, (api_now_ms() - b->t_start) / 1e3, b->slowest[0] / 1e3,
+          b->slowest[1] / 1e3);
+}
+
 static void *worker_main(void *arg) {
   struct worker_thread wt = *(struct worker_thread *)arg;
   struct backend *b = wt.b;
   free(arg);
-  int ok = worker_start(b, wt.w) == 0;
+  char name[16];
+  snprintf(name, sizeof(name), "blurd-w%d", wt.w->index);
+  pthread_setname_np(pthread_self(), name); /* top -H and perf tell the threads apart */
+  int dev = b->ndev ? wt.w->index % b->ndev : 0, later = !first_worker(b, wt.w->index);
+  int turn = later ? later_turn(b, dev) : 0, ok = turn == 0 && worker_start(b, wt.w) == 0;
+  if (later && turn == 0) pthread_mutex_unlock(&b->dev_mu[dev]);
   pthread_mutex_lock(&b->mu);
-  b->failed += !ok;
-  if (--b->warming == 0 && !b->stop)
-    fprintf(stderr,
-            "blurd: %d workers ready %.2f s after the start (slowest worker: %.2f s for "
-            "its state, %.2f s for its warm-up)\n",
-            b->nworkers - b->failed, (api_now_ms() - b->t_start) / 1e3, b->slowest[0] / 1e3,
-            b->slowest[1] / 1e3);
+  worker_counted(b, wt.w, ok);
   while (ok) {
     while (b->count == 0 && !b->stop) pthread_cond_wait(&b->cv, &b->mu);
     if (b->count == 0) break; /* stopping, and the queue is empty */
@@ -225,6 +299,10 @@ static int cores(void) {
   char why[700];
   if (!n && (n = cpu_cores("", why, sizeof(why))) > 0) fprintf(stderr, "blurd: %s\n", why);
   return n;
+}
+
+int api_cores(void) {
+  return cores();
 }
 
 /* Picks the CUDA backend when asked for, or for auto when a device is visible, else the CPU.
@@ -284,27 +362,54 @@ static int worker_count(const struct api_config *cfg, int ndev, int gpu_codecs) 
 }
 
 #ifdef BLURD_CUDA
-/* Starts a JPEG decoder per device, each batching at most per_gpu decodes (its workers'). Returns
- * 0, or -1 with the reason in why. */
-static int start_gpu_jpeg(struct backend *b, const struct api_config *cfg, int per_gpu, char *why,
-                          size_t whylen) {
+/* Starts device dev's JPEG decoder, batching at most b->per_gpu decodes (its workers'), and tries
+ * nvJPEG there with a context of its own. Returns 0, or -1 with the reason in why. */
+static int start_jpeg_dev(struct backend *b, int dev, char *why, size_t whylen) {
   struct backend_gpu_shared *g = b->shared;
-  if (gpu_jpeg_load(&b->jpeg_lib, why, whylen) != 0) return -1;
-  g->jpeg = calloc((size_t)b->ndev, sizeof(*g->jpeg));
-  if (!g->jpeg) {
+  double t = api_now_ms();
+  struct gpu_jpeg *j =
+      gpu_jpeg_new(dev, b->cfg.jpeg_batch_wait_us, b->per_gpu, b->cfg.jpeg_decoders, why, whylen);
+  if (!j) return -1;
+  struct gpu_ctx *trial = gpu_ctx_new(dev, why, whylen);
+  int ok = trial && gpu_ctx_jpeg(trial, j) == GPU_OK;
+  if (trial && !ok) snprintf(why, whylen, "nvJPEG fails on cuda:%d: %s", dev, gpu_ctx_error(trial));
+  gpu_ctx_free(trial);
+  if (!ok) {
+    gpu_jpeg_free(j);
+    return -1;
+  }
+  __atomic_store_n(&g->jpeg[dev], j, __ATOMIC_RELEASE); /* /metrics reads it */
+  fprintf(stderr, "blurd: cuda:%d: JPEG decoders ready %.2f s after the start (%.2f s)\n", dev,
+          (api_now_ms() - b->t_start) / 1e3, (api_now_ms() - t) / 1e3);
+  return 0;
+}
+
+static void *open_device0(void *arg) {
+  double *ms = arg;
+  *ms = gpu_device_open(0) == 0 ? api_now_ms() : -1;
+  return NULL;
+}
+
+/* Loads nvJPEG while device 0's context is made on another thread, then starts device 0's
+ * decoder; the other devices' start with their first later worker (device_start). Returns 0, or
+ * -1 with the reason in why. */
+static int start_gpu_jpeg(struct backend *b, char *why, size_t whylen) {
+  struct backend_gpu_shared *g = b->shared;
+  pthread_t t;
+  double opened = -1;
+  int joined = pthread_create(&t, NULL, open_device0, &opened) == 0;
+  int rc = gpu_jpeg_load(&b->jpeg_lib, why, whylen);
+  double loaded = api_now_ms();
+  if (joined) pthread_join(t, NULL);
+  fprintf(stderr,
+          "blurd: nvJPEG loaded %.2f s after the start, cuda:0's context made %.2f s after\n",
+          (loaded - b->t_start) / 1e3, (opened - b->t_start) / 1e3);
+  if (rc != 0) return -1;
+  if (!(g->jpeg = calloc((size_t)b->ndev, sizeof(*g->jpeg)))) {
     snprintf(why, whylen, "out of memory");
     return -1;
   }
-  for (int d = 0; d < b->ndev; d++) {
-    if (!(g->jpeg[d] =
-              gpu_jpeg_new(d, cfg->jpeg_batch_wait_us, per_gpu, cfg->jpeg_decoders, why, whylen)))
-      return -1;
-    struct gpu_ctx *trial = gpu_ctx_new(d, why, whylen); /* nvJPEG must work here, or auto */
-    int ok = trial && gpu_ctx_jpeg(trial, g->jpeg[d]) == GPU_OK; /* falls back to the CPU */
-    if (trial && !ok) snprintf(why, whylen, "nvJPEG fails on cuda:%d: %s", d, gpu_ctx_error(trial));
-    gpu_ctx_free(trial);
-    if (!ok) return -1;
-  }
+  if (start_jpeg_dev(b, 0, why, whylen) != 0) return -1;
   b->jpeg_decoder = gpu_jpeg_decoder(g->jpeg[0]);
   return 0;
 }
@@ -324,6 +429,7 @@ static int start_codecs(struct backend *b, const struct api_config *cfg, int per
   char *why = b->codecs_why;
   size_t n = sizeof(b->codecs_why);
   int ok = 0;
+  b->per_gpu = per_gpu;
   if (cfg->gpu_codecs == API_GPU_CODECS_OFF)
     snprintf(why, n, "--gpu-codecs off");
   else if (b->ndev == 0)
@@ -331,10 +437,10 @@ static int start_codecs(struct backend *b, const struct api_config *cfg, int per
     snprintf(why, n, "%s",
              cfg->backend == API_BACKEND_CPU ? "the CPU backend (--backend cpu)"
                                              : "no CUDA device is visible");
-  else if (start_gpu_jpeg(b, cfg, per_gpu, why, n) != 0)
+  else if (start_gpu_jpeg(b, why, n) != 0)
     stop_gpu_jpeg(b);
 #else
-    snprintf(why, n, "this build has no CUDA backend (nvcc was not found)"), (void)per_gpu;
+    snprintf(why, n, "this build has no CUDA backend (nvcc was not found)");
 #endif
   else
     ok = 1;
@@ -374,14 +480,17 @@ static int start_workers(struct backend *b, char *err, size_t errlen) {
   b->workers = calloc((size_t)n, sizeof(*b->workers));
   b->threads = calloc((size_t)n, sizeof(*b->threads));
   if (!b->workers || !b->threads) return -1;
+  int first = b->ndev ? n / b->ndev : n;
   pthread_mutex_lock(&b->mu);
-  b->warming = n;
+  b->first = b->ndev && first > FIRST_WORKERS ? FIRST_WORKERS : first;
+  b->warming = b->first;
+  b->later = n - b->first;
   pthread_mutex_unlock(&b->mu);
   __atomic_store_n(&b->started, 1, __ATOMIC_RELEASE);
   for (int i = 0; rc == 0 && i < n && !stopping(b); i++) rc = start_worker(b, i, err, errlen);
   if (rc == 0 && stopping(b)) { /* backend_free has begun: the workers not made never warm */
     pthread_mutex_lock(&b->mu);
-    b->warming -= n - b->nworkers;
+    for (int i = b->nworkers; i < n; i++) b->warming -= first_worker(b, i);
     pthread_mutex_unlock(&b->mu);
   }
   return rc;
@@ -393,6 +502,7 @@ static int start_workers(struct backend *b, char *err, size_t errlen) {
 static void *backend_start(void *arg) {
   struct backend *b = arg;
   char err[256] = "";
+  pthread_setname_np(pthread_self(), "blurd-start");
   if (start_workers(b, err, sizeof(err)) != 0) {
     fprintf(stderr, "blurd: the GPU backend does not start: %s\n", err[0] ? err : "out of memory");
     _exit(1);
@@ -411,11 +521,17 @@ struct backend *backend_new(const struct api_config *cfg, char *err, size_t errl
   pthread_mutex_init(&b->warm_mu, NULL);
   pthread_cond_init(&b->warm_cv, NULL);
   pthread_cond_init(&b->cv, NULL);
+  pthread_cond_init(&b->ready_cv, NULL);
   b->t_start = api_now_ms();
   b->cap = cfg->queue > 0 ? cfg->queue : 1;
   b->ring = calloc((size_t)b->cap, sizeof(*b->ring));
   int rc = b->ring ? 0 : -1;
   if (rc == 0 && (b->ndev = choose_ops(b, cfg, err, errlen)) < 0) rc = -1;
+  int nmu = b->ndev > 0 ? b->ndev : 1;
+  b->dev_failed = calloc((size_t)nmu, sizeof(*b->dev_failed));
+  if (rc == 0 && (!b->dev_failed || !(b->dev_mu = calloc((size_t)nmu, sizeof(*b->dev_mu)))))
+    rc = -1;
+  for (int d = 0; rc == 0 && d < nmu; d++) pthread_mutex_init(&b->dev_mu[d], NULL);
   static const int warm_gpu[3] = API_WARM_GPU, warm_cpu[3] = API_WARM_CPU;
   memcpy(b->warm, cfg->warm[0] >= 0 ? cfg->warm : b->ndev ? warm_gpu : warm_cpu, sizeof(b->warm));
   b->cfg = *cfg;
@@ -454,6 +570,7 @@ void backend_free(struct backend *b) {
   pthread_mutex_lock(&b->mu);
   b->stop = 1;
   pthread_cond_broadcast(&b->cv);
+  pthread_cond_broadcast(&b->ready_cv); /* later workers waiting for their turn give up */
   pthread_mutex_unlock(&b->mu);
   if (b->has_starter) pthread_join(b->starter, NULL); /* it makes no worker once stop is set */
   pthread_mutex_lock(&b->warm_mu);                    /* a worker waiting to warm up gives up */
@@ -470,7 +587,12 @@ void backend_free(struct backend *b) {
 #endif
     free(b->shared);
   }
+  for (int d = 0; b->dev_mu && d < (b->ndev ? b->ndev : 1); d++)
+    pthread_mutex_destroy(&b->dev_mu[d]);
+  free(b->dev_mu);
+  free(b->dev_failed);
   pthread_cond_destroy(&b->cv);
+  pthread_cond_destroy(&b->ready_cv);
   pthread_mutex_destroy(&b->mu);
   pthread_mutex_destroy(&b->warm_mu);
   pthread_cond_destroy(&b->warm_cv);
@@ -482,6 +604,13 @@ void backend_free(struct backend *b) {
 
 const char *backend_name(const struct backend *b) {
   return b->name;
+}
+
+int backend_workers_ready(struct backend *b) {
+  pthread_mutex_lock(&b->mu);
+  int n = b->made;
+  pthread_mutex_unlock(&b->mu);
+  return n;
 }
 
 int backend_warming(struct backend *b) {
@@ -567,8 +696,11 @@ int backend_batch_stats(struct backend *b, int dev, struct batch_stats *s) {
 #ifdef BLURD_CUDA
   struct backend_gpu_shared *g = b->ops == &backend_gpu_ops ? b->shared : NULL;
   struct gpu_jpeg_stats j;
-  if (!g || !g->jpeg || dev < 0 || dev >= b->ndev) return -1;
-  gpu_jpeg_stats(g->jpeg[dev], &j);
+  struct gpu_jpeg *jd = g && g->jpeg && dev >= 0 && dev < b->ndev
+                            ? __atomic_load_n(&g->jpeg[dev], __ATOMIC_ACQUIRE) /* NULL: not yet */
+                            : NULL;
+  if (!jd) return -1;
+  gpu_jpeg_stats(jd, &j);
   *s = (struct batch_stats){j.batches, j.images, j.single, {0}};
   _Static_assert(GPU_JPEG_BATCH_BUCKETS == BATCH_BUCKETS, "batch histogram buckets");
   for (int i = 0; i < BATCH_BUCKETS; i++) s->hist[i] = j.hist[i];

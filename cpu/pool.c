@@ -111,6 +111,7 @@ static void run_chunk(struct cpu_pool *pool, struct batch *b, int begin, int end
 
 static void *worker_main(void *arg) {
   struct cpu_pool *pool = arg;
+  pthread_setname_np(pthread_self(), "blurd-pool");
   pthread_mutex_lock(&pool->mu);
   for (;;) {
     while (!pool->stop && !pool->head) pthread_cond_wait(&pool->work, &pool->mu);

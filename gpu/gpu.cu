@@ -22,6 +22,13 @@ int gpu_device_count(void) {
   return n;
 }
 
+int gpu_device_open(int dev) {
+  if (cudaSetDevice(dev) != cudaSuccess) return -1;
+  if (cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync) != cudaSuccess) cudaGetLastError();
+  return cudaFree(0) == cudaSuccess ? 0
+                                    : -1; /* the context is made at the first call that needs it */
+}
+
 int gpu_device_info(int dev, struct gpu_device_info *info) {
   cudaDeviceProp p;
   if (cudaGetDeviceProperties(&p, dev) != cudaSuccess) return -1;

@@ -51,6 +51,10 @@ struct gpu_device_info {
   int major, minor; /* compute capability */
 };
 
+/* Makes device dev's CUDA context (blocking sync, as every context of blurd's) and loads its
+ * kernels. Returns 0, or -1. */
+int gpu_device_open(int dev);
+
 /* Fills info for device dev. Returns 0, or -1. */
 int gpu_device_info(int dev, struct gpu_device_info *info);
 

@@ -218,6 +218,9 @@ static void gather(struct gpu_jpeg *j) {
 static void *batch_main(void *arg) {
   struct dec_lane *l = (struct dec_lane *)arg;
   struct gpu_jpeg *j = l->j;
+  char name[16];
+  snprintf(name, sizeof(name), "blurd-jdec%d", j->dev);
+  pthread_setname_np(pthread_self(), name); /* top -H and perf tell the threads apart */
   cudaSetDevice(j->dev);
   pthread_mutex_lock(&j->mu);
   for (;;) {

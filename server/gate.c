@@ -182,6 +182,7 @@ static void accept_all(struct gate *g) {
 static void *gate_main(void *arg) {
   struct gate *g = arg;
   struct epoll_event ev[64];
+  pthread_setname_np(pthread_self(), "blurd-gate");
   for (;;) {
     double now = now_ms();
     linger_expire(g, now);

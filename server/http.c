@@ -204,6 +204,7 @@ static int expire(struct request *r) {
 
 static void *watchdog_main(void *arg) {
   struct srv *s = arg;
+  pthread_setname_np(pthread_self(), "blurd-watch");
   while (!__atomic_load_n(&s->stop, __ATOMIC_SEQ_CST)) {
     nanosleep(&(struct timespec){0, WATCH_PERIOD_MS * 1000 * 1000}, NULL);
     double now = api_now_ms();
@@ -229,6 +230,8 @@ static void *watchdog_main(void *arg) {
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
   struct srv *s = cls;
+  static _Thread_local int named; /* libmicrohttpd's threads, named on their first request */
+  if (!named) named = pthread_setname_np(pthread_self(), "blurd-http") == 0;
   struct request *r = calloc(1, sizeof(*r));
   if (!r || !(r->uri = strdup(uri ? uri : "/"))) {
     free(r);

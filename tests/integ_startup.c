@@ -4,6 +4,8 @@
  * workers still warm up ends the process with status 0 within 1 s, where it used to wait for every
  * worker's warm-up. */
 #include "harness.h"
+
+#include <jansson.h>
 #include "test.h"
 
 #include <curl/curl.h>
@@ -29,6 +31,19 @@ static long readyz(const struct server *s, int *warming) {
   return st;
 }
 
+/* /readyz's "workers" and "workers_ready" (-1 when absent). */
+static void readyz_workers(const struct server *s, long *workers, long *ready) {
+  struct http_resp r;
+  *workers = *ready = -1;
+  if (http_request(s, "GET", "/readyz", NULL, NULL, NULL, 0, &r) != 0) return;
+  json_t *o = r.body ? json_loads(r.body, 0, NULL) : NULL;
+  json_t *w = json_object_get(o, "workers"), *wr = json_object_get(o, "workers_ready");
+  if (json_is_integer(w)) *workers = (long)json_integer_value(w);
+  if (json_is_integer(wr)) *ready = (long)json_integer_value(wr);
+  json_decref(o);
+  http_resp_free(&r);
+}
+
 static void test_ready_in_seconds(void) {
   struct server s;
   int warming = 0;
@@ -42,6 +57,10 @@ static void test_ready_in_seconds(void) {
   ASSERT_INT(st, ==, 200);
   ASSERT_DBL(port, <=, 1.0);
   ASSERT_DBL(ready, <=, 3.0);
+  long workers, made;
+  readyz_workers(&s, &workers, &made); /* the CPU backend's workers are all first ones */
+  ASSERT_INT(workers, >=, 2);
+  ASSERT_INT(made, ==, workers);
   ASSERT_INT(server_stop(&s, SIGTERM), ==, 0);
 }
 
@@ -54,6 +73,10 @@ static void test_sigterm_during_warm_up(void) {
                                     "5000x5000x4", NULL});
   ASSERT_INT(readyz(&s, &warming), ==, 503);
   ASSERT(warming);
+  long workers, made;
+  readyz_workers(&s, &workers, &made); /* none takes jobs before its warm-up ends */
+  ASSERT_INT(workers, ==, 2);
+  ASSERT_INT(made, ==, 0);
   double t0 = now_s();
   int rc = server_stop(&s, SIGTERM);
   double took = now_s() - t0;

@@ -121,7 +121,8 @@ def workers_of(port):
             data += chunk
         s.close()
         import json
-        return json.loads(data.split(b"\r\n\r\n", 1)[1])["workers"]
+        body = json.loads(data.split(b"\r\n\r\n", 1)[1])
+        return body.get("workers_ready", body["workers"])  # those taking jobs at ready
     except (OSError, ValueError, KeyError, IndexError):
         return 16
 
