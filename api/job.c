@@ -124,35 +124,10 @@ static json_t *json_body(const struct image_job *j, const struct codec_image *im
   return o;
 }
 
-/* The value of the operation's int (or enum) parameter name, or def when it has none. */
-static int job_param(const struct image_job *j, const char *name, int def) {
-  const struct endpoint *ep = j->op->ep;
-  for (int i = 0; i < ep->nparams; i++)
-    if (strcmp(ep->params[i].name, name) == 0)
-      return *(const int *)(j->params.bytes + ep->params[i].offset);
-  return def;
-}
-
-/* The word the operation's enum parameter name holds, or def when it has none. */
-static const char *job_choice(const struct image_job *j, const char *name, const char *def) {
-  const struct endpoint *ep = j->op->ep;
-  for (int i = 0; i < ep->nparams; i++)
-    if (strcmp(ep->params[i].name, name) == 0) return ep->params[i].choices[job_param(j, name, 0)];
-  return def;
-}
-
-/* How the result is encoded: the operation's format, quality, lossless, compression and effort
- * parameters where it has them (else: the input's format, 90, lossy, 6, the WebP default); the
- * format choice "input" keeps the upload's; the upload's ICC profile, when it is kept. */
+/* How the result is encoded (op_output), with the upload's ICC profile when it is kept. */
 static struct codec_encode_opts encode_opts(const struct image_job *j, enum codec_format input) {
-  struct codec_encode_opts o = {.format = codec_format_from_name(job_choice(j, "format", "input")),
-                                .quality = job_param(j, "quality", 90),
-                                .compression = job_param(j, "compression", 6),
-                                .lossless = job_param(j, "lossless", 0)};
-  o.effort = job_param(j, "effort", -1);
-  o.effort_set = o.effort >= 0;
+  struct codec_encode_opts o = op_output(j->op->ep, j->params.bytes, input);
   o.icc = j->icc, o.icc_len = j->icc_len;
-  if (o.format == CODEC_NONE) o.format = input;
   return o;
 }
 
@@ -160,7 +135,8 @@ static struct codec_encode_opts encode_opts(const struct image_job *j, enum code
  * colorspace=srgb, in's pixels converted to sRGB on the host and the profile dropped. */
 static enum api_error colour(struct image_job *j, struct worker *w, struct codec_image *in) {
   if (codec_icc_read(j->image, j->len, &j->icc, &j->icc_len) != CODEC_OK) return API_OUT_OF_MEMORY;
-  if (!j->icc || strcmp(job_choice(j, "colorspace", "keep"), "srgb") != 0) return API_OK;
+  if (!j->icc || strcmp(op_choice(j->op->ep, j->params.bytes, "colorspace", "keep"), "srgb") != 0)
+    return API_OK;
   enum api_error e = w->ops->to_host(w->state, in);
   if (e == API_OK) codec_to_srgb(in, j->icc, j->icc_len);
   free(j->icc);

@@ -228,6 +228,19 @@ struct cpu_blur op_blur_of(const struct blur_params *p, int width, int height,
 double op_blur_ns(const struct cpu_blur *b, int psnr, int width, int height);
 /* Whether the request gave parameter name of ep (given: its mask, struct endpoint). */
 int op_given(const struct endpoint *ep, unsigned given, const char *name);
+/* The value of ep's int (or enum) parameter name in params, or def when ep has none. */
+int op_param(const struct endpoint *ep, const void *params, const char *name, int def);
+/* The word ep's enum parameter name holds in params, or def when ep has none. */
+const char *op_choice(const struct endpoint *ep, const void *params, const char *name,
+                      const char *def);
+/* How ep's answer is encoded: its format, quality, lossless, compression and effort parameters
+ * where it has them (else the input's format, 90, lossy, 6, the WebP default); the format
+ * "input" is input. No ICC profile. */
+struct codec_encode_opts op_output(const struct endpoint *ep, const void *params,
+                                   enum codec_format input);
+/* Seconds of one core that encoding an answer of s's size with o costs at most, by the cost
+ * model (noise, the slowest content; scripts/cost-calibration.sh). */
+double op_encode_s(const struct codec_encode_opts *o, const struct codec_shape *s);
 /* Region i of rg clipped to a width x height image into rect (x0, y0, x1, y1); API_BAD_PARAMETER
  * with a sentence when nothing is left. */
 enum api_error op_region_rect(const struct api_regions *rg, int i, int width, int height,

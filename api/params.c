@@ -556,13 +556,19 @@ enum api_error params_budget(const struct api_ctx *ctx, const struct endpoint *e
   struct codec_shape shape;
   double limit = ctx->cfg.max_cost;
   *estimate_s = 0;
-  if (limit <= 0 || !ep->cost || codec_probe(image, len, &shape) != 0) return API_OK;
-  *estimate_s = ep->cost(params, &shape);
+  if (limit <= 0 || codec_probe(image, len, &shape) != 0) return API_OK;
+  const struct api_config *c = &ctx->cfg; /* an image over the limits gets their 422 at decode */
+  if ((uint32_t)shape.width > c->max_width || (uint32_t)shape.height > c->max_height ||
+      (uint64_t)shape.width * (uint64_t)shape.height > c->max_pixels)
+    return API_OK;
+  struct codec_encode_opts out = op_output(ep, params, codec_sniff(image, len));
+  *estimate_s = (ep->cost ? ep->cost(params, &shape) : 0) + op_encode_s(&out, &shape);
   if (*estimate_s <= limit) return API_OK;
   snprintf(msg, msglen,
            "This request would take about %.1f s of one CPU core (%s on a %dx%d image of %d "
            "channel%s); the limit (--max-cost) is %g s. Use a faster method, a smaller radius, "
-           "sigma, kernel or region, psnr=false, or a smaller image.",
+           "sigma, kernel or region, psnr=false, a lower effort or compression, or a smaller "
+           "image.",
            *estimate_s, ep->path, shape.width, shape.height, shape.channels,
            shape.channels == 1 ? "" : "s", limit);
   return API_TOO_EXPENSIVE;

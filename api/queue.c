@@ -302,7 +302,9 @@ static int cores(void) {
 }
 
 int api_cores(void) {
-  return cores();
+  char why[700]; /* said on stderr by cores(), once the backend starts */
+  int n = cpu_cores("", why, sizeof(why));
+  return n > 0 ? n : 1;
 }
 
 /* Picks the CUDA backend when asked for, or for auto when a device is visible, else the CPU.

@@ -145,6 +145,10 @@ static void test_cost_budget(void) {
   expect_too_expensive("fir sigma 300 truncate 8, 6000x4000",
                        "/blur?method=fir&sigma=300&truncate=8", "image/png", img, len);
   free(img);
+  img = make_png(6000, 4000, 4, &len); /* the encode's cost: WebP's slowest effort with alpha */
+  expect_too_expensive("WebP effort 6 of 6000x4000 RGBA", "/convert?format=webp&effort=6",
+                       "image/png", img, len);
+  free(img);
   img = make_png(3000, 3000, 4, &len); /* 64 regions that each cover it */
   char params[2048] = "{\"sigma\": 20, \"regions\": [";
   for (int i = 0; i < 64; i++) strcat(params, i ? ", [0, 0, 3000, 3000]" : "[0, 0, 3000, 3000]");

@@ -74,6 +74,56 @@ struct cpu_blur op_blur_of(const struct blur_params *p, int width, int height,
   return b;
 }
 
+int op_param(const struct endpoint *ep, const void *params, const char *name, int def) {
+  for (int i = 0; i < ep->nparams; i++)
+    if (strcmp(ep->params[i].name, name) == 0)
+      return *(const int *)((const char *)params + ep->params[i].offset);
+  return def;
+}
+
+const char *op_choice(const struct endpoint *ep, const void *params, const char *name,
+                      const char *def) {
+  for (int i = 0; i < ep->nparams; i++)
+    if (strcmp(ep->params[i].name, name) == 0)
+      return ep->params[i].choices[op_param(ep, params, name, 0)];
+  return def;
+}
+
+struct codec_encode_opts op_output(const struct endpoint *ep, const void *params,
+                                   enum codec_format input) {
+  struct codec_encode_opts o = {
+      .format = codec_format_from_name(op_choice(ep, params, "format", "input")),
+      .quality = op_param(ep, params, "quality", 90),
+      .compression = op_param(ep, params, "compression", 6),
+      .lossless = op_param(ep, params, "lossless", 0)};
+  o.effort = op_param(ep, params, "effort", -1);
+  o.effort_set = o.effort >= 0;
+  if (o.format == CODEC_NONE) o.format = input;
+  return o;
+}
+
+/* ---- the cost model of an encode ----
+ * ns per pixel of a 2000x2000 noise image, RGB and RGBA, the encode stage of /convert on the
+ * 2-core build machine (scripts/cost-calibration.sh), rounded up: the slowest content. */
+#define NS_JPEG 25.0                                                        /* any quality */
+static const double ns_png[10] = {20, 30, 30, 35, 40, 45, 50, 60, 80, 120}; /* RGBA, by level */
+static const double ns_webp_lossless = 80;
+static const double ns_webp[7] = {60, 80, 110, 150, 200, 300, 400};        /* RGB, by effort */
+static const double ns_webp_alpha[7] = {30, 40, 60, 200, 500, 1500, 2600}; /* the alpha plane */
+
+double op_encode_s(const struct codec_encode_opts *o, const struct codec_shape *s) {
+  double px = (double)s->width * s->height, ns = NS_JPEG;
+  int alpha = s->channels == 2 || s->channels == 4;
+  int effort = o->effort_set ? o->effort : CODEC_WEBP_EFFORT_DEFAULT;
+  if (o->format == CODEC_RAW || o->format == CODEC_NPY) ns = 0;
+  if (o->format == CODEC_PNG)
+    ns = ns_png[o->compression < 0 || o->compression > 9 ? 9 : o->compression];
+  if (o->format == CODEC_WEBP && o->lossless) ns = ns_webp_lossless;
+  if (o->format == CODEC_WEBP && !o->lossless)
+    ns = ns_webp[effort] + (alpha ? ns_webp_alpha[effort] : 0);
+  return px * ns * 1e-9;
+}
+
 int op_given(const struct endpoint *ep, unsigned given, const char *name) {
   for (int i = 0; i < ep->nparams; i++)
     if (strcmp(ep->params[i].name, name) == 0) return given >> i & 1;
