@@ -142,12 +142,13 @@ static const char *job_choice(const struct image_job *j, const char *name, const
 }
 
 /* How the result is encoded: the operation's format, quality, lossless, compression and effort
- * parameters where it has them (else: the input's format, 90, lossy, 6, the WebP default); the
- * format choice "input" keeps the upload's; the upload's ICC profile, when it is kept. */
+ * parameters where it has them (else: the input's format, 90, lossy, the PNG and WebP defaults);
+ * the format choice "input" keeps the upload's; the upload's ICC profile, when it is kept. */
 static struct codec_encode_opts encode_opts(const struct image_job *j, enum codec_format input) {
   struct codec_encode_opts o = {.format = codec_format_from_name(job_choice(j, "format", "input")),
                                 .quality = job_param(j, "quality", 90),
-                                .compression = job_param(j, "compression", 6),
+                                .compression =
+                                    job_param(j, "compression", CODEC_PNG_COMPRESSION_DEFAULT),
                                 .lossless = job_param(j, "lossless", 0)};
   o.effort = job_param(j, "effort", -1);
   o.effort_set = o.effort >= 0;

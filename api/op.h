@@ -199,7 +199,7 @@ extern const char *const op_coeff_choices[];
        "WebP only: lossless, every sample exact (quality is not used); false is lossy at "         \
        "quality. Ignored for PNG and JPEG.",                                                       \
        0},                                                                                         \
-      OP_COMPRESSION_PARAM(T, "6"),                                                                \
+      OP_COMPRESSION_PARAM(T, CODEC_PNG_COMPRESSION_DEFAULT_STR),                                  \
       {"effort",                                                                                   \
        PT_INT,                                                                                     \
        0,                                                                                          \

@@ -29,6 +29,11 @@ enum codec_status codec_png_encode(const struct codec_image *img, int compressio
 /* The PNG encoder on libdeflate (png_write.c): o->compression and o->png_filter in range. */
 enum codec_status codec_png_write(const struct codec_image *img, const struct codec_encode_opts *o,
                                   uint8_t **out, size_t *outlen, char *msg, size_t msglen);
+/* The zlib stream of in[0..n) as deflate_rle.c makes it (Huffman-coded literals and runs of one
+ * byte, fpng's scheme) into out, which holds codec_deflate_rle_bound(n) bytes. Returns its
+ * length, or 0 when out of memory. */
+size_t codec_deflate_rle_bound(size_t n);
+size_t codec_deflate_rle(const uint8_t *in, size_t n, uint8_t *out);
 enum codec_status codec_jpeg_encode(const struct codec_image *img, int quality, uint8_t **out,
                                     size_t *outlen, char *msg, size_t msglen);
 /* o->quality is in range for lossy output, as codec_encode checks. */

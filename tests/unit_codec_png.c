@@ -5,6 +5,7 @@
  * directly; both must give back every sample. The filter bytes of the rows are read from the
  * inflated IDAT stream, so a strategy that was asked for and not used fails. Fixtures come from
  * $BLURD_DATA, or tests/data when run from the repository root. */
+#include <libdeflate.h>
 #include <spng.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -94,7 +95,8 @@ static void expect_filters(const uint8_t *png, size_t len, const struct codec_im
   free(raw);
 }
 
-/* The filter byte each strategy writes; AUTO: none at level 0, up for 8 bits, paeth for 16. */
+/* The filter byte each strategy writes; AUTO: none at level 0, up at 1, paeth at 2, and from 3
+ * up for 8 bits and paeth for 16. */
 static int filter_byte(enum codec_png_filter f, int level, int depth) {
   switch (f) {
   case CODEC_PNG_FILTER_NONE:
@@ -108,7 +110,7 @@ static int filter_byte(enum codec_png_filter f, int level, int depth) {
   case CODEC_PNG_FILTER_ADAPTIVE:
     return -1;
   default:
-    return level == 0 ? 0 : depth == 16 ? 4 : 2;
+    return level == 0 ? 0 : level == 1 ? 2 : level == 2 || depth == 16 ? 4 : 2;
   }
 }
 
@@ -176,7 +178,74 @@ static void test_bad_filter(void) {
   codec_image_free(&img);
 }
 
+/* deflate_rle.c's stream of in[0..n), read back by zlib and by libdeflate; returns its length. */
+static size_t rle_roundtrip(const uint8_t *in, size_t n) {
+  size_t bound = codec_deflate_rle_bound(n);
+  uint8_t *z = malloc(bound), *back = malloc(n + 1);
+  ASSERT(z != NULL && back != NULL);
+  size_t zn = codec_deflate_rle(in, n, z);
+  ASSERT_INT(zn, >, 6);
+  ASSERT_INT(zn, <=, bound);
+  uLongf got = n + 1;
+  ASSERT_INT(uncompress(back, &got, z, zn), ==, Z_OK);
+  ASSERT_INT(got, ==, n);
+  ASSERT(memcmp(back, in, n) == 0);
+  struct libdeflate_decompressor *d = libdeflate_alloc_decompressor();
+  size_t got2 = 0;
+  memset(back, 0, n + 1);
+  ASSERT_INT(libdeflate_zlib_decompress(d, z, zn, back, n + 1, &got2), ==, LIBDEFLATE_SUCCESS);
+  libdeflate_free_decompressor(d);
+  ASSERT_INT(got2, ==, n);
+  ASSERT(memcmp(back, in, n) == 0);
+  free(z);
+  free(back);
+  return zn;
+}
+
+static uint32_t next_random(uint32_t *x) { /* xorshift32: the same bytes on every run */
+  *x ^= *x << 13;
+  *x ^= *x >> 17;
+  *x ^= *x << 5;
+  return *x;
+}
+
+/* The run-length coder on the inputs that reach its corners: empty and tiny inputs, runs at and
+ * past 258 bytes, noise (stored blocks, never larger than the bound), several 256 KiB blocks,
+ * and a histogram skewed enough (Fibonacci counts) that the Huffman codes must be shortened to 15
+ * bits. Two inflaters that share no code must read each stream back exactly. */
+static void test_rle_streams(void) {
+  size_t big = 3u << 20;
+  uint8_t *b = malloc(big);
+  uint32_t x = 2463534242u;
+  ASSERT(b != NULL);
+  for (size_t n = 0; n < 300; n++) {
+    for (size_t i = 0; i < n; i++) b[i] = (uint8_t)(next_random(&x) % 3);
+    rle_roundtrip(b, n);
+    memset(b, 7, n);
+    rle_roundtrip(b, n);
+  }
+  memset(b, 0, big);
+  ASSERT_INT(rle_roundtrip(b, big), <, big / 200); /* runs of 258 bytes cost a few bits each */
+  for (size_t i = 0; i < big; i++) b[i] = (uint8_t)next_random(&x);
+  ASSERT_INT(rle_roundtrip(b, big), <=, big + big / 65535 * 5 + 100); /* stored */
+  for (size_t i = 0; i < big; i++) /* residual-like: mostly small, with runs of every length */
+    b[i] = (uint8_t)(next_random(&x) % 61 == 0 ? next_random(&x) % 300 : 0);
+  rle_roundtrip(b, big);
+  size_t n = 0;
+  for (uint32_t s = 0, f1 = 1, f2 = 1; s < 26; s++, f2 += f1, f1 = f2 - f1)
+    for (uint32_t k = 0; k < f1 && n < big; k++) b[n++] = (uint8_t)s;
+  for (size_t i = n; i > 1; i--) { /* shuffled, so runs are rare and literals keep their counts */
+    size_t j = next_random(&x) % i;
+    uint8_t t = b[i - 1];
+    b[i - 1] = b[j];
+    b[j] = t;
+  }
+  rle_roundtrip(b, n);
+  free(b);
+}
+
 int main(void) {
+  RUN(test_rle_streams);
   RUN(test_levels_and_filters);
   RUN(test_idat_chunks);
   RUN(test_bad_filter);
