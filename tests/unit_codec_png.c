@@ -244,7 +244,33 @@ static void test_rle_streams(void) {
   free(b);
 }
 
+/* The decoder skips the pixel data's checksums (IDAT CRCs, zlib's Adler-32), so a file whose only
+ * damage is there decodes to its pixels; a damaged IHDR CRC is still refused (unit_codecs). */
+static void test_data_checksums_skipped(void) {
+  struct codec_image photo = fixture_photo("photo_1080p.jpg"), part = crop(&photo, 64, 48);
+  struct codec_encode_opts o = {.format = CODEC_PNG, .compression = CODEC_PNG_COMPRESSION_DEFAULT};
+  uint8_t *png;
+  size_t len;
+  ASSERT_INT(codec_encode(&part, &o, &png, &len, NULL, 0), ==, CODEC_OK);
+  size_t idat = 33, n = (size_t)png[idat] << 24 | png[idat + 1] << 16 | png[idat + 2] << 8 |
+                        png[idat + 3]; /* the first chunk after IHDR: no profile was given */
+  ASSERT(memcmp(png + idat + 4, "IDAT", 4) == 0);
+  png[idat + 8 + n - 1] ^= 0x5a; /* the Adler-32's last byte */
+  png[idat + 8 + n] ^= 0xa5;     /* the IDAT's CRC */
+  expect_libpng(png, len, &part);
+  png[idat + 8 + n - 5] ^= 0xff; /* the deflate data itself: inflate or the pixels must notice */
+  struct codec_image back = {0};
+  enum codec_status st = codec_png_decode(png, len, NULL, &back, NULL, 0);
+  ASSERT(st == CODEC_CORRUPT ||
+         (st == CODEC_OK && memcmp(back.pixels, part.pixels, image_bytes(&part)) != 0));
+  codec_image_free(&back);
+  free(png);
+  free(part.pixels);
+  codec_image_free(&photo);
+}
+
 int main(void) {
+  RUN(test_data_checksums_skipped);
   RUN(test_rle_streams);
   RUN(test_levels_and_filters);
   RUN(test_idat_chunks);
