@@ -19,6 +19,12 @@ enum codec_status codec_jpeg_decode(const uint8_t *buf, size_t len, const struct
 enum codec_status codec_webp_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
                                     struct codec_image *out, char *msg, size_t msglen);
 
+/* png_inflate.c: a copy of the PNG file buf whose pixel data libdeflate has inflated and stored
+ * again uncompressed in one IDAT, for libpng to decode faster. Returns CODEC_OK with *out
+ * (codec_malloc'd; codec_free it) of *outlen bytes, CODEC_UNSUPPORTED when the file should be
+ * decoded as it is (interlaced, oversized, laid out or compressed unexpectedly), or CODEC_NOMEM. */
+enum codec_status codec_png_rewrap(const uint8_t *buf, size_t len, uint8_t **out, size_t *outlen);
+
 /* WebP's width, height and channels from its header (WebPGetFeatures). Returns 0, or -1. */
 int codec_webp_probe(const uint8_t *buf, size_t len, struct codec_shape *out);
 

@@ -188,17 +188,25 @@ enum codec_status codec_png_decode(const uint8_t *buf, size_t len, const struct 
                                    struct codec_image *out, char *msg, size_t msglen) {
   enum codec_status st = precheck_ihdr(buf, len, lim, msg, msglen);
   if (st != CODEC_OK) return st;
-  struct png_dec d = {.buf = buf, .len = len};
+  uint8_t *copy = NULL; /* the file with its pixel data inflated by libdeflate (png_inflate.c) */
+  size_t copy_len = 0;
+  if (codec_png_rewrap(buf, len, &copy, &copy_len) == CODEC_NOMEM) {
+    codec_msgf(msg, msglen, "out of memory decoding the PNG image");
+    return CODEC_NOMEM;
+  }
+  struct png_dec d = {.buf = copy ? copy : buf, .len = copy ? copy_len : len};
   d.png = png_create_read_struct_2(PNG_LIBPNG_VER_STRING, &d.ctx, on_error, on_warning, &d.ctx,
                                    on_malloc, on_free);
   if (d.png != NULL) d.info = png_create_info_struct(d.png);
   if (d.png == NULL || d.info == NULL) {
     png_destroy_read_struct(&d.png, NULL, NULL);
+    codec_free(copy);
     codec_msgf(msg, msglen, "out of memory starting the PNG decoder");
     return CODEC_NOMEM;
   }
   st = decode_run(&d, lim, out, msg, msglen);
   png_destroy_read_struct(&d.png, &d.info, NULL);
+  codec_free(copy);
   if (st == CODEC_OK) {
     out->pixels = d.pixels;
     return CODEC_OK;

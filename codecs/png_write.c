@@ -1,14 +1,16 @@
-/* png_write.c: the PNG encoder: rows filtered here, the zlib stream made by libdeflate.
+/* png_write.c: the PNG encoder: rows filtered here, the zlib stream made by libdeflate or by
+ * deflate_rle.c.
  *
  * libpng with zlib spends most of a PNG encode in zlib's deflate, which libdeflate does 2-3x
- * faster to the same size or smaller; libdeflate compresses a whole buffer in one call, so the
- * encoder filters every row into one buffer (filter byte + row, samples big-endian), compresses
- * it with libdeflate_zlib_compress and writes signature, IHDR, an optional iCCP, IDAT chunks of
- * at most IDAT_MAX bytes and IEND. Each `compression` level 0..9 is a filter strategy and a
- * libdeflate level (chosen by measurement: docs/methods.md). Filters are PNG's
- * none, sub, up, average and paeth; "adaptive" picks per row the one whose bytes, read as signed,
- * have the smallest sum of magnitudes (libpng's heuristic). libdeflate allocates through
- * codec_malloc, so codec_test_fail_alloc() reaches its compressor too. */
+ * faster to the same size or smaller, and deflate_rle.c's run-length coder faster still for a
+ * few percent more; both compress a whole buffer in one call, so the encoder filters every row
+ * into one buffer (filter byte + row, samples big-endian), compresses it and writes signature,
+ * IHDR, an optional iCCP, IDAT chunks of at most IDAT_MAX bytes and IEND. Each `compression`
+ * level 0..9 is a plan: a deflater and a filter for 8- and 16-bit samples (chosen by
+ * measurement: docs/methods.md). Filters are PNG's none, sub, up, average and paeth; "adaptive"
+ * picks per row the one whose bytes, read as signed, have the smallest sum of magnitudes
+ * (libpng's heuristic). libdeflate allocates through codec_malloc, so codec_test_fail_alloc()
+ * reaches its compressor too. */
 #include <libdeflate.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -22,7 +24,7 @@
  * and Huffman coder; otherwise libdeflate at that level, 0 being stored) and the row filter for
  * 8- and 16-bit samples. Chosen by measurement on a 1080p photograph, its sigma-12 blur and a
  * 16-bit variance map (docs/methods.md, "PNG output"; build/codec_bench): the run-length coder
- * after paeth is as small as libdeflate's level 4 (smaller than 1-3) in a quarter to a third of
+ * after paeth is as small as libdeflate's level 4 (smaller than 1-3) in a quarter to a half of
  * level 1's time, so it makes levels 1 (after up, the cheapest filter) and 2; 3..8 keep
  * libdeflate's 3..8 and 9 is its slowest and smallest, 12. After libdeflate, up was the smallest
  * and fastest filter for 8-bit samples at every level and paeth the smallest for 16-bit. */
@@ -63,7 +65,7 @@ static uint8_t paeth(uint8_t a, uint8_t b, uint8_t c) {
   pa = pa < 0 ? (int16_t)-pa : pa;
   pb = pb < 0 ? (int16_t)-pb : pb;
   pc = pc < 0 ? (int16_t)-pc : pc;
-  return (pa <= pb) & (pa <= pc) ? a : pb <= pc ? b : c;
+  return ((pa <= pb) & (pa <= pc)) ? a : pb <= pc ? b : c;
 }
 
 /* Writes row cur filtered with type (0..4) into dst[0..n); prev is the row above (zeros for the
