@@ -14,8 +14,11 @@
 
 #include "codecs_int.h"
 
-#define REWRAP_MAX (256u << 20) /* filtered bytes: larger images keep libpng's inflate */
-#define STORED_MAX 65535u       /* bytes in one stored deflate block */
+/* Filtered bytes (21 MP of 8-bit RGB) above which libpng keeps its own inflate: the inflated rows
+ * and the copy add up to twice this to a decode's memory while the copy is made, and once this
+ * while libpng reads it. */
+#define REWRAP_MAX (64u << 20)
+#define STORED_MAX 65535u /* bytes in one stored deflate block */
 
 static uint32_t be32(const uint8_t *p) {
   return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];

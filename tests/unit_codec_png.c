@@ -371,7 +371,42 @@ static void test_rewrap(void) {
   codec_image_free(&photo);
 }
 
+/* A PNG header of w x h 8-bit RGB and an empty IDAT: enough for codec_png_rewrap to decide. */
+static size_t header_only(uint8_t *png, uint32_t w, uint32_t h) {
+  static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  uint8_t ihdr[4 + 13] = {'I',     'H',    'D', 'R', w >> 24, w >> 16, w >> 8, w, h >> 24,
+                          h >> 16, h >> 8, h,   8,   2,       0,       0,      0};
+  memcpy(png, sig, 8);
+  memcpy(png + 8, "\0\0\0\x0d", 4);
+  memcpy(png + 12, ihdr, 17);
+  uint32_t crc = (uint32_t)crc32(0, ihdr, 17);
+  uint8_t c[4] = {crc >> 24, crc >> 16, crc >> 8, crc};
+  memcpy(png + 29, c, 4);
+  memcpy(png + 33, "\0\0\0\0IDAT\x35\xaf\x06\x1e", 12); /* IDAT's CRC over no data */
+  memcpy(png + 45, "\0\0\0\0IEND\xae\x42\x60\x82", 12);
+  return 57;
+}
+
+/* The copy costs memory only up to REWRAP_MAX: a 5000x5000 RGB file (75 MB filtered) is left to
+ * libpng before anything is allocated, a 4000x4000 one (48 MB) is tried, so a failed allocation
+ * shows. */
+static void test_rewrap_cap(void) {
+  uint8_t png[64], *copy = NULL;
+  size_t copy_len;
+  size_t len = header_only(png, 5000, 5000);
+  codec_test_fail_alloc(0);
+  ASSERT_INT(codec_png_rewrap(png, len, &copy, &copy_len), ==, CODEC_UNSUPPORTED);
+  ASSERT_INT(codec_test_fail_alloc(-1), ==, 0); /* still armed: nothing was allocated */
+  len = header_only(png, 4000, 4000);
+  codec_test_fail_alloc(0);
+  ASSERT_INT(codec_png_rewrap(png, len, &copy, &copy_len), ==, CODEC_NOMEM);
+  ASSERT_INT(codec_test_fail_alloc(-1), ==, -1);
+  ASSERT_INT(codec_png_rewrap(png, len, &copy, &copy_len), ==, CODEC_UNSUPPORTED); /* no data */
+  ASSERT(copy == NULL);
+}
+
 int main(void) {
+  RUN(test_rewrap_cap);
   RUN(test_rewrap);
   RUN(test_data_checksums_skipped);
   RUN(test_rle_streams);
