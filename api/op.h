@@ -199,7 +199,7 @@ extern const char *const op_coeff_choices[];
        "WebP only: lossless, every sample exact (quality is not used); false is lossy at "         \
        "quality. Ignored for PNG and JPEG.",                                                       \
        0},                                                                                         \
-      OP_COMPRESSION_PARAM(T, "6"),                                                                \
+      OP_COMPRESSION_PARAM(T, CODEC_PNG_COMPRESSION_DEFAULT_STR),                                  \
       {"effort",                                                                                   \
        PT_INT,                                                                                     \
        0,                                                                                          \
@@ -234,7 +234,7 @@ int op_param(const struct endpoint *ep, const void *params, const char *name, in
 const char *op_choice(const struct endpoint *ep, const void *params, const char *name,
                       const char *def);
 /* How ep's answer is encoded: its format, quality, lossless, compression and effort parameters
- * where it has them (else the input's format, 90, lossy, 6, the WebP default); the format
+ * where it has them (else the input's format, 90, lossy, the PNG and WebP defaults); the format
  * "input" is input. No ICC profile. */
 struct codec_encode_opts op_output(const struct endpoint *ep, const void *params,
                                    enum codec_format input);

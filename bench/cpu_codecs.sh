@@ -1,6 +1,6 @@
 #!/bin/bash
 # The CPU codecs on a 1920x1080 photograph (tests/data/photo_1080p.jpg) through blurd's CPU
-# backend: PNG (compression 6), JPEG (quality 90), lossy WebP (quality 90) and lossless WebP. For
+# backend: PNG (the default compression), JPEG (quality 90), lossy WebP (quality 90) and lossless WebP. For
 # each, the encode stage of /convert from the JPEG to the format and the decode stage of /convert
 # of that file back to JPEG, from Server-Timing, the median of REPS (default 9) requests; and the
 # file's size. PNG and WebP cost the same on the GPU backend, where they stay on the CPU (plus an
@@ -39,8 +39,11 @@ done
 
 # PNG against libvips and libpng: `blurd convert` of the photograph to PNG at the default level
 # and `vips copy` to PNG at its default (whole commands, decode included, median of REPS), then
-# every level of blurd's encoder against libpng with zlib (build/codec_bench) on the photograph
-# and on a 16-bit variance map.
+# every level of blurd's encoder against libpng with zlib (build/codec_bench png) and the
+# deflaters alone on the filtered rows (codec_bench deflate) on three images that compress
+# differently: the photograph, its blur at sigma 12 (what /blur?sigma=12&format=png encodes) and
+# its /variance?radius=7 map (16-bit gray); then lossy WebP at each effort on the photograph and
+# the blur, and libpng's decode of blurd's PNGs at the default level and of other encoders'.
 median_s() {
   for _ in $(seq "$reps"); do
     /usr/bin/time -f %e "$@" 2>&1 >/dev/null | tail -1
@@ -49,19 +52,35 @@ median_s() {
 bin_dir=$(dirname "$bin")
 printf '\n| PNG of photo_1080p.jpg | seconds | bytes |\n|---|---|---|\n'
 t=$(median_s "$bin" convert tests/data/photo_1080p.jpg "$tmp/blurd.png")
-printf '| blurd convert (compression 6) | %s | %s |\n' "$t" "$(stat -c %s "$tmp/blurd.png")"
+printf '| blurd convert (default compression) | %s | %s |\n' "$t" "$(stat -c %s "$tmp/blurd.png")"
 if command -v vips >/dev/null; then
   t=$(median_s vips copy tests/data/photo_1080p.jpg "$tmp/vips.png")
   printf '| vips copy (%s) | %s | %s |\n' "$(vips --version)" "$t" "$(stat -c %s "$tmp/vips.png")"
 else
   echo "| vips copy | not installed (apt-get install libvips-tools) | |"
 fi
+# Level 0 (stored) keeps every sample of the blur and the map for the benchmarks below.
+"$bin" blur --sigma 12 --compression 0 tests/data/photo_1080p.jpg "$tmp/blur12_0.png" 2>/dev/null
+"$bin" variance --radius 7 --compression 0 tests/data/photo_1080p.jpg "$tmp/variance_0.png" \
+  2>/dev/null
+for img in tests/data/photo_1080p.jpg "$tmp/blur12_0.png" "$tmp/variance_0.png"; do
+  printf '\n%s\n\n' "$(basename "$img")"
+  "$bin_dir/codec_bench" png "$img" 3
+  printf '\n'
+  "$bin_dir/codec_bench" deflate "$img" 3
+done
+for img in tests/data/photo_1080p.jpg "$tmp/blur12_0.png"; do
+  printf '\nWebP, quality 90: %s\n\n' "$(basename "$img")"
+  "$bin_dir/codec_bench" webp "$img" 90 3
+done
+printf '\n'
+"$bin" blur --sigma 12 tests/data/photo_1080p.jpg "$tmp/blur12.png" 2>/dev/null
 "$bin" variance --radius 7 tests/data/photo_1080p.jpg "$tmp/variance.png" 2>/dev/null
-printf '\n'
-"$bin_dir/codec_bench" png tests/data/photo_1080p.jpg 3
-printf '\n'
-"$bin_dir/codec_bench" png "$tmp/variance.png" 3
-printf '\n'
+"$bin" convert --compression 6 tests/data/photo_1080p.jpg "$tmp/level6.png" 2>/dev/null
+"${PYTHON:-/usr/bin/python3}" -c "from PIL import Image; Image.open('tests/data/photo_1080p.jpg')\
+.save('$tmp/pillow.png')" 2>/dev/null || true
 vips copy "$tmp/blurd.png" "$tmp/interlaced.png[interlace]" 2>/dev/null || true
-"$bin_dir/codec_bench" pngdec "$tmp/blurd.png" "$tmp/variance.png" tests/data/astronaut.png \
+# shellcheck disable=SC2046 # the optional files are words of their own
+"$bin_dir/codec_bench" pngdec "$tmp/blurd.png" "$tmp/blur12.png" "$tmp/variance.png" \
+  "$tmp/level6.png" $(ls "$tmp/vips.png" "$tmp/pillow.png" 2>/dev/null) tests/data/astronaut.png \
   tests/data/palette.png $(ls "$tmp/interlaced.png" 2>/dev/null)

@@ -24,7 +24,7 @@ static int png_probe(const uint8_t *buf, size_t len, struct codec_shape *out) {
   uint32_t w = be32(buf + 16), h = be32(buf + 20);
   int type = buf[25];
   if (w == 0 || h == 0 || w > INT32_MAX || h > INT32_MAX || type > 6 || !channels[type]) return -1;
-  *out = (struct codec_shape){(int)w, (int)h, channels[type]};
+  *out = (struct codec_shape){(int)w, (int)h, channels[type], buf[24] == 16 ? 16 : 8};
   return 0;
 }
 
@@ -37,7 +37,7 @@ int codec_probe(const uint8_t *buf, size_t len, struct codec_shape *out) {
     return png_probe(buf, len, out);
   case CODEC_JPEG:
     if (codec_jpeg_probe(buf, len, &none, &info, msg, sizeof(msg)) != CODEC_OK) return -1;
-    *out = (struct codec_shape){info.width, info.height, info.channels};
+    *out = (struct codec_shape){info.width, info.height, info.channels, 8};
     return 0;
   case CODEC_WEBP:
     return codec_webp_probe(buf, len, out);

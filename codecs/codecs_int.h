@@ -19,6 +19,12 @@ enum codec_status codec_jpeg_decode(const uint8_t *buf, size_t len, const struct
 enum codec_status codec_webp_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
                                     struct codec_image *out, char *msg, size_t msglen);
 
+/* png_inflate.c: a copy of the PNG file buf whose pixel data libdeflate has inflated and stored
+ * again uncompressed in one IDAT, for libpng to decode faster. Returns CODEC_OK with *out
+ * (codec_malloc'd; codec_free it) of *outlen bytes, CODEC_UNSUPPORTED when the file should be
+ * decoded as it is (interlaced, oversized, laid out or compressed unexpectedly), or CODEC_NOMEM. */
+enum codec_status codec_png_rewrap(const uint8_t *buf, size_t len, uint8_t **out, size_t *outlen);
+
 /* WebP's width, height and channels from its header (WebPGetFeatures). Returns 0, or -1. */
 int codec_webp_probe(const uint8_t *buf, size_t len, struct codec_shape *out);
 
@@ -29,6 +35,11 @@ enum codec_status codec_png_encode(const struct codec_image *img, int compressio
 /* The PNG encoder on libdeflate (png_write.c): o->compression and o->png_filter in range. */
 enum codec_status codec_png_write(const struct codec_image *img, const struct codec_encode_opts *o,
                                   uint8_t **out, size_t *outlen, char *msg, size_t msglen);
+/* The zlib stream of in[0..n) as deflate_rle.c makes it (Huffman-coded literals and runs of one
+ * byte, fpng's scheme) into out, which holds codec_deflate_rle_bound(n) bytes. Returns its
+ * length, or 0 when out of memory. */
+size_t codec_deflate_rle_bound(size_t n);
+size_t codec_deflate_rle(const uint8_t *in, size_t n, uint8_t *out);
 enum codec_status codec_jpeg_encode(const struct codec_image *img, int quality, uint8_t **out,
                                     size_t *outlen, char *msg, size_t msglen);
 /* o->quality is in range for lossy output, as codec_encode checks. */

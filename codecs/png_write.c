@@ -1,14 +1,16 @@
-/* png_write.c: the PNG encoder: rows filtered here, the zlib stream made by libdeflate.
+/* png_write.c: the PNG encoder: rows filtered here, the zlib stream made by libdeflate or by
+ * deflate_rle.c.
  *
  * libpng with zlib spends most of a PNG encode in zlib's deflate, which libdeflate does 2-3x
- * faster to the same size or smaller; libdeflate compresses a whole buffer in one call, so the
- * encoder filters every row into one buffer (filter byte + row, samples big-endian), compresses
- * it with libdeflate_zlib_compress and writes signature, IHDR, an optional iCCP, IDAT chunks of
- * at most IDAT_MAX bytes and IEND. Each `compression` level 0..9 is a filter strategy and a
- * libdeflate level (chosen by measurement: docs/methods.md). Filters are PNG's
- * none, sub, up, average and paeth; "adaptive" picks per row the one whose bytes, read as signed,
- * have the smallest sum of magnitudes (libpng's heuristic). libdeflate allocates through
- * codec_malloc, so codec_test_fail_alloc() reaches its compressor too. */
+ * faster to the same size or smaller, and deflate_rle.c's run-length coder faster still for a
+ * few percent more; both compress a whole buffer in one call, so the encoder filters every row
+ * into one buffer (filter byte + row, samples big-endian), compresses it and writes signature,
+ * IHDR, an optional iCCP, IDAT chunks of at most IDAT_MAX bytes and IEND. Each `compression`
+ * level 0..9 is a plan: a deflater and a filter for 8- and 16-bit samples (chosen by
+ * measurement: docs/methods.md). Filters are PNG's none, sub, up, average and paeth; "adaptive"
+ * picks per row the one whose bytes, read as signed, have the smallest sum of magnitudes
+ * (libpng's heuristic). libdeflate allocates through codec_malloc, so codec_test_fail_alloc()
+ * reaches its compressor too. */
 #include <libdeflate.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -18,18 +20,30 @@
 
 #define IDAT_MAX (1u << 20) /* bytes per IDAT chunk: any decoder reads them as one stream */
 
-/* libdeflate's level for each compression level: 1..8 the same, 9 its slowest and smallest (12).
- * The filter is none at level 0 (stored); otherwise up for 8-bit samples and paeth for 16-bit:
- * on the 1080p photograph up was the smallest and fastest at every level (2,807,837 bytes in
- * 99 ms at 6, paeth 2,834,711 in 118 ms, adaptive 2,836,535 in 124 ms), and on a 16-bit variance
- * map paeth was 1.7% smaller than up (2,734,741 bytes against 2,781,061 at 6) for 14% more time.
- * Figures: docs/methods.md, "PNG output" (build/codec_bench). */
-static const int deflate_levels[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 12};
-
-static enum codec_png_filter level_filter(int level, int depth) {
-  if (level == 0) return CODEC_PNG_FILTER_NONE;
-  return depth == 16 ? CODEC_PNG_FILTER_PAETH : CODEC_PNG_FILTER_UP;
-}
+/* What each `compression` level does: the zlib stream's maker (RLE: deflate_rle.c's run-length
+ * and Huffman coder; otherwise libdeflate at that level, 0 being stored) and the row filter for
+ * 8- and 16-bit samples. Chosen by measurement on a 1080p photograph, its sigma-12 blur and a
+ * 16-bit variance map (docs/methods.md, "PNG output"; build/codec_bench): the run-length coder
+ * after paeth is as small as libdeflate's level 4 (smaller than 1-3) in a quarter to a half of
+ * level 1's time, so it makes levels 1 (after up, the cheapest filter) and 2; 3..8 keep
+ * libdeflate's 3..8 and 9 is its slowest and smallest, 12. After libdeflate, up was the smallest
+ * and fastest filter for 8-bit samples at every level and paeth the smallest for 16-bit. */
+#define RLE -1
+static const struct level_plan {
+  int deflate;                   /* libdeflate's level, or RLE */
+  enum codec_png_filter f8, f16; /* filters for 8- and 16-bit samples */
+} plans[10] = {
+    {0, CODEC_PNG_FILTER_NONE, CODEC_PNG_FILTER_NONE},
+    {RLE, CODEC_PNG_FILTER_UP, CODEC_PNG_FILTER_UP},
+    {RLE, CODEC_PNG_FILTER_PAETH, CODEC_PNG_FILTER_PAETH},
+    {3, CODEC_PNG_FILTER_UP, CODEC_PNG_FILTER_PAETH},
+    {4, CODEC_PNG_FILTER_UP, CODEC_PNG_FILTER_PAETH},
+    {5, CODEC_PNG_FILTER_UP, CODEC_PNG_FILTER_PAETH},
+    {6, CODEC_PNG_FILTER_UP, CODEC_PNG_FILTER_PAETH},
+    {7, CODEC_PNG_FILTER_UP, CODEC_PNG_FILTER_PAETH},
+    {8, CODEC_PNG_FILTER_UP, CODEC_PNG_FILTER_PAETH},
+    {12, CODEC_PNG_FILTER_UP, CODEC_PNG_FILTER_PAETH},
+};
 
 static pthread_once_t allocator_once = PTHREAD_ONCE_INIT;
 
@@ -44,9 +58,14 @@ static void put32(uint8_t *p, uint32_t v) {
   p[3] = (uint8_t)v;
 }
 
-static uint8_t paeth(int a, int b, int c) {
-  int p = a + b - c, pa = abs(p - a), pb = abs(p - b), pc = abs(p - c);
-  return (uint8_t)(pa <= pb && pa <= pc ? a : pb <= pc ? b : c);
+/* PNG's paeth predictor, written without branches (p - a is b - c, and so on) so that the
+ * compiler vectorises the filter loop: 4.8 ms of a 1080p RGB image's encode became about 1. */
+static uint8_t paeth(uint8_t a, uint8_t b, uint8_t c) {
+  int16_t pa = (int16_t)(b - c), pb = (int16_t)(a - c), pc = (int16_t)(pa + pb);
+  pa = pa < 0 ? (int16_t)-pa : pa;
+  pb = pb < 0 ? (int16_t)-pb : pb;
+  pc = pc < 0 ? (int16_t)-pc : pc;
+  return ((pa <= pb) & (pa <= pc)) ? a : pb <= pc ? b : c;
 }
 
 /* Writes row cur filtered with type (0..4) into dst[0..n); prev is the row above (zeros for the
@@ -206,15 +225,17 @@ static uint8_t *assemble(const struct codec_image *img, const uint8_t *z, size_t
 /* Filters and compresses img; on success *z holds the zlib stream of *zlen bytes. */
 static enum codec_status deflate_image(const struct codec_image *img, enum codec_png_filter f,
                                        int level, uint8_t **z, size_t *zlen) {
-  size_t raw_len;
+  size_t raw_len, bound = 0;
   uint8_t *raw = filter_image(img, f, &raw_len);
-  struct libdeflate_compressor *c = raw ? libdeflate_alloc_compressor(level) : NULL;
-  size_t bound = c ? libdeflate_zlib_compress_bound(c, raw_len) : 0;
-  *z = c ? codec_malloc(bound) : NULL;
-  *zlen = *z ? libdeflate_zlib_compress(c, raw, raw_len, *z, bound) : 0;
+  struct libdeflate_compressor *c = raw && level != RLE ? libdeflate_alloc_compressor(level) : NULL;
+  if (c) bound = libdeflate_zlib_compress_bound(c, raw_len);
+  if (raw && level == RLE) bound = codec_deflate_rle_bound(raw_len);
+  *z = bound ? codec_malloc(bound) : NULL;
+  if (*z && c) *zlen = libdeflate_zlib_compress(c, raw, raw_len, *z, bound);
+  if (*z && level == RLE) *zlen = codec_deflate_rle(raw, raw_len, *z);
   if (c) libdeflate_free_compressor(c);
   codec_free(raw);
-  if (*zlen > 0) return CODEC_OK;
+  if (*z && *zlen > 0) return CODEC_OK;
   codec_free(*z);
   *z = NULL;
   return CODEC_NOMEM; /* the bound always fits, so only an allocation can have failed */
@@ -224,10 +245,11 @@ enum codec_status codec_png_write(const struct codec_image *img, const struct co
                                   uint8_t **out, size_t *outlen, char *msg, size_t msglen) {
   pthread_once(&allocator_once, use_codec_allocator);
   enum codec_png_filter f = o->png_filter;
-  if (f == CODEC_PNG_FILTER_AUTO) f = level_filter(o->compression, img->depth);
+  const struct level_plan *plan = &plans[o->compression];
+  if (f == CODEC_PNG_FILTER_AUTO) f = img->depth == 16 ? plan->f16 : plan->f8;
   uint8_t *z = NULL, *iccp = NULL;
   size_t zlen = 0, iccp_len = 0;
-  enum codec_status st = deflate_image(img, f, deflate_levels[o->compression], &z, &zlen);
+  enum codec_status st = deflate_image(img, f, plan->deflate, &z, &zlen);
   if (st == CODEC_OK && o->icc && o->icc_len) {
     iccp = iccp_data(o->icc, o->icc_len, &iccp_len);
     if (iccp == NULL) st = CODEC_NOMEM;

@@ -56,7 +56,7 @@ static enum codec_status decode_failure(VP8StatusCode vs, size_t len, char *msg,
 int codec_webp_probe(const uint8_t *buf, size_t len, struct codec_shape *out) {
   WebPBitstreamFeatures f;
   if (WebPGetFeatures(buf, len, &f) != VP8_STATUS_OK || f.width <= 0 || f.height <= 0) return -1;
-  *out = (struct codec_shape){f.width, f.height, f.has_alpha ? 4 : 3};
+  *out = (struct codec_shape){f.width, f.height, f.has_alpha ? 4 : 3, 8};
   return 0;
 }
 

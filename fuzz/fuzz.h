@@ -68,11 +68,10 @@ static inline void fuzz_check_webp(const struct codec_image *img, const struct c
  * the same size as 8-bit gray or RGB, a lossless WebP img's samples in 8 bits exactly. */
 static inline void fuzz_round_trip(const struct codec_image *img, enum codec_format f,
                                    const struct codec_limits *lim) {
-  struct codec_encode_opts o = {.format = f,
-                                .quality = 75,
-                                .compression = 1,
-                                .lossless = 1}; /* quality 75 (4:2:0), PNG level 1; lossless */
+  struct codec_encode_opts o = {
+      .format = f, .quality = 75, .lossless = 1}; /* quality 75 (4:2:0); lossless */
   o.png_filter = (enum codec_png_filter)((img->width + img->height) % 6); /* each strategy */
+  o.compression = 1 + (img->width * 7 + img->height) % 3; /* the run-length coder, libdeflate */
   struct codec_image back;
   uint8_t *enc = NULL;
   size_t len = 0;

@@ -20,7 +20,7 @@ static void test_defaults(void) {
   ASSERT_INT(p.coeffs, ==, CPU_YVV_CALIBRATED);
   ASSERT_INT(p.format, ==, 0);
   ASSERT_INT(p.quality, ==, 90);
-  ASSERT_INT(p.compression, ==, 6);
+  ASSERT_INT(p.compression, ==, 2);
   ASSERT_INT(p.lossless, ==, 0);
   ASSERT_INT(p.psnr, ==, 1);
   ASSERT_INT(
@@ -355,7 +355,7 @@ static void test_variance_params(void) {
   ASSERT_INT(v.radius, ==, 7);
   ASSERT_INT(v.window, ==, CPU_WINDOW_TRIANGLE);
   ASSERT_INT(v.output, ==, VAR_STDDEV);
-  ASSERT_INT(v.compression, ==, 3);
+  ASSERT_INT(v.compression, ==, 2);
   ASSERT_INT(v.psnr, ==, 1);
   ASSERT_INT(params_parse(ep, "method=threewise&radius=15&window=box&output=variance", NULL, 0, &v,
                           msg, sizeof(msg)),

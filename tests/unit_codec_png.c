@@ -5,6 +5,7 @@
  * directly; both must give back every sample. The filter bytes of the rows are read from the
  * inflated IDAT stream, so a strategy that was asked for and not used fails. Fixtures come from
  * $BLURD_DATA, or tests/data when run from the repository root. */
+#include <libdeflate.h>
 #include <spng.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -94,7 +95,8 @@ static void expect_filters(const uint8_t *png, size_t len, const struct codec_im
   free(raw);
 }
 
-/* The filter byte each strategy writes; AUTO: none at level 0, up for 8 bits, paeth for 16. */
+/* The filter byte each strategy writes; AUTO: none at level 0, up at 1, paeth at 2, and from 3
+ * up for 8 bits and paeth for 16. */
 static int filter_byte(enum codec_png_filter f, int level, int depth) {
   switch (f) {
   case CODEC_PNG_FILTER_NONE:
@@ -108,7 +110,7 @@ static int filter_byte(enum codec_png_filter f, int level, int depth) {
   case CODEC_PNG_FILTER_ADAPTIVE:
     return -1;
   default:
-    return level == 0 ? 0 : depth == 16 ? 4 : 2;
+    return level == 0 ? 0 : level == 1 ? 2 : level == 2 || depth == 16 ? 4 : 2;
   }
 }
 
@@ -176,7 +178,238 @@ static void test_bad_filter(void) {
   codec_image_free(&img);
 }
 
+/* deflate_rle.c's stream of in[0..n), read back by zlib and by libdeflate; returns its length. */
+static size_t rle_roundtrip(const uint8_t *in, size_t n) {
+  size_t bound = codec_deflate_rle_bound(n);
+  uint8_t *z = malloc(bound), *back = malloc(n + 1);
+  ASSERT(z != NULL && back != NULL);
+  size_t zn = codec_deflate_rle(in, n, z);
+  ASSERT_INT(zn, >, 6);
+  ASSERT_INT(zn, <=, bound);
+  uLongf got = n + 1;
+  ASSERT_INT(uncompress(back, &got, z, zn), ==, Z_OK);
+  ASSERT_INT(got, ==, n);
+  ASSERT(memcmp(back, in, n) == 0);
+  struct libdeflate_decompressor *d = libdeflate_alloc_decompressor();
+  size_t got2 = 0;
+  memset(back, 0, n + 1);
+  ASSERT_INT(libdeflate_zlib_decompress(d, z, zn, back, n + 1, &got2), ==, LIBDEFLATE_SUCCESS);
+  libdeflate_free_decompressor(d);
+  ASSERT_INT(got2, ==, n);
+  ASSERT(memcmp(back, in, n) == 0);
+  free(z);
+  free(back);
+  return zn;
+}
+
+static uint32_t next_random(uint32_t *x) { /* xorshift32: the same bytes on every run */
+  *x ^= *x << 13;
+  *x ^= *x >> 17;
+  *x ^= *x << 5;
+  return *x;
+}
+
+/* The run-length coder on the inputs that reach its corners: empty and tiny inputs, runs at and
+ * past 258 bytes, noise (stored blocks, never larger than the bound), several 256 KiB blocks,
+ * and a histogram skewed enough (Fibonacci counts) that the Huffman codes must be shortened to 15
+ * bits. Two inflaters that share no code must read each stream back exactly. */
+static void test_rle_streams(void) {
+  size_t big = 3u << 20;
+  uint8_t *b = malloc(big);
+  uint32_t x = 2463534242u;
+  ASSERT(b != NULL);
+  for (size_t n = 0; n < 300; n++) {
+    for (size_t i = 0; i < n; i++) b[i] = (uint8_t)(next_random(&x) % 3);
+    rle_roundtrip(b, n);
+    memset(b, 7, n);
+    rle_roundtrip(b, n);
+  }
+  memset(b, 0, big);
+  ASSERT_INT(rle_roundtrip(b, big), <, big / 200); /* runs of 258 bytes cost a few bits each */
+  for (size_t i = 0; i < big; i++) b[i] = (uint8_t)next_random(&x);
+  ASSERT_INT(rle_roundtrip(b, big), <=, big + big / 65535 * 5 + 100); /* stored */
+  for (size_t i = 0; i < big; i++) /* residual-like: mostly small, with runs of every length */
+    b[i] = (uint8_t)(next_random(&x) % 61 == 0 ? next_random(&x) % 300 : 0);
+  rle_roundtrip(b, big);
+  size_t n = 0;
+  for (uint32_t s = 0, f1 = 1, f2 = 1; s < 26; s++, f2 += f1, f1 = f2 - f1)
+    for (uint32_t k = 0; k < f1 && n < big; k++) b[n++] = (uint8_t)s;
+  for (size_t i = n; i > 1; i--) { /* shuffled, so runs are rare and literals keep their counts */
+    size_t j = next_random(&x) % i;
+    uint8_t t = b[i - 1];
+    b[i - 1] = b[j];
+    b[j] = t;
+  }
+  rle_roundtrip(b, n);
+  free(b);
+}
+
+/* The decoder skips the pixel data's checksums (IDAT CRCs, zlib's Adler-32), so a file whose only
+ * damage is there decodes to its pixels; a damaged IHDR CRC is still refused (unit_codecs). */
+static void test_data_checksums_skipped(void) {
+  struct codec_image photo = fixture_photo("photo_1080p.jpg"), part = crop(&photo, 64, 48);
+  struct codec_encode_opts o = {.format = CODEC_PNG, .compression = CODEC_PNG_COMPRESSION_DEFAULT};
+  uint8_t *png;
+  size_t len;
+  ASSERT_INT(codec_encode(&part, &o, &png, &len, NULL, 0), ==, CODEC_OK);
+  size_t idat = 33, n = (size_t)png[idat] << 24 | png[idat + 1] << 16 | png[idat + 2] << 8 |
+                        png[idat + 3]; /* the first chunk after IHDR: no profile was given */
+  ASSERT(memcmp(png + idat + 4, "IDAT", 4) == 0);
+  png[idat + 8 + n - 1] ^= 0x5a; /* the Adler-32's last byte */
+  png[idat + 8 + n] ^= 0xa5;     /* the IDAT's CRC */
+  expect_libpng(png, len, &part);
+  png[idat + 8 + n - 5] ^= 0xff; /* the deflate data itself: inflate or the pixels must notice */
+  struct codec_image back = {0};
+  enum codec_status st = codec_png_decode(png, len, NULL, &back, NULL, 0);
+  ASSERT(st == CODEC_CORRUPT ||
+         (st == CODEC_OK && memcmp(back.pixels, part.pixels, image_bytes(&part)) != 0));
+  codec_image_free(&back);
+  free(png);
+  free(part.pixels);
+  codec_image_free(&photo);
+}
+
+/* The number of IDAT chunks in png. */
+static int idat_count(const uint8_t *png, size_t len) {
+  int n = 0;
+  for (size_t p = 8; p + 12 <= len;) {
+    size_t clen =
+        (size_t)png[p] << 24 | (size_t)png[p + 1] << 16 | (size_t)png[p + 2] << 8 | png[p + 3];
+    n += memcmp(png + p + 4, "IDAT", 4) == 0;
+    p += clen + 12;
+  }
+  return n;
+}
+
+/* png rewrapped (png_inflate.c): one IDAT whose stream inflates to the same filtered rows, and
+ * libspng (which shares no code with libpng nor libdeflate) reads the same pixels from both. */
+static void expect_rewrap(const uint8_t *png, size_t len, const struct codec_image *img,
+                          const char *what) {
+  uint8_t *copy = NULL;
+  size_t copy_len = 0;
+  if (codec_png_rewrap(png, len, &copy, &copy_len) != CODEC_OK)
+    TEST_FAIL("%s: not rewrapped", what);
+  ASSERT_INT(idat_count(copy, copy_len), ==, 1);
+  size_t row = ((size_t)img->width * img->channels * img->depth + 7) / 8 + 1;
+  int chunks;
+  uint8_t *a = inflate_idat(png, len, row * img->height, &chunks),
+          *b = inflate_idat(copy, copy_len, row * img->height, &chunks);
+  ASSERT(memcmp(a, b, row * img->height) == 0);
+  ASSERT_INT(copy_len, >, row * img->height); /* stored: every filtered byte is there */
+  expect_spng(copy, copy_len, img);
+  expect_libpng(copy, copy_len, img);
+  free(a);
+  free(b);
+  codec_free(copy);
+}
+
+/* libspng reads the same RGBA8 pixels from a and b (files of under 8 bits, or a palette). */
+static void expect_same_rgba8(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen) {
+  uint8_t *px[2];
+  size_t n[2];
+  for (int k = 0; k < 2; k++) {
+    spng_ctx *ctx = spng_ctx_new(0);
+    ASSERT(ctx != NULL);
+    ASSERT_INT(spng_set_png_buffer(ctx, k ? b : a, k ? blen : alen), ==, 0);
+    ASSERT_INT(spng_decoded_image_size(ctx, SPNG_FMT_RGBA8, &n[k]), ==, 0);
+    px[k] = malloc(n[k]);
+    ASSERT_INT(spng_decode_image(ctx, px[k], n[k], SPNG_FMT_RGBA8, SPNG_DECODE_TRNS), ==, 0);
+    spng_ctx_free(ctx);
+  }
+  ASSERT_INT(n[0], ==, n[1]);
+  ASSERT(memcmp(px[0], px[1], n[0]) == 0);
+  free(px[0]);
+  free(px[1]);
+}
+
+/* The libdeflate inflate route: blurd's own files at several levels and IDAT splits, and the
+ * fixtures of other encoders, are rewrapped losslessly; an interlaced file, a damaged stream and
+ * a chunk between two IDATs are left to libpng, which decodes or refuses them as before. */
+static void test_rewrap(void) {
+  static const char *fixtures[] = {"gray16.png", "rgba16.png", "gray_alpha.png", "rgb16.png"};
+  for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++) {
+    size_t len;
+    uint8_t *png = fixture_bytes(fixtures[i], &len);
+    struct codec_image img = fixture_photo(fixtures[i]);
+    expect_rewrap(png, len, &img, fixtures[i]);
+    codec_image_free(&img);
+    free(png);
+  }
+  struct codec_image photo = fixture_photo("photo_1080p.jpg"), part = crop(&photo, 1024, 400);
+  for (int level = 0; level <= 6; level += 2) {
+    struct codec_encode_opts o = {.format = CODEC_PNG, .compression = level};
+    uint8_t *png, *copy = NULL;
+    size_t len, copy_len;
+    ASSERT_INT(codec_encode(&part, &o, &png, &len, NULL, 0), ==, CODEC_OK);
+    expect_rewrap(png, len, &part, "photo crop");
+    if (level == 0) { /* two IDATs: put a chunk between them */
+      ASSERT_INT(idat_count(png, len), ==, 2);
+      size_t second = 33 + 12 + (1u << 20);
+      uint8_t *odd = malloc(len + 12);
+      memcpy(odd, png, second);
+      memcpy(odd + second, "\0\0\0\0tEXt\0\0\0\0", 12);
+      memcpy(odd + second + 12, png + second, len - second);
+      ASSERT_INT(codec_png_rewrap(odd, len + 12, &copy, &copy_len), ==, CODEC_UNSUPPORTED);
+      free(odd);
+    }
+    png[len - 12 - 4 - 400] ^= 0x10; /* inside the stream: libdeflate's Adler-32 check fails */
+    ASSERT_INT(codec_png_rewrap(png, len, &copy, &copy_len), ==, CODEC_UNSUPPORTED);
+    ASSERT(copy == NULL);
+    free(png);
+  }
+  static const char *small[] = {"gray1.png", "palette.png", "palette_trns.png", "interlaced.png"};
+  for (size_t i = 0; i < sizeof small / sizeof *small; i++) {
+    size_t len, copy_len;
+    uint8_t *copy = NULL, *png = fixture_bytes(small[i], &len);
+    enum codec_status st = codec_png_rewrap(png, len, &copy, &copy_len);
+    ASSERT_INT(st, ==, i == 3 ? CODEC_UNSUPPORTED : CODEC_OK); /* the last is interlaced */
+    if (copy) expect_same_rgba8(png, len, copy, copy_len);
+    codec_free(copy);
+    free(png);
+  }
+  free(part.pixels);
+  codec_image_free(&photo);
+}
+
+/* A PNG header of w x h 8-bit RGB and an empty IDAT: enough for codec_png_rewrap to decide. */
+static size_t header_only(uint8_t *png, uint32_t w, uint32_t h) {
+  static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  uint8_t ihdr[4 + 13] = {'I',     'H',    'D', 'R', w >> 24, w >> 16, w >> 8, w, h >> 24,
+                          h >> 16, h >> 8, h,   8,   2,       0,       0,      0};
+  memcpy(png, sig, 8);
+  memcpy(png + 8, "\0\0\0\x0d", 4);
+  memcpy(png + 12, ihdr, 17);
+  uint32_t crc = (uint32_t)crc32(0, ihdr, 17);
+  uint8_t c[4] = {crc >> 24, crc >> 16, crc >> 8, crc};
+  memcpy(png + 29, c, 4);
+  memcpy(png + 33, "\0\0\0\0IDAT\x35\xaf\x06\x1e", 12); /* IDAT's CRC over no data */
+  memcpy(png + 45, "\0\0\0\0IEND\xae\x42\x60\x82", 12);
+  return 57;
+}
+
+/* The copy costs memory only up to REWRAP_MAX: a 5000x5000 RGB file (75 MB filtered) is left to
+ * libpng before anything is allocated, a 4000x4000 one (48 MB) is tried, so a failed allocation
+ * shows. */
+static void test_rewrap_cap(void) {
+  uint8_t png[64], *copy = NULL;
+  size_t copy_len;
+  size_t len = header_only(png, 5000, 5000);
+  codec_test_fail_alloc(0);
+  ASSERT_INT(codec_png_rewrap(png, len, &copy, &copy_len), ==, CODEC_UNSUPPORTED);
+  ASSERT_INT(codec_test_fail_alloc(-1), ==, 0); /* still armed: nothing was allocated */
+  len = header_only(png, 4000, 4000);
+  codec_test_fail_alloc(0);
+  ASSERT_INT(codec_png_rewrap(png, len, &copy, &copy_len), ==, CODEC_NOMEM);
+  ASSERT_INT(codec_test_fail_alloc(-1), ==, -1);
+  ASSERT_INT(codec_png_rewrap(png, len, &copy, &copy_len), ==, CODEC_UNSUPPORTED); /* no data */
+  ASSERT(copy == NULL);
+}
+
 int main(void) {
+  RUN(test_rewrap_cap);
+  RUN(test_rewrap);
+  RUN(test_data_checksums_skipped);
+  RUN(test_rle_streams);
   RUN(test_levels_and_filters);
   RUN(test_idat_chunks);
   RUN(test_bad_filter);

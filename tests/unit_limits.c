@@ -122,7 +122,7 @@ static double cost(const struct endpoint *ep, const char *query, int w, int h, i
   memset(&p, 0, sizeof(p));
   enum api_error e = params_parse(ep, query, NULL, 0, p.bytes, msg, sizeof(msg));
   if (e != API_OK) TEST_FAIL("%s?%s: %s", ep->path, query, msg);
-  struct codec_shape s = {w, h, c};
+  struct codec_shape s = {w, h, c, 8};
   return ep->cost ? ep->cost(p.bytes, &s) : 0;
 }
 
@@ -160,7 +160,7 @@ static void test_cost_model(void) {
 }
 
 static void test_budget(void) {
-  static struct api_ctx ctx; /* only cfg.max_cost is read */
+  static struct api_ctx ctx; /* only cfg's max_cost and image limits are read */
   static struct var_params vp;
   char msg[512];
   double est;
@@ -171,6 +171,8 @@ static void test_budget(void) {
   ASSERT_INT(params_parse(&api_variance_endpoint, "radius=127&method=welford", NULL, 0, &vp, msg,
                           sizeof(msg)),
              ==, API_OK);
+  ctx.cfg.max_width = ctx.cfg.max_height = 16384;
+  ctx.cfg.max_pixels = 48000000;
   ctx.cfg.max_cost = 30; /* 8000x6000: far past it */
   ASSERT_INT(
       params_budget(&ctx, &api_variance_endpoint, &vp, png, sizeof(png), &est, msg, sizeof(msg)),
@@ -184,11 +186,35 @@ static void test_budget(void) {
   ctx.cfg.max_cost = 30; /* a header that cannot be read: the decoder will say why */
   ASSERT_INT(params_budget(&ctx, &api_variance_endpoint, &vp, png, 20, &est, msg, sizeof(msg)), ==,
              API_OK);
+  ctx.cfg.max_pixels = 40000000; /* over the pixel limit: the decoder's 422 image_too_large */
+  ASSERT_INT(
+      params_budget(&ctx, &api_variance_endpoint, &vp, png, sizeof(png), &est, msg, sizeof(msg)),
+      ==, API_OK);
   struct codec_shape s;
   ASSERT_INT(codec_probe(png, sizeof(png), &s), ==, 0);
   ASSERT_INT(s.width, ==, 8000);
   ASSERT_INT(s.height, ==, 6000);
   ASSERT_INT(s.channels, ==, 3);
+  ASSERT_INT(s.depth, ==, 8);
+}
+
+/* The encode's part of the budget (op_encode_s), at the 40 MP limit. */
+static double enc(enum codec_format f, int level, int effort, int lossless, int c, int depth) {
+  struct codec_encode_opts o = {.format = f, .compression = level, .lossless = lossless};
+  o.effort = effort, o.effort_set = effort >= 0;
+  struct codec_shape s = {8000, 5000, c, depth};
+  return op_encode_s(&o, &s);
+}
+
+static void test_encode_cost(void) {
+  ASSERT_DBL(enc(CODEC_WEBP, 6, 6, 0, 4, 8), >, 30); /* 11.5 s measured for 4 MP of noise */
+  ASSERT_DBL(enc(CODEC_WEBP, 6, 6, 0, 3, 8), <, 30);
+  ASSERT_DBL(enc(CODEC_WEBP, 6, -1, 0, 4, 8), <, 10); /* the default effort */
+  ASSERT_DBL(enc(CODEC_PNG, 9, -1, 0, 4, 16), >, 30); /* 6.4 s for 4 MP of smooth RGBA */
+  ASSERT_DBL(enc(CODEC_PNG, 9, -1, 0, 4, 8), >, 2 * enc(CODEC_PNG, 9, -1, 0, 2, 8) - 1e-9);
+  ASSERT_DBL(enc(CODEC_PNG, 2, -1, 0, 4, 16), <, 2);
+  ASSERT_DBL(enc(CODEC_JPEG, 6, -1, 0, 3, 8), <, 2);
+  ASSERT_DBL(enc(CODEC_RAW, 6, -1, 0, 1, 16), ==, 0);
 }
 
 static enum api_error mp(const char *ct, const char *body, struct mp_part *parts, int *n) {
@@ -266,6 +292,7 @@ int main(void) {
   RUN(test_body_chunk);
   RUN(test_cost_model);
   RUN(test_budget);
+  RUN(test_encode_cost);
   RUN(test_multipart_quoted);
   RUN(test_messages);
   fprintf(stderr, "unit_limits: all passed\n");

@@ -3,6 +3,7 @@
  *   build/codec_bench png IMAGE [REPS]
  *   build/codec_bench pngdec PNG...
  *   build/codec_bench webp IMAGE [QUALITY (default 90)] [REPS]
+ *   build/codec_bench deflate IMAGE [REPS]
  *
  * For each compression level 0..9 it prints, as Markdown, the best of REPS (default 3) times and
  * the size of: libpng with zlib (libpng's adaptive filters, as blurd encoded before); libpng's
@@ -13,7 +14,11 @@
  * gray PNG measures the variance maps. pngdec times, for each PNG, the best of 5 decodes with
  * codec_decode (libpng) and with libspng (its own format, palettes to RGBA8). Times are
  * milliseconds of one thread. webp times lossy WebP at each effort (libwebp's method 0..6) at
- * one quality, with the file's size and its PSNR against the image. */
+ * one quality, with the file's size and its PSNR against the image. deflate compresses the
+ * image's filtered rows (blurd's up and paeth filters, as PNG's IDAT holds them) with each
+ * candidate deflater alone: libdeflate's levels (1..8 and 12), zlib's Z_RLE and Z_HUFFMAN_ONLY
+ * strategies (level 1) and blurd's run-length coder (codecs/deflate_rle.c); ms (best of REPS) and
+ * bytes. */
 #include <libdeflate.h>
 #include <math.h>
 #include <spng.h>
@@ -24,6 +29,7 @@
 #include <zlib.h>
 
 #include "../codecs/codecs.h"
+#include "../codecs/codecs_int.h"
 
 static double now_ms(void) {
   struct timespec t;
@@ -134,7 +140,8 @@ static int decode_bench(int n, char **paths) {
       best_png = t1 - t0 < best_png ? t1 - t0 : best_png;
       best_spng = t3 - t2 < best_spng ? t3 - t2 : best_spng;
     }
-    printf("| %s | %.1f | %.1f |\n", paths[i], best_png, best_spng);
+    const char *name = strrchr(paths[i], '/');
+    printf("| %s | %.1f | %.1f |\n", name ? name + 1 : paths[i], best_png, best_spng);
     free(buf);
   }
   return 0;
@@ -176,7 +183,98 @@ static int webp_bench(const char *path, int quality, int reps) {
   return 0;
 }
 
+/* The filtered rows of img (filter f for every row): blurd's stored PNG, its IDAT inflated. */
+static uint8_t *filtered_rows(const struct codec_image *img, enum codec_png_filter f, size_t *n) {
+  struct codec_encode_opts o = {.format = CODEC_PNG, .compression = 0, .png_filter = f};
+  uint8_t *png, *z;
+  size_t len, zn;
+  *n = (size_t)img->height * ((size_t)img->width * img->channels * img->depth / 8 + 1);
+  uint8_t *raw = malloc(*n);
+  codec_encode(img, &o, &png, &len, NULL, 0);
+  z = idat_of(png, len, &zn);
+  uLongf got = *n;
+  if (!raw || uncompress(raw, &got, z, zn) != Z_OK || got != *n) exit(1);
+  free(png);
+  free(z);
+  return raw;
+}
+
+/* zlib at level 1 with strategy; the best time of reps, the size in *size. */
+static double time_zlib(const uint8_t *raw, size_t n, int strategy, int reps, size_t *size) {
+  double best = 1e30;
+  uLong cap = compressBound(n);
+  uint8_t *out = malloc(cap);
+  for (int r = 0; r < reps; r++) {
+    z_stream z = {0};
+    double t0 = now_ms();
+    deflateInit2(&z, 1, Z_DEFLATED, 15, 8, strategy);
+    z.next_in = (Bytef *)raw, z.avail_in = (uInt)n, z.next_out = out, z.avail_out = (uInt)cap;
+    deflate(&z, Z_FINISH);
+    *size = z.total_out;
+    deflateEnd(&z);
+    double t = now_ms() - t0;
+    if (t < best) best = t;
+  }
+  free(out);
+  return best;
+}
+
+static int deflate_bench(const char *path, int reps) {
+  struct codec_image img;
+  if (codec_decode_file(path, &img) != CODEC_OK) return 1;
+  static const enum codec_png_filter filters[] = {CODEC_PNG_FILTER_UP, CODEC_PNG_FILTER_PAETH};
+  printf("| deflater | after up: ms, bytes | after paeth: ms, bytes |\n|---|---|---|\n");
+  uint8_t *raw[2];
+  size_t n = 0, size = 0;
+  for (int f = 0; f < 2; f++) raw[f] = filtered_rows(&img, filters[f], &n);
+  uint8_t *out = malloc(codec_deflate_rle_bound(n) + n);
+  for (int f = 0, level = 1; level <= 12; level++, f = 0) {
+    if (level > 8 && level < 12) continue; /* 9..11: slower than 8, larger than 12 */
+    printf("| libdeflate %d |", level);
+    for (; f < 2; f++) {
+      double best = 1e30;
+      for (int r = 0; r < reps; r++) {
+        double t0 = now_ms();
+        struct libdeflate_compressor *c = libdeflate_alloc_compressor(level);
+        size = libdeflate_zlib_compress(c, raw[f], n, out, codec_deflate_rle_bound(n) + n);
+        libdeflate_free_compressor(c);
+        best = fmin(best, now_ms() - t0);
+      }
+      printf(" %.1f, %zu |", best, size);
+    }
+    printf("\n");
+  }
+  static const int strategies[] = {Z_RLE, Z_HUFFMAN_ONLY};
+  static const char *names[] = {"zlib 1 Z_RLE", "zlib 1 Z_HUFFMAN_ONLY"};
+  for (int s = 0; s < 2; s++) {
+    printf("| %s |", names[s]);
+    for (int f = 0; f < 2; f++) {
+      double t = time_zlib(raw[f], n, strategies[s], reps, &size);
+      printf(" %.1f, %zu |", t, size);
+    }
+    printf("\n");
+  }
+  printf("| blurd run-length coder |");
+  for (int f = 0; f < 2; f++) {
+    double best = 1e30;
+    for (int r = 0; r < reps; r++) {
+      double t0 = now_ms();
+      size = codec_deflate_rle(raw[f], n, out);
+      best = fmin(best, now_ms() - t0);
+    }
+    printf(" %.1f, %zu |", best, size);
+  }
+  printf("\n");
+  free(out);
+  free(raw[0]);
+  free(raw[1]);
+  codec_image_free(&img);
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc >= 3 && strcmp(argv[1], "deflate") == 0)
+    return deflate_bench(argv[2], argc > 3 ? atoi(argv[3]) : 3);
   if (argc >= 3 && strcmp(argv[1], "webp") == 0)
     return webp_bench(argv[2], argc > 3 ? atoi(argv[3]) : 90, argc > 4 ? atoi(argv[4]) : 3);
   if (argc >= 3 && strcmp(argv[1], "pngdec") == 0) {
@@ -184,7 +282,8 @@ int main(int argc, char **argv) {
     return decode_bench(argc - 2, argv + 2);
   }
   if (argc < 3 || strcmp(argv[1], "png") != 0) {
-    fprintf(stderr, "usage: codec_bench png IMAGE [REPS] | codec_bench pngdec PNG...\n");
+    fprintf(stderr, "usage: codec_bench png|deflate IMAGE [REPS] | codec_bench pngdec PNG... | "
+                    "codec_bench webp IMAGE [QUALITY] [REPS]\n");
     return 2;
   }
   int reps = argc > 3 ? atoi(argv[3]) : 3;

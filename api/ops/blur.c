@@ -110,7 +110,7 @@ const struct endpoint api_blur_endpoint = {"/blur",    blur_params,  OP_NPARAMS(
 /* ns per sample of method name at sigma on a 1920x1080 RGB image, from the endpoint's cost
  * function (the filter, and the PSNR reference when psnr). */
 static double method_ns(const char *name, double sigma, int psnr) {
-  static const struct codec_shape hd = {1920, 1080, 3};
+  static const struct codec_shape hd = {1920, 1080, 3, 8};
   struct blur_params p;
   char query[96], msg[256];
   snprintf(query, sizeof(query), "method=%s&sigma=%g&psnr=%s", name, sigma,

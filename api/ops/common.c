@@ -94,7 +94,7 @@ struct codec_encode_opts op_output(const struct endpoint *ep, const void *params
   struct codec_encode_opts o = {
       .format = codec_format_from_name(op_choice(ep, params, "format", "input")),
       .quality = op_param(ep, params, "quality", 90),
-      .compression = op_param(ep, params, "compression", 6),
+      .compression = op_param(ep, params, "compression", CODEC_PNG_COMPRESSION_DEFAULT),
       .lossless = op_param(ep, params, "lossless", 0)};
   o.effort = op_param(ep, params, "effort", -1);
   o.effort_set = o.effort >= 0;
@@ -103,24 +103,28 @@ struct codec_encode_opts op_output(const struct endpoint *ep, const void *params
 }
 
 /* ---- the cost model of an encode ----
- * ns per pixel of a 2000x2000 noise image, RGB and RGBA, the encode stage of /convert on the
- * 2-core build machine (scripts/cost-calibration.sh), rounded up: the slowest content. */
-#define NS_JPEG 25.0                                                        /* any quality */
-static const double ns_png[10] = {20, 30, 30, 35, 40, 45, 50, 60, 80, 120}; /* RGBA, by level */
-static const double ns_webp_lossless = 80;
-static const double ns_webp[7] = {60, 80, 110, 150, 200, 300, 400};        /* RGB, by effort */
-static const double ns_webp_alpha[7] = {30, 40, 60, 200, 500, 1500, 2600}; /* the alpha plane */
+ * The encode stage of /convert on the 2-core build machine, one core, 2000x2000 RGB and RGBA
+ * images of noise and of smooth noise (blurred at sigma 12), the slower of the two, rounded up
+ * (scripts/cost-calibration.sh, 2026-11-26): PNG per byte of samples (the smooth image at levels
+ * 7 to 9, where libdeflate's search takes up to 400 ns a byte), WebP and JPEG per pixel (lossy
+ * WebP's alpha plane at effort 6: 2.5 us a pixel of noise). */
+#define NS_JPEG          20.0
+#define NS_WEBP_LOSSLESS 200.0
+static const double ns_png_byte[10] = {3, 5, 2.5, 9, 10, 10, 11, 21, 60, 440}; /* by level */
+static const double ns_webp[7] = {80, 95, 110, 150, 150, 170, 380};            /* by effort */
+static const double ns_webp_alpha[7] = {40, 50, 50, 50, 60, 60, 2500};         /* plus, alpha */
 
 double op_encode_s(const struct codec_encode_opts *o, const struct codec_shape *s) {
   double px = (double)s->width * s->height, ns = NS_JPEG;
-  int alpha = s->channels == 2 || s->channels == 4;
+  int level = o->compression < 0 || o->compression > 9 ? 9 : o->compression;
   int effort = o->effort_set ? o->effort : CODEC_WEBP_EFFORT_DEFAULT;
+  effort = effort < 0 || effort > 6 ? 6 : effort;
   if (o->format == CODEC_RAW || o->format == CODEC_NPY) ns = 0;
-  if (o->format == CODEC_PNG)
-    ns = ns_png[o->compression < 0 || o->compression > 9 ? 9 : o->compression];
-  if (o->format == CODEC_WEBP && o->lossless) ns = ns_webp_lossless;
-  if (o->format == CODEC_WEBP && !o->lossless)
-    ns = ns_webp[effort] + (alpha ? ns_webp_alpha[effort] : 0);
+  if (o->format == CODEC_PNG) ns = ns_png_byte[level] * s->channels * (s->depth == 16 ? 2 : 1);
+  if (o->format == CODEC_WEBP)
+    ns = o->lossless
+             ? NS_WEBP_LOSSLESS
+             : ns_webp[effort] + (s->channels == 2 || s->channels == 4 ? ns_webp_alpha[effort] : 0);
   return px * ns * 1e-9;
 }
 

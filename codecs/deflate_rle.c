@@ -1,0 +1,327 @@
+/* deflate_rle.c: a fast zlib stream of Huffman-coded literals and byte runs, for PNG's low levels.
+ *
+ * fpng's idea: after a PNG row filter most bytes are small residuals, so a deflate stream that
+ * only codes literals and runs of one repeated byte (matches at distance 1), with Huffman codes
+ * made for each block, comes within a few percent of a real match finder's size at a fraction of
+ * its time. zlib offers this (Z_RLE) but spends as long as libdeflate's level 1 doing it; this
+ * encoder parses each block of BLOCK_BYTES input bytes once into symbols while counting them,
+ * builds length-limited Huffman codes from the counts, and writes the block with a 64-bit bit
+ * buffer, or writes it stored when that is smaller, so the output never exceeds
+ * codec_deflate_rle_bound. The stream is plain RFC 1950/1951: any inflater reads it. */
+#include <libdeflate.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codecs_int.h"
+
+#define BLOCK_BYTES (1u << 18) /* input bytes per deflate block, each with its own codes */
+#define STORED_MAX  65535u     /* bytes in one stored block */
+#define LITLEN_SYMS 286        /* literals, end of block (256), lengths (257..285) */
+#define CL_SYMS     19         /* the code-length alphabet */
+#define MIN_RUN     3
+#define MAX_RUN     258
+
+struct huff {
+  uint8_t len[LITLEN_SYMS];   /* code lengths, 0 for unused symbols */
+  uint16_t code[LITLEN_SYMS]; /* codes, bit-reversed for the LSB-first bit buffer */
+};
+
+struct bitw {
+  uint8_t *p;   /* the next byte to write */
+  uint64_t buf; /* bits not yet written, LSB first */
+  unsigned cnt; /* how many */
+};
+
+struct lengths { /* for each run length 3..258: its symbol and extra bits */
+  uint16_t sym[MAX_RUN + 1];
+  uint8_t nextra[MAX_RUN + 1];
+  uint8_t extra[MAX_RUN + 1];
+};
+
+static void store_le64(uint8_t *p, uint64_t v) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  memcpy(p, &v, 8);
+#else
+  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+#endif
+}
+
+/* Adds n bits (at most 32 with cnt below 8): stores 8 bytes at p and moves on by the whole bytes,
+ * without a branch, so cnt stays below 8 between calls; the bound's slack allows the store. */
+static inline void put_bits(struct bitw *w, uint64_t bits, unsigned n) {
+  w->buf |= bits << w->cnt;
+  w->cnt += n;
+  store_le64(w->p, w->buf);
+  w->p += w->cnt >> 3;
+  w->buf >>= w->cnt & ~7u;
+  w->cnt &= 7;
+}
+
+/* Pads to a byte boundary and writes every bit held. */
+static void flush_bytes(struct bitw *w) {
+  for (; w->cnt > 0; w->cnt = w->cnt > 8 ? w->cnt - 8 : 0) {
+    *w->p++ = (uint8_t)w->buf;
+    w->buf >>= 8;
+  }
+  w->buf = 0;
+}
+
+static void init_lengths(struct lengths *t) {
+  static const uint16_t base[29] = {3,  4,  5,  6,  7,  8,  9,  10, 11,  13,  15,  17,  19,  23, 27,
+                                    31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258};
+  for (int s = 0; s < 29; s++) {
+    int nextra = s < 8 || s == 28 ? 0 : (s - 4) / 4, top = s == 28 ? 259 : base[s] + (1 << nextra);
+    for (int l = base[s]; l < top && l <= MAX_RUN; l++) {
+      t->sym[l] = (uint16_t)(257 + s);
+      t->nextra[l] = (uint8_t)nextra;
+      t->extra[l] = (uint8_t)(l - base[s]);
+    }
+  }
+}
+
+static int by_weight(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* Huffman code lengths for freq[0..n) by the two-queue method (leaves sorted by weight, internal
+ * nodes made in order); returns the longest. Unused symbols get 0. */
+static int huffman_lengths(const uint32_t *freq, int n, uint8_t *len) {
+  uint64_t leaf[LITLEN_SYMS];
+  uint64_t w[2 * LITLEN_SYMS];
+  int parent[2 * LITLEN_SYMS], m = 0, maxlen = 0;
+  for (int s = 0; s < n; s++) {
+    len[s] = 0;
+    if (freq[s]) leaf[m++] = (uint64_t)freq[s] << 9 | (uint64_t)s;
+  }
+  if (m == 0) return 0;
+  qsort(leaf, (size_t)m, sizeof *leaf, by_weight);
+  for (int i = 0; i < m; i++) w[i] = leaf[i] >> 9;
+  int li = 0, ni = m;
+  for (int next = m; next < 2 * m - 1; next++) {
+    int pick[2];
+    for (int k = 0; k < 2; k++) pick[k] = li < m && (ni >= next || w[li] <= w[ni]) ? li++ : ni++;
+    parent[pick[0]] = parent[pick[1]] = next;
+    w[next] = w[pick[0]] + w[pick[1]];
+  }
+  if (m == 1) len[leaf[0] & 511] = 1;
+  int depth[2 * LITLEN_SYMS];
+  depth[2 * m - 2] = 0;
+  for (int k = 2 * m - 3; k >= 0; k--) depth[k] = depth[parent[k]] + 1;
+  for (int i = 0; i < m && m > 1; i++) {
+    len[leaf[i] & 511] = (uint8_t)depth[i];
+    if (depth[i] > maxlen) maxlen = depth[i];
+  }
+  return m == 1 ? 1 : maxlen;
+}
+
+/* Code lengths of at most limit bits, and their canonical codes: counts are halved (kept above
+ * zero) until the Huffman code fits, which costs a little size only on extreme histograms. A
+ * lone symbol gets a partner, since inflaters refuse an incomplete code-length code. */
+static void build_code(const uint32_t *freq, int n, int limit, struct huff *h) {
+  uint32_t f[LITLEN_SYMS];
+  memcpy(f, freq, (size_t)n * sizeof *f);
+  while (huffman_lengths(f, n, h->len) > limit)
+    for (int s = 0; s < n; s++) f[s] = f[s] ? (f[s] >> 1) | 1 : 0;
+  int used = 0;
+  for (int s = 0; s < n; s++) used += h->len[s] != 0;
+  if (used == 1) h->len[h->len[0] ? 1 : 0] = 1;
+  uint16_t count[16] = {0}, next[16];
+  for (int s = 0; s < n; s++) count[h->len[s]]++;
+  count[0] = 0;
+  for (int b = 1, c = 0; b < 16; b++) next[b] = (uint16_t)(c = (c + count[b - 1]) << 1);
+  for (int s = 0; s < n; s++) {
+    unsigned l = h->len[s], c = l ? next[l]++ : 0, r = 0;
+    for (unsigned b = 0; b < l; b++) r |= ((c >> b) & 1u) << (l - 1 - b);
+    h->code[s] = (uint16_t)r;
+  }
+}
+
+/* The first j in [j, lim) where in[j] differs from in[j - 1], or lim; 8 bytes at a time. */
+static size_t run_end(const uint8_t *in, size_t j, size_t lim) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && defined(__GNUC__)
+  uint64_t pat = in[j - 1] * 0x0101010101010101u, x;
+  for (; j + 8 <= lim; j += 8) {
+    memcpy(&x, in + j, 8);
+    if ((x ^= pat) != 0) return j + (size_t)__builtin_ctzll(x) / 8;
+  }
+#endif
+  while (j < lim && in[j] == in[j - 1]) j++;
+  return j;
+}
+
+/* Parses in[s..e) (in[s - 1] readable when s > 0) into literals (< 256) and runs (256 + length
+ * of the run, a match at distance 1), counting the symbols in freq; returns how many. */
+static size_t parse_block(const uint8_t *in, size_t s, size_t e, const struct lengths *t,
+                          uint16_t *sym, uint32_t *freq) {
+  size_t i = s, k = 0;
+  while (i < e) {
+    uint32_t w;
+    if (i > 0 && e - i >= MIN_RUN) { /* in[i - 1..i + 2] one byte value: a run starts at i */
+      memcpy(&w, in + i - 1, 4);
+      if ((w ^ (w & 0xffu) * 0x01010101u) == 0) {
+        size_t j = run_end(in, i + MIN_RUN, e - i > MAX_RUN ? i + MAX_RUN : e);
+        sym[k++] = (uint16_t)(256 + (j - i));
+        freq[t->sym[j - i]]++;
+        i = j;
+        continue;
+      }
+    }
+    sym[k++] = in[i];
+    freq[in[i++]]++;
+  }
+  freq[256]++;
+  return k;
+}
+
+/* The code-length sequence of lens[0..n) with repeats (16: the last length 3..6 times, 17: 3..10
+ * zeros, 18: 11..138 zeros) as symbols op[] and their extra bits ex[]; returns how many. */
+static int rle_lengths(const uint8_t *lens, int n, uint8_t *op, uint8_t *ex) {
+  int k = 0;
+  for (int i = 0; i < n;) {
+    int v = lens[i], run = 1;
+    while (i + run < n && lens[i + run] == v) run++;
+    if (v == 0 && run >= 3) {
+      int r = run > 138 ? 138 : run;
+      op[k] = r >= 11 ? 18 : 17;
+      ex[k++] = (uint8_t)(r >= 11 ? r - 11 : r - 3);
+      i += r;
+      continue;
+    }
+    op[k] = (uint8_t)v;
+    ex[k++] = 0;
+    int r = run - 1;
+    for (; v != 0 && r >= 3; r -= r > 6 ? 6 : r) {
+      op[k] = 16;
+      ex[k++] = (uint8_t)((r > 6 ? 6 : r) - 3);
+    }
+    for (; r > 0 && v != 0; r--) op[k] = (uint8_t)v, ex[k++] = 0;
+    i += v != 0 ? run : 1;
+  }
+  return k;
+}
+
+struct block { /* one dynamic block's codes and header */
+  struct huff lit, dist, cl;
+  int hlit, hdist, hclen, nops;
+  uint8_t op[LITLEN_SYMS + 30], ex[LITLEN_SYMS + 30]; /* the code-length sequence */
+};
+
+/* The order the code-length code's lengths are sent in (RFC 1951, 3.2.7). */
+static const uint8_t cl_order[CL_SYMS] = {16, 17, 18, 0, 8,  7, 9,  6, 10, 5,
+                                          11, 4,  12, 3, 13, 2, 14, 1, 15};
+
+/* Makes b's codes from the symbol counts; returns the block's size in bits. */
+static uint64_t plan_block(const uint32_t *freq, struct block *b) {
+  static const uint8_t cl_extra[CL_SYMS] = {[16] = 2, [17] = 3, [18] = 7};
+  uint32_t dfreq[30] = {1}, clfreq[CL_SYMS] = {0};
+  build_code(freq, LITLEN_SYMS, 15, &b->lit);
+  build_code(dfreq, 30, 15, &b->dist); /* distance 1 only: code 0, one bit */
+  for (b->hlit = LITLEN_SYMS; b->lit.len[b->hlit - 1] == 0;) b->hlit--;
+  b->hdist = 1;
+  uint8_t lens[LITLEN_SYMS + 30];
+  memcpy(lens, b->lit.len, (size_t)b->hlit);
+  memcpy(lens + b->hlit, b->dist.len, (size_t)b->hdist);
+  b->nops = rle_lengths(lens, b->hlit + b->hdist, b->op, b->ex);
+  for (int k = 0; k < b->nops; k++) clfreq[b->op[k]]++;
+  build_code(clfreq, CL_SYMS, 7, &b->cl);
+  for (b->hclen = CL_SYMS; b->hclen > 4 && b->cl.len[cl_order[b->hclen - 1]] == 0;) b->hclen--;
+  uint64_t bits = 3 + 14 + 3 * (uint64_t)b->hclen;
+  for (int k = 0; k < b->nops; k++) bits += b->cl.len[b->op[k]] + cl_extra[b->op[k]];
+  for (int s = 0; s < LITLEN_SYMS; s++) {
+    int nextra = s < 265 || s == 285 ? 0 : (s - 261) / 4;
+    bits += (uint64_t)freq[s] * (b->lit.len[s] + (unsigned)nextra + (s > 256 ? 1u : 0u));
+  }
+  return bits;
+}
+
+static void write_header(struct bitw *w, const struct block *b, int final) {
+  static const uint8_t cl_extra[CL_SYMS] = {[16] = 2, [17] = 3, [18] = 7};
+  put_bits(w, (unsigned) final | 2u << 1, 3); /* BFINAL, BTYPE 2: dynamic Huffman codes */
+  put_bits(
+      w, (unsigned)(b->hlit - 257) | (unsigned)(b->hdist - 1) << 5 | (unsigned)(b->hclen - 4) << 10,
+      14);
+  for (int k = 0; k < b->hclen; k++) put_bits(w, b->cl.len[cl_order[k]], 3);
+  for (int k = 0; k < b->nops; k++)
+    put_bits(w, b->cl.code[b->op[k]] | (uint64_t)b->ex[k] << b->cl.len[b->op[k]],
+             b->cl.len[b->op[k]] + cl_extra[b->op[k]]);
+}
+
+/* Writes the parsed symbols with b's codes, then the end of the block. */
+static void write_symbols(struct bitw *w, const struct block *b, const struct lengths *t,
+                          const uint16_t *sym, size_t nsym) {
+  const uint8_t *len = b->lit.len;
+  const uint16_t *code = b->lit.code;
+  for (size_t k = 0; k < nsym; k++) {
+    unsigned v = sym[k];
+    if (v < 256) {
+      put_bits(w, code[v], len[v]);
+      continue;
+    }
+    unsigned l = v - 256, s = t->sym[l]; /* length code, extra bits, distance code 0 (one bit 0) */
+    put_bits(w, code[s] | (uint64_t)t->extra[l] << len[s], len[s] + t->nextra[l] + 1u);
+  }
+  put_bits(w, code[256], len[256]);
+}
+
+/* Writes in[0..n) as stored blocks; the last one final when final is set. */
+static void write_stored(struct bitw *w, const uint8_t *in, size_t n, int final) {
+  size_t off = 0;
+  do {
+    size_t m = n - off > STORED_MAX ? STORED_MAX : n - off;
+    put_bits(w, (unsigned)(final && off + m == n), 3); /* BTYPE 0 */
+    flush_bytes(w);
+    uint8_t hdr[4] = {(uint8_t)m, (uint8_t)(m >> 8), (uint8_t)~m, (uint8_t)(~m >> 8)};
+    memcpy(w->p, hdr, 4);
+    memcpy(w->p + 4, in + off, m);
+    w->p += 4 + m;
+    off += m;
+  } while (off < n);
+}
+
+static size_t stored_bytes(size_t n) {
+  return n + 5 * (n / STORED_MAX + 1);
+}
+
+size_t codec_deflate_rle_bound(size_t n) { /* each block no larger than stored; 8 bytes' slack */
+  return 2 + stored_bytes(n) + 5 * (n / BLOCK_BYTES + 1) + 4 + 8;
+}
+
+size_t codec_deflate_rle(const uint8_t *in, size_t n, uint8_t *out) {
+  struct lengths *t = codec_malloc(sizeof *t);
+  struct block *b = codec_malloc(sizeof *b);
+  uint16_t *sym = codec_malloc(BLOCK_BYTES * sizeof *sym);
+  if (t == NULL || b == NULL || sym == NULL) {
+    codec_free(t);
+    codec_free(b);
+    codec_free(sym);
+    return 0;
+  }
+  init_lengths(t);
+  struct bitw w = {.p = out + 2};
+  out[0] = 0x78; /* deflate, 32 KiB window */
+  out[1] = 0x01; /* fastest compression, no dictionary; 0x7801 is a multiple of 31 */
+  size_t s = 0;
+  do {
+    size_t e = n - s > BLOCK_BYTES ? s + BLOCK_BYTES : n;
+    uint32_t freq[LITLEN_SYMS] = {0};
+    size_t nsym = parse_block(in, s, e, t, sym, freq);
+    uint64_t bits = plan_block(freq, b);
+    if ((bits + 7) / 8 < stored_bytes(e - s)) {
+      write_header(&w, b, e == n);
+      write_symbols(&w, b, t, sym, nsym);
+    } else {
+      write_stored(&w, in + s, e - s, e == n);
+    }
+    s = e;
+  } while (s < n);
+  flush_bytes(&w);
+  uint32_t adler = libdeflate_adler32(1, in, n);
+  uint8_t trailer[4] = {(uint8_t)(adler >> 24), (uint8_t)(adler >> 16), (uint8_t)(adler >> 8),
+                        (uint8_t)adler};
+  memcpy(w.p, trailer, 4);
+  codec_free(t);
+  codec_free(b);
+  codec_free(sym);
+  return (size_t)(w.p + 4 - out);
+}
