@@ -557,12 +557,12 @@ enum api_error params_budget(const struct api_ctx *ctx, const struct endpoint *e
   double limit = ctx->cfg.max_cost;
   *estimate_s = 0;
   if (limit <= 0 || codec_probe(image, len, &shape) != 0) return API_OK;
-  const struct api_config *c = &ctx->cfg; /* an image over the limits gets their 422 at decode */
-  if ((uint32_t)shape.width > c->max_width || (uint32_t)shape.height > c->max_height ||
-      (uint64_t)shape.width * (uint64_t)shape.height > c->max_pixels)
-    return API_OK;
+  /* only an image within the pixel limit decodes, and so gets encoded: an image over it is not
+   * refused for its encode, and gets the decoder's 422 image_too_large */
   struct codec_encode_opts out = op_output(ep, params, codec_sniff(image, len));
-  *estimate_s = (ep->cost ? ep->cost(params, &shape) : 0) + op_encode_s(&out, &shape);
+  double px = (double)shape.width * shape.height, most = (double)ctx->cfg.max_pixels;
+  double encode = op_encode_s(&out, &shape) * (most > 0 && px > most ? most / px : 1);
+  *estimate_s = (ep->cost ? ep->cost(params, &shape) : 0) + encode;
   if (*estimate_s <= limit) return API_OK;
   snprintf(msg, msglen,
            "This request would take about %.1f s of one CPU core (%s on a %dx%d image of %d "

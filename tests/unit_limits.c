@@ -5,6 +5,7 @@
 #include "../api/api_int.h"
 #include "test.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -160,7 +161,7 @@ static void test_cost_model(void) {
 }
 
 static void test_budget(void) {
-  static struct api_ctx ctx; /* only cfg's max_cost and image limits are read */
+  static struct api_ctx ctx; /* only cfg's max_cost and max_pixels are read */
   static struct var_params vp;
   char msg[512];
   double est;
@@ -171,8 +172,6 @@ static void test_budget(void) {
   ASSERT_INT(params_parse(&api_variance_endpoint, "radius=127&method=welford", NULL, 0, &vp, msg,
                           sizeof(msg)),
              ==, API_OK);
-  ctx.cfg.max_width = ctx.cfg.max_height = 16384;
-  ctx.cfg.max_pixels = 48000000;
   ctx.cfg.max_cost = 30; /* 8000x6000: far past it */
   ASSERT_INT(
       params_budget(&ctx, &api_variance_endpoint, &vp, png, sizeof(png), &est, msg, sizeof(msg)),
@@ -186,10 +185,20 @@ static void test_budget(void) {
   ctx.cfg.max_cost = 30; /* a header that cannot be read: the decoder will say why */
   ASSERT_INT(params_budget(&ctx, &api_variance_endpoint, &vp, png, 20, &est, msg, sizeof(msg)), ==,
              API_OK);
-  ctx.cfg.max_pixels = 40000000; /* over the pixel limit: the decoder's 422 image_too_large */
-  ASSERT_INT(
-      params_budget(&ctx, &api_variance_endpoint, &vp, png, sizeof(png), &est, msg, sizeof(msg)),
-      ==, API_OK);
+  /* the encode counts at most the pixel limit's worth: larger images never decode */
+  static union {
+    max_align_t align;
+    unsigned char bytes[OP_PARAMS_MAX];
+  } cp;
+  ASSERT_INT(params_parse(&api_convert_endpoint, "format=webp&effort=6", NULL, 0, cp.bytes, msg,
+                          sizeof(msg)),
+             ==, API_OK);
+  ctx.cfg.max_pixels = 0; /* none: 48 MP of RGB at 380 ns */
+  params_budget(&ctx, &api_convert_endpoint, cp.bytes, png, sizeof(png), &est, msg, sizeof(msg));
+  ASSERT_DBL(fabs(est - 48e6 * 380e-9), <, 1e-6);
+  ctx.cfg.max_pixels = 40000000;
+  params_budget(&ctx, &api_convert_endpoint, cp.bytes, png, sizeof(png), &est, msg, sizeof(msg));
+  ASSERT_DBL(fabs(est - 40e6 * 380e-9), <, 1e-6);
   struct codec_shape s;
   ASSERT_INT(codec_probe(png, sizeof(png), &s), ==, 0);
   ASSERT_INT(s.width, ==, 8000);
