@@ -43,7 +43,7 @@ enum api_error backend_host_decode(const uint8_t *buf, size_t len, const struct 
 enum api_error backend_host_encode(const struct codec_image *img, const struct codec_encode_opts *o,
                                    uint8_t **out, size_t *len, const char **codec, char *msg,
                                    size_t msglen) {
-  *codec = o->format == CODEC_PNG && !o->png_libpng ? "libdeflate" /* codecs/png_write.c */
+  *codec = o->format == CODEC_PNG && !o->png_libpng ? codec_png_deflater(o->compression)
            : o->format == CODEC_RAW                 ? "raw"
            : o->format == CODEC_NPY                 ? "npy"
                                                     : backend_host_codec(o->format);

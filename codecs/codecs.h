@@ -78,6 +78,10 @@ enum codec_png_filter {
   CODEC_PNG_FILTER_ADAPTIVE
 };
 
+/* What makes the zlib stream of a PNG at compression level (0..9): "deflate-rle" (blurd's
+ * run-length coder, codecs/deflate_rle.c) or "libdeflate" (png_write.c's plans). */
+const char *codec_png_deflater(int compression);
+
 /* The compression levels the measurements chose for PNG output, images and /variance's 16-bit
  * maps (docs/methods.md, "PNG output"): level 2, the run-length coder after paeth, costs a fifth
  * to a quarter of libdeflate's level 6 (images) and 3 (maps) with files 3-7% larger than level 6

@@ -45,6 +45,11 @@ static const struct level_plan {
     {12, CODEC_PNG_FILTER_UP, CODEC_PNG_FILTER_PAETH},
 };
 
+const char *codec_png_deflater(int compression) {
+  int level = compression < 0 ? 0 : compression > 9 ? 9 : compression;
+  return plans[level].deflate == RLE ? "deflate-rle" : "libdeflate";
+}
+
 static pthread_once_t allocator_once = PTHREAD_ONCE_INIT;
 
 static void use_codec_allocator(void) {

@@ -58,7 +58,8 @@ static void expect_codecs(json_t *c, int gpu, const char *reason) {
   const char *enc = json_string_value(json_object_get(c, "jpeg_encode"));
   ASSERT(dec && enc);
   ASSERT_STR(json_string_value(json_object_get(c, "png")), "libpng");
-  ASSERT_STR(json_string_value(json_object_get(c, "png_encode")), "libdeflate");
+  ASSERT_STR(json_string_value(json_object_get(c, "png_encode")),
+             "deflate-rle (levels 1 and 2), libdeflate");
   ASSERT_STR(json_string_value(json_object_get(c, "webp")), "libwebp");
   if (gpu) {
     ASSERT(strcmp(dec, "nvjpeg-hw") == 0 || strcmp(dec, "nvjpeg-gpu") == 0);

@@ -35,7 +35,7 @@ static void expect_image(const struct http_resp *r, const char *mime, struct cod
   ASSERT_STR(http_header(r, "Content-Type", buf, sizeof(buf)), mime);
   const char *want = expected_backend();
   ASSERT(http_header(r, "X-Backend", buf, sizeof(buf)) && strncmp(buf, want, strlen(want)) == 0);
-  http_expect_stages(r, 1, NULL, strcmp(mime, "image/png") == 0 ? "libdeflate" : NULL);
+  http_expect_stages(r, 1, NULL, strcmp(mime, "image/png") == 0 ? "deflate-rle" : NULL);
   decode(r->body, r->len, out);
 }
 

@@ -231,7 +231,7 @@ static void test_errors(void) {
   ASSERT_INT(map.format, ==, CODEC_PNG);
   ASSERT_INT(map.depth, ==, 16);
   ASSERT_INT(map.width, ==, 451);
-  http_expect_stages(&r, 1, "libwebp", "libdeflate");
+  http_expect_stages(&r, 1, "libwebp", "deflate-rle");
   codec_image_free(&map);
   http_resp_free(&r);
   free(data);
