@@ -77,13 +77,6 @@ struct stage_times { /* milliseconds; negative when the backend has no such stag
 
 #define PARAMS_JSON_MAX 16384 /* bytes of the params field */
 
-/* The budget of one request: API_OK when ep's estimate for params and the image (its header) is
- * within ctx's --max-cost (or there is none, or the header cannot be read: the decoder will say
- * why), else API_TOO_EXPENSIVE with a sentence in msg and the estimate in *estimate_s. */
-enum api_error params_budget(const struct api_ctx *ctx, const struct endpoint *ep,
-                             const void *params, const uint8_t *image, size_t len,
-                             double *estimate_s, char *msg, size_t msglen);
-
 /* Parses the query string (percent-encoded, without '?') and the optional JSON object text of
  * the params field into out, the endpoint's parameter struct, filling defaults. Returns API_OK,
  * or an error with a sentence in msg. */
@@ -309,7 +302,7 @@ enum api_error upload_read(const struct api_request *req, struct upload *u, char
                            size_t msglen);
 void upload_free(struct upload *u);
 /* The checks of an upload once its parameters are in params (ep's struct): it carries an image,
- * PNG, JPEG or WebP, whose estimated cost is within the budget (params_budget). Returns NULL to
+ * PNG, JPEG or WebP, whose estimated cost is within the budget (op_budget). Returns NULL to
  * go on, or the error response (the caller owns it). */
 struct api_response *upload_check(struct api_ctx *ctx, const struct endpoint *ep,
                                   const void *params, const uint8_t *image, size_t len);

@@ -549,27 +549,3 @@ json_t *params_describe(const struct endpoint *ep, int m) {
   }
   return arr;
 }
-
-enum api_error params_budget(const struct api_ctx *ctx, const struct endpoint *ep,
-                             const void *params, const uint8_t *image, size_t len,
-                             double *estimate_s, char *msg, size_t msglen) {
-  struct codec_shape shape;
-  double limit = ctx->cfg.max_cost;
-  *estimate_s = 0;
-  if (limit <= 0 || codec_probe(image, len, &shape) != 0) return API_OK;
-  /* only an image within the pixel limit decodes, and so gets encoded: an image over it is not
-   * refused for its encode, and gets the decoder's 422 image_too_large */
-  struct codec_encode_opts out = op_output(ep, params, codec_sniff(image, len));
-  double px = (double)shape.width * shape.height, most = (double)ctx->cfg.max_pixels;
-  double encode = op_encode_s(&out, &shape) * (most > 0 && px > most ? most / px : 1);
-  *estimate_s = (ep->cost ? ep->cost(params, &shape) : 0) + encode;
-  if (*estimate_s <= limit) return API_OK;
-  snprintf(msg, msglen,
-           "This request would take about %.1f s of one CPU core (%s on a %dx%d image of %d "
-           "channel%s); the limit (--max-cost) is %g s. Use a faster method, a smaller radius, "
-           "sigma, kernel or region, psnr=false, a lower effort or compression, or a smaller "
-           "image.",
-           *estimate_s, ep->path, shape.width, shape.height, shape.channels,
-           shape.channels == 1 ? "" : "s", limit);
-  return API_TOO_EXPENSIVE;
-}

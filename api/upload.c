@@ -128,7 +128,7 @@ struct api_response *upload_check(struct api_ctx *ctx, const struct endpoint *ep
   if (codec_sniff(image, len) == CODEC_NONE)
     return api_error_response(API_UNSUPPORTED_MEDIA,
                               "The upload is neither a PNG, a JPEG nor a WebP file.");
-  enum api_error e = params_budget(ctx, ep, params, image, len, &estimate, msg, sizeof(msg));
+  enum api_error e = op_budget(ctx, ep, params, image, len, &estimate, msg, sizeof(msg));
   if (e == API_OK) return NULL;
   /* one decimal, as in the sentence */
   return response_error(e, msg,

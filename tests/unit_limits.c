@@ -173,17 +173,15 @@ static void test_budget(void) {
                           sizeof(msg)),
              ==, API_OK);
   ctx.cfg.max_cost = 30; /* 8000x6000: far past it */
-  ASSERT_INT(
-      params_budget(&ctx, &api_variance_endpoint, &vp, png, sizeof(png), &est, msg, sizeof(msg)),
-      ==, API_TOO_EXPENSIVE);
+  ASSERT_INT(op_budget(&ctx, &api_variance_endpoint, &vp, png, sizeof(png), &est, msg, sizeof(msg)),
+             ==, API_TOO_EXPENSIVE);
   ASSERT_DBL(est, >, 30);
   ASSERT(strstr(msg, "8000x6000") && strstr(msg, "limit (--max-cost) is 30 s"));
   ctx.cfg.max_cost = 0; /* no budget */
-  ASSERT_INT(
-      params_budget(&ctx, &api_variance_endpoint, &vp, png, sizeof(png), &est, msg, sizeof(msg)),
-      ==, API_OK);
+  ASSERT_INT(op_budget(&ctx, &api_variance_endpoint, &vp, png, sizeof(png), &est, msg, sizeof(msg)),
+             ==, API_OK);
   ctx.cfg.max_cost = 30; /* a header that cannot be read: the decoder will say why */
-  ASSERT_INT(params_budget(&ctx, &api_variance_endpoint, &vp, png, 20, &est, msg, sizeof(msg)), ==,
+  ASSERT_INT(op_budget(&ctx, &api_variance_endpoint, &vp, png, 20, &est, msg, sizeof(msg)), ==,
              API_OK);
   /* the encode counts at most the pixel limit's worth: larger images never decode */
   static union {
@@ -194,10 +192,10 @@ static void test_budget(void) {
                           sizeof(msg)),
              ==, API_OK);
   ctx.cfg.max_pixels = 0; /* none: 48 MP of RGB at 380 ns */
-  params_budget(&ctx, &api_convert_endpoint, cp.bytes, png, sizeof(png), &est, msg, sizeof(msg));
+  op_budget(&ctx, &api_convert_endpoint, cp.bytes, png, sizeof(png), &est, msg, sizeof(msg));
   ASSERT_DBL(fabs(est - 48e6 * 380e-9), <, 1e-6);
   ctx.cfg.max_pixels = 40000000;
-  params_budget(&ctx, &api_convert_endpoint, cp.bytes, png, sizeof(png), &est, msg, sizeof(msg));
+  op_budget(&ctx, &api_convert_endpoint, cp.bytes, png, sizeof(png), &est, msg, sizeof(msg));
   ASSERT_DBL(fabs(est - 40e6 * 380e-9), <, 1e-6);
   struct codec_shape s;
   ASSERT_INT(codec_probe(png, sizeof(png), &s), ==, 0);
