@@ -214,8 +214,8 @@ static int later_turn(struct backend *b, int dev) {
   int stop = b->stop;
   pthread_mutex_unlock(&b->mu);
   if (stop) return -1;
-  pthread_mutex_lock(&b->dev_mu[dev]);
-  if (device_start(b, dev) == 0) return 0;
+  pthread_mutex_lock(&b->dev_mu[dev]); /* the stop may have come while another held it */
+  if (!stopping(b) && device_start(b, dev) == 0) return 0;
   pthread_mutex_unlock(&b->dev_mu[dev]);
   return -1;
 }
