@@ -80,6 +80,8 @@ struct stage_times { /* milliseconds; negative when the backend has no such stag
 /* Parses the query string (percent-encoded, without '?') and the optional JSON object text of
  * the params field into out, the endpoint's parameter struct, filling defaults. Returns API_OK,
  * or an error with a sentence in msg. */
+/* ep's parameter called name, or NULL. */
+const struct param_spec *params_spec(const struct endpoint *ep, const char *name);
 enum api_error params_parse(const struct endpoint *ep, const char *query, const char *json,
                             size_t json_len, void *out, char *msg, size_t msglen);
 /* params_parse with the JSON object already parsed: obj (borrowed; NULL: none), whose every key

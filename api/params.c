@@ -343,7 +343,7 @@ static void store(const struct param_spec *s, const struct pval *v, void *out) {
     *(int *)((char *)out + s->offset) = v->i;
 }
 
-static const struct param_spec *find_spec(const struct endpoint *ep, const char *name) {
+const struct param_spec *params_spec(const struct endpoint *ep, const char *name) {
   for (int i = 0; i < ep->nparams; i++)
     if (strcmp(ep->params[i].name, name) == 0) return &ep->params[i];
   return NULL;
@@ -397,7 +397,7 @@ static enum api_error query_parse(const struct endpoint *ep, const char *qs, str
         return API_BAD_PARAMETER;
       }
       const char *k = q->key[q->n - 1];
-      if (!find_spec(ep, k)) return unknown(ep, k, "the query string", msg, msglen);
+      if (!params_spec(ep, k)) return unknown(ep, k, "the query string", msg, msglen);
       for (int i = 0; i < q->n - 1; i++)
         if (strcmp(q->key[i], k) == 0) {
           snprintf(msg, msglen, "%.64s appears more than once in the query string.", k);
@@ -493,7 +493,7 @@ enum api_error params_parse_object(const struct endpoint *ep, const char *query,
   json_t *val;
   enum api_error e = query_parse(ep, query, &q, msg, msglen);
   json_object_foreach(obj, key, val) {
-    if (e == API_OK && !find_spec(ep, key)) e = unknown(ep, key, where, msg, msglen);
+    if (e == API_OK && !params_spec(ep, key)) e = unknown(ep, key, where, msg, msglen);
   }
   for (int i = 0; e == API_OK && i < ep->nparams; i++)
     e = resolve(&ep->params[i], &q, obj, where, out, &given[i], msg, msglen);

@@ -41,7 +41,6 @@ struct backend {
   int decoders;             /* cfg->jpeg_decoders */
   int warm[3];              /* the warm-up image: width, height, channels (0: none) */
   int warming;              /* first workers not yet warm */
-  int first;                /* workers that warm before the backend is ready */
   int later;                /* the others not yet made */
   int made;                 /* workers made and warm: they take jobs */
   pthread_cond_t ready_cv;  /* warming reached 0, or stop */
@@ -240,8 +239,7 @@ static void worker_counted(struct backend *b, const struct worker *w, int ok) {
   fprintf(stderr,
           "blurd: %d workers ready %.2f s after the start (slowest worker: %.2f s for its "
           "state, %.2f s for its warm-up)\n",
-          b->first - b->failed, (api_now_ms() - b->t_start) / 1e3, b->slowest[0] / 1e3,
-          b->slowest[1] / 1e3);
+          b->made, (api_now_ms() - b->t_start) / 1e3, b->slowest[0] / 1e3, b->slowest[1] / 1e3);
 }
 
 static void *worker_main(void *arg) {
@@ -482,11 +480,11 @@ static int start_workers(struct backend *b, char *err, size_t errlen) {
   b->workers = calloc((size_t)n, sizeof(*b->workers));
   b->threads = calloc((size_t)n, sizeof(*b->threads));
   if (!b->workers || !b->threads) return -1;
-  int first = b->ndev ? n / b->ndev : n;
+  int first = 0;
+  for (int i = 0; i < n; i++) first += first_worker(b, i);
   pthread_mutex_lock(&b->mu);
-  b->first = b->ndev && first > FIRST_WORKERS ? FIRST_WORKERS : first;
-  b->warming = b->first;
-  b->later = n - b->first;
+  b->warming = first;
+  b->later = n - first;
   pthread_mutex_unlock(&b->mu);
   __atomic_store_n(&b->started, 1, __ATOMIC_RELEASE);
   for (int i = 0; rc == 0 && i < n && !stopping(b); i++) rc = start_worker(b, i, err, errlen);

@@ -22,6 +22,9 @@ int gpu_device_count(void) {
   return n;
 }
 
+/* Block rather than spin while waiting for the GPU: the worker's CPU time goes to the codecs of
+ * other requests (the default spins when there are more cores than contexts). A failure to set
+ * the flag only costs CPU time, so it is not an error. */
 int gpu_device_open(int dev) {
   if (cudaSetDevice(dev) != cudaSuccess) return -1;
   if (cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync) != cudaSuccess) cudaGetLastError();
@@ -61,11 +64,7 @@ struct gpu_ctx *gpu_ctx_new(int dev, char *err, size_t errlen) {
                                                     : 0;
   const char *ref = getenv("BLURD_PSNR_REFERENCE");
   ctx->ref_double = ref && strcmp(ref, "double") == 0;
-  /* Block rather than spin while waiting for the GPU: the worker's CPU time goes to the codecs
-   * of other requests (the default spins when there are more cores than contexts). A failure
-   * here only costs CPU time, so it is not an error. */
-  int ok = cudaSetDevice(dev) == cudaSuccess;
-  if (ok && cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync) != cudaSuccess) cudaGetLastError();
+  int ok = gpu_device_open(dev) == 0;
   ok = ok && cudaStreamCreateWithFlags(&ctx->s, cudaStreamNonBlocking) == cudaSuccess &&
        cudaMalloc(&ctx->d_stats, 2 * GPU_REGIONS_MAX * sizeof(double)) == cudaSuccess &&
        cudaMallocHost(&ctx->h_stats, 2 * GPU_REGIONS_MAX * sizeof(double)) == cudaSuccess;

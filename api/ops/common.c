@@ -75,18 +75,14 @@ struct cpu_blur op_blur_of(const struct blur_params *p, int width, int height,
 }
 
 int op_param(const struct endpoint *ep, const void *params, const char *name, int def) {
-  for (int i = 0; i < ep->nparams; i++)
-    if (strcmp(ep->params[i].name, name) == 0)
-      return *(const int *)((const char *)params + ep->params[i].offset);
-  return def;
+  const struct param_spec *s = params_spec(ep, name);
+  return s ? *(const int *)((const char *)params + s->offset) : def;
 }
 
 const char *op_choice(const struct endpoint *ep, const void *params, const char *name,
                       const char *def) {
-  for (int i = 0; i < ep->nparams; i++)
-    if (strcmp(ep->params[i].name, name) == 0)
-      return ep->params[i].choices[op_param(ep, params, name, 0)];
-  return def;
+  const struct param_spec *s = params_spec(ep, name);
+  return s ? s->choices[*(const int *)((const char *)params + s->offset)] : def;
 }
 
 struct codec_encode_opts op_output(const struct endpoint *ep, const void *params,
@@ -153,9 +149,8 @@ enum api_error op_budget(const struct api_ctx *ctx, const struct endpoint *ep, c
 }
 
 int op_given(const struct endpoint *ep, unsigned given, const char *name) {
-  for (int i = 0; i < ep->nparams; i++)
-    if (strcmp(ep->params[i].name, name) == 0) return given >> i & 1;
-  return 0;
+  const struct param_spec *s = params_spec(ep, name);
+  return s ? given >> (s - ep->params) & 1 : 0;
 }
 
 enum api_error op_region_rect(const struct api_regions *rg, int i, int width, int height,
