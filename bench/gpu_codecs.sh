@@ -90,7 +90,7 @@ for mode in on off; do
 done
 
 echo "start and stop ..."
-python3 tests/stress/startup.py --bin "$bin/blurd" --runs 3 --sigterm 0.05,0.5,1,2 --first 4 \
+python3 tests/stress/startup.py --bin "$bin/blurd" --runs 3 --sigterm 0.05,0.5,1,2 --first 4 --rounds-for 2 \
   --log "$tmp/startup.log" -- --gpu-codecs on >"$tmp/startup.txt" 2>&1 || true
 cat "$tmp/startup.txt"
 while IFS= read -r line; do printf 'startup\t%s\n' "$line" >>"$raw"; done <"$tmp/startup.txt"

@@ -5,6 +5,9 @@ with which status; and how much slower each worker's first requests are than the
 
   tests/stress/startup.py --bin build/blurd --runs 3 --sigterm 0.3,1,2 --first 4 -- --backend gpu
 
+--rounds-for 2 goes on with rounds for 2 s after ready and reports their spread: each later
+worker's start shows as a slow round (docs/performance.md).
+
 Prints one line per measurement and a last summary line ("startup: port ... ready ... sigterm ...
 first/rest ..."); exits 1 when a limit given (--max-port, --max-ready, --max-sigterm, --max-first)
 is passed. Python 3 standard library only.
@@ -87,12 +90,14 @@ def post(port, path, body, ctype, timeout=60):
 
 
 def first_requests(args, port, workers):
-    """Rounds of `workers` concurrent requests right after ready: round 1 meets each worker's first
-    job (as far as the queue spreads them); the median of round 1 over that of the later rounds."""
+    """Rounds of `workers` concurrent requests right after ready, back to back: args.first of them,
+    and more until args.rounds_for seconds have passed. Round 1 meets each worker's first job (as
+    far as the queue spreads them). Returns each round's median, in ms."""
     with open(os.path.join(args.data, "photo_1080p.jpg"), "rb") as f:
         body = f.read()
     medians = []
-    for _ in range(args.first):
+    t_ready = time.monotonic()
+    while len(medians) < args.first or time.monotonic() - t_ready < args.rounds_for:
         times, lock = [], threading.Lock()
 
         def one():
@@ -135,6 +140,9 @@ def main():
     ap.add_argument("--sigterm", default="0.3,1,2",
                     help="seconds after the port answers at which a SIGTERM is sent, comma-separated")
     ap.add_argument("--first", type=int, default=4, help="rounds of first requests (0: none)")
+    ap.add_argument("--rounds-for", type=float, default=0,
+                    help="go on with rounds until this many seconds after ready (the later "
+                    "workers' starts), and report their spread")
     ap.add_argument("--path", default="/blur?sigma=12")
     ap.add_argument("--limit", type=float, default=120, help="seconds to wait for ready")
     ap.add_argument("--log", default="/tmp/startup-blurd.log")
@@ -165,7 +173,13 @@ def main():
             rest = statistics.median(meds[1:]) if len(meds) > 1 else meds[0]
             ratio = meds[0] / rest
             line += "; %s rounds: medians %s ms, first/rest %.2f" % (
-                args.path, " ".join("%.1f" % m for m in meds), ratio)
+                args.path, " ".join("%.1f" % m for m in meds[:args.first]), ratio)
+            if args.rounds_for > 0:
+                srt, med = sorted(meds), statistics.median(meds)
+                line += ("; %d rounds in %.1f s: median %.1f ms, 95th percentile %.1f, largest "
+                         "%.1f, %d over twice the median" % (
+                             len(meds), args.rounds_for, med, srt[int(0.95 * (len(srt) - 1))],
+                             srt[-1], sum(m > 2 * med for m in meds)))
         rc, dt = stop(proc)
         line += "; SIGTERM when ready: exit %d after %.2f s" % (rc, dt)
         print(line, flush=True)
