@@ -51,13 +51,14 @@ int codec_png_layout(const uint8_t *buf, size_t len, struct codec_png_layout *l)
 enum codec_status codec_png_inflate(const uint8_t *buf, const struct codec_png_layout *l, int adler,
                                     uint8_t *raw, size_t n, char *msg, size_t msglen);
 
-/* png_unfilter.c: undoes PNG's row filters in place. data holds stride bytes of room, then
- * height rows, each a filter-type byte and stride filtered bytes of pixels of bpp bytes (1..8);
- * it receives height packed rows of stride bytes from its start. swap (16-bit samples on a
- * little-endian host) swaps each sample's two bytes. Returns CODEC_OK, or CODEC_CORRUPT with a
- * sentence naming the row whose filter type is not 0..4 (the rows before it are then undone, the
- * rest not). codec_png_unfilter_c does the same in plain C, without SIMD: the reference its tests
- * compare with. */
+/* png_unfilter.c: undoes PNG's row filters in place. data holds CODEC_PNG_ROOM_ROWS * stride
+ * bytes of room, then height rows, each a filter-type byte and stride filtered bytes of pixels of
+ * bpp bytes (1..8); it receives height packed rows of stride bytes from its start. swap (16-bit
+ * samples on a little-endian host) swaps each sample's two bytes. Returns CODEC_OK, or
+ * CODEC_CORRUPT with a sentence naming the row whose filter type is not 0..4 (the rows before it
+ * are then undone, the rest not). codec_png_unfilter_c does the same in plain C, without SIMD: the
+ * reference its tests compare with. */
+#define CODEC_PNG_ROOM_ROWS 3
 enum codec_status codec_png_unfilter(uint8_t *data, size_t height, size_t stride, unsigned bpp,
                                      int swap, char *msg, size_t msglen);
 enum codec_status codec_png_unfilter_c(uint8_t *data, size_t height, size_t stride, unsigned bpp,

@@ -155,16 +155,17 @@ static int direct_ok(const uint8_t *buf, size_t len, struct codec_png_layout *l)
   return codec_png_layout(buf, len, l) == 0 && l->tidy && !l->trns;
 }
 
-/* The pixel data of d's file, inflated (png_inflate.c) into the pixel buffer after a row of
- * room, filter bytes included, then unfiltered in place to its start (png_unfilter.c). The
- * buffer keeps the stride + h bytes it has beyond the image. */
+/* The pixel data of d's file, inflated (png_inflate.c) into the pixel buffer after three rows
+ * of room, filter bytes included, then unfiltered in place to its start (png_unfilter.c). The
+ * buffer keeps the 3 strides + h bytes it has beyond the image. */
 static enum codec_status decode_direct(struct png_dec *d, size_t h, size_t stride, size_t nbytes,
                                        unsigned bpp, char *msg, size_t msglen) {
-  if (nbytes > SIZE_MAX - stride - h) return CODEC_NOMEM;
-  d->pixels = codec_malloc(stride + nbytes + h);
+  size_t room = CODEC_PNG_ROOM_ROWS * stride; /* <= 3 / h of nbytes */
+  if (nbytes > SIZE_MAX - room - h) return CODEC_NOMEM;
+  d->pixels = codec_malloc(room + nbytes + h);
   if (d->pixels == NULL) return CODEC_NOMEM;
   enum codec_status st =
-      codec_png_inflate(d->buf, d->direct, 0, d->pixels + stride, nbytes + h, msg, msglen);
+      codec_png_inflate(d->buf, d->direct, 0, d->pixels + room, nbytes + h, msg, msglen);
   if (st != CODEC_OK) return st;
   return codec_png_unfilter(d->pixels, h, stride, bpp, d->swap, msg, msglen);
 }

@@ -26,6 +26,7 @@
 #endif
 
 enum { F_NONE, F_SUB, F_UP, F_AVG, F_PAETH, F_AVG_FIRST };
+#define ROOM_ROWS CODEC_PNG_ROOM_ROWS
 
 /* The filters in C. out may overlap in (out <= in): each loop reads in[i] before it writes
  * out[i], and reads out[] only behind it. prior is the previous output row; NULL for row 0. */
@@ -200,6 +201,46 @@ static void paeth_pair(uint8_t *out0, const uint8_t *in0, const uint8_t *prior, 
   paeth_c(out1, in1, out0, i - bpp, n, bpp);
 }
 
+/* Paeth on four rows at once: rows y and y + 1 as paeth_pair has them, rows y + 2 and y + 3 in a
+ * second register two pixels behind, whose b and c come from row y + 1's pixels the first
+ * register made one step before. Two independent chains then make four pixels a step. Row
+ * y + 3's output runs 3 strides behind row y's input at most (the room codec_png_unfilter
+ * asks for). n >= 8 bpp. */
+static void paeth_quad(uint8_t *out0, const uint8_t *in0, const uint8_t *prior, size_t stride,
+                       unsigned bpp) {
+  const __m128i zero = _mm_setzero_si128();
+  uint8_t *out1 = out0 + stride, *out2 = out1 + stride, *out3 = out2 + stride;
+  const uint8_t *in1 = in0 + stride + 1, *in2 = in1 + stride + 1, *in3 = in2 + stride + 1;
+  size_t n = stride, i = 3 * (size_t)bpp;
+  paeth_c(out0, in0, prior, 0, i, bpp); /* the staircase the loop starts from */
+  paeth_c(out1, in1, out0, 0, i - bpp, bpp);
+  paeth_c(out2, in2, out1, 0, i - 2 * bpp, bpp);
+#define WIDE(p) _mm_unpacklo_epi8(load_px((p), 4), zero)
+  __m128i ap = _mm_unpacklo_epi64(WIDE(out0 + i - bpp), WIDE(out1 + i - 2 * bpp));
+  __m128i cp = _mm_unpacklo_epi64(WIDE(prior + i - bpp), WIDE(out0 + i - 2 * bpp));
+  __m128i aq = WIDE(out2 + i - 3 * bpp), cq = WIDE(out1 + i - 3 * bpp); /* row y + 3: zeros */
+#undef WIDE
+  for (; i + 4 <= n; i += bpp) {
+    __m128i bp = _mm_unpacklo_epi64(_mm_unpacklo_epi8(load_px(prior + i, 4), zero), ap);
+    __m128i bq = _mm_unpacklo_epi64(_mm_srli_si128(ap, 8), aq);
+    __m128i xp = _mm_unpacklo_epi32(load_px(in0 + i, 4), load_px(in1 + i - bpp, 4));
+    __m128i xq = _mm_unpacklo_epi32(load_px(in2 + i - 2 * bpp, 4), load_px(in3 + i - 3 * bpp, 4));
+    ap = paeth_px(_mm_unpacklo_epi8(xp, zero), ap, bp, cp);
+    aq = paeth_px(_mm_unpacklo_epi8(xq, zero), aq, bq, cq);
+    cp = bp;
+    cq = bq;
+    __m128i rp = _mm_packus_epi16(ap, ap), rq = _mm_packus_epi16(aq, aq);
+    store_px(out0 + i, rp, 4);
+    store_px(out1 + i - bpp, _mm_srli_si128(rp, 4), 4);
+    store_px(out2 + i - 2 * bpp, rq, 4);
+    store_px(out3 + i - 3 * bpp, _mm_srli_si128(rq, 4), 4);
+  }
+  paeth_c(out0, in0, prior, i, n, bpp);
+  paeth_c(out1, in1, out0, i - bpp, n, bpp);
+  paeth_c(out2, in2, out1, i - 2 * bpp, n, bpp);
+  paeth_c(out3, in3, out2, i - 3 * bpp, n, bpp);
+}
+
 /* One row: SSE2 where it pays, else C. */
 static void row(int f, uint8_t *out, const uint8_t *in, const uint8_t *prior, size_t n,
                 unsigned bpp) {
@@ -239,31 +280,34 @@ static enum codec_status bad_filter(size_t y, int f, char *msg, size_t msglen) {
   return CODEC_CORRUPT;
 }
 
-/* Rows y and y + 1 (y >= 1) both paeth, on pixels paeth_pair takes: unfiltered together. */
-static int pairs(const uint8_t *data, size_t y, size_t height, size_t stride, unsigned bpp,
-                 int plain_c) {
+/* How many rows from y (y >= 1) paeth_quad or paeth_pair unfilter together: 4, 2 or 1. */
+static size_t paeth_rows(const uint8_t *data, size_t y, size_t height, size_t stride, unsigned bpp,
+                         int plain_c) {
+  size_t k = 0;
 #ifdef UNFILTER_SSE2
-  const uint8_t *f = data + stride + y * (stride + 1);
-  return !plain_c && y > 0 && y + 1 < height && (bpp == 3 || bpp == 4) && stride >= 4 * bpp &&
-         f[0] == F_PAETH && f[stride + 1] == F_PAETH;
+  const uint8_t *f = data + ROOM_ROWS * stride + y * (stride + 1);
+  if (!plain_c && y > 0 && (bpp == 3 || bpp == 4) && stride >= 8 * bpp)
+    while (k < 4 && y + k < height && f[k * (stride + 1)] == F_PAETH) k++;
 #else
   (void)data, (void)y, (void)height, (void)stride, (void)bpp, (void)plain_c;
-  return 0;
 #endif
+  return k == 4 ? 4 : k >= 2 ? 2 : 1;
 }
 
 static enum codec_status unfilter(uint8_t *data, size_t height, size_t stride, unsigned bpp,
                                   int swap, int plain_c, char *msg, size_t msglen) {
   size_t swapped = 0; /* rows [0, swapped) are in host order */
   for (size_t y = 0; y < height;) {
-    uint8_t *out = data + y * stride, *in = data + stride + y * (stride + 1) + 1;
+    uint8_t *out = data + y * stride, *in = data + ROOM_ROWS * stride + y * (stride + 1) + 1;
     const uint8_t *prior = y ? out - stride : NULL;
     int f = in[-1];
     if (f > F_PAETH) return bad_filter(y, f, msg, msglen);
 #ifdef UNFILTER_SSE2
-    if (pairs(data, y, height, stride, bpp, plain_c)) {
-      paeth_pair(out, in, prior, out + stride, in + stride + 1, stride, bpp);
-      y += 2;
+    size_t k = paeth_rows(data, y, height, stride, bpp, plain_c);
+    if (k == 4) paeth_quad(out, in, prior, stride, bpp);
+    if (k == 2) paeth_pair(out, in, prior, out + stride, in + stride + 1, stride, bpp);
+    if (k > 1) {
+      y += k;
     } else
 #endif
     {
