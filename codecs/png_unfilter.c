@@ -1,21 +1,24 @@
 /* png_unfilter.c: PNG's row filters undone in place, for png.c's own path through the pixel data.
  *
  * The inflated pixel data of a non-interlaced PNG is `height` rows of one filter-type byte and
- * `stride` filtered bytes, which png.c inflates one row into its buffer. codec_png_unfilter turns
- * that, in place, into `height` packed rows of `stride` bytes from the buffer's start: row y's
- * output starts stride + y + 1 bytes before its filtered bytes and row y + 1's y + 1 bytes
- * before row y's, so every byte is read before anything is written over it, even with two rows
- * made at once, and the row above (the filters' "prior" row) is already output. The filters are the
- * PNG specification's (section 9.2, ISO/IEC 15948): none, sub, up, average and paeth, each byte
- * reconstructed modulo 256 from the byte bpp to its left (a), the byte above (b) and the byte above
- * that one (c); the first row's prior row is zeros.
+ * `stride` filtered bytes; png.c inflates it after three rows of room at the start of the pixel
+ * buffer, and codec_png_unfilter turns it, in place, into `height` packed rows of `stride` bytes
+ * from the buffer's start. Row y's output starts 3 strides + y + 1 bytes before its filtered
+ * bytes, so even row y + 3, made alongside row y, writes only over bytes already read; the row
+ * above (the filters' "prior" row) is always output by then. The filters are the PNG
+ * specification's (ISO/IEC 15948, 9.2): none, sub, up, average and paeth, each byte
+ * reconstructed modulo 256 from the byte bpp to its left (a), the byte above (b) and the byte
+ * above that one (c); the first row's prior row is zeros.
  *
- * Sub, average and paeth are serial along a row: each pixel needs the one before it, so they
- * are done a pixel at a time. On x86-64 (SSE2, its baseline) a pixel of 3 to 8 bytes is one
- * register, each byte in a lane, so one pass of a few instructions makes the whole pixel; up is
- * 16 bytes at a time. Other architectures, and pixels of 1 or 2 bytes, take plain C loops, also
- * the oracle of tests/unit_codec_png.c (codec_png_unfilter_c). 16-bit samples, big-endian in the
- * file, are swapped to host order one row behind, once the row below no longer needs them. */
+ * Sub, average and paeth are serial along a row: each pixel needs the one before it. On x86-64
+ * (SSE2, its baseline) a pixel is one register, a byte (paeth: a 16-bit lane) per sample byte,
+ * so a few instructions make the whole pixel; up is 16 bytes at a time. Paeth, what photographs
+ * get, is then bound by the latency of that chain, so runs of paeth rows on pixels of up to 4
+ * bytes are made four at a time: two rows a register, each row a pixel behind the one above,
+ * two registers whose chains the processor overlaps (paeth_quad). Other architectures, sub and
+ * average on pixels of 1 or 2 bytes, and the plain-C twin that the tests compare with
+ * (codec_png_unfilter_c) take the C loops. 16-bit samples, big-endian in the file, are swapped
+ * to host order once the rows below no longer read them. */
 #include <string.h>
 
 #include "codecs_int.h"
@@ -175,12 +178,11 @@ static inline void serial_sse2(int f, uint8_t *out, const uint8_t *in, const uin
   }
 }
 
-/* Paeth on two rows at once, for pixels of 3 or 4 bytes: row y's pixel i in the low four 16-bit
+/* Paeth on two rows at once, for pixels of 1 to 4 bytes: row y's pixel i in the low four 16-bit
  * lanes and row y + 1's pixel i - bpp in the high four, whose a, b and c are then row y + 1's
  * left pixel and row y's pixels just made. One chain of dependent instructions then makes two
- * pixels, where a row alone leaves the processor waiting on it. out1 runs y + 1 bytes behind in0
- * (the layout of codec_png_unfilter), so its stores land on bytes of in0 already read. n >= 4 bpp.
- */
+ * pixels. Lanes past a pixel's bytes carry the next pixel's, which its own step overwrites; the
+ * tails after the last full 4 bytes are C's. n >= 4 bpp. */
 static void paeth_pair(uint8_t *out0, const uint8_t *in0, const uint8_t *prior, uint8_t *out1,
                        const uint8_t *in1, size_t n, unsigned bpp) {
   const __m128i zero = _mm_setzero_si128();
@@ -246,7 +248,7 @@ static void row(int f, uint8_t *out, const uint8_t *in, const uint8_t *prior, si
                 unsigned bpp) {
   if (f == F_UP) {
     up_sse2(out, in, prior, n);
-  } else if (bpp < 3 || f == F_NONE) {
+  } else if (f == F_NONE || (bpp < 3 && f != F_PAETH)) { /* C's sub and average are as fast */
     row_c(f, out, in, prior, n, bpp);
   } else if (bpp <= 4) {
     if (f == F_SUB) serial_sse2(F_SUB, out, in, prior, n, bpp, 4);
@@ -286,7 +288,7 @@ static size_t paeth_rows(const uint8_t *data, size_t y, size_t height, size_t st
   size_t k = 0;
 #ifdef UNFILTER_SSE2
   const uint8_t *f = data + ROOM_ROWS * stride + y * (stride + 1);
-  if (!plain_c && y > 0 && (bpp == 3 || bpp == 4) && stride >= 8 * bpp)
+  if (!plain_c && y > 0 && bpp <= 4 && stride >= 8 * bpp)
     while (k < 4 && y + k < height && f[k * (stride + 1)] == F_PAETH) k++;
 #else
   (void)data, (void)y, (void)height, (void)stride, (void)bpp, (void)plain_c;
