@@ -3,16 +3,16 @@
  *
  * codec_png_layout walks the chunks and codec_png_inflate inflates the joined IDAT data into the
  * exact size IHDR implies; png.c unfilters that itself for the common files (png_unfilter.c).
- * For the others (palettes, low bit depths, tRNS, interlacing), codec_png_rewrap serves libpng:
- * half or more of a libpng decode is zlib's inflate, which libdeflate does about twice as fast,
- * but libpng has no hook for another inflater. So, for a non-interlaced PNG whose IDAT chunks
- * are consecutive, this inflates their joined zlib stream with libdeflate into the exact size
- * IHDR implies, and writes a copy of the file whose one IDAT chunk holds the same bytes as a
- * stored (uncompressed) zlib stream, which libpng's inflate copies at memory speed. libpng still
- * reads every chunk, unfilters, converts and checks the file as before; only the inflater
- * changed. Anything unexpected (a damaged or short stream, one that inflates to another size,
- * chunks out of order, an interlaced image, a filtered image over REWRAP_MAX bytes) leaves the
- * file as it is, for libpng to decode or refuse in its own words. */
+ * For the others (palettes, low bit depths, tRNS, odd chunk layouts), codec_png_rewrap serves
+ * libpng: half or more of a libpng decode is zlib's inflate, which libdeflate does about twice
+ * as fast, but libpng has no hook for another inflater. So, for a non-interlaced PNG whose IDAT
+ * chunks are consecutive, it inflates their joined zlib stream with libdeflate and writes a copy
+ * of the file whose one IDAT chunk holds the same bytes as a stored (uncompressed) zlib stream,
+ * which libpng's inflate copies at memory speed. libpng still reads every chunk, unfilters,
+ * converts and checks the file as before; only the inflater changed. Anything unexpected (a
+ * damaged or short stream, one that inflates to another size, chunks out of order, an
+ * interlaced image, a filtered image over REWRAP_MAX bytes) leaves the file as it is, for libpng
+ * to decode or refuse in its own words. */
 #include <libdeflate.h>
 #include <string.h>
 
