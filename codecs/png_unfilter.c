@@ -282,19 +282,17 @@ static enum codec_status bad_filter(size_t y, int f, char *msg, size_t msglen) {
   return CODEC_CORRUPT;
 }
 
+#ifdef UNFILTER_SSE2
 /* How many rows from y (y >= 1) paeth_quad or paeth_pair unfilter together: 4, 2 or 1. */
 static size_t paeth_rows(const uint8_t *data, size_t y, size_t height, size_t stride, unsigned bpp,
                          int plain_c) {
-  size_t k = 0;
-#ifdef UNFILTER_SSE2
   const uint8_t *f = data + ROOM_ROWS * stride + y * (stride + 1);
+  size_t k = 0;
   if (!plain_c && y > 0 && bpp <= 4 && stride >= 8 * bpp)
     while (k < 4 && y + k < height && f[k * (stride + 1)] == F_PAETH) k++;
-#else
-  (void)data, (void)y, (void)height, (void)stride, (void)bpp, (void)plain_c;
-#endif
   return k == 4 ? 4 : k >= 2 ? 2 : 1;
 }
+#endif
 
 static enum codec_status unfilter(uint8_t *data, size_t height, size_t stride, unsigned bpp,
                                   int swap, int plain_c, char *msg, size_t msglen) {
