@@ -54,7 +54,8 @@ static unsigned paeth(unsigned a, unsigned b, unsigned c) {
   pa = pa < 0 ? -pa : pa;
   pb = pb < 0 ? -pb : pb;
   pc = pc < 0 ? -pc : pc;
-  return pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
+  unsigned ab = pb < pa ? b : a; /* the same choice, as selects rather than branches */
+  return pc < pa && pc < pb ? c : ab;
 }
 
 /* Paeth from byte `from` of the row on. */
