@@ -393,11 +393,38 @@ static void test_damaged(void) {
   free(raw);
 }
 
+/* The limits hold on this path as on libpng's: a file the path would take, over the pixel limit
+ * or the width limit, is CODEC_TOO_LARGE before anything is allocated; under them it decodes. */
+static void test_limits(void) {
+  struct shape s = {97, 33, 3, 8};
+  uint8_t *raw = filtered_rows(&s, "4", 0);
+  size_t zn;
+  uint8_t *z = zlib_of(raw, (size_t)33 * (97 * 3 + 1), 6, &zn);
+  struct file f = png_file(&s, z, zn, 4096, NULL);
+  static const struct codec_limits over[] = {{0, 0, 97 * 33 - 1}, {96, 0, 0}, {0, 32, 0}};
+  for (size_t i = 0; i < sizeof over / sizeof *over; i++) {
+    struct codec_image img = {0};
+    char msg[256] = "";
+    codec_test_fail_alloc(0);
+    ASSERT_INT(codec_png_decode(f.p, f.n, &over[i], &img, msg, sizeof msg), ==, CODEC_TOO_LARGE);
+    ASSERT_INT(codec_test_fail_alloc(-1), ==, 0); /* still armed: nothing was allocated */
+    ASSERT(img.pixels == NULL && msg[0] != '\0');
+  }
+  struct codec_limits fits = {97, 33, 97 * 33};
+  struct codec_image img = {0};
+  ASSERT_INT(codec_png_decode(f.p, f.n, &fits, &img, NULL, 0), ==, CODEC_OK);
+  codec_image_free(&img);
+  free(f.p);
+  free(z);
+  free(raw);
+}
+
 int main(void) {
   RUN(test_filters_against_libpng);
   RUN(test_encoder_files);
   RUN(test_fixtures);
   RUN(test_damaged);
+  RUN(test_limits);
   fprintf(stderr, "unit_codec_pngdec: all tests passed\n");
   return 0;
 }
