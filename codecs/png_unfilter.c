@@ -13,9 +13,10 @@
  * Sub, average and paeth are serial along a row: each pixel needs the one before it. On x86-64
  * (SSE2, its baseline) a pixel is one register, a byte (paeth: a 16-bit lane) per sample byte,
  * so a few instructions make the whole pixel; up is 16 bytes at a time. Paeth, what photographs
- * get, is then bound by the latency of that chain, so runs of paeth rows on pixels of up to 4
- * bytes are made four at a time: two rows a register, each row a pixel behind the one above,
- * two registers whose chains the processor overlaps (paeth_quad). Other architectures, sub and
+ * get, is then bound by the latency of that chain, so runs of paeth rows are made up to four at
+ * a time, each row a pixel behind the one above, in chains the processor overlaps: for pixels of
+ * up to 4 bytes two rows a register, two registers (paeth_quad, paeth_pair); for 6 or 8 bytes
+ * (16-bit RGB, RGBA) a register a row (paeth_wide). Other architectures, sub and
  * average on pixels of 1 or 2 bytes, and the plain-C twin that the tests compare with
  * (codec_png_unfilter_c) take the C loops. 16-bit samples, big-endian in the file, are swapped
  * to host order once the rows below no longer read them. */
@@ -172,7 +173,7 @@ static inline void serial_sse2(int f, uint8_t *out, const uint8_t *in, const uin
       c = b;
       r = _mm_packus_epi16(a, a);
     }
-    if (last || bpp == 6) /* 8 bytes would reach the next pixel's unread ones on row 0 */
+    if (last) /* the row's end: no byte past it */
       store_last(out + i, r, bpp);
     else
       store_px(out + i, r, wide);
@@ -244,6 +245,38 @@ static void paeth_quad(uint8_t *out0, const uint8_t *in0, const uint8_t *prior, 
   paeth_c(out3, in3, out2, i - 3 * bpp, n, bpp);
 }
 
+/* Paeth on k (2 or 4) rows at once for pixels of 6 or 8 bytes (16-bit RGB, RGBA), a register a
+ * row, each row a pixel behind the one above, whose b and c are the pixels that row made the
+ * step before: k independent chains a step. Rows go from the last to the first, so that row r
+ * reads row r - 1's register before it moves on. n >= 8 bpp. */
+static inline void paeth_wide(uint8_t *out0, const uint8_t *in0, const uint8_t *prior,
+                              size_t stride, unsigned bpp, size_t k) {
+  const __m128i zero = _mm_setzero_si128();
+  __m128i a[4], c[4];
+  size_t i = (k - 1) * bpp;
+  for (size_t r = 0; r < k; r++) { /* the staircase, then each row's a and c left of it */
+    uint8_t *out = out0 + r * stride;
+    const uint8_t *in = in0 + r * (stride + 1), *above = r ? out - stride : prior;
+    size_t at = i - r * bpp; /* row r's next pixel */
+    paeth_c(out, in, above, 0, at, bpp);
+    a[r] = at ? _mm_unpacklo_epi8(load_px(out + at - bpp, 8), zero) : zero;
+    c[r] = at ? _mm_unpacklo_epi8(load_px(above + at - bpp, 8), zero) : zero;
+  }
+  for (; i + 8 <= stride; i += bpp)
+    for (size_t r = k; r-- > 0;) {
+      size_t at = i - r * bpp;
+      __m128i b = r ? a[r - 1] : _mm_unpacklo_epi8(load_px(prior + i, 8), zero);
+      __m128i x = _mm_unpacklo_epi8(load_px(in0 + r * (stride + 1) + at, 8), zero);
+      a[r] = paeth_px(x, a[r], b, c[r]);
+      c[r] = b;
+      store_px(out0 + r * stride + at, _mm_packus_epi16(a[r], a[r]), 8);
+    }
+  for (size_t r = 0; r < k; r++) {
+    uint8_t *out = out0 + r * stride;
+    paeth_c(out, in0 + r * (stride + 1), r ? out - stride : prior, i - r * bpp, stride, bpp);
+  }
+}
+
 /* One row: SSE2 where it pays, else C. */
 static void row(int f, uint8_t *out, const uint8_t *in, const uint8_t *prior, size_t n,
                 unsigned bpp) {
@@ -284,14 +317,23 @@ static enum codec_status bad_filter(size_t y, int f, char *msg, size_t msglen) {
 }
 
 #ifdef UNFILTER_SSE2
-/* How many rows from y (y >= 1) paeth_quad or paeth_pair unfilter together: 4, 2 or 1. */
+/* How many rows from y (y >= 1) unfilter together as paeth: 4, 2 or 1. */
 static size_t paeth_rows(const uint8_t *data, size_t y, size_t height, size_t stride, unsigned bpp,
                          int plain_c) {
   const uint8_t *f = data + ROOM_ROWS * stride + y * (stride + 1);
   size_t k = 0;
-  if (!plain_c && y > 0 && bpp <= 4 && stride >= 8 * bpp)
+  if (!plain_c && y > 0 && stride >= 8 * bpp)
     while (k < 4 && y + k < height && f[k * (stride + 1)] == F_PAETH) k++;
   return k == 4 ? 4 : k >= 2 ? 2 : 1;
+}
+
+/* k rows from out (k = paeth_rows' answer, > 1) made by paeth_quad, paeth_pair or paeth_wide. */
+static void paeth_together(uint8_t *out, const uint8_t *in, const uint8_t *prior, size_t stride,
+                           unsigned bpp, size_t k) {
+  if (bpp <= 4 && k == 4) paeth_quad(out, in, prior, stride, bpp);
+  if (bpp <= 4 && k == 2) paeth_pair(out, in, prior, out + stride, in + stride + 1, stride, bpp);
+  if (bpp > 4 && k == 4) paeth_wide(out, in, prior, stride, bpp, 4);
+  if (bpp > 4 && k == 2) paeth_wide(out, in, prior, stride, bpp, 2);
 }
 #endif
 
@@ -305,9 +347,8 @@ static enum codec_status unfilter(uint8_t *data, size_t height, size_t stride, u
     if (f > F_PAETH) return bad_filter(y, f, msg, msglen);
 #ifdef UNFILTER_SSE2
     size_t k = paeth_rows(data, y, height, stride, bpp, plain_c);
-    if (k == 4) paeth_quad(out, in, prior, stride, bpp);
-    if (k == 2) paeth_pair(out, in, prior, out + stride, in + stride + 1, stride, bpp);
     if (k > 1) {
+      paeth_together(out, in, prior, stride, bpp, k);
       y += k;
     } else
 #endif
