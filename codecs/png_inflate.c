@@ -104,8 +104,8 @@ enum codec_status codec_png_inflate(const uint8_t *buf, const struct codec_png_l
   struct libdeflate_decompressor *d = libdeflate_alloc_decompressor();
   size_t used = 0, got = 0;
   enum libdeflate_result r = LIBDEFLATE_BAD_DATA;
-  if (d && zlib_header_ok(z, l->zlen))
-    r = libdeflate_deflate_decompress_ex(d, z + 2, l->zlen - 2, raw, n, &used, &got);
+  int header = zlib_header_ok(z, l->zlen);
+  if (d && header) r = libdeflate_deflate_decompress_ex(d, z + 2, l->zlen - 2, raw, n, &used, &got);
   if (r == LIBDEFLATE_SUCCESS && adler &&
       (l->zlen - 2 - used < 4 || be32(z + 2 + used) != libdeflate_adler32(1, raw, got)))
     r = LIBDEFLATE_BAD_DATA;
@@ -113,7 +113,7 @@ enum codec_status codec_png_inflate(const uint8_t *buf, const struct codec_png_l
   codec_free(joined);
   if (d == NULL) return CODEC_NOMEM;
   if (r == LIBDEFLATE_SUCCESS && got == n) return CODEC_OK;
-  if (!zlib_header_ok(z == joined ? buf + l->first + 8 : z, l->zlen))
+  if (!header)
     codec_msgf(msg, msglen, "the PNG pixel data is corrupt: it does not start with a zlib header");
   else if (r == LIBDEFLATE_INSUFFICIENT_SPACE)
     codec_msgf(msg, msglen,
