@@ -79,9 +79,9 @@ static void row_c(int f, uint8_t *out, const uint8_t *in, const uint8_t *prior, 
 
 #ifdef UNFILTER_SSE2
 /* A pixel of `wide` bytes (4 or 8) to the low lanes of a register, and back. The loops below use
- * them for every pixel but the row's last: the bytes past a pixel of 3 are the next pixel's,
- * read before they are written; one written past it lands on bytes already read, since the
- * output runs at least one byte behind the input. */
+ * them for every pixel but the row's last: the bytes past a smaller pixel are the next pixel's,
+ * whose own step rewrites them, and the output runs three rows behind the input, so no store
+ * reaches a byte still to be read. */
 static inline __m128i load_px(const uint8_t *p, size_t wide) {
   if (wide == 4) {
     int v;
