@@ -43,7 +43,8 @@ done
 # deflaters alone on the filtered rows (codec_bench deflate) on three images that compress
 # differently: the photograph, its blur at sigma 12 (what /blur?sigma=12&format=png encodes) and
 # its /variance?radius=7 map (16-bit gray); then lossy WebP at each effort on the photograph and
-# the blur, and libpng's decode of blurd's PNGs at the default level and of other encoders'.
+# the blur, and the PNG decoder (codec_bench pngdec: blurd's and libspng's, median of 11) on
+# blurd's PNGs at the default level and on other encoders'.
 median_s() {
   for _ in $(seq "$reps"); do
     /usr/bin/time -f %e "$@" 2>&1 >/dev/null | tail -1
@@ -77,10 +78,17 @@ printf '\n'
 "$bin" blur --sigma 12 tests/data/photo_1080p.jpg "$tmp/blur12.png" 2>/dev/null
 "$bin" variance --radius 7 tests/data/photo_1080p.jpg "$tmp/variance.png" 2>/dev/null
 "$bin" convert --compression 6 tests/data/photo_1080p.jpg "$tmp/level6.png" 2>/dev/null
-"${PYTHON:-/usr/bin/python3}" -c "from PIL import Image; Image.open('tests/data/photo_1080p.jpg')\
-.save('$tmp/pillow.png')" 2>/dev/null || true
+# Pillow's adaptive filters (mostly paeth), as RGB, RGBA (alpha a diagonal ramp) and 8-bit gray.
+"${PYTHON:-/usr/bin/python3}" -c "
+import numpy as np
+from PIL import Image
+im = Image.open('tests/data/photo_1080p.jpg')
+im.save('$tmp/pillow.png')
+ramp = (np.add.outer(np.arange(im.height), np.arange(im.width)) % 256).astype(np.uint8)
+Image.fromarray(np.dstack([np.asarray(im), ramp]), 'RGBA').save('$tmp/pillow_rgba.png')
+im.convert('L').save('$tmp/pillow_gray.png')" 2>/dev/null || true
 vips copy "$tmp/blurd.png" "$tmp/interlaced.png[interlace]" 2>/dev/null || true
 # shellcheck disable=SC2046 # the optional files are words of their own
 "$bin_dir/codec_bench" pngdec "$tmp/blurd.png" "$tmp/blur12.png" "$tmp/variance.png" \
-  "$tmp/level6.png" $(ls "$tmp/vips.png" "$tmp/pillow.png" 2>/dev/null) tests/data/astronaut.png \
+  "$tmp/level6.png" $(ls "$tmp/vips.png" "$tmp"/pillow*.png 2>/dev/null) tests/data/astronaut.png \
   tests/data/palette.png $(ls "$tmp/interlaced.png" 2>/dev/null)

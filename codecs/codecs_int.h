@@ -2,9 +2,10 @@
  *
  * codecs.c dispatches to the per-format decoders and encoders below (png.c and png_write.c,
  * jpeg.c, webp.c, data.c) after it has checked the arguments; exif.c holds the EXIF orientation
- * parser and the code that turns decoded pixels upright, icc.c the CMYK conversion. The helpers
- * all of these share are in common.h (common.c). unit_codecs.c includes this header to test the
- * EXIF parser and the libpng decoder directly. */
+ * parser and the code that turns decoded pixels upright, icc.c the CMYK conversion; png.c's
+ * decoder uses png_inflate.c's chunk walker and inflater and png_unfilter.c's row filters. The
+ * helpers all of these share are in common.h (common.c). unit_codecs.c includes this header to test
+ * the EXIF parser and the libpng decoder directly. */
 #ifndef BLURD_CODECS_INT_H
 #define BLURD_CODECS_INT_H
 
@@ -24,6 +25,44 @@ enum codec_status codec_webp_decode(const uint8_t *buf, size_t len, const struct
  * (codec_malloc'd; codec_free it) of *outlen bytes, CODEC_UNSUPPORTED when the file should be
  * decoded as it is (interlaced, oversized, laid out or compressed unexpectedly), or CODEC_NOMEM. */
 enum codec_status codec_png_rewrap(const uint8_t *buf, size_t len, uint8_t **out, size_t *outlen);
+
+/* Bytes libpng may allocate for one ancillary chunk (png.c); png.c's own path through the pixel
+ * data takes files whose chunks after the pixel data stay under it. */
+#define CODEC_PNG_CHUNK_MAX (8u << 20)
+
+/* Where a PNG file's pixel data lies (png_inflate.c). */
+struct codec_png_layout {
+  size_t first, end; /* [first, end): the IDAT chunks, consecutive */
+  size_t zlen;       /* the data bytes they hold */
+  int trns;          /* a tRNS chunk comes before them */
+  int tidy;          /* after them only ancillary chunks (letters, <= CODEC_PNG_CHUNK_MAX), then
+                      * an empty IEND, all within the file */
+};
+
+/* Walks the chunks of the PNG file buf from its signature to IEND. Returns 0 with *l filled, or
+ * -1 when the IDAT chunks are missing, not consecutive, or a chunk runs past the file's end. */
+int codec_png_layout(const uint8_t *buf, size_t len, struct codec_png_layout *l);
+
+/* Inflates the joined IDAT data of buf (as l describes it) with libdeflate into raw, which must
+ * receive exactly n bytes; zlib's Adler-32 after the stream is checked only when adler is set
+ * (png.c's own path skips it as libpng does: skip_data_checksums). Returns CODEC_OK,
+ * CODEC_NOMEM, or CODEC_CORRUPT with a sentence in msg (when not NULL) for a stream that is
+ * damaged or inflates to fewer or more than n bytes. */
+enum codec_status codec_png_inflate(const uint8_t *buf, const struct codec_png_layout *l, int adler,
+                                    uint8_t *raw, size_t n, char *msg, size_t msglen);
+
+/* png_unfilter.c: undoes PNG's row filters in place. data holds CODEC_PNG_ROOM_ROWS * stride
+ * bytes of room, then height rows, each a filter-type byte and stride filtered bytes of pixels of
+ * bpp bytes (1..8); it receives height packed rows of stride bytes from its start. swap (16-bit
+ * samples on a little-endian host) swaps each sample's two bytes. Returns CODEC_OK, or
+ * CODEC_CORRUPT with a sentence naming the row whose filter type is not 0..4 (the rows before it
+ * are then undone, the rest not). codec_png_unfilter_c does the same in plain C, without SIMD: the
+ * reference its tests compare with. */
+#define CODEC_PNG_ROOM_ROWS 3
+enum codec_status codec_png_unfilter(uint8_t *data, size_t height, size_t stride, unsigned bpp,
+                                     int swap, char *msg, size_t msglen);
+enum codec_status codec_png_unfilter_c(uint8_t *data, size_t height, size_t stride, unsigned bpp,
+                                       int swap, char *msg, size_t msglen);
 
 /* WebP's width, height and channels from its header (WebPGetFeatures). Returns 0, or -1. */
 int codec_webp_probe(const uint8_t *buf, size_t len, struct codec_shape *out);

@@ -1,14 +1,18 @@
-/* png_inflate.c: a PNG's pixel data inflated by libdeflate, handed to libpng as stored blocks.
+/* png_inflate.c: a PNG's pixel data found and inflated by libdeflate, for png.c's own path
+ * through the pixel data or handed to libpng as stored blocks.
  *
- * Half or more of a libpng decode is zlib's inflate, which libdeflate does about twice as fast,
- * but libpng has no hook for another inflater. So, for a non-interlaced PNG whose IDAT chunks
- * are consecutive, this inflates their joined zlib stream with libdeflate into the exact size
- * IHDR implies, and writes a copy of the file whose one IDAT chunk holds the same bytes as a
- * stored (uncompressed) zlib stream, which libpng's inflate copies at memory speed. libpng still
- * reads every chunk, unfilters, converts and checks the file as before; only the inflater
- * changed. Anything unexpected (a damaged or short stream, one that inflates to another size,
- * chunks out of order, an interlaced image, a filtered image over REWRAP_MAX bytes) leaves the
- * file as it is, for libpng to decode or refuse in its own words. */
+ * codec_png_layout walks the chunks and codec_png_inflate inflates the joined IDAT data into the
+ * exact size IHDR implies; png.c unfilters that itself for the common files (png_unfilter.c).
+ * For the others (palettes, low bit depths, tRNS, odd chunk layouts), codec_png_rewrap serves
+ * libpng: half or more of a libpng decode is zlib's inflate, which libdeflate does about twice
+ * as fast, but libpng has no hook for another inflater. So, for a non-interlaced PNG whose IDAT
+ * chunks are consecutive, it inflates their joined zlib stream with libdeflate and writes a copy
+ * of the file whose one IDAT chunk holds the same bytes as a stored (uncompressed) zlib stream,
+ * which libpng's inflate copies at memory speed. libpng still reads every chunk, unfilters,
+ * converts and checks the file as before; only the inflater changed. Anything unexpected (a
+ * damaged or short stream, one that inflates to another size, chunks out of order, an
+ * interlaced image, a filtered image over REWRAP_MAX bytes) leaves the file as it is, for libpng
+ * to decode or refuse in its own words. */
 #include <libdeflate.h>
 #include <string.h>
 
@@ -42,42 +46,87 @@ static size_t filtered_size(const uint8_t *ihdr) {
   return w && h && total <= REWRAP_MAX ? (size_t)total : 0;
 }
 
-/* Finds the IDAT chunks: [*first, *end) spans them all, consecutive, holding *zlen data bytes.
- * Returns 0, or -1 when the file is not laid out so. */
-static int find_idat(const uint8_t *buf, size_t len, size_t *first, size_t *end, size_t *zlen) {
-  size_t pos = 8;
-  *first = *end = *zlen = 0;
-  while (pos + 12 <= len) {
-    size_t n = be32(buf + pos);
-    if (n > len - pos - 12) return -1;
-    int idat = memcmp(buf + pos + 4, "IDAT", 4) == 0;
-    if (idat && *first && *end != pos) return -1; /* a chunk between two IDATs */
-    if (idat && !*first) *first = pos;
-    if (idat) *end = pos + 12 + n, *zlen += n;
-    if (memcmp(buf + pos + 4, "IEND", 4) == 0) break;
-    pos += 12 + n;
-  }
-  return *first ? 0 : -1;
+static int is_letter(uint8_t c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
 }
 
-/* The joined IDAT data of buf[first..end), inflated by libdeflate into raw[0..n): CODEC_OK,
- * CODEC_NOMEM, or CODEC_CORRUPT when the stream does not inflate to exactly n bytes. */
-static enum codec_status inflate_idat(const uint8_t *buf, size_t first, size_t end, size_t zlen,
-                                      uint8_t *raw, size_t n) {
-  uint8_t *z = codec_malloc(zlen ? zlen : 1);
-  struct libdeflate_decompressor *d = z ? libdeflate_alloc_decompressor() : NULL;
-  size_t at = 0;
-  for (size_t pos = first; d && pos < end; pos += 12 + be32(buf + pos)) {
-    memcpy(z + at, buf + pos + 8, be32(buf + pos));
-    at += be32(buf + pos);
+/* Whether a chunk after the pixel data is one libpng would pass over: an ancillary chunk (its
+ * first letter lower case) with a well-formed name and no more data than libpng keeps. */
+static int harmless_after(const uint8_t *type, size_t n) {
+  for (int i = 0; i < 4; i++)
+    if (!is_letter(type[i])) return 0;
+  return (type[0] & 0x20) && n <= CODEC_PNG_CHUNK_MAX;
+}
+
+int codec_png_layout(const uint8_t *buf, size_t len, struct codec_png_layout *l) {
+  size_t pos = 8;
+  int after = 0, odd = 0; /* past the IDAT chunks; a chunk libpng might not pass over */
+  *l = (struct codec_png_layout){0};
+  while (pos + 12 <= len) {
+    size_t n = be32(buf + pos);
+    const uint8_t *type = buf + pos + 4;
+    if (n > len - pos - 12) return -1;
+    int idat = memcmp(type, "IDAT", 4) == 0;
+    if (idat && after) return -1; /* a chunk between two IDATs */
+    if (idat && !l->first) l->first = pos;
+    if (idat) l->end = pos + 12 + n, l->zlen += n;
+    if (!idat && l->first) after = 1;
+    if (!l->first && memcmp(type, "tRNS", 4) == 0) l->trns = 1;
+    if (memcmp(type, "IEND", 4) == 0) {
+      l->tidy = l->first && !odd && n == 0;
+      break;
+    }
+    if (after && !harmless_after(type, n)) odd = 1;
+    pos += 12 + n;
   }
-  enum codec_status st =
-      d == NULL                                                                    ? CODEC_NOMEM
-      : libdeflate_zlib_decompress(d, z, zlen, raw, n, NULL) == LIBDEFLATE_SUCCESS ? CODEC_OK
-                                                                                   : CODEC_CORRUPT;
+  return l->first ? 0 : -1;
+}
+
+/* The zlib header (RFC 1950): deflate, a window of at most 32 KiB, no preset dictionary. */
+static int zlib_header_ok(const uint8_t *z, size_t n) {
+  return n >= 2 && (z[0] & 15) == 8 && z[0] >> 4 <= 7 && !(z[1] & 0x20) &&
+         (z[0] << 8 | z[1]) % 31 == 0;
+}
+
+enum codec_status codec_png_inflate(const uint8_t *buf, const struct codec_png_layout *l, int adler,
+                                    uint8_t *raw, size_t n, char *msg, size_t msglen) {
+  const uint8_t *z = buf + l->first + 8;
+  uint8_t *joined = NULL; /* the data of several IDAT chunks, joined */
+  if (l->end - l->first != l->zlen + 12) {
+    if ((joined = codec_malloc(l->zlen ? l->zlen : 1)) == NULL) return CODEC_NOMEM;
+    size_t at = 0;
+    for (size_t pos = l->first; pos < l->end; pos += 12 + be32(buf + pos)) {
+      memcpy(joined + at, buf + pos + 8, be32(buf + pos));
+      at += be32(buf + pos);
+    }
+    z = joined;
+  }
+  struct libdeflate_decompressor *d = libdeflate_alloc_decompressor();
+  size_t used = 0, got = 0;
+  enum libdeflate_result r = LIBDEFLATE_BAD_DATA;
+  int header = zlib_header_ok(z, l->zlen);
+  if (d && header) r = libdeflate_deflate_decompress_ex(d, z + 2, l->zlen - 2, raw, n, &used, &got);
+  if (r == LIBDEFLATE_SUCCESS && adler &&
+      (l->zlen - 2 - used < 4 || be32(z + 2 + used) != libdeflate_adler32(1, raw, got)))
+    r = LIBDEFLATE_BAD_DATA;
   if (d) libdeflate_free_decompressor(d);
-  codec_free(z);
-  return st;
+  codec_free(joined);
+  if (d == NULL) return CODEC_NOMEM;
+  if (r == LIBDEFLATE_SUCCESS && got == n) return CODEC_OK;
+  if (!header)
+    codec_msgf(msg, msglen, "the PNG pixel data is corrupt: it does not start with a zlib header");
+  else if (r == LIBDEFLATE_INSUFFICIENT_SPACE)
+    codec_msgf(msg, msglen,
+               "the PNG pixel data is corrupt: it inflates to more than the %zu bytes its rows "
+               "take",
+               n);
+  else if (r == LIBDEFLATE_SUCCESS)
+    codec_msgf(msg, msglen,
+               "the PNG pixel data is corrupt: it inflates to %zu bytes where its rows take %zu",
+               got, n);
+  else
+    codec_msgf(msg, msglen, "the PNG pixel data is corrupt: its zlib stream is damaged");
+  return CODEC_CORRUPT;
 }
 
 /* Writes raw[0..n) at p as one IDAT chunk holding a stored zlib stream; returns its bytes. */
@@ -105,26 +154,28 @@ static size_t stored_idat(uint8_t *p, const uint8_t *raw, size_t n) {
 }
 
 enum codec_status codec_png_rewrap(const uint8_t *buf, size_t len, uint8_t **out, size_t *outlen) {
-  size_t first, end, zlen, n;
+  struct codec_png_layout l;
+  size_t n;
   *out = NULL;
   if (len < 33 || memcmp(buf + 12, "IHDR", 4) != 0 || be32(buf + 8) != 13 ||
       libdeflate_crc32(0, buf + 12, 17) != be32(buf + 29))
     return CODEC_UNSUPPORTED; /* libpng refuses it, or checked the limits from this IHDR */
-  if ((n = filtered_size(buf + 16)) == 0 || find_idat(buf, len, &first, &end, &zlen) != 0)
+  if ((n = filtered_size(buf + 16)) == 0 || codec_png_layout(buf, len, &l) != 0)
     return CODEC_UNSUPPORTED;
   size_t blocks = n / STORED_MAX + 1, idat_len = 12 + 2 + 5 * blocks + n + 4;
-  uint8_t *raw = codec_malloc(n), *file = raw ? codec_malloc(len - (end - first) + idat_len) : NULL;
-  enum codec_status st = file ? inflate_idat(buf, first, end, zlen, raw, n) : CODEC_NOMEM;
+  uint8_t *raw = codec_malloc(n),
+          *file = raw ? codec_malloc(len - (l.end - l.first) + idat_len) : NULL;
+  enum codec_status st = file ? codec_png_inflate(buf, &l, 1, raw, n, NULL, 0) : CODEC_NOMEM;
   if (st != CODEC_OK) {
     codec_free(raw);
     codec_free(file);
     return st == CODEC_NOMEM ? CODEC_NOMEM : CODEC_UNSUPPORTED;
   }
-  memcpy(file, buf, first);
-  size_t at = first + stored_idat(file + first, raw, n);
-  memcpy(file + at, buf + end, len - end);
+  memcpy(file, buf, l.first);
+  size_t at = l.first + stored_idat(file + l.first, raw, n);
+  memcpy(file + at, buf + l.end, len - l.end);
   codec_free(raw);
   *out = file;
-  *outlen = at + len - end;
+  *outlen = at + len - l.end;
   return CODEC_OK;
 }

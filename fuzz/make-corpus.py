@@ -14,6 +14,8 @@ import io
 import json
 import os
 import shutil
+import struct
+import zlib
 
 from PIL import Image
 
@@ -47,6 +49,34 @@ def pil_bytes(img, fmt, **opts):
 
 def crop(name, box):
     return Image.open(os.path.join(DATA, name)).crop(box)
+
+
+def png_filtered(img, filters):
+    """A PNG of img (PIL, mode L, LA, RGB or RGBA; 8-bit) whose row y has filter type
+    filters[y % len(filters)]: 0-4 as PNG defines them (9.2), anything else written as it is."""
+    colour = {"L": 0, "LA": 4, "RGB": 2, "RGBA": 6}[img.mode]
+    w, h = img.size
+    bpp = len(img.mode)
+    raw = img.tobytes()
+    stride = w * bpp
+    out, prior = b"", bytes(stride)
+    for y in range(h):
+        row, f = raw[y * stride:(y + 1) * stride], filters[y % len(filters)]
+        line = bytearray([f])
+        for i, x in enumerate(row):
+            a = row[i - bpp] if i >= bpp else 0
+            b, c = prior[i], prior[i - bpp] if i >= bpp else 0
+            pa, pb, pc = abs(b - c), abs(a - c), abs(a + b - 2 * c)
+            pred = [0, a, b, (a + b) // 2, a if pa <= pb and pa <= pc else b if pb <= pc else c]
+            line.append((x - pred[f]) & 255 if f < 5 else x)
+        out += bytes(line)
+        prior = row
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    ihdr = struct.pack(">IIBBBBB", w, h, 8, colour, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(out, 9)) +
+            chunk(b"IEND", b""))
 
 
 def part(boundary, name, data, filename=None, ctype=None):
@@ -86,6 +116,14 @@ def images():
                                            "PNG", bits=4))
     write("png", "gray16_tiny.png", pil_bytes(Image.open(os.path.join(DATA, "gray16.png"))
                                               .crop((10, 10, 15, 13)), "PNG"))
+    # Rows png.c unfilters itself (codecs/png_unfilter.c): PIL's adaptive filters (mostly paeth)
+    # on a photograph, every filter type in turn as gray+alpha and RGBA, and a filter type byte
+    # that PNG does not define.
+    photo = Image.open(os.path.join(DATA, "orient1.jpg")).crop((3, 5, 26, 22))  # 23x17
+    write("png", "rgb_adaptive.png", pil_bytes(photo, "PNG"))
+    write("png", "la_filters.png", png_filtered(photo.convert("LA"), [4, 4, 3, 1, 2, 0, 4, 4]))
+    write("png", "rgba_filters.png", png_filtered(photo.convert("RGBA"), [3, 4, 4, 0, 1, 2, 3]))
+    write("png", "bad_filter.png", png_filtered(photo, [4, 4, 1, 7]))
     for name in JPEG_COPIES:
         write("jpeg", name, fixture(name))
     gray = crop("gray.jpg", (200, 100, 264, 148))  # 64x48 of the camera man

@@ -11,8 +11,8 @@
  * compressed by libdeflate at the same level: the two times added); and blurd's encoder
  * (codecs/png_write.c) with the level's own filter and with each of none, up, paeth and
  * adaptive. IMAGE is any file codec_decode reads; its channels and depth are kept, so a 16-bit
- * gray PNG measures the variance maps. pngdec times, for each PNG, the best of 5 decodes with
- * codec_decode (libpng) and with libspng (its own format, palettes to RGBA8). Times are
+ * gray PNG measures the variance maps. pngdec times, for each PNG, the median of 11 decodes with
+ * codec_decode (codecs/png.c) and with libspng (its own format, palettes to RGBA8). Times are
  * milliseconds of one thread. webp times lossy WebP at each effort (libwebp's method 0..6) at
  * one quality, with the file's size and its PSNR against the image. deflate compresses the
  * image's filtered rows (blurd's up and paeth filters, as PNG's IDAT holds them) with each
@@ -117,6 +117,13 @@ static void spng_decode_once(const uint8_t *png, size_t len) {
   }
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+#define DECODE_REPS 11
+
 static int decode_bench(int n, char **paths) {
   for (int i = 0; i < n; i++) {
     FILE *f = fopen(paths[i], "rb");
@@ -127,8 +134,8 @@ static int decode_bench(int n, char **paths) {
       return 1;
     }
     fclose(f);
-    double best_png = 1e30, best_spng = 1e30;
-    for (int r = 0; r < 5; r++) {
+    double t_png[DECODE_REPS], t_spng[DECODE_REPS];
+    for (int r = 0; r < DECODE_REPS; r++) {
       struct codec_image img;
       double t0 = now_ms();
       if (codec_decode(buf, (size_t)len, NULL, &img, NULL, 0) != CODEC_OK) return 1;
@@ -136,12 +143,14 @@ static int decode_bench(int n, char **paths) {
       codec_image_free(&img);
       double t2 = now_ms();
       spng_decode_once(buf, (size_t)len);
-      double t3 = now_ms();
-      best_png = t1 - t0 < best_png ? t1 - t0 : best_png;
-      best_spng = t3 - t2 < best_spng ? t3 - t2 : best_spng;
+      t_png[r] = t1 - t0;
+      t_spng[r] = now_ms() - t2;
     }
+    qsort(t_png, DECODE_REPS, sizeof(double), cmp_double);
+    qsort(t_spng, DECODE_REPS, sizeof(double), cmp_double);
     const char *name = strrchr(paths[i], '/');
-    printf("| %s | %.1f | %.1f |\n", name ? name + 1 : paths[i], best_png, best_spng);
+    printf("| %s | %.1f | %.1f |\n", name ? name + 1 : paths[i], t_png[DECODE_REPS / 2],
+           t_spng[DECODE_REPS / 2]);
     free(buf);
   }
   return 0;
@@ -278,7 +287,7 @@ int main(int argc, char **argv) {
   if (argc >= 3 && strcmp(argv[1], "webp") == 0)
     return webp_bench(argv[2], argc > 3 ? atoi(argv[3]) : 90, argc > 4 ? atoi(argv[4]) : 3);
   if (argc >= 3 && strcmp(argv[1], "pngdec") == 0) {
-    printf("| PNG | libpng ms | libspng ms |\n|---|---|---|\n");
+    printf("| PNG | blurd ms | libspng ms |\n|---|---|---|\n");
     return decode_bench(argc - 2, argv + 2);
   }
   if (argc < 3 || strcmp(argv[1], "png") != 0) {
