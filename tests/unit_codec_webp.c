@@ -1,0 +1,275 @@
+/* unit_codec_webp: lossy WebP's one-segment rule for smooth images at effort 2 (codecs/webp.c,
+ * docs/methods.md "WebP effort"). The rule's test of the luma plane is checked at its bounds on
+ * made-up planes; the files are checked against libwebp called directly, byte for byte, and
+ * through the VP8 frame header's segmentation flag (read with RFC 6386's boolean decoder): a
+ * blurred photograph at effort 2 is one segment at one quality step lower, the photograph itself
+ * and every other effort are libwebp's own file at libwebp's method. The blurred photograph's
+ * file is then held to the size, PSNR and CPU time of libwebp's four segments. Fixtures come
+ * from $BLURD_DATA, or tests/data when run from the repository root. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <webp/decode.h>
+#include <webp/encode.h>
+
+#include "../codecs/codecs.h"
+#include "../codecs/codecs_int.h"
+#include "test.h"
+#include "fixtures.h"
+
+/* A w x h plane of value v with a step of height step at column x0 in the first rows rows. */
+static uint8_t *plane_with_steps(int w, int h, int x0, int step, int rows) {
+  uint8_t *p = malloc((size_t)w * h);
+  ASSERT(p != NULL);
+  for (int y = 0; y < h; y++)
+    for (int x = 0; x < w; x++) p[y * w + x] = (uint8_t)(100 + (y < rows && x >= x0 ? step : 0));
+  return p;
+}
+
+/* Smooth: at most one step over 8 levels in 1000 pixels (10 in 100x100), counted in every row;
+ * a step of 8 is not one, nor is a ramp of one level a pixel. */
+static void test_smooth_rule(void) {
+  uint8_t *p = plane_with_steps(100, 100, 50, 9, 10);
+  ASSERT_INT(codec_webp_smooth(p, 100, 100, 100), ==, 1);
+  free(p);
+  p = plane_with_steps(100, 100, 50, 9, 11);
+  ASSERT_INT(codec_webp_smooth(p, 100, 100, 100), ==, 0);
+  free(p);
+  p = plane_with_steps(100, 100, 50, 8, 100);
+  ASSERT_INT(codec_webp_smooth(p, 100, 100, 100), ==, 1);
+  free(p);
+  p = plane_with_steps(100, 100, 50, -9, 11); /* downwards too */
+  ASSERT_INT(codec_webp_smooth(p, 100, 100, 100), ==, 0);
+  free(p);
+  uint8_t ramp[4 * 256];
+  for (int i = 0; i < 4 * 256; i++) ramp[i] = (uint8_t)(i % 256);
+  ASSERT_INT(codec_webp_smooth(ramp, 256, 256, 4), ==, 1); /* each row 0..255: no step */
+  /* rows 128 bytes apart: rows 1 and 3 go 128..255, 0..127, a step of 255 each; 1 allowed */
+  ASSERT_INT(codec_webp_smooth(ramp, 128, 256, 4), ==, 0);
+}
+
+/* img box-blurred three times with radius r in each direction (about a Gaussian of sigma
+ * r * 0.82), in place. */
+static void box_blur(struct codec_image *img, int r) {
+  int w = img->width, h = img->height, c = img->channels, n = w > h ? w : h;
+  int *line = malloc(sizeof(int) * (size_t)n * c);
+  ASSERT(line != NULL);
+  for (int pass = 0; pass < 6; pass++) {
+    int horiz = pass % 2 == 0, len = horiz ? w : h, count = horiz ? h : w;
+    for (int k = 0; k < count; k++) {
+      size_t step = horiz ? (size_t)c : (size_t)w * c;
+      uint8_t *base = img->pixels + (horiz ? (size_t)k * w * c : (size_t)k * c);
+      for (int i = 0; i < len * c; i++) line[i] = base[(size_t)(i / c) * step + i % c];
+      for (int i = 0; i < len; i++)
+        for (int ch = 0; ch < c; ch++) {
+          int sum = 0;
+          for (int d = -r; d <= r; d++) {
+            int j = i + d < 0 ? 0 : i + d >= len ? len - 1 : i + d;
+            sum += line[j * c + ch];
+          }
+          base[(size_t)i * step + ch] = (uint8_t)((sum + r) / (2 * r + 1));
+        }
+    }
+  }
+  free(line);
+}
+
+/* The file libwebp writes by itself for the 8-bit RGB or RGBA img: default preset at quality,
+ * method, segments segments. Frees with free(). */
+static uint8_t *webp_alone(const struct codec_image *img, float quality, int method, int segments,
+                           size_t *len) {
+  WebPConfig c;
+  WebPPicture pic;
+  WebPMemoryWriter w;
+  ASSERT(WebPConfigPreset(&c, WEBP_PRESET_DEFAULT, quality) && WebPPictureInit(&pic));
+  c.method = method;
+  c.segments = segments;
+  pic.width = img->width;
+  pic.height = img->height;
+  WebPMemoryWriterInit(&w);
+  pic.writer = WebPMemoryWrite;
+  pic.custom_ptr = &w;
+  int stride = img->width * img->channels;
+  ASSERT(img->channels == 4 ? WebPPictureImportRGBA(&pic, img->pixels, stride)
+                            : WebPPictureImportRGB(&pic, img->pixels, stride));
+  ASSERT(WebPEncode(&c, &pic));
+  WebPPictureFree(&pic);
+  uint8_t *out = malloc(w.size);
+  ASSERT(out != NULL);
+  memcpy(out, w.mem, w.size);
+  *len = w.size;
+  WebPMemoryWriterClear(&w);
+  return out;
+}
+
+/* RFC 6386's boolean decoder (section 7.3), for the first bits of the first partition. */
+struct bool_dec {
+  const uint8_t *p, *end;
+  unsigned value, range;
+  int bits;
+};
+
+static int bool_read(struct bool_dec *d, int prob) {
+  unsigned split = 1 + (((d->range - 1) * (unsigned)prob) >> 8), big = split << 8;
+  int bit = d->value >= big;
+  if (bit) {
+    d->range -= split;
+    d->value -= big;
+  } else {
+    d->range = split;
+  }
+  while (d->range < 128) {
+    d->value <<= 1;
+    d->range <<= 1;
+    if (++d->bits == 8) {
+      d->bits = 0;
+      if (d->p < d->end) d->value |= *d->p++;
+    }
+  }
+  return bit;
+}
+
+/* The segmentation_enabled flag of the key frame in the WebP file f (its "VP8 " chunk, after
+ * color_space and clamping_type); fails the test when there is no such chunk. */
+static int vp8_segmented(const uint8_t *f, size_t len) {
+  size_t at = 12;
+  while (at + 8 <= len && memcmp(f + at, "VP8 ", 4) != 0)
+    at += 8 +
+          ((size_t)(f[at + 4] | f[at + 5] << 8 | f[at + 6] << 16 | (unsigned)f[at + 7] << 24) + 1) /
+              2 * 2;
+  if (at + 8 + 12 > len) TEST_FAIL("no VP8 chunk in the WebP file");
+  const uint8_t *frame = f + at + 8;
+  ASSERT_INT(frame[0] & 1, ==, 0); /* a key frame */
+  ASSERT(frame[3] == 0x9d && frame[4] == 0x01 && frame[5] == 0x2a);
+  struct bool_dec d = {frame + 12, f + len, (unsigned)(frame[10] << 8 | frame[11]), 255, 0};
+  bool_read(&d, 128); /* color_space */
+  bool_read(&d, 128); /* clamping_type */
+  return bool_read(&d, 128);
+}
+
+static uint8_t *encode(const struct codec_image *img, int quality, int effort, size_t *len) {
+  struct codec_encode_opts o = {
+      .format = CODEC_WEBP, .quality = quality, .effort = effort, .effort_set = effort >= 0};
+  uint8_t *out;
+  char msg[256] = "";
+  if (codec_encode(img, &o, &out, len, msg, sizeof msg) != CODEC_OK) TEST_FAIL("encode: %s", msg);
+  return out;
+}
+
+static void expect_same(const uint8_t *a, size_t na, const uint8_t *b, size_t nb) {
+  ASSERT_INT(na, ==, nb);
+  ASSERT(memcmp(a, b, na) == 0);
+}
+
+/* astronaut.png (512x512) and its blur (radius 8: no luma step over 8 levels). The blur at
+ * effort 2, given or by default, is libwebp's one-segment file at quality 89 for 90; at every
+ * other effort, and the photograph at 2, libwebp's own four-segment file at the method. */
+static void test_one_segment_when_smooth(void) {
+  struct codec_image photo = fixture_photo("astronaut.png"), blur = fixture_photo("astronaut.png");
+  box_blur(&blur, 8);
+  size_t n, m;
+  uint8_t *f = encode(&blur, 90, -1, &n), *g = webp_alone(&blur, 89, 2, 1, &m);
+  ASSERT_INT(vp8_segmented(f, n), ==, 0);
+  expect_same(f, n, g, m);
+  free(f), free(g);
+  f = encode(&blur, 90, 2, &n);
+  ASSERT_INT(vp8_segmented(f, n), ==, 0);
+  free(f);
+  for (int e = 0; e <= 6; e++) {
+    if (e == 2) continue;
+    f = encode(&blur, 90, e, &n), g = webp_alone(&blur, 90, e, 4, &m);
+    ASSERT_INT(vp8_segmented(f, n), ==, 1);
+    expect_same(f, n, g, m);
+    free(f), free(g);
+  }
+  f = encode(&photo, 90, -1, &n), g = webp_alone(&photo, 90, 2, 4, &m);
+  ASSERT_INT(vp8_segmented(f, n), ==, 1);
+  expect_same(f, n, g, m);
+  free(f), free(g);
+  f = encode(&blur, 1, -1, &n), g = webp_alone(&blur, 0, 2, 1, &m); /* quality 1: 0 */
+  expect_same(f, n, g, m);
+  free(f), free(g);
+  codec_image_free(&photo);
+  codec_image_free(&blur);
+}
+
+/* A blurred RGBA image is one segment too, and its alpha comes back exactly. */
+static void test_one_segment_alpha(void) {
+  struct codec_image rgb = fixture_photo("astronaut.png");
+  box_blur(&rgb, 8);
+  struct codec_image rgba = {
+      malloc((size_t)rgb.width * rgb.height * 4), rgb.width, rgb.height, 4, 8, CODEC_PNG, 1};
+  ASSERT(rgba.pixels != NULL);
+  for (size_t i = 0; i < (size_t)rgb.width * rgb.height; i++) {
+    memcpy(rgba.pixels + 4 * i, rgb.pixels + 3 * i, 3);
+    rgba.pixels[4 * i + 3] = (uint8_t)(i % (size_t)rgb.width / 2); /* a ramp, 0..255 */
+  }
+  size_t n;
+  uint8_t *f = encode(&rgba, 90, -1, &n);
+  ASSERT_INT(vp8_segmented(f, n), ==, 0);
+  struct codec_image back;
+  ASSERT_INT(codec_decode(f, n, NULL, &back, NULL, 0), ==, CODEC_OK);
+  ASSERT_INT(back.channels, ==, 4);
+  for (size_t i = 0; i < (size_t)rgb.width * rgb.height; i++)
+    ASSERT_INT(back.pixels[4 * i + 3], ==, rgba.pixels[4 * i + 3]);
+  free(f);
+  codec_image_free(&back);
+  codec_image_free(&rgba);
+  codec_image_free(&rgb);
+}
+
+static double psnr_of(const struct codec_image *img, const uint8_t *f, size_t n) {
+  struct codec_image back;
+  ASSERT_INT(codec_decode(f, n, NULL, &back, NULL, 0), ==, CODEC_OK);
+  int maxdiff;
+  double db = image_psnr8(img, &back, &maxdiff);
+  codec_image_free(&back);
+  return db;
+}
+
+static double cpu_ms(void) {
+  return (double)clock() * 1e3 / CLOCKS_PER_SEC;
+}
+
+/* The blurred photograph at quality 90 against libwebp's four segments at 90: the file within
+ * -10% .. +5% of its size and at most 0.1 dB below its PSNR (measured: +1.6% and +0.12 dB), in
+ * at most 85% of its CPU time (best of 5 each, taken in turn; measured 73%). */
+static void test_smooth_cost(void) {
+  struct codec_image blur = fixture_photo("astronaut.png");
+  box_blur(&blur, 8);
+  double ours = 1e30, alone = 1e30;
+  size_t n = 0, m = 0;
+  uint8_t *f = NULL, *g = NULL;
+  for (int r = 0; r < 5; r++) {
+    free(f), free(g);
+    double t0 = cpu_ms();
+    f = encode(&blur, 90, -1, &n);
+    double t1 = cpu_ms();
+    g = webp_alone(&blur, 90, 2, 4, &m);
+    double t2 = cpu_ms();
+    ours = t1 - t0 < ours ? t1 - t0 : ours;
+    alone = t2 - t1 < alone ? t2 - t1 : alone;
+  }
+  double db = psnr_of(&blur, f, n), db_alone = psnr_of(&blur, g, m);
+  fprintf(stderr,
+          "    blurred astronaut.png: %zu bytes, %.2f dB, %.2f ms; libwebp's four "
+          "segments %zu bytes, %.2f dB, %.2f ms\n",
+          n, db, ours, m, db_alone, alone);
+  ASSERT_DBL((double)n, <=, 1.05 * (double)m);
+  ASSERT_DBL((double)n, >=, 0.90 * (double)m);
+  ASSERT_DBL(db, >=, db_alone - 0.1);
+  ASSERT_DBL(db, >, 40.0);
+  ASSERT_DBL(ours, <=, 0.85 * alone);
+  free(f), free(g);
+  codec_image_free(&blur);
+}
+
+int main(void) {
+  RUN(test_smooth_rule);
+  RUN(test_one_segment_when_smooth);
+  RUN(test_one_segment_alpha);
+  RUN(test_smooth_cost);
+  fprintf(stderr, "unit_codec_webp: all tests passed\n");
+  return 0;
+}
