@@ -53,6 +53,12 @@ enum codec_status codec_webp_encode(const struct codec_image *img,
 #define CODEC_WEBP_SMOOTH_STEP 8
 #define CODEC_WEBP_SMOOTH_PER  1000
 int codec_webp_smooth(const uint8_t *y, int stride, int w, int h);
+/* Converts the w x h 8-bit RGB pixels rgb (rows stride bytes apart) to YUV 4:2:0 planes y, u and
+ * v as libwebp lays them out, if the image is smooth (codec_webp_smooth of its luma): luma as
+ * libwebp's, chroma from the plain mean of each 2x2 block (webp_yuv.c). Returns 1 when smooth and
+ * every plane is filled; 0 as soon as it is not, with the planes partly written. */
+int codec_webp_yuv(const uint8_t *rgb, size_t stride, int w, int h, uint8_t *y, int y_stride,
+                   uint8_t *u, uint8_t *v, int uv_stride);
 
 /* Raw samples or a .npy file of img (data.c); f is CODEC_RAW or CODEC_NPY. */
 enum codec_status codec_data_encode(const struct codec_image *img, enum codec_format f,
