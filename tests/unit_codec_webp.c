@@ -174,51 +174,6 @@ static uint8_t *webp_of_our_planes(const struct codec_image *img, float quality,
   return out;
 }
 
-/* RFC 6386's boolean decoder (section 7.3), for the first bits of the first partition. */
-struct bool_dec {
-  const uint8_t *p, *end;
-  unsigned value, range;
-  int bits;
-};
-
-static int bool_read(struct bool_dec *d, int prob) {
-  unsigned split = 1 + (((d->range - 1) * (unsigned)prob) >> 8), big = split << 8;
-  int bit = d->value >= big;
-  if (bit) {
-    d->range -= split;
-    d->value -= big;
-  } else {
-    d->range = split;
-  }
-  while (d->range < 128) {
-    d->value <<= 1;
-    d->range <<= 1;
-    if (++d->bits == 8) {
-      d->bits = 0;
-      if (d->p < d->end) d->value |= *d->p++;
-    }
-  }
-  return bit;
-}
-
-/* The segmentation_enabled flag of the key frame in the WebP file f (its "VP8 " chunk, after
- * color_space and clamping_type); fails the test when there is no such chunk. */
-static int vp8_segmented(const uint8_t *f, size_t len) {
-  size_t at = 12;
-  while (at + 8 <= len && memcmp(f + at, "VP8 ", 4) != 0)
-    at += 8 +
-          ((size_t)(f[at + 4] | f[at + 5] << 8 | f[at + 6] << 16 | (unsigned)f[at + 7] << 24) + 1) /
-              2 * 2;
-  if (at + 8 + 12 > len) TEST_FAIL("no VP8 chunk in the WebP file");
-  const uint8_t *frame = f + at + 8;
-  ASSERT_INT(frame[0] & 1, ==, 0); /* a key frame */
-  ASSERT(frame[3] == 0x9d && frame[4] == 0x01 && frame[5] == 0x2a);
-  struct bool_dec d = {frame + 12, f + len, (unsigned)(frame[10] << 8 | frame[11]), 255, 0};
-  bool_read(&d, 128); /* color_space */
-  bool_read(&d, 128); /* clamping_type */
-  return bool_read(&d, 128);
-}
-
 static uint8_t *encode(const struct codec_image *img, int quality, int effort, size_t *len) {
   struct codec_encode_opts o = {
       .format = CODEC_WEBP, .quality = quality, .effort = effort, .effort_set = effort >= 0};
@@ -242,21 +197,21 @@ static void test_one_segment_when_smooth(void) {
   box_blur(&blur, 8);
   size_t n, m;
   uint8_t *f = encode(&blur, 90, -1, &n), *g = webp_of_our_planes(&blur, 89, &m);
-  ASSERT_INT(vp8_segmented(f, n), ==, 0);
+  ASSERT_INT(fixture_vp8_segmented(f, n), ==, 0);
   expect_same(f, n, g, m);
   free(f), free(g);
   f = encode(&blur, 90, 2, &n);
-  ASSERT_INT(vp8_segmented(f, n), ==, 0);
+  ASSERT_INT(fixture_vp8_segmented(f, n), ==, 0);
   free(f);
   for (int e = 0; e <= 6; e++) {
     if (e == 2) continue;
     f = encode(&blur, 90, e, &n), g = webp_alone(&blur, 90, e, 4, &m);
-    ASSERT_INT(vp8_segmented(f, n), ==, 1);
+    ASSERT_INT(fixture_vp8_segmented(f, n), ==, 1);
     expect_same(f, n, g, m);
     free(f), free(g);
   }
   f = encode(&photo, 90, -1, &n), g = webp_alone(&photo, 90, 2, 4, &m);
-  ASSERT_INT(vp8_segmented(f, n), ==, 1);
+  ASSERT_INT(fixture_vp8_segmented(f, n), ==, 1);
   expect_same(f, n, g, m);
   free(f), free(g);
   f = encode(&blur, 1, -1, &n), g = webp_of_our_planes(&blur, 0, &m); /* quality 1: 0 */
@@ -279,7 +234,7 @@ static void test_one_segment_alpha(void) {
   }
   size_t n;
   uint8_t *f = encode(&rgba, 90, -1, &n);
-  ASSERT_INT(vp8_segmented(f, n), ==, 0);
+  ASSERT_INT(fixture_vp8_segmented(f, n), ==, 0);
   struct codec_image back;
   ASSERT_INT(codec_decode(f, n, NULL, &back, NULL, 0), ==, CODEC_OK);
   ASSERT_INT(back.channels, ==, 4);
