@@ -43,8 +43,10 @@ done
 # deflaters alone on the filtered rows (codec_bench deflate) on three images that compress
 # differently: the photograph, its blur at sigma 12 (what /blur?sigma=12&format=png encodes) and
 # its /variance?radius=7 map (16-bit gray); then lossy WebP at each effort on the photograph and
-# the blur, and the PNG decoder (codec_bench pngdec: blurd's and libspng's, median of 11) on
-# blurd's PNGs at the default level and on other encoders'.
+# the blur, with libwebp alone at effort 2 (four segments: what blurd's one-segment rule for
+# smooth images, docs/methods.md "WebP effort", is measured against), and the PNG decoder
+# (codec_bench pngdec: blurd's and libspng's, median of 11) on blurd's PNGs at the default level
+# and on other encoders'.
 median_s() {
   for _ in $(seq "$reps"); do
     /usr/bin/time -f %e "$@" 2>&1 >/dev/null | tail -1

@@ -85,6 +85,19 @@ enum codec_status codec_jpeg_encode(const struct codec_image *img, int quality, 
 enum codec_status codec_webp_encode(const struct codec_image *img,
                                     const struct codec_encode_opts *o, uint8_t **out,
                                     size_t *outlen, char *msg, size_t msglen);
+/* 1 if the w x h 8-bit luma plane y (rows stride bytes apart) is smooth in the sense of lossy
+ * WebP's one-segment rule at effort 2 (webp.c, docs/methods.md "WebP effort"): at most
+ * w * h / CODEC_WEBP_SMOOTH_PER pixels (rounded down) differ from their left neighbour by more
+ * than CODEC_WEBP_SMOOTH_STEP levels; else 0. */
+#define CODEC_WEBP_SMOOTH_STEP 8
+#define CODEC_WEBP_SMOOTH_PER  1000
+int codec_webp_smooth(const uint8_t *y, int stride, int w, int h);
+/* Converts the w x h 8-bit RGB pixels rgb (rows stride bytes apart) to YUV 4:2:0 planes y, u and
+ * v as libwebp lays them out, if the image is smooth (codec_webp_smooth of its luma): luma as
+ * libwebp's, chroma from the plain mean of each 2x2 block (webp_yuv.c). Returns 1 when smooth and
+ * every plane is filled; 0 as soon as it is not, with the planes partly written. */
+int codec_webp_yuv(const uint8_t *rgb, size_t stride, int w, int h, uint8_t *y, int y_stride,
+                   uint8_t *u, uint8_t *v, int uv_stride);
 
 /* Raw samples or a .npy file of img (data.c); f is CODEC_RAW or CODEC_NPY. */
 enum codec_status codec_data_encode(const struct codec_image *img, enum codec_format f,

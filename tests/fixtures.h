@@ -85,4 +85,50 @@ static inline double image_psnr8(const struct codec_image *a, const struct codec
   return se == 0 ? INFINITY : 10 * log10(255.0 * 255.0 * (double)n / se);
 }
 
+/* RFC 6386's boolean decoder (section 7.3), for the first bits of a VP8 frame's first partition. */
+struct fixture_bool_dec {
+  const uint8_t *p, *end;
+  unsigned value, range;
+  int bits;
+};
+
+static inline int fixture_bool_read(struct fixture_bool_dec *d, int prob) {
+  unsigned split = 1 + (((d->range - 1) * (unsigned)prob) >> 8), big = split << 8;
+  int bit = d->value >= big;
+  if (bit) {
+    d->range -= split;
+    d->value -= big;
+  } else {
+    d->range = split;
+  }
+  while (d->range < 128) {
+    d->value <<= 1;
+    d->range <<= 1;
+    if (++d->bits == 8) {
+      d->bits = 0;
+      if (d->p < d->end) d->value |= *d->p++;
+    }
+  }
+  return bit;
+}
+
+/* The segmentation_enabled flag of the key frame in the WebP file f (its "VP8 " chunk, after
+ * color_space and clamping_type): 1 when libwebp coded more than one segment. Fails the test
+ * when there is no such chunk (a lossless file). */
+static inline int fixture_vp8_segmented(const uint8_t *f, size_t len) {
+  size_t at = 12;
+  while (at + 8 <= len && memcmp(f + at, "VP8 ", 4) != 0)
+    at += 8 +
+          ((size_t)(f[at + 4] | f[at + 5] << 8 | f[at + 6] << 16 | (unsigned)f[at + 7] << 24) + 1) /
+              2 * 2;
+  if (at + 8 + 12 > len) TEST_FAIL("no VP8 chunk in the WebP file");
+  const uint8_t *frame = f + at + 8;
+  ASSERT_INT(frame[0] & 1, ==, 0); /* a key frame */
+  ASSERT(frame[3] == 0x9d && frame[4] == 0x01 && frame[5] == 0x2a);
+  struct fixture_bool_dec d = {frame + 12, f + len, (unsigned)(frame[10] << 8 | frame[11]), 255, 0};
+  fixture_bool_read(&d, 128); /* color_space */
+  fixture_bool_read(&d, 128); /* clamping_type */
+  return fixture_bool_read(&d, 128);
+}
+
 #endif

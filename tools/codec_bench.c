@@ -14,7 +14,9 @@
  * gray PNG measures the variance maps. pngdec times, for each PNG, the median of 11 decodes with
  * codec_decode (codecs/png.c) and with libspng (its own format, palettes to RGBA8). Times are
  * milliseconds of one thread. webp times lossy WebP at each effort (libwebp's method 0..6) at
- * one quality, with the file's size and its PSNR against the image. deflate compresses the
+ * one quality, with the file's size and its PSNR against the image, then libwebp alone at
+ * method 2 (its RGB import and four segments, without webp.c's one-segment rule for smooth
+ * images). deflate compresses the
  * image's filtered rows (blurd's up and paeth filters, as PNG's IDAT holds them) with each
  * candidate deflater alone: libdeflate's levels (1..8 and 12), zlib's Z_RLE and Z_HUFFMAN_ONLY
  * strategies (level 1) and blurd's run-length coder (codecs/deflate_rle.c); ms (best of REPS) and
@@ -26,6 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <webp/decode.h>
+#include <webp/encode.h>
 #include <zlib.h>
 
 #include "../codecs/codecs.h"
@@ -164,6 +168,41 @@ static double psnr8(const struct codec_image *a, const struct codec_image *b) {
   return se == 0 ? 99 : 10 * log10(255.0 * 255.0 * n / se);
 }
 
+/* libwebp alone at method 2 and img's quality: its default preset, its RGB import and its four
+ * segments, as codecs/webp.c encodes a detailed image (and encoded every one before its
+ * one-segment rule). The best of reps times in ms; *size and *db: the file's bytes and PSNR. */
+static double webp_plain(const struct codec_image *img, int quality, int reps, size_t *size,
+                         double *db) {
+  double best = 1e30;
+  for (int r = 0; r < reps; r++) {
+    uint8_t *out;
+    WebPConfig c;
+    WebPPicture pic;
+    WebPMemoryWriter w;
+    double t0 = now_ms();
+    if (!WebPConfigPreset(&c, WEBP_PRESET_DEFAULT, (float)quality) || !WebPPictureInit(&pic))
+      exit(1);
+    c.method = 2;
+    pic.width = img->width;
+    pic.height = img->height;
+    WebPMemoryWriterInit(&w);
+    pic.writer = WebPMemoryWrite;
+    pic.custom_ptr = &w;
+    if (!WebPPictureImportRGB(&pic, img->pixels, img->width * 3) || !WebPEncode(&c, &pic)) exit(1);
+    double t = now_ms() - t0;
+    WebPPictureFree(&pic);
+    if (t < best) best = t;
+    struct codec_image back = {NULL, 0, 0, 3, 8, CODEC_WEBP, 1};
+    back.pixels = out = WebPDecodeRGB(w.mem, w.size, &back.width, &back.height);
+    if (out == NULL) exit(1);
+    *size = w.size;
+    *db = psnr8(img, &back);
+    WebPFree(out);
+    WebPMemoryWriterClear(&w);
+  }
+  return best;
+}
+
 static int webp_bench(const char *path, int quality, int reps) {
   struct codec_image img;
   if (codec_decode_file(path, &img) != CODEC_OK || img.depth != 8 || img.channels != 3) {
@@ -188,6 +227,9 @@ static int webp_bench(const char *path, int quality, int reps) {
     codec_image_free(&back);
     free(out);
   }
+  size_t size = 0;
+  double db = 0, t = webp_plain(&img, quality, reps, &size, &db);
+  printf("| 2, libwebp alone (four segments) | %.1f | %zu | %.2f |\n", t, size, db);
   codec_image_free(&img);
   return 0;
 }
