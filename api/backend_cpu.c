@@ -59,12 +59,18 @@ static enum api_error cpu_decode(void *state, const uint8_t *buf, size_t len,
   return backend_host_decode(buf, len, lim, img, codec, msg, msglen);
 }
 
+static void pool_for(void *pool, int n, void (*fn)(void *arg, int begin, int end), void *arg) {
+  cpu_parallel_for(pool, n, fn, arg);
+}
+
+/* The encode, with the pool's threads for a large PNG (codec_encode_opts.parallel). */
 static enum api_error cpu_encode(void *state, const struct codec_image *img,
                                  const struct codec_encode_opts *o, uint8_t **out, size_t *len,
                                  const char **codec, double *download, char *msg, size_t msglen) {
-  (void)state;
+  struct codec_encode_opts threads = *o;
+  threads.parallel = pool_for, threads.parallel_ctx = state;
   *download = -1;
-  return backend_host_encode(img, o, out, len, codec, msg, msglen);
+  return backend_host_encode(img, &threads, out, len, codec, msg, msglen);
 }
 
 static enum api_error cpu_to_host(void *state, struct codec_image *img) {

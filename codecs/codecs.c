@@ -12,16 +12,12 @@
 
 #include "codecs_int.h"
 
-static uint32_t be32(const uint8_t *p) {
-  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
 /* PNG: the IHDR chunk right after the signature (colour type 0 gray, 2 RGB, 3 palette, 4 gray
  * and alpha, 6 RGBA). */
 static int png_probe(const uint8_t *buf, size_t len, struct codec_shape *out) {
   static const int channels[] = {1, 0, 3, 4, 2, 0, 4};
-  if (len < 33 || be32(buf + 8) != 13 || memcmp(buf + 12, "IHDR", 4) != 0) return -1;
-  uint32_t w = be32(buf + 16), h = be32(buf + 20);
+  if (len < 33 || codec_be32(buf + 8) != 13 || memcmp(buf + 12, "IHDR", 4) != 0) return -1;
+  uint32_t w = codec_be32(buf + 16), h = codec_be32(buf + 20);
   int type = buf[25];
   if (w == 0 || h == 0 || w > INT32_MAX || h > INT32_MAX || type > 6 || !channels[type]) return -1;
   *out = (struct codec_shape){(int)w, (int)h, channels[type], buf[24] == 16 ? 16 : 8};

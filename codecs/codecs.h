@@ -107,6 +107,10 @@ struct codec_encode_opts {
   int effort_set; /* 0: CODEC_WEBP_EFFORT_DEFAULT */
   const uint8_t *icc; /* an ICC profile to embed (PNG iCCP, JPEG APP2, WebP ICCP), or NULL */
   size_t icc_len;     /* its bytes; the caller keeps ownership */
+  /* Threads for a large PNG at levels 1 and 2, or NULL: parallel(parallel_ctx, n, fn, arg) calls
+   * fn(arg, begin, end) over [0, n) and returns when every call has (the CPU backend's pool). */
+  void (*parallel)(void *ctx, int n, void (*fn)(void *arg, int begin, int end), void *arg);
+  void *parallel_ctx;
 };
 
 /* Encodes img. PNG keeps channels and depth. JPEG is 8-bit gray or RGB: 16-bit samples are

@@ -79,6 +79,17 @@ enum codec_status codec_png_write(const struct codec_image *img, const struct co
  * length, or 0 when out of memory. */
 size_t codec_deflate_rle_bound(size_t n);
 size_t codec_deflate_rle(const uint8_t *in, size_t n, uint8_t *out);
+/* The deflate blocks (no zlib header or checksum) of in[s..e) into out, which holds
+ * codec_deflate_rle_part_bound(e - s) bytes: the last of them final when last is set, else
+ * followed by a sync flush (an empty stored block), so that the parts of a buffer, made apart,
+ * join into one stream. Blocks start every 256 KiB from s; a run may reach back to in[s - 1],
+ * which must be the stream's byte before the part. Returns the bytes written, 0 when out of
+ * memory. */
+size_t codec_deflate_rle_part_bound(size_t n);
+size_t codec_deflate_rle_part(const uint8_t *in, size_t s, size_t e, int last, uint8_t *out);
+/* A 32-bit big-endian value at p (PNG's lengths and CRCs, zlib's Adler-32), read or written. */
+uint32_t codec_be32(const uint8_t *p);
+void codec_put_be32(uint8_t *p, uint32_t v);
 enum codec_status codec_jpeg_encode(const struct codec_image *img, int quality, uint8_t **out,
                                     size_t *outlen, char *msg, size_t msglen);
 /* o->quality is in range for lossy output, as codec_encode checks. */

@@ -85,6 +85,17 @@ void codec_buf_take(struct codec_buf *b, uint8_t **out, size_t *len) {
   *b = (struct codec_buf){NULL, 0, 0};
 }
 
+uint32_t codec_be32(const uint8_t *p) {
+  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+void codec_put_be32(uint8_t *p, uint32_t v) {
+  p[0] = (uint8_t)(v >> 24);
+  p[1] = (uint8_t)(v >> 16);
+  p[2] = (uint8_t)(v >> 8);
+  p[3] = (uint8_t)v;
+}
+
 void codec_free(void *p) {
   free(p);
 }

@@ -287,41 +287,46 @@ size_t codec_deflate_rle_bound(size_t n) { /* each block no larger than stored; 
   return 2 + stored_bytes(n) + 5 * (n / BLOCK_BYTES + 1) + 4 + 8;
 }
 
-size_t codec_deflate_rle(const uint8_t *in, size_t n, uint8_t *out) {
+size_t codec_deflate_rle_part_bound(size_t n) { /* the blocks, a sync flush, 8 bytes' slack */
+  return stored_bytes(n) + 5 * (n / BLOCK_BYTES + 1) + 5 + 8;
+}
+
+size_t codec_deflate_rle_part(const uint8_t *in, size_t s, size_t e, int last, uint8_t *out) {
   struct lengths *t = codec_malloc(sizeof *t);
   struct block *b = codec_malloc(sizeof *b);
   uint16_t *sym = codec_malloc(BLOCK_BYTES * sizeof *sym);
-  if (t == NULL || b == NULL || sym == NULL) {
-    codec_free(t);
-    codec_free(b);
-    codec_free(sym);
-    return 0;
+  size_t done = 0;
+  if (t && b && sym) {
+    init_lengths(t);
+    struct bitw w = {.p = out};
+    do {
+      size_t end = e - s > BLOCK_BYTES ? s + BLOCK_BYTES : e;
+      uint32_t freq[LITLEN_SYMS] = {0};
+      size_t nsym = parse_block(in, s, end, t, sym, freq);
+      uint64_t bits = plan_block(freq, b);
+      if ((bits + 7) / 8 < stored_bytes(end - s)) {
+        write_header(&w, b, last && end == e);
+        write_symbols(&w, b, t, sym, nsym);
+      } else {
+        write_stored(&w, in + s, end - s, last && end == e);
+      }
+      s = end;
+    } while (s < e);
+    if (!last) write_stored(&w, in + s, 0, 0); /* a sync flush: an empty stored block */
+    flush_bytes(&w);
+    done = (size_t)(w.p - out);
   }
-  init_lengths(t);
-  struct bitw w = {.p = out + 2};
-  out[0] = 0x78; /* deflate, 32 KiB window */
-  out[1] = 0x01; /* fastest compression, no dictionary; 0x7801 is a multiple of 31 */
-  size_t s = 0;
-  do {
-    size_t e = n - s > BLOCK_BYTES ? s + BLOCK_BYTES : n;
-    uint32_t freq[LITLEN_SYMS] = {0};
-    size_t nsym = parse_block(in, s, e, t, sym, freq);
-    uint64_t bits = plan_block(freq, b);
-    if ((bits + 7) / 8 < stored_bytes(e - s)) {
-      write_header(&w, b, e == n);
-      write_symbols(&w, b, t, sym, nsym);
-    } else {
-      write_stored(&w, in + s, e - s, e == n);
-    }
-    s = e;
-  } while (s < n);
-  flush_bytes(&w);
-  uint32_t adler = libdeflate_adler32(1, in, n);
-  uint8_t trailer[4] = {(uint8_t)(adler >> 24), (uint8_t)(adler >> 16), (uint8_t)(adler >> 8),
-                        (uint8_t)adler};
-  memcpy(w.p, trailer, 4);
   codec_free(t);
   codec_free(b);
   codec_free(sym);
-  return (size_t)(w.p + 4 - out);
+  return done;
+}
+
+size_t codec_deflate_rle(const uint8_t *in, size_t n, uint8_t *out) {
+  out[0] = 0x78; /* deflate, 32 KiB window */
+  out[1] = 0x01; /* fastest compression, no dictionary; 0x7801 is a multiple of 31 */
+  size_t z = codec_deflate_rle_part(in, 0, n, 1, out + 2);
+  if (z == 0) return 0;
+  codec_put_be32(out + 2 + z, libdeflate_adler32(1, in, n));
+  return 2 + z + 4;
 }

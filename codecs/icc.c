@@ -21,16 +21,13 @@
 static const char icc_magic[12] = "ICC_PROFILE"; /* with its NUL: 12 bytes */
 #define ICC_CHUNK_MAX (65535 - 2 - 14)           /* profile bytes in one APP2 segment */
 
-static uint32_t be32(const uint8_t *p) {
-  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
 static uint32_t le32(const uint8_t *p) {
   return (uint32_t)p[3] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[1] << 8 | p[0];
 }
 
 int codec_icc_colours(const uint8_t *icc, size_t len) {
-  if (icc == NULL || len < 128 || be32(icc) != len || memcmp(icc + 36, "acsp", 4) != 0) return 0;
+  if (icc == NULL || len < 128 || codec_be32(icc) != len || memcmp(icc + 36, "acsp", 4) != 0)
+    return 0;
   if (memcmp(icc + 16, "GRAY", 4) == 0) return 1;
   if (memcmp(icc + 16, "RGB ", 4) == 0) return 3;
   if (memcmp(icc + 16, "CMYK", 4) == 0) return 4;
@@ -101,7 +98,7 @@ static enum codec_status inflate_icc(const uint8_t *z, size_t n, uint8_t **icc, 
 /* PNG's iCCP chunk (name, NUL, method 0, zlib data), before the first IDAT. */
 static enum codec_status png_icc(const uint8_t *b, size_t len, uint8_t **icc, size_t *icc_len) {
   for (size_t pos = 8; len - pos >= 12;) {
-    size_t n = be32(b + pos);
+    size_t n = codec_be32(b + pos);
     if (n > len - pos - 12 || memcmp(b + pos + 4, "IDAT", 4) == 0) break;
     const uint8_t *d = b + pos + 8;
     if (memcmp(b + pos + 4, "iCCP", 4) == 0) {

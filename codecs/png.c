@@ -100,18 +100,14 @@ static void on_read(png_structp png, png_bytep data, size_t n) {
   d->pos += n;
 }
 
-static uint32_t be32(const uint8_t *p) {
-  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
 /* Checks the limits against the IHDR chunk where PNG puts it (right after the signature), when it
  * is there with a valid CRC; libpng rejects anything else as corrupt later. */
 static enum codec_status precheck_ihdr(const uint8_t *buf, size_t len,
                                        const struct codec_limits *lim, char *msg, size_t msglen) {
-  if (len < 33 || be32(buf + 8) != 13 || memcmp(buf + 12, "IHDR", 4) != 0) return CODEC_OK;
-  if ((crc32(0, buf + 12, 17) & 0xffffffffu) != be32(buf + 29)) return CODEC_OK;
+  if (len < 33 || codec_be32(buf + 8) != 13 || memcmp(buf + 12, "IHDR", 4) != 0) return CODEC_OK;
+  if ((crc32(0, buf + 12, 17) & 0xffffffffu) != codec_be32(buf + 29)) return CODEC_OK;
   size_t nbytes;
-  uint32_t w = be32(buf + 16), h = be32(buf + 20);
+  uint32_t w = codec_be32(buf + 16), h = codec_be32(buf + 20);
   if (codec_check_size(w, h, 8, lim, &nbytes, NULL, 0) != CODEC_TOO_LARGE) return CODEC_OK;
   return codec_check_size(w, h, 8, lim, &nbytes, msg, msglen); /* again, for the sentence */
 }
@@ -157,7 +153,7 @@ static void set_read_transforms(png_structp png, png_infop info) {
  * followed only by what libpng would pass over up to IEND (codec_png_layout), so that
  * png_read_end() has nothing left to refuse. *l describes the file when it returns 1. */
 static int direct_ok(const uint8_t *buf, size_t len, struct codec_png_layout *l) {
-  if (len < 33 || be32(buf + 8) != 13 || memcmp(buf + 12, "IHDR", 4) != 0) return 0;
+  if (len < 33 || codec_be32(buf + 8) != 13 || memcmp(buf + 12, "IHDR", 4) != 0) return 0;
   int depth = buf[24], colour = buf[25], interlace = buf[28];
   if ((depth != 8 && depth != 16) || (colour & 1) || colour > 6 || interlace != 0) return 0;
   return codec_png_layout(buf, len, l) == 0 && l->tidy && !l->trns;

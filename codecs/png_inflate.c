@@ -24,21 +24,10 @@
 #define REWRAP_MAX (64u << 20)
 #define STORED_MAX 65535u /* bytes in one stored deflate block */
 
-static uint32_t be32(const uint8_t *p) {
-  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static void put32(uint8_t *p, uint32_t v) {
-  p[0] = (uint8_t)(v >> 24);
-  p[1] = (uint8_t)(v >> 16);
-  p[2] = (uint8_t)(v >> 8);
-  p[3] = (uint8_t)v;
-}
-
 /* The filtered size of the non-interlaced image IHDR (at buf + 16) describes, or 0. */
 static size_t filtered_size(const uint8_t *ihdr) {
   static const int samples[7] = {1, 0, 3, 1, 2, 0, 4}; /* per pixel, by colour type */
-  uint32_t w = be32(ihdr), h = be32(ihdr + 4);
+  uint32_t w = codec_be32(ihdr), h = codec_be32(ihdr + 4);
   int depth = ihdr[8], colour = ihdr[9];
   if (colour > 6 || samples[colour] == 0 || ihdr[12] != 0 || depth < 1 || depth > 16) return 0;
   uint64_t row = ((uint64_t)w * (uint64_t)(samples[colour] * depth) + 7) / 8 + 1;
@@ -63,7 +52,7 @@ int codec_png_layout(const uint8_t *buf, size_t len, struct codec_png_layout *l)
   int after = 0, odd = 0; /* past the IDAT chunks; a chunk libpng might not pass over */
   *l = (struct codec_png_layout){0};
   while (pos + 12 <= len) {
-    size_t n = be32(buf + pos);
+    size_t n = codec_be32(buf + pos);
     const uint8_t *type = buf + pos + 4;
     if (n > len - pos - 12) return -1;
     int idat = memcmp(type, "IDAT", 4) == 0;
@@ -95,9 +84,9 @@ enum codec_status codec_png_inflate(const uint8_t *buf, const struct codec_png_l
   if (l->end - l->first != l->zlen + 12) {
     if ((joined = codec_malloc(l->zlen ? l->zlen : 1)) == NULL) return CODEC_NOMEM;
     size_t at = 0;
-    for (size_t pos = l->first; pos < l->end; pos += 12 + be32(buf + pos)) {
-      memcpy(joined + at, buf + pos + 8, be32(buf + pos));
-      at += be32(buf + pos);
+    for (size_t pos = l->first; pos < l->end; pos += 12 + codec_be32(buf + pos)) {
+      memcpy(joined + at, buf + pos + 8, codec_be32(buf + pos));
+      at += codec_be32(buf + pos);
     }
     z = joined;
   }
@@ -107,7 +96,7 @@ enum codec_status codec_png_inflate(const uint8_t *buf, const struct codec_png_l
   int header = zlib_header_ok(z, l->zlen);
   if (d && header) r = libdeflate_deflate_decompress_ex(d, z + 2, l->zlen - 2, raw, n, &used, &got);
   if (r == LIBDEFLATE_SUCCESS && adler &&
-      (l->zlen - 2 - used < 4 || be32(z + 2 + used) != libdeflate_adler32(1, raw, got)))
+      (l->zlen - 2 - used < 4 || codec_be32(z + 2 + used) != libdeflate_adler32(1, raw, got)))
     r = LIBDEFLATE_BAD_DATA;
   if (d) libdeflate_free_decompressor(d);
   codec_free(joined);
@@ -144,12 +133,12 @@ static size_t stored_idat(uint8_t *p, const uint8_t *raw, size_t n) {
     q += 4 + m;
     off += m;
   } while (off < n);
-  put32(q, libdeflate_adler32(1, raw, n));
+  codec_put_be32(q, libdeflate_adler32(1, raw, n));
   q += 4;
   size_t dlen = (size_t)(q - d);
-  put32(p, (uint32_t)dlen);
+  codec_put_be32(p, (uint32_t)dlen);
   memcpy(p + 4, "IDAT", 4);
-  put32(q, libdeflate_crc32(0, p + 4, dlen + 4));
+  codec_put_be32(q, libdeflate_crc32(0, p + 4, dlen + 4));
   return dlen + 12;
 }
 
@@ -157,8 +146,8 @@ enum codec_status codec_png_rewrap(const uint8_t *buf, size_t len, uint8_t **out
   struct codec_png_layout l;
   size_t n;
   *out = NULL;
-  if (len < 33 || memcmp(buf + 12, "IHDR", 4) != 0 || be32(buf + 8) != 13 ||
-      libdeflate_crc32(0, buf + 12, 17) != be32(buf + 29))
+  if (len < 33 || memcmp(buf + 12, "IHDR", 4) != 0 || codec_be32(buf + 8) != 13 ||
+      libdeflate_crc32(0, buf + 12, 17) != codec_be32(buf + 29))
     return CODEC_UNSUPPORTED; /* libpng refuses it, or checked the limits from this IHDR */
   if ((n = filtered_size(buf + 16)) == 0 || codec_png_layout(buf, len, &l) != 0)
     return CODEC_UNSUPPORTED;

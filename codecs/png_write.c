@@ -9,8 +9,9 @@
  * level 0..9 is a plan: a deflater and a filter for 8- and 16-bit samples (chosen by
  * measurement: docs/methods.md). Filters are PNG's none, sub, up, average and paeth; "adaptive"
  * picks per row the one whose bytes, read as signed, have the smallest sum of magnitudes
- * (libpng's heuristic). libdeflate allocates through codec_malloc, so codec_test_fail_alloc()
- * reaches its compressor too. */
+ * (libpng's heuristic). A large image at levels 1 and 2 is filtered and compressed in parts on
+ * the caller's threads when it gives them (deflate_parts). libdeflate allocates through
+ * codec_malloc, so codec_test_fail_alloc() reaches its compressor too. */
 #include <libdeflate.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -54,13 +55,6 @@ static pthread_once_t allocator_once = PTHREAD_ONCE_INIT;
 
 static void use_codec_allocator(void) {
   libdeflate_set_memory_allocator(codec_malloc, codec_free);
-}
-
-static void put32(uint8_t *p, uint32_t v) {
-  p[0] = (uint8_t)(v >> 24);
-  p[1] = (uint8_t)(v >> 16);
-  p[2] = (uint8_t)(v >> 8);
-  p[3] = (uint8_t)v;
 }
 
 /* PNG's paeth predictor, written without branches (p - a is b - c, and so on) so that the
@@ -146,36 +140,119 @@ static const uint8_t *big_endian_row(const uint8_t *src, uint8_t *dst, size_t n,
   return dst;
 }
 
-/* The filtered image: height rows of a filter byte and the row's bytes; NULL when out of memory. */
-static uint8_t *filter_image(const struct codec_image *img, enum codec_png_filter f,
-                             size_t *total) {
+/* Filters rows y0..y1 of img into out (the whole filtered image's buffer). Returns 0, or -1 when
+ * out of memory. */
+static int filter_rows(const struct codec_image *img, enum codec_png_filter f, uint8_t *out,
+                       size_t y0, size_t y1) {
   size_t n = (size_t)img->width * (size_t)img->channels * (size_t)(img->depth / 8);
   size_t bpp = (size_t)img->channels * (size_t)(img->depth / 8);
-  *total = (n + 1) * (size_t)img->height;
-  uint8_t *out = codec_malloc(*total), *work = codec_malloc(4 * n);
-  if (out == NULL || work == NULL) {
-    codec_free(out);
-    codec_free(work);
-    return NULL;
-  }
+  uint8_t *work = codec_malloc(4 * n);
+  if (work == NULL) return -1;
   uint8_t *rows[2] = {work, work + n}, *scratch = work + 2 * n, *zero = work + 3 * n;
   memset(zero, 0, n);
-  const uint8_t *prev = zero;
-  for (size_t y = 0; y < (size_t)img->height; y++) {
+  const uint8_t *prev =
+      y0 ? big_endian_row(img->pixels + (y0 - 1) * n, rows[(y0 - 1) & 1], n, img->depth) : zero;
+  for (size_t y = y0; y < y1; y++) {
     const uint8_t *cur = big_endian_row(img->pixels + y * n, rows[y & 1], n, img->depth);
     filter_one(f, out + y * (n + 1), cur, prev, n, bpp, scratch);
     prev = cur;
   }
   codec_free(work);
-  return out;
+  return 0;
+}
+
+/* The filtered image: height rows of a filter byte and the row's bytes; NULL when out of memory. */
+static uint8_t *filter_image(const struct codec_image *img, enum codec_png_filter f,
+                             size_t *total) {
+  size_t n = (size_t)img->width * (size_t)img->channels * (size_t)(img->depth / 8);
+  *total = (n + 1) * (size_t)img->height;
+  uint8_t *out = codec_malloc(*total);
+  if (out && filter_rows(img, f, out, 0, (size_t)img->height) == 0) return out;
+  codec_free(out);
+  return NULL;
+}
+
+/* A large image at the run-length levels, with the caller's threads (o->parallel): its rows are
+ * filtered in bands, then its filtered bytes compressed in parts of PART_BYTES (a multiple of
+ * deflate_rle.c's blocks), each part ending in a sync flush, and the parts joined in order into
+ * one zlib stream. The blocks are those of one thread's stream, so the file is the same but for
+ * the flushes (5 bytes or less a part). */
+#define PART_BYTES (4u << 20)
+
+struct parts {
+  const struct codec_image *img;
+  enum codec_png_filter f;
+  uint8_t *raw;      /* the filtered image */
+  size_t raw_len;    /* its bytes */
+  size_t band_rows;  /* rows a band filters */
+  uint8_t **z;       /* each part's deflate blocks */
+  size_t *zlen;      /* and their bytes (0: out of memory) */
+  int nparts, nomem; /* nomem: set (atomically) by a band or part that ran out of memory */
+};
+
+static void filter_bands(void *arg, int begin, int end) {
+  struct parts *p = arg;
+  for (int k = begin; k < end; k++) {
+    size_t y0 = (size_t)k * p->band_rows, y1 = y0 + p->band_rows;
+    if (y1 > (size_t)p->img->height) y1 = (size_t)p->img->height;
+    if (filter_rows(p->img, p->f, p->raw, y0, y1) != 0)
+      __atomic_store_n(&p->nomem, 1, __ATOMIC_RELAXED);
+  }
+}
+
+static void compress_parts(void *arg, int begin, int end) {
+  struct parts *p = arg;
+  for (int k = begin; k < end; k++) {
+    size_t s = (size_t)k * PART_BYTES,
+           e = s + PART_BYTES < p->raw_len ? s + PART_BYTES : p->raw_len;
+    p->z[k] = codec_malloc(codec_deflate_rle_part_bound(e - s));
+    p->zlen[k] = p->z[k] ? codec_deflate_rle_part(p->raw, s, e, k == p->nparts - 1, p->z[k]) : 0;
+    if (p->zlen[k] == 0) __atomic_store_n(&p->nomem, 1, __ATOMIC_RELAXED);
+  }
+}
+
+/* The parts joined: the zlib header, the parts' blocks, the Adler-32 of the filtered image. */
+static uint8_t *join_parts(const struct parts *p, size_t *zlen) {
+  size_t total = 2 + 4;
+  for (int k = 0; k < p->nparts; k++) total += p->zlen[k];
+  uint8_t *z = codec_malloc(total), *at = z + 2;
+  if (z == NULL) return NULL;
+  z[0] = 0x78, z[1] = 0x01; /* as codec_deflate_rle's */
+  for (int k = 0; k < p->nparts; k++) memcpy(at, p->z[k], p->zlen[k]), at += p->zlen[k];
+  codec_put_be32(at, libdeflate_adler32(1, p->raw, p->raw_len));
+  *zlen = total;
+  return z;
+}
+
+static enum codec_status deflate_parts(const struct codec_image *img, enum codec_png_filter f,
+                                       const struct codec_encode_opts *o, size_t row, uint8_t **z,
+                                       size_t *zlen) {
+  struct parts p = {.img = img, .f = f, .raw_len = row * (size_t)img->height};
+  p.band_rows = PART_BYTES / row ? PART_BYTES / row : 1;
+  p.nparts = (int)((p.raw_len + PART_BYTES - 1) / PART_BYTES);
+  p.raw = codec_malloc(p.raw_len);
+  p.z = codec_malloc((size_t)p.nparts * sizeof *p.z);
+  p.zlen = codec_malloc((size_t)p.nparts * sizeof *p.zlen);
+  if (p.z) memset(p.z, 0, (size_t)p.nparts * sizeof *p.z);
+  if (p.raw && p.z && p.zlen) {
+    o->parallel(o->parallel_ctx, (int)((img->height + p.band_rows - 1) / p.band_rows), filter_bands,
+                &p);
+    if (!p.nomem) o->parallel(o->parallel_ctx, p.nparts, compress_parts, &p);
+  }
+  *z = p.raw && p.z && p.zlen && !p.nomem ? join_parts(&p, zlen) : NULL;
+  for (int k = 0; p.z && k < p.nparts; k++) codec_free(p.z[k]);
+  codec_free(p.z);
+  codec_free(p.zlen);
+  codec_free(p.raw);
+  return *z ? CODEC_OK : CODEC_NOMEM;
 }
 
 /* Writes a chunk (length, type, data, CRC) at p; returns the bytes written. */
 static size_t put_chunk(uint8_t *p, const char *type, const uint8_t *data, size_t n) {
-  put32(p, (uint32_t)n);
+  codec_put_be32(p, (uint32_t)n);
   memcpy(p + 4, type, 4);
   if (n) memcpy(p + 8, data, n);
-  put32(p + 8 + n, libdeflate_crc32(0, p + 4, n + 4));
+  codec_put_be32(p + 8 + n, libdeflate_crc32(0, p + 4, n + 4));
   return n + 12;
 }
 
@@ -207,8 +284,8 @@ static uint8_t *assemble(const struct codec_image *img, const uint8_t *z, size_t
   size_t total = 8 + 25 + (iccp ? 12 + iccp_len : 0) + 12 * nidat + zlen + 12;
   uint8_t *out = codec_malloc(total), *p = out, ihdr[13];
   if (out == NULL) return NULL;
-  put32(ihdr, (uint32_t)img->width);
-  put32(ihdr + 4, (uint32_t)img->height);
+  codec_put_be32(ihdr, (uint32_t)img->width);
+  codec_put_be32(ihdr + 4, (uint32_t)img->height);
   ihdr[8] = (uint8_t)img->depth;
   ihdr[9] = colour[img->channels];
   ihdr[10] = ihdr[11] = ihdr[12] = 0; /* deflate, adaptive filtering, no interlace */
@@ -229,7 +306,11 @@ static uint8_t *assemble(const struct codec_image *img, const uint8_t *z, size_t
 
 /* Filters and compresses img; on success *z holds the zlib stream of *zlen bytes. */
 static enum codec_status deflate_image(const struct codec_image *img, enum codec_png_filter f,
-                                       int level, uint8_t **z, size_t *zlen) {
+                                       int level, const struct codec_encode_opts *o, uint8_t **z,
+                                       size_t *zlen) {
+  size_t row = (size_t)img->width * (size_t)img->channels * (size_t)(img->depth / 8) + 1;
+  if (level == RLE && o->parallel && row * (size_t)img->height >= 2 * PART_BYTES)
+    return deflate_parts(img, f, o, row, z, zlen);
   size_t raw_len, bound = 0;
   uint8_t *raw = filter_image(img, f, &raw_len);
   struct libdeflate_compressor *c = raw && level != RLE ? libdeflate_alloc_compressor(level) : NULL;
@@ -254,7 +335,7 @@ enum codec_status codec_png_write(const struct codec_image *img, const struct co
   if (f == CODEC_PNG_FILTER_AUTO) f = img->depth == 16 ? plan->f16 : plan->f8;
   uint8_t *z = NULL, *iccp = NULL;
   size_t zlen = 0, iccp_len = 0;
-  enum codec_status st = deflate_image(img, f, plan->deflate, &z, &zlen);
+  enum codec_status st = deflate_image(img, f, plan->deflate, o, &z, &zlen);
   if (st == CODEC_OK && o->icc && o->icc_len) {
     iccp = iccp_data(o->icc, o->icc_len, &iccp_len);
     if (iccp == NULL) st = CODEC_NOMEM;

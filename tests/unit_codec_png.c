@@ -405,6 +405,86 @@ static void test_rewrap_cap(void) {
   ASSERT(copy == NULL);
 }
 
+/* The photograph tiled (mirrored) to w x h of c channels at depth bits (16: each sample times
+ * 257 plus a ramp, so both bytes vary). */
+static struct codec_image tiled_photo(int w, int h, int c, int depth) {
+  struct codec_image ph = fixture_photo("photo_1080p.jpg");
+  struct codec_image img = {NULL, w, h, c, depth, CODEC_PNG, 1};
+  img.pixels = malloc(image_bytes(&img));
+  ASSERT(img.pixels != NULL);
+  for (int y = 0; y < h; y++)
+    for (int x = 0; x < w; x++)
+      for (int k = 0; k < c; k++) {
+        int px = (x / ph.width) % 2 ? ph.width - 1 - x % ph.width : x % ph.width;
+        int py = (y / ph.height) % 2 ? ph.height - 1 - y % ph.height : y % ph.height;
+        unsigned v = ph.pixels[((size_t)py * ph.width + px) * ph.channels + k % ph.channels];
+        size_t i = ((size_t)y * w + x) * c + k;
+        if (depth == 8)
+          img.pixels[i] = (uint8_t)v;
+        else
+          ((uint16_t *)img.pixels)[i] = (uint16_t)(v * 257 - (unsigned)(x % 200));
+      }
+  codec_image_free(&ph);
+  return img;
+}
+
+static void pool_for(void *pool, int n, void (*fn)(void *arg, int begin, int end), void *arg) {
+  cpu_parallel_for(pool, n, fn, arg);
+}
+
+/* A large image at levels 1 and 2 on 4 threads (codec_encode_opts.parallel): the same filtered
+ * rows as on one thread (zlib inflates both), decoded exactly by png.c and libspng, a few bytes
+ * larger (a sync flush between parts); and out of memory at any of its first allocations, a
+ * clean CODEC_NOMEM. 8-bit RGB (5 parts of 4 MiB) and 16-bit gray (bands start mid-image). */
+static void test_parallel_parts(void) {
+  struct cpu_pool *pool = cpu_pool_new(4);
+  ASSERT(pool != NULL);
+  struct codec_image imgs[2] = {tiled_photo(3000, 2000, 3, 8), tiled_photo(2600, 2000, 1, 16)};
+  for (int i = 0; i < 2; i++) {
+    struct codec_image *img = &imgs[i];
+    size_t raw_len = (image_bytes(img) / img->height + 1) * img->height;
+    for (int level = 1; level <= 2; level++) {
+      struct codec_encode_opts o = {.format = CODEC_PNG, .compression = level};
+      struct codec_encode_opts par = o;
+      par.parallel = pool_for, par.parallel_ctx = pool;
+      uint8_t *one, *many;
+      size_t one_len, many_len;
+      char msg[256] = "";
+      ASSERT_INT(codec_encode(img, &o, &one, &one_len, msg, sizeof msg), ==, CODEC_OK);
+      ASSERT_INT(codec_encode(img, &par, &many, &many_len, msg, sizeof msg), ==, CODEC_OK);
+      expect_libpng(many, many_len, img);
+      expect_spng(many, many_len, img);
+      int c1, c2;
+      uint8_t *r1 = inflate_idat(one, one_len, raw_len, &c1),
+              *r2 = inflate_idat(many, many_len, raw_len, &c2);
+      ASSERT(memcmp(r1, r2, raw_len) == 0);
+      size_t parts = (raw_len + (4u << 20) - 1) / (4u << 20);
+      fprintf(stderr, "    %dx%dx%d/%d level %d: %zu parts, %zu bytes against %zu on one thread\n",
+              img->width, img->height, img->channels, img->depth, level, parts, many_len, one_len);
+      ASSERT_INT(parts, >=, 3);
+      ASSERT_INT(many_len, >, one_len);
+      ASSERT_INT(many_len, <=, one_len + 5 * parts + 12 * 2);
+      free(r1), free(r2), free(one), free(many);
+    }
+    for (long k = 0; k < 12; k++) { /* the k-th allocation fails, on whichever thread makes it */
+      struct codec_encode_opts par = {.format = CODEC_PNG, .compression = 2};
+      par.parallel = pool_for, par.parallel_ctx = pool;
+      uint8_t *out = NULL;
+      size_t len = 0;
+      char msg[256] = "";
+      codec_test_fail_alloc(k);
+      enum codec_status st = codec_encode(img, &par, &out, &len, msg, sizeof msg);
+      codec_test_fail_alloc(-1);
+      if (st == CODEC_OK)
+        expect_spng(out, len, img), free(out);
+      else
+        ASSERT_INT(st, ==, CODEC_NOMEM);
+    }
+    codec_image_free(img);
+  }
+  cpu_pool_free(pool);
+}
+
 int main(void) {
   RUN(test_rewrap_cap);
   RUN(test_rewrap);
@@ -413,6 +493,7 @@ int main(void) {
   RUN(test_levels_and_filters);
   RUN(test_idat_chunks);
   RUN(test_bad_filter);
+  RUN(test_parallel_parts);
   fprintf(stderr, "unit_codec_png: all tests passed\n");
   return 0;
 }
