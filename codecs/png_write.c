@@ -188,6 +188,7 @@ struct parts {
   uint8_t **z;       /* each part's deflate blocks */
   size_t *zlen;      /* and their bytes (0: out of memory) */
   int nparts, nomem; /* nomem: set (atomically) by a band or part that ran out of memory */
+  int bands_done;    /* bands filtered (atomic): a pool that gives up on a batch skips some */
 };
 
 static void filter_bands(void *arg, int begin, int end) {
@@ -197,6 +198,8 @@ static void filter_bands(void *arg, int begin, int end) {
     if (y1 > (size_t)p->img->height) y1 = (size_t)p->img->height;
     if (filter_rows(p->img, p->f, p->raw, y0, y1) != 0)
       __atomic_store_n(&p->nomem, 1, __ATOMIC_RELAXED);
+    else
+      __atomic_add_fetch(&p->bands_done, 1, __ATOMIC_RELAXED);
   }
 }
 
@@ -234,17 +237,18 @@ static enum codec_status deflate_parts(const struct codec_image *img, enum codec
   p.z = codec_malloc((size_t)p.nparts * sizeof *p.z);
   p.zlen = codec_malloc((size_t)p.nparts * sizeof *p.zlen);
   if (p.z) memset(p.z, 0, (size_t)p.nparts * sizeof *p.z);
-  if (p.raw && p.z && p.zlen) {
-    o->parallel(o->parallel_ctx, (int)((img->height + p.band_rows - 1) / p.band_rows), filter_bands,
-                &p);
-    if (!p.nomem) o->parallel(o->parallel_ctx, p.nparts, compress_parts, &p);
-  }
-  *z = p.raw && p.z && p.zlen && !p.nomem ? join_parts(&p, zlen) : NULL;
+  if (p.zlen) memset(p.zlen, 0, (size_t)p.nparts * sizeof *p.zlen);
+  int bands = (int)((img->height + p.band_rows - 1) / p.band_rows), made = p.raw && p.z && p.zlen;
+  if (made) o->parallel(o->parallel_ctx, bands, filter_bands, &p);
+  made = made && !p.nomem && p.bands_done == bands;
+  if (made) o->parallel(o->parallel_ctx, p.nparts, compress_parts, &p);
+  for (int k = 0; made && k < p.nparts; k++) made = p.zlen[k] > 0; /* 0: not made */
+  *z = made ? join_parts(&p, zlen) : NULL;
   for (int k = 0; p.z && k < p.nparts; k++) codec_free(p.z[k]);
   codec_free(p.z);
   codec_free(p.zlen);
   codec_free(p.raw);
-  return *z ? CODEC_OK : CODEC_NOMEM;
+  return *z ? CODEC_OK : CODEC_NOMEM; /* a band or part not made: out of memory, or skipped */
 }
 
 /* Writes a chunk (length, type, data, CRC) at p; returns the bytes written. */

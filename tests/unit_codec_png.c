@@ -432,10 +432,18 @@ static void pool_for(void *pool, int n, void (*fn)(void *arg, int begin, int end
   cpu_parallel_for(pool, n, fn, arg);
 }
 
+/* A pool that gives up on a batch (as cpu_parallel_for does on a cancelled job's): the call whose
+ * number *ctx counts down to 0 runs all but the last index. */
+static void giving_up_for(void *ctx, int n, void (*fn)(void *arg, int begin, int end), void *arg) {
+  int *left = ctx;
+  fn(arg, 0, (*left)-- == 0 ? n - 1 : n);
+}
+
 /* A large image at levels 1 and 2 on 4 threads (codec_encode_opts.parallel): the same filtered
  * rows as on one thread (zlib inflates both), decoded exactly by png.c and libspng, a few bytes
- * larger (a sync flush between parts); and out of memory at any of its first allocations, a
- * clean CODEC_NOMEM. 8-bit RGB (5 parts of 4 MiB) and 16-bit gray (bands start mid-image). */
+ * larger (a sync flush between parts); and out of memory at any of its first allocations, or a
+ * band or part the threads never made, a clean CODEC_NOMEM. 8-bit RGB (5 parts of 4 MiB) and 16-bit
+ * gray (bands start mid-image). */
 static void test_parallel_parts(void) {
   struct cpu_pool *pool = cpu_pool_new(4);
   ASSERT(pool != NULL);
@@ -479,6 +487,16 @@ static void test_parallel_parts(void) {
         expect_spng(out, len, img), free(out);
       else
         ASSERT_INT(st, ==, CODEC_NOMEM);
+    }
+    for (int call = 0; call < 2; call++) { /* the bands' batch, then the parts' */
+      int left = call;
+      struct codec_encode_opts par = {.format = CODEC_PNG, .compression = 2};
+      par.parallel = giving_up_for, par.parallel_ctx = &left;
+      uint8_t *out = NULL;
+      size_t len = 0;
+      char msg[256] = "";
+      ASSERT_INT(codec_encode(img, &par, &out, &len, msg, sizeof msg), ==, CODEC_NOMEM);
+      ASSERT(out == NULL);
     }
     codec_image_free(img);
   }
