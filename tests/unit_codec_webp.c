@@ -118,26 +118,14 @@ static void test_yuv_planes(void) {
   codec_image_free(&blur);
 }
 
-/* The file libwebp writes by itself for the 8-bit RGB or RGBA img: default preset at quality,
- * method, segments segments. Frees with free(). */
-static uint8_t *webp_alone(const struct codec_image *img, float quality, int method, int segments,
-                           size_t *len) {
-  WebPConfig c;
-  WebPPicture pic;
+/* pic (its planes filled) encoded with c into a malloc'd file of *len bytes; pic freed. */
+static uint8_t *encode_picture(const WebPConfig *c, WebPPicture *pic, size_t *len) {
   WebPMemoryWriter w;
-  ASSERT(WebPConfigPreset(&c, WEBP_PRESET_DEFAULT, quality) && WebPPictureInit(&pic));
-  c.method = method;
-  c.segments = segments;
-  pic.width = img->width;
-  pic.height = img->height;
   WebPMemoryWriterInit(&w);
-  pic.writer = WebPMemoryWrite;
-  pic.custom_ptr = &w;
-  int stride = img->width * img->channels;
-  ASSERT(img->channels == 4 ? WebPPictureImportRGBA(&pic, img->pixels, stride)
-                            : WebPPictureImportRGB(&pic, img->pixels, stride));
-  ASSERT(WebPEncode(&c, &pic));
-  WebPPictureFree(&pic);
+  pic->writer = WebPMemoryWrite;
+  pic->custom_ptr = &w;
+  ASSERT(WebPEncode(c, pic));
+  WebPPictureFree(pic);
   uint8_t *out = malloc(w.size);
   ASSERT(out != NULL);
   memcpy(out, w.mem, w.size);
@@ -146,12 +134,28 @@ static uint8_t *webp_alone(const struct codec_image *img, float quality, int met
   return out;
 }
 
+/* The file libwebp writes by itself for the 8-bit RGB or RGBA img: default preset at quality,
+ * method, segments segments. Frees with free(). */
+static uint8_t *webp_alone(const struct codec_image *img, float quality, int method, int segments,
+                           size_t *len) {
+  WebPConfig c;
+  WebPPicture pic;
+  ASSERT(WebPConfigPreset(&c, WEBP_PRESET_DEFAULT, quality) && WebPPictureInit(&pic));
+  c.method = method;
+  c.segments = segments;
+  pic.width = img->width;
+  pic.height = img->height;
+  int stride = img->width * img->channels;
+  ASSERT(img->channels == 4 ? WebPPictureImportRGBA(&pic, img->pixels, stride)
+                            : WebPPictureImportRGB(&pic, img->pixels, stride));
+  return encode_picture(&c, &pic, len);
+}
+
 /* libwebp's file for the planes codec_webp_yuv makes of the smooth RGB image img, at quality,
  * method 2 and one segment. Frees with free(). */
 static uint8_t *webp_of_our_planes(const struct codec_image *img, float quality, size_t *len) {
   WebPConfig c;
   WebPPicture pic;
-  WebPMemoryWriter w;
   ASSERT(WebPConfigPreset(&c, WEBP_PRESET_DEFAULT, quality) && WebPPictureInit(&pic));
   c.method = 2;
   c.segments = 1;
@@ -161,17 +165,7 @@ static uint8_t *webp_of_our_planes(const struct codec_image *img, float quality,
   ASSERT_INT(codec_webp_yuv(img->pixels, (size_t)img->width * 3, img->width, img->height, pic.y,
                             pic.y_stride, pic.u, pic.v, pic.uv_stride),
              ==, 1);
-  WebPMemoryWriterInit(&w);
-  pic.writer = WebPMemoryWrite;
-  pic.custom_ptr = &w;
-  ASSERT(WebPEncode(&c, &pic));
-  WebPPictureFree(&pic);
-  uint8_t *out = malloc(w.size);
-  ASSERT(out != NULL);
-  memcpy(out, w.mem, w.size);
-  *len = w.size;
-  WebPMemoryWriterClear(&w);
-  return out;
+  return encode_picture(&c, &pic, len);
 }
 
 static uint8_t *encode(const struct codec_image *img, int quality, int effort, size_t *len) {
