@@ -185,9 +185,10 @@ struct parts {
   uint8_t *raw;      /* the filtered image */
   size_t raw_len;    /* its bytes */
   size_t band_rows;  /* rows a band filters */
-  uint8_t **z;       /* each part's deflate blocks */
-  size_t *zlen;      /* and their bytes (0: out of memory) */
-  int nparts, nomem; /* nomem: set (atomically) by a band or part that ran out of memory */
+  uint8_t *z;        /* the zlib stream: part k's blocks first written at 2 + k * slot */
+  size_t slot;       /* codec_deflate_rle_part_bound(PART_BYTES) */
+  size_t *zlen;      /* each part's bytes (0: not made) */
+  int nparts, nomem; /* nomem: set (atomically) by a band that ran out of memory */
   int bands_done;    /* bands filtered (atomic): a pool that gives up on a batch skips some */
 };
 
@@ -208,23 +209,20 @@ static void compress_parts(void *arg, int begin, int end) {
   for (int k = begin; k < end; k++) {
     size_t s = (size_t)k * PART_BYTES,
            e = s + PART_BYTES < p->raw_len ? s + PART_BYTES : p->raw_len;
-    p->z[k] = codec_malloc(codec_deflate_rle_part_bound(e - s));
-    p->zlen[k] = p->z[k] ? codec_deflate_rle_part(p->raw, s, e, k == p->nparts - 1, p->z[k]) : 0;
-    if (p->zlen[k] == 0) __atomic_store_n(&p->nomem, 1, __ATOMIC_RELAXED);
+    p->zlen[k] = codec_deflate_rle_part(p->raw, s, e, k == p->nparts - 1, p->z + 2 + k * p->slot);
   }
 }
 
-/* The parts joined: the zlib header, the parts' blocks, the Adler-32 of the filtered image. */
-static uint8_t *join_parts(const struct parts *p, size_t *zlen) {
-  size_t total = 2 + 4;
-  for (int k = 0; k < p->nparts; k++) total += p->zlen[k];
-  uint8_t *z = codec_malloc(total), *at = z + 2;
-  if (z == NULL) return NULL;
-  z[0] = 0x78, z[1] = 0x01; /* as codec_deflate_rle's */
-  for (int k = 0; k < p->nparts; k++) memcpy(at, p->z[k], p->zlen[k]), at += p->zlen[k];
+/* The parts moved together after the zlib header, then the Adler-32 of the filtered image. */
+static size_t join_parts(const struct parts *p) {
+  uint8_t *at = p->z + 2;
+  p->z[0] = 0x78, p->z[1] = 0x01; /* as codec_deflate_rle's */
+  for (int k = 0; k < p->nparts; k++) {
+    memmove(at, p->z + 2 + k * p->slot, p->zlen[k]); /* never to the right of where it is */
+    at += p->zlen[k];
+  }
   codec_put_be32(at, libdeflate_adler32(1, p->raw, p->raw_len));
-  *zlen = total;
-  return z;
+  return (size_t)(at + 4 - p->z);
 }
 
 static enum codec_status deflate_parts(const struct codec_image *img, enum codec_png_filter f,
@@ -233,22 +231,22 @@ static enum codec_status deflate_parts(const struct codec_image *img, enum codec
   struct parts p = {.img = img, .f = f, .raw_len = row * (size_t)img->height};
   p.band_rows = PART_BYTES / row ? PART_BYTES / row : 1;
   p.nparts = (int)((p.raw_len + PART_BYTES - 1) / PART_BYTES);
+  p.slot = codec_deflate_rle_part_bound(PART_BYTES);
   p.raw = codec_malloc(p.raw_len);
-  p.z = codec_malloc((size_t)p.nparts * sizeof *p.z);
-  p.zlen = codec_malloc((size_t)p.nparts * sizeof *p.zlen);
-  if (p.z) memset(p.z, 0, (size_t)p.nparts * sizeof *p.z);
-  if (p.zlen) memset(p.zlen, 0, (size_t)p.nparts * sizeof *p.zlen);
-  int bands = (int)((img->height + p.band_rows - 1) / p.band_rows), made = p.raw && p.z && p.zlen;
+  p.z = p.raw ? codec_malloc(2 + (size_t)p.nparts * p.slot + 4) : NULL;
+  p.zlen = p.z ? codec_malloc((size_t)p.nparts * sizeof *p.zlen) : NULL;
+  int bands = (int)((img->height + p.band_rows - 1) / p.band_rows), made = p.zlen != NULL;
+  if (made) memset(p.zlen, 0, (size_t)p.nparts * sizeof *p.zlen);
   if (made) o->parallel(o->parallel_ctx, bands, filter_bands, &p);
   made = made && !p.nomem && p.bands_done == bands;
   if (made) o->parallel(o->parallel_ctx, p.nparts, compress_parts, &p);
   for (int k = 0; made && k < p.nparts; k++) made = p.zlen[k] > 0; /* 0: not made */
-  *z = made ? join_parts(&p, zlen) : NULL;
-  for (int k = 0; p.z && k < p.nparts; k++) codec_free(p.z[k]);
-  codec_free(p.z);
+  if (made) *zlen = join_parts(&p);
   codec_free(p.zlen);
   codec_free(p.raw);
-  return *z ? CODEC_OK : CODEC_NOMEM; /* a band or part not made: out of memory, or skipped */
+  if (!made) codec_free(p.z);
+  *z = made ? p.z : NULL;
+  return made ? CODEC_OK : CODEC_NOMEM; /* a band or part not made: out of memory, or skipped */
 }
 
 /* Writes a chunk (length, type, data, CRC) at p; returns the bytes written. */
