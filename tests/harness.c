@@ -68,9 +68,10 @@ void server_start_env(struct server *s, const char *const *args, const char *con
   struct http_resp r;
   for (int i = 0; i < (getenv("BLURD_WAIT_READY") ? 3000 : 200); i++) {
     int got = http_request(s, "GET", probe, NULL, NULL, NULL, 0, &r) == 0;
-    const char *all = got && r.body ? strstr(r.body, "\"workers\":") : NULL;
-    const char *ready = got && r.body ? strstr(r.body, "\"workers_ready\":") : NULL;
-    int made = !all || !ready || atoi(all + 10) == atoi(ready + 16);
+    json_t *j = got && r.body ? json_loads(r.body, 0, NULL) : NULL; /* /healthz: not JSON */
+    json_t *all = json_object_get(j, "workers"), *ready = json_object_get(j, "workers_ready");
+    int made = !all || !ready || json_integer_value(all) == json_integer_value(ready);
+    json_decref(j);
     if (got && r.status == 200 && made) {
       http_resp_free(&r);
       return;
