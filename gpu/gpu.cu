@@ -64,6 +64,7 @@ struct gpu_ctx *gpu_ctx_new(int dev, char *err, size_t errlen) {
                                                     : 0;
   const char *ref = getenv("BLURD_PSNR_REFERENCE");
   ctx->ref_double = ref && strcmp(ref, "double") == 0;
+  ctx->ref_int = info.major >= 8 && !(ref && strcmp(ref, "float") == 0);
   int ok = gpu_device_open(dev) == 0;
   ok = ok && cudaStreamCreateWithFlags(&ctx->s, cudaStreamNonBlocking) == cudaSuccess &&
        cudaMalloc(&ctx->d_stats, 2 * GPU_REGIONS_MAX * sizeof(double)) == cudaSuccess &&
@@ -149,8 +150,10 @@ enum gpu_status grow_host(struct gpu_ctx *ctx, size_t need) {
 enum w_slot { W_X, W_Y, W_REF_X, W_REF_Y, W_SLOTS };
 static_assert(W_SLOTS == sizeof(((gpu_ctx *)0)->w_len) / sizeof(size_t), "a length per slot");
 
-static size_t w_slot_bytes(void) {
-  return 8 * (size_t)(cpu_gauss_radius(CPU_SIGMA_MAX, 8) + 1);
+static size_t w_slot_bytes(void) { /* a multiple of 16: the integer reference reads uint4s */
+  size_t n = 8 * (size_t)(cpu_gauss_radius(CPU_SIGMA_MAX, 8) + 1);
+  static_assert(RI_TABLE_BYTES((16 + 2 * R32_RMAX + 31) / 32) <= 8 * (8 * 300 + 1), "a table fits");
+  return (n + 15) / 16 * 16;
 }
 
 static void *w_at(const struct gpu_ctx *ctx, enum w_slot slot) {
@@ -506,30 +509,125 @@ static int r32_certain(const double *stats, double n, double e) {
   return stats[0] > 0 && b <= (1 - pow(10, -0.001)) * stats[0];
 }
 
-/* The reference and the PSNR of d_out against the blur of d_in: in single precision when its
- * bound makes the PSNR certain to 0.01 dB, else (or when BLURD_PSNR_REFERENCE=double, or the
- * kernel is wider than R32_RMAX) the double reference's. Waits for the GPU; acc filled. Sets
- * *exact when the double reference ran. */
+/* The A fragments of the integer reference's k-steps (kernels_ref32.cu) for the weights
+ * q[0..p->r]: entry (s, b, lane) holds the 16 bytes that lane (g, t) = (lane / 4, lane % 4) keeps
+ * of byte b of A[i][k] = q[|32 s + k - i - R|] (0 past r) in mma.sync's layout: rows g and g + 8,
+ * columns 4t..4t+3, then 16 + 4t..16 + 4t + 3 (registers x, y, z, w: (g, 4t), (g + 8, 4t),
+ * (g, 16 + 4t), (g + 8, 16 + 4t)), a byte a column. */
+static void ri_table(const uint32_t *q, const ri_pass *p, uint32_t *table) {
+  for (int wd = 0; wd < p->ks * 3 * 32 * 4; wd++) {
+    int reg = wd & 3, lane = (wd >> 2) & 31, b = (wd >> 7) % 3, s = (wd >> 7) / 3;
+    int i = (lane >> 2) + (reg & 1) * 8, k0 = 4 * (lane & 3) + (reg >> 1) * 16;
+    uint32_t v = 0;
+    for (int e = 0; e < 4; e++) {
+      int d = abs(32 * s + k0 + e - i - p->R);
+      v |= d <= p->r ? ((q[d] >> (8 * b)) & 255u) << (8 * e) : 0u;
+    }
+    table[wd] = v;
+  }
+}
+
+/* The integer reference's weights for sigma into slot, as ri_table's A fragments: q = round(w 2^S)
+ * with S the largest that keeps q[0] under 2^24; wround and mass: over every tap, the sums of
+ * |q 2^-S - w| and of q 2^-S. GPU_ERROR when the kernel is wider than it takes. */
+struct ri_w {
+  ri_pass p;
+  double wround, mass;
+  double low, top; /* over every tap: the sums of q's low byte and of byte 1 + 257 byte 2 */
+};
+
+static enum gpu_status ri_weights(struct gpu_ctx *ctx, enum w_slot slot, double sigma,
+                                  struct ri_w *o) {
+  int r = cpu_gauss_radius(sigma, CPU_TRUNCATE), R = r < 8 ? 8 : (r + 7) / 8 * 8;
+  if (R > R32_RMAX) return GPU_ERROR;
+  o->p = {r, R, 0, (16 + 2 * R + 31) / 32};
+  double *w = (double *)malloc((size_t)(r + 1) * sizeof(double));
+  uint32_t *q = (uint32_t *)malloc((size_t)(r + 1) * sizeof(uint32_t));
+  uint32_t *table = (uint32_t *)malloc(RI_TABLE_BYTES(o->p.ks));
+  enum gpu_status st = w && q && table ? GPU_OK : GPU_NO_MEMORY;
+  if (st == GPU_OK) {
+    cpu_gauss_kernel(sigma, r, w);
+    int S = 23; /* w[0] <= 1, the largest weight */
+    while (llround(ldexp(w[0], S + 1)) < (1 << 24)) S++;
+    o->p.S = S;
+    o->wround = o->mass = o->low = o->top = 0;
+    for (int m = 0; m <= r; m++) {
+      q[m] = (uint32_t)llround(ldexp(w[m], S));
+      double e = ldexp((double)q[m], -S);
+      o->wround += (m ? 2 : 1) * fabs(e - w[m]), o->mass += (m ? 2 : 1) * e;
+      o->low += (m ? 2 : 1) * (q[m] & 255u);
+      o->top += (m ? 2 : 1) * ((q[m] >> 8 & 255u) + 257.0 * (q[m] >> 16));
+    }
+    ri_table(q, &o->p, table);
+    st = upload_w(ctx, slot, table, RI_TABLE_BYTES(o->p.ks));
+  }
+  free(w);
+  free(q);
+  free(table);
+  return st;
+}
+
+/* The bound on |integer reference - double reference| of every sample (docs/methods.md): the
+ * row pass errs by the weights' rounding on samples up to 255 and hq's rounding (2^-17); the
+ * column pass carries that through its weights, adds its own weights' rounding, and leaves out
+ * the products of low bytes (at most 255 times its weights' low bytes, scaled). */
+static double ri_bound(const struct ri_w *x, const struct ri_w *y) {
+  double half = ldexp(1.0, -(RI_F + 1)), e1 = 255 * x->wround + half, m2 = 255 * x->mass + half;
+  return e1 * y->mass + m2 * y->wround + ldexp(255 * y->low, -(RI_F + y->p.S)) + 1e-9;
+}
+
+/* Launches the integer reference (8-bit images of 1 or 3 channels, compute capability 8.0 on,
+ * BLURD_PSNR_REFERENCE not float) or else the single-precision one against d_out, with their
+ * sums into d_stats and the bound on each sample's error in *e; no wait. GPU_ERROR: neither
+ * takes the kernel (too wide). */
+static enum gpu_status launch_fast_reference(struct gpu_ctx *ctx, const struct cpu_blur *b,
+                                             const struct cpu_image *img, double *e) {
+  packed in = packed_of(ctx->d_in, img), out = packed_of(ctx->d_out, img);
+  if (ctx->ref_int && img->depth == 8 && (img->channels == 1 || img->channels == 3)) {
+    struct ri_w x, y;
+    enum gpu_status st = ri_weights(ctx, W_REF_X, b->sigma_x, &x);
+    if (st == GPU_OK) st = ri_weights(ctx, W_REF_Y, b->sigma_y, &y);
+    if (st != GPU_OK) return st;
+    /* hq fits its 24 bits; the column pass's levels 3 + 256 x level 4 (hq's bytes 1 and 2
+     * times the weights' bytes 2 and 1, and 2 and 2) fit an int: at most 255 y.top */
+    if (255 * x.mass * (1 << RI_F) + 1 < (1 << 24) && 255 * y.top < 2147483647.0) {
+      *e = ri_bound(&x, &y);
+      st = grow(ctx, &ctx->d_ref, &ctx->ref_cap,
+                reference_i8_bytes(img->width, img->height, img->channels, y.p.R));
+      if (st != GPU_OK) return st;
+      CUDA_TRY(ctx, launch_reference_i8(in, out, ctx->d_ref, w_at(ctx, W_REF_X), x.p,
+                                        w_at(ctx, W_REF_Y), y.p, *e + 1e-6, ctx->d_stats, ctx->s));
+      return GPU_OK;
+    }
+  }
+  struct r32_pass px, py;
+  enum gpu_status st = r32_weights(ctx, W_REF_X, b->sigma_x, &px);
+  if (st == GPU_OK) st = r32_weights(ctx, W_REF_Y, b->sigma_y, &py);
+  if (st != GPU_OK) return st;
+  *e = r32_bound(&px, &py, img->depth, img->channels == 2 || img->channels == 4);
+  st = grow(ctx, &ctx->d_ref, &ctx->ref_cap,
+            reference32_bytes(img->width, img->height, img->channels, py.r8));
+  if (st != GPU_OK) return st;
+  CUDA_TRY(ctx, launch_reference32(in, out, ctx->d_ref, (const float *)w_at(ctx, W_REF_X), px.r8,
+                                   (const float *)w_at(ctx, W_REF_Y), py.r8, *e + 1e-6,
+                                   ctx->d_stats, ctx->s));
+  return GPU_OK;
+}
+
+/* The reference and the PSNR of d_out against the blur of d_in: from the integer or the single-
+ * precision reference when its bound makes the PSNR certain to 0.01 dB, else (or when
+ * BLURD_PSNR_REFERENCE=double, or the kernel is wider than R32_RMAX) the double reference's.
+ * Waits for the GPU; acc filled. Sets *exact when the double reference ran. */
 static enum gpu_status run_psnr(struct gpu_ctx *ctx, const struct cpu_blur *b,
                                 const struct cpu_image *img, struct cpu_accuracy *acc, int *exact) {
-  struct r32_pass px, py;
-  enum gpu_status st = ctx->ref_double ? GPU_ERROR : r32_weights(ctx, W_REF_X, b->sigma_x, &px);
-  if (st == GPU_OK) st = r32_weights(ctx, W_REF_Y, b->sigma_y, &py);
+  double e = 0;
+  enum gpu_status st = ctx->ref_double ? GPU_ERROR : launch_fast_reference(ctx, b, img, &e);
   if (st == GPU_OK) {
-    int alpha = img->channels == 2 || img->channels == 4;
-    double e = r32_bound(&px, &py, img->depth, alpha);
-    size_t n = (size_t)img->width * img->height * img->channels;
-    st = grow(ctx, &ctx->d_ref, &ctx->ref_cap,
-              reference32_bytes(img->width, img->height, img->channels, py.r8));
-    if (st != GPU_OK) return st;
-    CUDA_TRY(ctx, launch_reference32(packed_of(ctx->d_in, img), packed_of(ctx->d_out, img),
-                                     ctx->d_ref, (const float *)w_at(ctx, W_REF_X), px.r8,
-                                     (const float *)w_at(ctx, W_REF_Y), py.r8, e + 1e-6,
-                                     ctx->d_stats, ctx->s));
     CUDA_TRY(ctx, cudaMemcpyAsync(ctx->h_stats, ctx->d_stats, 3 * sizeof(double),
                                   cudaMemcpyDeviceToHost, ctx->s));
     CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_MEASURED], ctx->s));
     CUDA_TRY(ctx, cudaEventSynchronize(ctx->ev[EV_MEASURED]));
+    size_t n = (size_t)img->width * img->height * img->channels;
     if (r32_certain(ctx->h_stats, (double)n, e)) {
       double s[2] = {ctx->h_stats[0], ctx->h_stats[2]};
       accuracy_of(img, s, acc);

@@ -55,6 +55,7 @@ struct gpu_ctx {
   int bench;             /* gpu_bench: kernel time only, after the host's preparation */
   int early;             /* programmatic dependent launch: compute capability 9.0 on */
   int ref_double; /* BLURD_PSNR_REFERENCE=double: the PSNR always from the double reference */
+  int ref_int;    /* the integer reference runs here (8.0 on), unless BLURD_PSNR_REFERENCE=float */
   int ref_exact;  /* the last PSNR came from the double reference (gpu_reference_exact) */
 };
 
@@ -409,6 +410,21 @@ size_t reference32_bytes(int w, int h, int c, int ry8);
 cudaError_t launch_reference32(packed in, packed out, void *d_ref, const float *d_wx, int rx8,
                                const float *d_wy, int ry8, double tau, double *d_stats,
                                cudaStream_t s);
+
+/* The integer reference on the tensor cores (kernels_ref32.cu), for 8-bit images of 1 or 3
+ * channels on compute capability 8.0 on: a pass's weights q[0..r] = round(w 2^S) (under 2^24),
+ * R = r rounded up to 8 (at most R32_RMAX), ks k-steps of 32 samples (16 + 2 R at least), and
+ * d_tx, d_ty the passes' A fragments (RI_TABLE_BYTES(ks): gpu.cu's ri_weights); d_ref of
+ * reference_i8_bytes(w, h, c, py.R); d_stats as launch_reference32's. */
+#define RI_TABLE_BYTES(ks) ((size_t)(ks)*3 * 32 * 16)
+#define RI_F               16 /* the row pass's sums, hq = round(h 2^RI_F), in 24 bits */
+struct ri_pass {
+  int r, R, S, ks;
+};
+size_t reference_i8_bytes(int w, int h, int c, int R);
+cudaError_t launch_reference_i8(packed in, packed out, void *d_ref, const void *d_tx, ri_pass px,
+                                const void *d_ty, ri_pass py, double tau, double *d_stats,
+                                cudaStream_t s);
 
 /* yvv_blocked's block length in samples (float, double). */
 #define BLOCKED_B_FLOAT  64

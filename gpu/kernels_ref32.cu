@@ -1,5 +1,7 @@
-/* The PSNR's reference in single precision, with a proven bound on its error (docs/methods.md,
- * "PSNR"): the same separable Gaussian as the double reference (kernels_sep.cu), summed so that
+/* The PSNR's fast references, each with a proven bound on its error (docs/methods.md, "PSNR"):
+ * in integers on the tensor cores for 8-bit images without alpha (the second half of this file),
+ * and in single precision for the rest. The single-precision one is the same separable Gaussian as
+ * the double reference (kernels_sep.cu), summed so that
  * every partial sum is small and non-negative. A thread has 8 adjacent outputs of one lane; the
  * taps are taken in symmetric pairs from the tails inward, w_m (y[i - m] + y[i + m]) for m = R8
  * down to 1 (R8: the radius rounded up to 8, the weights past the radius 0), into four accumulators
@@ -255,4 +257,300 @@ cudaError_t launch_reference32(packed in, packed out, void *d_ref, const float *
   default:
     return launch_r32<4>(in, out, d_ref, d_wx, rx8, d_wy, ry8, tau, d_stats, s);
   }
+}
+
+/* ---- the integer reference on the tensor cores (8-bit images without alpha) ----
+ *
+ * Each pass's weights are integers q_m = round(w_m 2^S) under 2^24 (S the largest that keeps
+ * q_0 there), split into 3 bytes, and a pass is a product of integer matrices on mma.sync's
+ * u8 x u8 -> s32 path, which is exact: for 16 outputs of 8 lines at once, A is the 16 x 32 block
+ * of the Toeplitz matrix of one weight byte at k-step s (A[i][k] = byte b of q[|32 s + k - i - R|],
+ * 0 past the radius r; R is r rounded up to 8), B the 32 input samples of each line from the
+ * tile's first output - R + 32 s. The row pass multiplies the image's bytes by the 3 weight bytes
+ * and rounds each sum to hq = round(h 2^16) (24 bits: 8 above the point, 16 below), written as
+ * three byte planes in column order (a column's rows adjacent), which the column pass reads as
+ * its lines: 3 input bytes times 3 weight bytes, products of the same level a + b summed in one
+ * accumulator (at most 3 x 255 x 255 x 321 < 2^31), added in 64-bit integers and scaled to the
+ * reference in double. The only errors are the weights' rounding and hq's (docs/methods.md). */
+#define RI_T  256 /* threads a block */
+#define RI_RP 128 /* row pass: outputs along a line a block */
+#define RI_CP 256 /* column pass: output rows a block */
+#define RI_RL 32  /* lines a block: image rows (row pass) or columns (column pass) */
+
+/* Samples staged a line for n outputs (the last tile's at n - 16, then its k-steps), and the bytes
+ * a staged line takes: 16 past a multiple of 128, so that lines g = 0..7 start 4 banks apart. */
+__host__ __device__ inline int ri_span(int ks, int n) {
+  return 32 * ks + n - 16;
+}
+
+__host__ __device__ inline int ri_stride(int ks, int n) {
+  return (ri_span(ks, n) + 127) / 128 * 128 + 16;
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define RI_MMA 0 /* mma.sync's u8 shape m16n8k32 came with compute capability 8.0 */
+#else
+#define RI_MMA 1
+#endif
+
+/* d += a b over one k-step (a: 16 x 32 bytes, b: 32 x 8 bytes, fragments as mma.sync lays them). */
+__device__ __forceinline__ void ri_mma(int (&d)[4], const uint4 &a, uint32_t b0, uint32_t b1) {
+#if RI_MMA
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
+#else
+  __trap();
+#endif
+}
+
+/* acc[gi][a + b - LO] += the products of input byte plane a (NA planes, `plane` bytes apart) and
+ * weight byte b over every k-step, for two groups of 8 lines (ls bytes a line; group gi from
+ * line 8 gi), levels a + b under LO left out: ln is this lane's first sample, line g's staged
+ * sample p0 + 4t. */
+template <int NA, int LO>
+__device__ __forceinline__ void ri_tile(const uint8_t *ln, int ls, int plane, const uint4 *s_a,
+                                        int ks, int (&acc)[2][NA + 2 - LO][4]) {
+  int lane = threadIdx.x & 31;
+  for (int s = 0; s < ks; s++) {
+    uint4 a[3];
+#pragma unroll
+    for (int b = 0; b < 3; b++) a[b] = s_a[(s * 3 + b) * 32 + lane];
+#pragma unroll
+    for (int gi = 0; gi < 2; gi++)
+#pragma unroll
+      for (int ai = 0; ai < NA; ai++) {
+        const uint8_t *q = ln + gi * 8 * ls + ai * plane + 32 * s;
+        uint32_t b0 = *(const uint32_t *)q, b1 = *(const uint32_t *)(q + 16);
+#pragma unroll
+        for (int b = 0; b < 3; b++)
+          if (ai + b >= LO) ri_mma(acc[gi][ai + b - LO], a[b], b0, b1);
+      }
+  }
+}
+
+/* Copies the pass's A fragments (gpu.cu's ri_weights builds them) into shared memory. */
+__device__ __forceinline__ void ri_table_in(uint4 *s_a, const uint4 *table, int ks) {
+  for (int j = threadIdx.x; j < ks * 3 * 32; j += RI_T) s_a[j] = table[j];
+}
+
+/* Pixels x..x+3 of an 8-bit row of L lanes (1 or 3) at px, a word a lane: one word load for a
+ * gray row, three for RGB, sorted into lanes with byte permutes. px: word-aligned. */
+template <int L> __device__ __forceinline__ void ri_words(const uint8_t *px, uint32_t (&v)[L]) {
+  const uint32_t *w = (const uint32_t *)px;
+  if (L == 1) {
+    v[0] = w[0];
+  } else { /* w0 = r0 g0 b0 r1, w1 = g1 b1 r2 g2, w2 = b2 r3 g3 b3 */
+    uint32_t a = w[0], b = w[1], c = w[2];
+    v[0] = __byte_perm(__byte_perm(a, b, 0x0630), c, 0x5210);
+    v[1 % L] = __byte_perm(__byte_perm(a, b, 0x0741), c, 0x6210);
+    v[2 % L] = __byte_perm(__byte_perm(a, b, 0x0052), c, 0x7410);
+  }
+}
+
+/* Row pass: plane rows 0..rows-1 are image rows pf..; output hq of lane c, column x, plane row y
+ * goes to byte plane a at plane + ((a * L + c) * w + x) * hp + y (hp: a multiple of 32). A block
+ * has RI_RL rows and RI_RP columns of every lane; a warp's task is 16 columns of 16 rows. Staging:
+ * thread t takes row t / 8 and 4 pixels at a time from column 4 (t % 8), each lane's 4 bytes
+ * stored as a word: whole words where the block's columns are inside the image and rows start on
+ * a word, else byte by byte with the columns clamped. */
+template <int L>
+__global__ void __launch_bounds__(RI_T)
+    ri_rows(packed in, uint8_t *plane, int hp, int rows, const uint4 *table, ri_pass p, int pf) {
+  extern __shared__ __align__(16) uint8_t s_ri[];
+  int ls = ri_stride(p.ks, RI_RP), span = ri_span(p.ks, RI_RP);
+  uint4 *s_a = (uint4 *)s_ri;
+  uint8_t *s_in = s_ri + p.ks * 3 * 32 * 16, *s_out = s_in + L * RI_RL * ls;
+  int xb = blockIdx.x * RI_RP, yb = blockIdx.y * RI_RL, lane = threadIdx.x & 31;
+  ri_table_in(s_a, table, p.ks);
+  int i = threadIdx.x >> 3, y = pf + min(yb + i, rows - 1), x0 = xb - p.R;
+  const uint8_t *row = (const uint8_t *)in.p + (size_t)y * in.w * L;
+  bool words = x0 >= 0 && x0 + span <= in.w && (in.w * L) % 4 == 0;
+#pragma unroll 2
+  for (int j = 4 * (threadIdx.x & 7); j < span; j += 32) {
+    uint32_t v[L] = {};
+    if (words) {
+      ri_words<L>(row + (size_t)(x0 + j) * L, v);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const uint8_t *px = row + clampi(x0 + j + e, 0, in.w - 1) * L;
+#pragma unroll
+        for (int c = 0; c < L; c++) v[c] |= (uint32_t)px[c] << (8 * e);
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < L; c++) *(uint32_t *)(s_in + (c * RI_RL + i) * ls + j) = v[c];
+  }
+  __syncthreads();
+  int sh = p.S - RI_F, g = lane >> 2, t = lane & 3;
+  for (int task = threadIdx.x >> 5; task < L * 16; task += RI_T / 32) {
+    int c = task >> 4, pt = (task >> 1) & 7, h = task & 1;
+    int acc[2][3][4] = {};
+    ri_tile<1, 0>(s_in + (c * RI_RL + h * 16 + g) * ls + pt * 16 + 4 * t, ls, 0, s_a, p.ks, acc);
+#pragma unroll
+    for (int gi = 0; gi < 2; gi++)
+#pragma unroll
+      for (int hr = 0; hr < 2; hr++) { /* lines 2t and 2t + 1 of one column: a 16-bit store */
+        uint32_t hq[2];
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          long long v = acc[gi][0][2 * hr + e] + ((long long)acc[gi][1][2 * hr + e] << 8) +
+                        ((long long)acc[gi][2][2 * hr + e] << 16);
+          hq[e] = (uint32_t)((v + (1ll << (sh - 1))) >> sh);
+        }
+        int pos = pt * 16 + g + hr * 8, line = h * 16 + gi * 8 + 2 * t;
+#pragma unroll
+        for (int a = 0; a < 3; a++)
+          *(uint16_t *)(s_out + ((a * L + c) * RI_RP + pos) * RI_RL + line) =
+              (uint16_t)(((hq[0] >> (8 * a)) & 255u) | ((hq[1] >> (8 * a)) & 255u) << 8);
+      }
+  }
+  __syncthreads();
+  for (int k = threadIdx.x; k < 3 * L * RI_RP * 2; k += RI_T) {
+    int r = k >> 1, pos = r % RI_RP, ac = r / RI_RP;
+    if (xb + pos < in.w)
+      ((uint4 *)(plane + ((size_t)ac * in.w + xb + pos) * hp + yb))[k & 1] =
+          ((const uint4 *)(s_out + r * RI_RL))[k & 1];
+  }
+}
+
+/* The column pass's staging: thread t takes column t / 8 of the block and words 4 (t % 8) + 32 m
+ * of its staged rows (y0 - R on) from the three byte planes; a word with rows outside pf..pl
+ * takes their nearest, byte by byte. */
+template <int L>
+__device__ __forceinline__ void ri_cols_in(uint8_t *s_in, int ls, int pst, int span,
+                                           const uint8_t *plane, int hp, const packed &out, int xb,
+                                           int y0, int R, int pf, int pl) {
+  int i = threadIdx.x >> 3, x = min(xb + i, out.w - 1);
+  const uint8_t *col = plane + ((size_t)blockIdx.z * out.w + x) * hp;
+  size_t pstep = (size_t)L * out.w * hp; /* from one byte plane to the next */
+#pragma unroll 4
+  for (int j = 4 * (threadIdx.x & 7); j < span; j += 32) {
+    int y = y0 - R + j;
+    uint32_t v[3] = {0, 0, 0};
+    if (y >= pf && y + 3 <= pl) {
+#pragma unroll
+      for (int a = 0; a < 3; a++) v[a] = *(const uint32_t *)(col + a * pstep + y - pf);
+    } else {
+      for (int e = 0; e < 4; e++) {
+        int k = clampi(clampi(y + e, 0, out.h - 1), pf, pl) - pf;
+#pragma unroll
+        for (int a = 0; a < 3; a++) v[a] |= (uint32_t)col[a * pstep + k] << (8 * e);
+      }
+    }
+#pragma unroll
+    for (int a = 0; a < 3; a++) *(uint32_t *)(s_in + a * pst + i * ls + j) = v[a];
+  }
+}
+
+/* Column pass over lane blockIdx.z of an 8-bit image: a block has RI_RL columns and RI_CP output
+ * rows from y_out + RI_CP blockIdx.y (y_out: the strip's first row, a multiple of RI_CP; rows from
+ * y_end on are the next strip's), reading the planes' rows pf..pl (their nearest past them); the
+ * reference is U scale (U: the sum of every level l's products times 2^(8 l)), its error against
+ * out counted as r32_error does. The products of the input's and the weights' low bytes (level 0)
+ * are left out: at most 255 x their weights' low
+ * bytes x scale (gpu.cu's bound counts it). A task's output samples are read before its
+ * products, so that their loads wait under them. */
+template <int L>
+__global__ void __launch_bounds__(RI_T, 3)
+    ri_cols(const uint8_t *plane, int hp, packed out, const uint4 *table, ri_pass p, double scale,
+            double tau, double *part, int y_out, int y_end, int pf, int pl, int nby) {
+  extern __shared__ __align__(16) uint8_t s_ri[];
+  int ls = ri_stride(p.ks, RI_CP), pst = RI_RL * ls;
+  uint4 *s_a = (uint4 *)s_ri;
+  uint8_t *s_in = s_ri + p.ks * 3 * 32 * 16;
+  int xb = blockIdx.x * RI_RL, y0 = y_out + blockIdx.y * RI_CP, lane = threadIdx.x & 31;
+  ri_table_in(s_a, table, p.ks);
+  ri_cols_in<L>(s_in, ls, pst, ri_span(p.ks, RI_CP), plane, hp, out, xb, y0, p.R, pf, pl);
+  __syncthreads();
+  int g = lane >> 2, t = lane & 3;
+  const uint8_t *o = (const uint8_t *)out.p + blockIdx.z;
+  double v[3] = {0, 0, 0};
+  for (int task = threadIdx.x >> 5; task < RI_CP / 8; task += RI_T / 32) {
+    int pt = task >> 1, h = task & 1;
+    int sample[2][4];
+#pragma unroll
+    for (int gi = 0; gi < 2; gi++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        int x = xb + h * 16 + gi * 8 + 2 * t + (e & 1), y = y0 + pt * 16 + g + (e >> 1) * 8;
+        sample[gi][e] = x < out.w && y < y_end ? o[((size_t)y * out.w + x) * L] : -1;
+      }
+    int acc[2][4][4] = {};
+    ri_tile<3, 1>(s_in + (h * 16 + g) * ls + pt * 16 + 4 * t, ls, pst, s_a, p.ks, acc);
+#pragma unroll
+    for (int gi = 0; gi < 2; gi++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        int hi = acc[gi][2][e] + (acc[gi][3][e] << 8); /* levels 3 and 4: under 2^31 (gpu.cu) */
+        if (sample[gi][e] >= 0) { /* every term exact in double, the sum within 2^-45 */
+          double d = fma(-(double)acc[gi][0][e], scale * 256, (double)sample[gi][e]);
+          d = fabs(
+              fma(-(double)hi, scale * 16777216, fma(-(double)acc[gi][1][e], scale * 65536, d)));
+          d = d < tau ? 0 : d;
+          v[0] = fma(d, d, v[0]), v[1] += d, v[2] = fmax(v[2], d);
+        }
+      }
+  }
+  r32_block_stats(part, ((size_t)blockIdx.z * nby + y0 / RI_CP) * gridDim.x + blockIdx.x, v);
+}
+
+/* Output rows of a strip: the whole image when its byte planes fit in R32_PLANE_BYTES, else the
+ * most blocks of RI_RP rows whose planes (with R rows above and below) do, but at least 4 R. */
+static int ri_strip(int w, int h, int c, int R) {
+  long fit = (long)(R32_PLANE_BYTES / ((size_t)3 * c * w)) - 2 * R - 32;
+  long s = fit / RI_CP * RI_CP, least = div_up(4 * R, RI_CP) * RI_CP;
+  s = s < least ? least : s;
+  return s >= h ? h : (int)s;
+}
+
+static int ri_pitch(int rows) {
+  return (rows + 31) / 32 * 32;
+}
+
+size_t reference_i8_bytes(int w, int h, int c, int R) {
+  int rows = ri_strip(w, h, c, R) + 2 * R;
+  rows = rows < h ? rows : h;
+  size_t plane = (size_t)3 * c * w * ri_pitch(rows);
+  size_t blocks = (size_t)c * div_up(h, RI_CP) * div_up(w, RI_RL);
+  return (plane + 15) / 16 * 16 + 3 * blocks * sizeof(double);
+}
+
+template <int L>
+static cudaError_t launch_ri(packed in, packed out, void *d_ref, const uint4 *tx, ri_pass px,
+                             const uint4 *ty, ri_pass py, double scale, double tau, double *stats,
+                             cudaStream_t s) {
+  int strip = ri_strip(in.w, in.h, L, py.R), nby = div_up(in.h, RI_CP), gx = div_up(in.w, RI_RL);
+  int full = strip + 2 * py.R < in.h ? strip + 2 * py.R : in.h;
+  size_t pbytes = ((size_t)3 * L * in.w * ri_pitch(full) + 15) / 16 * 16;
+  uint8_t *plane = (uint8_t *)d_ref;
+  double *part = (double *)((char *)d_ref + pbytes);
+  size_t rsmem =
+      RI_TABLE_BYTES(px.ks) + (size_t)L * RI_RL * ri_stride(px.ks, RI_RP) + 3 * L * RI_RP * RI_RL;
+  size_t csmem = RI_TABLE_BYTES(py.ks) + 3 * RI_RL * ri_stride(py.ks, RI_CP);
+  smem_allow_max((const void *)ri_rows<L>);
+  smem_allow_max((const void *)ri_cols<L>);
+  for (int y = 0; y < in.h; y += strip) {
+    int end = y + strip < in.h ? y + strip : in.h;
+    int pf = y - py.R > 0 ? y - py.R : 0,
+        pl = end - 1 + py.R < in.h - 1 ? end - 1 + py.R : in.h - 1;
+    int rows = pl - pf + 1, hp = ri_pitch(rows);
+    ri_rows<L><<<dim3(div_up(in.w, RI_RP), div_up(rows, RI_RL)), RI_T, rsmem, s>>>(
+        in, plane, hp, rows, tx, px, pf);
+    ri_cols<L><<<dim3(gx, div_up(end - y, RI_CP), L), RI_T, csmem, s>>>(
+        plane, hp, out, ty, py, scale, tau, part, y, end, pf, pl, nby);
+  }
+  r32_sum<<<1, R32_SUM, 0, s>>>(part, (size_t)L * nby * gx, stats);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_reference_i8(packed in, packed out, void *d_ref, const void *d_tx, ri_pass px,
+                                const void *d_ty, ri_pass py, double tau, double *d_stats,
+                                cudaStream_t s) {
+  double scale = ldexp(1.0, -(RI_F + py.S));
+  const uint4 *tx = (const uint4 *)d_tx, *ty = (const uint4 *)d_ty;
+  if (in.c == 1) return launch_ri<1>(in, out, d_ref, tx, px, ty, py, scale, tau, d_stats, s);
+  return launch_ri<3>(in, out, d_ref, tx, px, ty, py, scale, tau, d_stats, s);
 }

@@ -2,8 +2,9 @@
  * against its CPU twin on real photographs and odd sizes (1x1, 1xN, Nx1, 1023x777, 8192x8192),
  * with one sigma on both axes and with a sigma of its own on each: the fir family byte for byte,
  * the other methods within 1 level; the GPU's PSNR against the CPU's measurement of the same
- * output (the same, or within 0.01 dB when the single-precision reference decided it, on
- * photographs and adversarial images too: test_psnr_reference); single against double precision
+ * output (the same, or within 0.01 dB when the integer or the single-precision reference decided
+ * it, on photographs and adversarial images too: test_psnr_reference, once with each); single
+ * against double precision
  * across sigma (the data behind GPU_FLOAT_SIGMA_MAX, and yvv_blocked and deriche within a level in
  * single precision at every sigma); an out-of-memory job that fails alone; region blur on the
  * device against its parts (each box blurred by gpu_blur and blended by cpu_blend_box); and, with
@@ -233,7 +234,7 @@ static struct cpu_image adversarial(enum adv a, const struct codec_image *photo,
   return img;
 }
 
-static void test_psnr_reference(void) {
+static void test_psnr_reference(const char *which) {
   struct codec_image photo = fixture_photo("photo_1080p.jpg");
   struct {
     int w, h, c, depth;
@@ -244,7 +245,7 @@ static void test_psnr_reference(void) {
     double sigma;
   } runs[] = {{CPU_PYRAMID, 12}, {CPU_SEPARABLE, 3}, {CPU_YVV_BLOCKED, 40}};
   double worst = 0;
-  int float_photos = 0;
+  int fast_photos = 0;
   for (int s = 0; s < 5; s++)
     for (int a = 0; a < ADV_N; a++) {
       char label[48];
@@ -255,15 +256,15 @@ static void test_psnr_reference(void) {
       for (int r = 0; r < 3 && (s == 0 || r == 0); r++) {
         compare(ctx, runs[r].m, runs[r].sigma, runs[r].sigma, &img, label);
         worst = last_dpsnr > worst && !isinf(last_dpsnr) ? last_dpsnr : worst;
-        if (a == ADV_PHOTO && s == 0) float_photos += !last_exact;
+        if (a == ADV_PHOTO && s == 0) fast_photos += !last_exact;
       }
       free(img.data);
     }
   /* the point: the photographs' PSNR comes from the float reference, at every method */
-  int ok = float_photos == 3;
-  printf("%-4s psnr reference: 1920x1080 photo from the float reference at %d of 3 methods; "
+  int ok = fast_photos == 3;
+  printf("%-4s psnr reference (%s): 1920x1080 photo from the fast reference at %d of 3 methods; "
          "largest |gpu - cpu| %.5f dB (at most %.2f)\n",
-         ok ? "ok" : "FAIL", float_photos, worst, PSNR_DB);
+         ok ? "ok" : "FAIL", which, fast_photos, worst, PSNR_DB);
   failures += !ok;
   codec_image_free(&photo);
 }
@@ -1060,7 +1061,17 @@ int main(int argc, char **argv) {
     test_per_axis();
     if (only < 0) test_regions();
     if (only < 0 && quick < 2) test_strips();
-    if (only < 0 && quick < 2) test_psnr_reference();
+    if (only < 0 &&
+        quick < 2) { /* the integer reference (8-bit, 1 or 3 channels), then the float */
+      test_psnr_reference("integer where it applies");
+      struct gpu_ctx *held = ctx;
+      setenv("BLURD_PSNR_REFERENCE", "float", 1);
+      if (!(ctx = gpu_ctx_new(0, err, sizeof(err)))) TEST_FAIL("%s", err);
+      unsetenv("BLURD_PSNR_REFERENCE");
+      test_psnr_reference("single precision");
+      gpu_ctx_free(ctx);
+      ctx = held;
+    }
   }
   if (only < 0) test_local();
   if (only < 0 && !local_only) test_ops(quick > 0);
