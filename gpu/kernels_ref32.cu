@@ -353,8 +353,8 @@ template <int L> __device__ __forceinline__ void ri_words(const uint8_t *px, uin
  * goes to byte plane a at plane + ((a * L + c) * w + x) * hp + y (hp: a multiple of 32). A block
  * has RI_RL rows and RI_RP columns of every lane; a warp's task is 16 columns of 16 rows. Staging:
  * thread t takes row t / 8 and 4 pixels at a time from column 4 (t % 8), each lane's 4 bytes
- * stored as a word: whole words where the block's columns are inside the image and rows start on
- * a word, else byte by byte with the columns clamped. */
+ * stored as a word: whole words, 4 groups of pixels in flight, where the block's columns are
+ * inside the image and rows start on a word, else byte by byte with the columns clamped. */
 template <int L>
 __global__ void __launch_bounds__(RI_T)
     ri_rows(packed in, uint8_t *plane, int hp, int rows, const uint4 *table, ri_pass p, int pf) {
@@ -366,22 +366,31 @@ __global__ void __launch_bounds__(RI_T)
   ri_table_in(s_a, table, p.ks);
   int i = threadIdx.x >> 3, y = pf + min(yb + i, rows - 1), x0 = xb - p.R;
   const uint8_t *row = (const uint8_t *)in.p + (size_t)y * in.w * L;
-  bool words = x0 >= 0 && x0 + span <= in.w && (in.w * L) % 4 == 0;
-#pragma unroll 2
-  for (int j = 4 * (threadIdx.x & 7); j < span; j += 32) {
-    uint32_t v[L] = {};
-    if (words) {
-      ri_words<L>(row + (size_t)(x0 + j) * L, v);
-    } else {
+  uint8_t *dst = s_in + i * ls;
+  if (x0 >= 0 && x0 + span <= in.w && (in.w * L) % 4 == 0) { /* 4 words of pixels in flight */
+    for (int j = 4 * (threadIdx.x & 7); j < span; j += 128) {
+      uint32_t v[4][L];
+#pragma unroll
+      for (int u = 0; u < 4; u++)
+        if (j + 32 * u < span) ri_words<L>(row + (size_t)(x0 + j + 32 * u) * L, v[u]);
+#pragma unroll
+      for (int u = 0; u < 4; u++)
+#pragma unroll
+        for (int c = 0; c < L; c++)
+          if (j + 32 * u < span) *(uint32_t *)(dst + c * RI_RL * ls + j + 32 * u) = v[u][c];
+    }
+  } else {
+    for (int j = 4 * (threadIdx.x & 7); j < span; j += 32) {
+      uint32_t v[L] = {};
 #pragma unroll
       for (int e = 0; e < 4; e++) {
         const uint8_t *px = row + clampi(x0 + j + e, 0, in.w - 1) * L;
 #pragma unroll
         for (int c = 0; c < L; c++) v[c] |= (uint32_t)px[c] << (8 * e);
       }
-    }
 #pragma unroll
-    for (int c = 0; c < L; c++) *(uint32_t *)(s_in + (c * RI_RL + i) * ls + j) = v[c];
+      for (int c = 0; c < L; c++) *(uint32_t *)(dst + c * RI_RL * ls + j) = v[c];
+    }
   }
   __syncthreads();
   int sh = p.S - RI_F, g = lane >> 2, t = lane & 3;
@@ -417,31 +426,43 @@ __global__ void __launch_bounds__(RI_T)
 }
 
 /* The column pass's staging: thread t takes column t / 8 of the block and words 4 (t % 8) + 32 m
- * of its staged rows (y0 - R on) from the three byte planes; a word with rows outside pf..pl
- * takes their nearest, byte by byte. */
+ * of its staged rows (y0 - R on) from the three byte planes. When every staged row is in pf..pl
+ * (all but the strips' first and last blocks) the words are loaded 4 rows of words at a time, 12
+ * loads in flight; else byte by byte, rows outside taking their nearest. */
 template <int L>
 __device__ __forceinline__ void ri_cols_in(uint8_t *s_in, int ls, int pst, int span,
                                            const uint8_t *plane, int hp, const packed &out, int xb,
                                            int y0, int R, int pf, int pl) {
-  int i = threadIdx.x >> 3, x = min(xb + i, out.w - 1);
+  int i = threadIdx.x >> 3, x = min(xb + i, out.w - 1), j0 = 4 * (threadIdx.x & 7);
   const uint8_t *col = plane + ((size_t)blockIdx.z * out.w + x) * hp;
   size_t pstep = (size_t)L * out.w * hp; /* from one byte plane to the next */
-#pragma unroll 4
-  for (int j = 4 * (threadIdx.x & 7); j < span; j += 32) {
-    int y = y0 - R + j;
+  uint8_t *dst = s_in + i * ls;
+  if (y0 - R >= pf && y0 - R + span - 1 <= pl) {
+    const uint8_t *src = col + (y0 - R - pf);
+    for (int j = j0; j < span; j += 128) { /* span: a multiple of 16 */
+      uint32_t v[4][3];
+#pragma unroll
+      for (int u = 0; u < 4; u++)
+#pragma unroll
+        for (int a = 0; a < 3; a++)
+          v[u][a] = j + 32 * u < span ? *(const uint32_t *)(src + a * pstep + j + 32 * u) : 0;
+#pragma unroll
+      for (int u = 0; u < 4; u++)
+#pragma unroll
+        for (int a = 0; a < 3; a++)
+          if (j + 32 * u < span) *(uint32_t *)(dst + a * pst + j + 32 * u) = v[u][a];
+    }
+    return;
+  }
+  for (int j = j0; j < span; j += 32) {
     uint32_t v[3] = {0, 0, 0};
-    if (y >= pf && y + 3 <= pl) {
+    for (int e = 0; e < 4; e++) {
+      int k = clampi(clampi(y0 - R + j + e, 0, out.h - 1), pf, pl) - pf;
 #pragma unroll
-      for (int a = 0; a < 3; a++) v[a] = *(const uint32_t *)(col + a * pstep + y - pf);
-    } else {
-      for (int e = 0; e < 4; e++) {
-        int k = clampi(clampi(y + e, 0, out.h - 1), pf, pl) - pf;
-#pragma unroll
-        for (int a = 0; a < 3; a++) v[a] |= (uint32_t)col[a * pstep + k] << (8 * e);
-      }
+      for (int a = 0; a < 3; a++) v[a] |= (uint32_t)col[a * pstep + k] << (8 * e);
     }
 #pragma unroll
-    for (int a = 0; a < 3; a++) *(uint32_t *)(s_in + a * pst + i * ls + j) = v[a];
+    for (int a = 0; a < 3; a++) *(uint32_t *)(dst + a * pst + j) = v[a];
   }
 }
 
