@@ -325,41 +325,33 @@ static void write_header(struct bitw *w, const struct block *b, int final) {
              b->cl.len[b->op[k]] + cl_extra[b->op[k]]);
 }
 
-/* A block's codes by parse_block's symbol, ready to write: the bits | their count << 24. A run's
- * are its length code, extra bits and distance code (code 0, one bit). */
+/* A block's codes by parse_block's symbol, ready to write. A run's are its length code, extra
+ * bits and distance code (code 0, one bit): 21 bits at most. Bits and lengths sit in two tables,
+ * so that a code costs two loads and no unpacking. */
 struct emit {
-  uint32_t code[SYMS];
-  int per; /* symbols written per store of the bit buffer: 4, 3 or 2, as their longest allows */
+  uint32_t bits[SYMS];
+  uint8_t len[SYMS];
 };
 
-static void make_emit(const struct block *b, const struct lengths *t, const uint32_t *freq,
-                      struct emit *x) {
+static void make_emit(const struct block *b, const struct lengths *t, struct emit *x) {
   const uint8_t *len = b->lit.len;
   const uint16_t *code = b->lit.code;
-  unsigned longest = 0;
-  for (int v = 0; v <= 256; v++) {
-    x->code[v] = code[v] | (uint32_t)len[v] << 24;
-    if (len[v] > longest) longest = len[v];
-  }
+  for (int v = 0; v <= 256; v++) x->bits[v] = code[v], x->len[v] = len[v];
   for (int l = MIN_RUN; l <= MAX_RUN; l++) {
-    unsigned s = t->sym[l], n = len[s] + t->nextra[l] + 1u;
-    x->code[256 + l] = (code[s] | (uint32_t)t->extra[l] << len[s]) | n << 24;
-    if (freq[s] && n > longest) longest = n;
+    unsigned s = t->sym[l];
+    x->bits[256 + l] = code[s] | (uint32_t)t->extra[l] << len[s];
+    x->len[256 + l] = (uint8_t)(len[s] + t->nextra[l] + 1u);
   }
-  x->per = longest <= 14 ? 4 : longest <= 18 ? 3 : 2; /* with up to 7 bits held: 63, 61, 49 */
 }
-
-#define CODE_BITS(e) ((uint64_t)((e)&0xffffffu))
-#define CODE_LEN(e)  ((unsigned)((e) >> 24))
 
 /* The codes of sym[0] and sym[1] joined, LSB first; their length in *n. */
-static inline uint64_t two_codes(const uint32_t *code, const uint16_t *sym, unsigned *n) {
-  uint32_t a = code[sym[0]], b = code[sym[1]];
-  *n = CODE_LEN(a) + CODE_LEN(b);
-  return CODE_BITS(a) | CODE_BITS(b) << CODE_LEN(a);
+static inline uint64_t two_codes(const struct emit *x, const uint16_t *sym, unsigned *n) {
+  unsigned a = sym[0], b = sym[1];
+  *n = (unsigned)x->len[a] + x->len[b];
+  return (uint64_t)x->bits[a] | (uint64_t)x->bits[b] << x->len[a];
 }
 
-/* Adds bits of n bits to the buffer held in buf and cnt (below 8), stores 8 bytes at *o and moves
+/* Adds bits of n bits to the buffer held in buf and cnt (below 8), stores 8 bytes at o and moves
  * on by the whole bytes; n + 7 must be below 64. */
 #define PUT_STORE(bits, n)                                                                         \
   do {                                                                                             \
@@ -371,29 +363,24 @@ static inline uint64_t two_codes(const uint32_t *code, const uint16_t *sym, unsi
     cnt &= 7;                                                                                      \
   } while (0)
 
-/* Writes sym[0..n) with x's codes: x->per codes per store of the bit buffer, and two codes
- * joined before they are added, which shortens the chain of shifts through the count. */
+/* Writes sym[0..n) with x's codes, four codes per store of the bit buffer when they come to 56
+ * bits or less (one of 15 or more bits is rare) and two per store otherwise; the codes are joined
+ * in pairs before they are added, which shortens the chain of shifts through the count. */
 static void write_symbols(struct bitw *w, const struct emit *x, const uint16_t *sym, size_t n) {
   uint64_t buf = w->buf;
   unsigned cnt = w->cnt, n0, n1;
   uint8_t *o = w->p;
   size_t k = 0;
-  if (x->per == 4)
-    for (; k + 4 <= n; k += 4) {
-      uint64_t c0 = two_codes(x->code, sym + k, &n0), c1 = two_codes(x->code, sym + k + 2, &n1);
+  for (; k + 4 <= n; k += 4) {
+    uint64_t c0 = two_codes(x, sym + k, &n0), c1 = two_codes(x, sym + k + 2, &n1);
+    if (n0 + n1 <= 56) {
       PUT_STORE(c0 | c1 << n0, n0 + n1);
+    } else {
+      PUT_STORE(c0, n0);
+      PUT_STORE(c1, n1);
     }
-  if (x->per == 3)
-    for (; k + 3 <= n; k += 3) {
-      uint64_t c0 = two_codes(x->code, sym + k, &n0);
-      uint32_t c1 = x->code[sym[k + 2]];
-      PUT_STORE(c0 | CODE_BITS(c1) << n0, n0 + CODE_LEN(c1));
-    }
-  for (; k + 2 <= n; k += 2) {
-    uint64_t c0 = two_codes(x->code, sym + k, &n0);
-    PUT_STORE(c0, n0);
   }
-  for (; k < n; k++) PUT_STORE(CODE_BITS(x->code[sym[k]]), CODE_LEN(x->code[sym[k]]));
+  for (; k < n; k++) PUT_STORE((uint64_t)x->bits[sym[k]], x->len[sym[k]]);
   w->buf = buf, w->cnt = cnt, w->p = o;
 }
 
@@ -440,7 +427,7 @@ size_t codec_deflate_rle_part(const uint8_t *in, size_t s, size_t e, int last, u
       count_symbols(sym, nsym, t, freq);
       uint64_t bits = plan_block(freq, b);
       if ((bits + 7) / 8 < stored_bytes(end - s)) {
-        make_emit(b, t, freq, x);
+        make_emit(b, t, x);
         write_header(&w, b, last && end == e);
         write_symbols(&w, x, sym, nsym);
       } else {
