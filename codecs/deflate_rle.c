@@ -4,7 +4,7 @@
  * only codes literals and runs of one repeated byte (matches at distance 1), with Huffman codes
  * made for each block, comes within a few percent of a real match finder's size at a fraction of
  * its time. zlib offers this (Z_RLE) but spends as long as libdeflate's level 1 doing it; this
- * encoder parses each block of BLOCK_BYTES input bytes once into symbols while counting them,
+ * encoder parses each block of CODEC_RLE_BLOCK input bytes once into symbols while counting them,
  * builds length-limited Huffman codes from the counts, and writes the block with a 64-bit bit
  * buffer, or writes it stored when that is smaller, so the output never exceeds
  * codec_deflate_rle_bound. The stream is plain RFC 1950/1951: any inflater reads it. */
@@ -17,10 +17,9 @@
 
 #include "codecs_int.h"
 
-#define BLOCK_BYTES (1u << 18) /* input bytes per deflate block, each with its own codes */
-#define STORED_MAX  65535u     /* bytes in one stored block */
-#define LITLEN_SYMS 286        /* literals, end of block (256), lengths (257..285) */
-#define CL_SYMS     19         /* the code-length alphabet */
+#define STORED_MAX  65535u /* bytes in one stored block */
+#define LITLEN_SYMS 286    /* literals, end of block (256), lengths (257..285) */
+#define CL_SYMS     19     /* the code-length alphabet */
 #define MIN_RUN     3
 #define MAX_RUN     258
 
@@ -206,9 +205,9 @@ static size_t parse_window(const uint8_t *in, size_t p, size_t i, size_t e, uint
  * on the bytes, so they are made ahead of the parse, which then finds each run's start and end
  * with a count of zeros instead of a chain of loads and compares; the bytes that the windows
  * leave at the block's end are parsed one by one. */
-static size_t parse_block(const uint8_t *in, size_t s, size_t e, uint16_t *sym) {
+static size_t parse_block(const uint8_t *in, size_t s, size_t e, int first, uint16_t *sym) {
   size_t i = s, k = 0;
-  if (i == 0 && e > 0) sym[k++] = in[i++]; /* the stream's first byte: a literal */
+  if (first && e > s) sym[k++] = in[i++]; /* the stream's first byte: a literal */
 #ifdef __SSE2__
   for (size_t p = i; p + 64 + 16 <= e; p += 64) {
     if (i >= p + 64) continue; /* a run covers the window */
@@ -404,46 +403,66 @@ static size_t stored_bytes(size_t n) {
 }
 
 size_t codec_deflate_rle_bound(size_t n) { /* each block no larger than stored; 8 bytes' slack */
-  return 2 + stored_bytes(n) + 5 * (n / BLOCK_BYTES + 1) + 4 + 8;
+  return 2 + stored_bytes(n) + 5 * (n / CODEC_RLE_BLOCK + 1) + 4 + 8;
 }
 
 size_t codec_deflate_rle_part_bound(size_t n) { /* the blocks, a sync flush, 8 bytes' slack */
-  return stored_bytes(n) + 5 * (n / BLOCK_BYTES + 1) + 5 + 8;
+  return stored_bytes(n) + 5 * (n / CODEC_RLE_BLOCK + 1) + 5 + 8;
+}
+
+struct codec_rle {
+  struct lengths t;                   /* run lengths' symbols and extra bits */
+  struct block b;                     /* the block's codes and header */
+  struct emit x;                      /* the block's codes by symbol */
+  struct bitw w;                      /* the output */
+  uint8_t *out;                       /* where it started */
+  int started;                        /* a block was written */
+  uint16_t sym[CODEC_RLE_BLOCK + 16]; /* the block's symbols (parse_block) */
+};
+
+struct codec_rle *codec_rle_new(uint8_t *out) {
+  struct codec_rle *c = codec_malloc(sizeof *c);
+  if (c == NULL) return NULL;
+  init_lengths(&c->t);
+  c->w = (struct bitw){.p = out};
+  c->out = out;
+  c->started = 0;
+  return c;
+}
+
+void codec_rle_block(struct codec_rle *c, const uint8_t *in, size_t s, size_t e, int last) {
+  uint32_t freq[LITLEN_SYMS] = {0};
+  size_t nsym = parse_block(in, s, e, !c->started, c->sym);
+  count_symbols(c->sym, nsym, &c->t, freq);
+  uint64_t bits = plan_block(freq, &c->b);
+  if ((bits + 7) / 8 < stored_bytes(e - s)) {
+    make_emit(&c->b, &c->t, &c->x);
+    write_header(&c->w, &c->b, last);
+    write_symbols(&c->w, &c->x, c->sym, nsym);
+  } else {
+    write_stored(&c->w, in + s, e - s, last);
+  }
+  c->started = 1;
+}
+
+size_t codec_rle_end(struct codec_rle *c, int sync) {
+  if (sync) write_stored(&c->w, c->out, 0, 0); /* an empty stored block */
+  flush_bytes(&c->w);
+  size_t n = (size_t)(c->w.p - c->out);
+  codec_free(c);
+  return n;
 }
 
 size_t codec_deflate_rle_part(const uint8_t *in, size_t s, size_t e, int last, uint8_t *out) {
-  struct lengths *t = codec_malloc(sizeof *t);
-  struct block *b = codec_malloc(sizeof *b);
-  struct emit *x = codec_malloc(sizeof *x);
-  uint16_t *sym = codec_malloc((BLOCK_BYTES + 16) * sizeof *sym);
-  size_t done = 0;
-  if (t && b && x && sym) {
-    init_lengths(t);
-    struct bitw w = {.p = out};
-    do {
-      size_t end = e - s > BLOCK_BYTES ? s + BLOCK_BYTES : e;
-      uint32_t freq[LITLEN_SYMS] = {0};
-      size_t nsym = parse_block(in, s, end, sym);
-      count_symbols(sym, nsym, t, freq);
-      uint64_t bits = plan_block(freq, b);
-      if ((bits + 7) / 8 < stored_bytes(end - s)) {
-        make_emit(b, t, x);
-        write_header(&w, b, last && end == e);
-        write_symbols(&w, x, sym, nsym);
-      } else {
-        write_stored(&w, in + s, end - s, last && end == e);
-      }
-      s = end;
-    } while (s < e);
-    if (!last) write_stored(&w, in + s, 0, 0); /* a sync flush: an empty stored block */
-    flush_bytes(&w);
-    done = (size_t)(w.p - out);
-  }
-  codec_free(t);
-  codec_free(b);
-  codec_free(x);
-  codec_free(sym);
-  return done;
+  struct codec_rle *c = codec_rle_new(out);
+  if (c == NULL) return 0;
+  c->started = s > 0; /* in[s - 1] is the stream's byte before */
+  do {
+    size_t end = e - s > CODEC_RLE_BLOCK ? s + CODEC_RLE_BLOCK : e;
+    codec_rle_block(c, in, s, end, last && end == e);
+    s = end;
+  } while (s < e);
+  return codec_rle_end(c, !last);
 }
 
 size_t codec_deflate_rle(const uint8_t *in, size_t n, uint8_t *out) {

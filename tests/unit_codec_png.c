@@ -196,6 +196,8 @@ static void expect_inflates_to(const uint8_t *z, size_t zn, const uint8_t *in, s
   free(back);
 }
 
+static struct codec_image tiled_photo(int w, int h, int c, int depth);
+
 /* deflate_rle.c's stream of in[0..n), read back by zlib and by libdeflate; returns its length. */
 static size_t rle_roundtrip(const uint8_t *in, size_t n) {
   size_t bound = codec_deflate_rle_bound(n);
@@ -326,6 +328,67 @@ static void test_rle_adversarial(void) {
     if (sizes[k] != want[k]) TEST_FAIL("input %d: %zu bytes, not %zu", k, sizes[k], want[k]);
   }
   free(b);
+}
+
+/* The IDAT chunks of png joined: its zlib stream, malloc'd, of *n bytes. */
+static uint8_t *idat_stream(const uint8_t *png, size_t len, size_t *n) {
+  uint8_t *z = malloc(len);
+  ASSERT(z != NULL);
+  *n = 0;
+  for (size_t p = 8; p + 12 <= len;) {
+    size_t c =
+        (size_t)png[p] << 24 | (size_t)png[p + 1] << 16 | (size_t)png[p + 2] << 8 | png[p + 3];
+    if (memcmp(png + p + 4, "IDAT", 4) == 0) memcpy(z + *n, png + p + 8, c), *n += c;
+    p += c + 12;
+  }
+  return z;
+}
+
+/* The run-length levels on one thread filter a block's rows at a time and code each block as it
+ * fills (png_write.c's deflate_rle_rows): the zlib stream must be byte for byte codec_deflate_rle
+ * of the whole filtered image, with rows across the blocks' ends, a last block of exactly 256 KiB
+ * (one and two blocks of 512-byte rows), a last fill that passes a block's end (a block, then one
+ * row), rows of 128 KiB, and allocation k failing a clean CODEC_NOMEM for every k until the
+ * encode makes no more. */
+static void test_rle_rows_stream(void) {
+  struct codec_image imgs[] = {tiled_photo(1000, 700, 3, 8), tiled_photo(511, 512, 1, 8),
+                               tiled_photo(511, 1024, 1, 8), tiled_photo(511, 513, 1, 8),
+                               tiled_photo(16384, 9, 4, 16)};
+  for (size_t i = 0; i < sizeof imgs / sizeof *imgs; i++) {
+    struct codec_image *img = &imgs[i];
+    size_t raw_len = (image_bytes(img) / img->height + 1) * img->height;
+    for (int level = 1; level <= 2; level++) {
+      struct codec_encode_opts o = {.format = CODEC_PNG, .compression = level};
+      uint8_t *png;
+      size_t len, zn;
+      ASSERT_INT(codec_encode(img, &o, &png, &len, NULL, 0), ==, CODEC_OK);
+      int chunks;
+      uint8_t *raw = inflate_idat(png, len, raw_len, &chunks), *z = idat_stream(png, len, &zn);
+      uint8_t *want = malloc(codec_deflate_rle_bound(raw_len));
+      ASSERT(want != NULL);
+      ASSERT_INT(codec_deflate_rle(raw, raw_len, want), ==, zn);
+      ASSERT(memcmp(want, z, zn) == 0);
+      free(want), free(z), free(raw), free(png);
+    }
+    long k = 0;
+    for (;; k++) {
+      struct codec_encode_opts o = {.format = CODEC_PNG, .compression = 2};
+      uint8_t *png = NULL;
+      size_t len = 0;
+      codec_test_fail_alloc(k);
+      enum codec_status st = codec_encode(img, &o, &png, &len, NULL, 0);
+      int failed = codec_test_fail_alloc(-1) == -1;
+      if (!failed) {
+        ASSERT_INT(st, ==, CODEC_OK);
+        free(png);
+        break;
+      }
+      ASSERT_INT(st, ==, CODEC_NOMEM);
+      ASSERT(png == NULL);
+    }
+    ASSERT_INT(k, >=, 4); /* the row buffer, the stream, the coder, the filter's rows, ... */
+    codec_image_free(img);
+  }
 }
 
 /* The decoder skips the pixel data's checksums (IDAT CRCs, zlib's Adler-32), so a file whose only
@@ -593,6 +656,7 @@ int main(void) {
   RUN(test_data_checksums_skipped);
   RUN(test_rle_streams);
   RUN(test_rle_adversarial);
+  RUN(test_rle_rows_stream);
   RUN(test_levels_and_filters);
   RUN(test_idat_chunks);
   RUN(test_bad_filter);
