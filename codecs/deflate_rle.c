@@ -3,11 +3,15 @@
  * fpng's idea: after a PNG row filter most bytes are small residuals, so a deflate stream that
  * only codes literals and runs of one repeated byte (matches at distance 1), with Huffman codes
  * made for each block, comes within a few percent of a real match finder's size at a fraction of
- * its time. zlib offers this (Z_RLE) but spends as long as libdeflate's level 1 doing it; this
- * encoder parses each block of CODEC_RLE_BLOCK input bytes once into symbols while counting them,
- * builds length-limited Huffman codes from the counts, and writes the block with a 64-bit bit
- * buffer, or writes it stored when that is smaller, so the output never exceeds
- * codec_deflate_rle_bound. The stream is plain RFC 1950/1951: any inflater reads it. */
+ * its time. zlib offers this (Z_RLE) but spends as long as libdeflate's level 1 doing it. This
+ * encoder takes each block of CODEC_RLE_BLOCK input bytes in three passes over data the cache
+ * holds: a parse into 16-bit symbols (SSE2 bit masks of where bytes repeat, 64 bytes at a time, so
+ * that finding a run is a count of zeros and a stretch without runs costs a few instructions),
+ * a count of the symbols (four tables), and, after length-limited Huffman codes are built from the
+ * counts, the writing (four codes per store of a 64-bit bit buffer); or it writes the block
+ * stored when that is smaller, so the output never exceeds codec_deflate_rle_bound. Whole
+ * buffers (codec_deflate_rle, codec_deflate_rle_part) and blocks handed over one at a time
+ * (codec_rle_block) give the same stream. It is plain RFC 1950/1951: any inflater reads it. */
 #include <libdeflate.h>
 #include <stdlib.h>
 #include <string.h>

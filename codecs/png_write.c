@@ -3,9 +3,11 @@
  *
  * libpng with zlib spends most of a PNG encode in zlib's deflate, which libdeflate does 2-3x
  * faster to the same size or smaller, and deflate_rle.c's run-length coder faster still for a
- * few percent more; both compress a whole buffer in one call, so the encoder filters every row
- * into one buffer (filter byte + row, samples big-endian), compresses it and writes signature,
- * IHDR, an optional iCCP, IDAT chunks of at most IDAT_MAX bytes and IEND. Each `compression`
+ * few percent more. libdeflate compresses a whole buffer in one call, so for it the encoder
+ * filters every row into one buffer (filter byte + row, samples big-endian); the run-length coder
+ * takes a block at a time, so for it the rows are filtered into one block's buffer, coded and
+ * the buffer reused (deflate_rle_rows). Then it writes signature, IHDR, an optional iCCP, IDAT
+ * chunks of at most IDAT_MAX bytes and IEND. Each `compression`
  * level 0..9 is a plan: a deflater and a filter for 8- and 16-bit samples (chosen by
  * measurement: docs/methods.md). Filters are PNG's none, sub, up, average and paeth; "adaptive"
  * picks per row the one whose bytes, read as signed, have the smallest sum of magnitudes
