@@ -87,14 +87,14 @@ size_t codec_deflate_rle(const uint8_t *in, size_t n, uint8_t *out);
  * memory. */
 size_t codec_deflate_rle_part_bound(size_t n);
 size_t codec_deflate_rle_part(const uint8_t *in, size_t s, size_t e, int last, uint8_t *out);
-/* The same deflate blocks made one at a time, for a caller that makes its bytes as it goes
+/* The same deflate blocks made a piece at a time, for a caller that makes its bytes as it goes
  * (png_write.c filters a block's rows, codes them, and reuses the buffer): codec_rle_new(out)
  * starts a stream at out, which holds codec_deflate_rle_part_bound of all the bytes to come
- * (NULL when out of memory); codec_rle_block codes in[s..e), at most CODEC_RLE_BLOCK bytes, as
- * the next block, final when last is set, where in[s - 1] must be the stream's byte before
- * unless this is the first block; codec_rle_end adds a sync flush when sync is set, frees the
- * stream and returns the bytes written. Blocks of CODEC_RLE_BLOCK bytes but the last give the
- * bytes of codec_deflate_rle_part. */
+ * (NULL when out of memory); codec_rle_block codes in[s..e) as the next blocks, one per
+ * CODEC_RLE_BLOCK bytes, the last final when last is set, where in[s - 1] must be the stream's
+ * byte before unless these are the stream's first; codec_rle_end adds a sync flush when sync is
+ * set, frees the stream and returns the bytes written. Pieces of CODEC_RLE_BLOCK bytes but the
+ * last give the bytes of codec_deflate_rle_part of the whole. */
 #define CODEC_RLE_BLOCK (1u << 18)
 struct codec_rle;
 struct codec_rle *codec_rle_new(uint8_t *out);

@@ -434,7 +434,8 @@ struct codec_rle *codec_rle_new(uint8_t *out) {
   return c;
 }
 
-void codec_rle_block(struct codec_rle *c, const uint8_t *in, size_t s, size_t e, int last) {
+/* Codes in[s..e), at most CODEC_RLE_BLOCK bytes, as one block. */
+static void code_block(struct codec_rle *c, const uint8_t *in, size_t s, size_t e, int last) {
   uint32_t freq[LITLEN_SYMS] = {0};
   size_t nsym = parse_block(in, s, e, !c->started, c->sym);
   count_symbols(c->sym, nsym, &c->t, freq);
@@ -449,6 +450,14 @@ void codec_rle_block(struct codec_rle *c, const uint8_t *in, size_t s, size_t e,
   c->started = 1;
 }
 
+void codec_rle_block(struct codec_rle *c, const uint8_t *in, size_t s, size_t e, int last) {
+  do {
+    size_t end = e - s > CODEC_RLE_BLOCK ? s + CODEC_RLE_BLOCK : e;
+    code_block(c, in, s, end, last && end == e);
+    s = end;
+  } while (s < e);
+}
+
 size_t codec_rle_end(struct codec_rle *c, int sync) {
   if (sync) write_stored(&c->w, c->out, 0, 0); /* an empty stored block */
   flush_bytes(&c->w);
@@ -461,11 +470,7 @@ size_t codec_deflate_rle_part(const uint8_t *in, size_t s, size_t e, int last, u
   struct codec_rle *c = codec_rle_new(out);
   if (c == NULL) return 0;
   c->started = s > 0; /* in[s - 1] is the stream's byte before */
-  do {
-    size_t end = e - s > CODEC_RLE_BLOCK ? s + CODEC_RLE_BLOCK : e;
-    codec_rle_block(c, in, s, end, last && end == e);
-    s = end;
-  } while (s < e);
+  codec_rle_block(c, in, s, e, last);
   return codec_rle_end(c, !last);
 }
 
