@@ -87,6 +87,19 @@ size_t codec_deflate_rle(const uint8_t *in, size_t n, uint8_t *out);
  * memory. */
 size_t codec_deflate_rle_part_bound(size_t n);
 size_t codec_deflate_rle_part(const uint8_t *in, size_t s, size_t e, int last, uint8_t *out);
+/* The same deflate blocks made a piece at a time, for a caller that makes its bytes as it goes
+ * (png_write.c filters a block's rows, codes them, and reuses the buffer): codec_rle_new(out)
+ * starts a stream at out, which holds codec_deflate_rle_part_bound of all the bytes to come
+ * (NULL when out of memory); codec_rle_block codes in[s..e) as the next blocks, one per
+ * CODEC_RLE_BLOCK bytes, the last final when last is set, where in[s - 1] must be the stream's
+ * byte before unless these are the stream's first; codec_rle_end adds a sync flush when sync is
+ * set, frees the stream and returns the bytes written. Pieces of CODEC_RLE_BLOCK bytes but the
+ * last give the bytes of codec_deflate_rle_part of the whole. */
+#define CODEC_RLE_BLOCK (1u << 18)
+struct codec_rle;
+struct codec_rle *codec_rle_new(uint8_t *out);
+void codec_rle_block(struct codec_rle *c, const uint8_t *in, size_t s, size_t e, int last);
+size_t codec_rle_end(struct codec_rle *c, int sync);
 /* A 32-bit big-endian value at p (PNG's lengths and CRCs, zlib's Adler-32), read or written. */
 uint32_t codec_be32(const uint8_t *p);
 void codec_put_be32(uint8_t *p, uint32_t v);

@@ -3,21 +3,27 @@
  * fpng's idea: after a PNG row filter most bytes are small residuals, so a deflate stream that
  * only codes literals and runs of one repeated byte (matches at distance 1), with Huffman codes
  * made for each block, comes within a few percent of a real match finder's size at a fraction of
- * its time. zlib offers this (Z_RLE) but spends as long as libdeflate's level 1 doing it; this
- * encoder parses each block of BLOCK_BYTES input bytes once into symbols while counting them,
- * builds length-limited Huffman codes from the counts, and writes the block with a 64-bit bit
- * buffer, or writes it stored when that is smaller, so the output never exceeds
- * codec_deflate_rle_bound. The stream is plain RFC 1950/1951: any inflater reads it. */
+ * its time. zlib offers this (Z_RLE) but spends as long as libdeflate's level 1 doing it. This
+ * encoder takes each block of CODEC_RLE_BLOCK input bytes in three passes over data the cache
+ * holds: a parse into 16-bit symbols (SSE2 bit masks of where bytes repeat, 64 bytes at a time, so
+ * that finding a run is a count of zeros and a stretch without runs costs a few instructions),
+ * a count of the symbols (four tables), and, after length-limited Huffman codes are built from the
+ * counts, the writing (four codes per store of a 64-bit bit buffer); or it writes the block
+ * stored when that is smaller, so the output never exceeds codec_deflate_rle_bound. Whole
+ * buffers (codec_deflate_rle, codec_deflate_rle_part) and blocks handed over one at a time
+ * (codec_rle_block) give the same stream. It is plain RFC 1950/1951: any inflater reads it. */
 #include <libdeflate.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "codecs_int.h"
 
-#define BLOCK_BYTES (1u << 18) /* input bytes per deflate block, each with its own codes */
-#define STORED_MAX  65535u     /* bytes in one stored block */
-#define LITLEN_SYMS 286        /* literals, end of block (256), lengths (257..285) */
-#define CL_SYMS     19         /* the code-length alphabet */
+#define STORED_MAX  65535u /* bytes in one stored block */
+#define LITLEN_SYMS 286    /* literals, end of block (256), lengths (257..285) */
+#define CL_SYMS     19     /* the code-length alphabet */
 #define MIN_RUN     3
 #define MAX_RUN     258
 
@@ -137,41 +143,116 @@ static void build_code(const uint32_t *freq, int n, int limit, struct huff *h) {
   }
 }
 
-/* The first j in [j, lim) where in[j] differs from in[j - 1], or lim; 8 bytes at a time. */
-static size_t run_end(const uint8_t *in, size_t j, size_t lim) {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && defined(__GNUC__)
-  uint64_t pat = in[j - 1] * 0x0101010101010101u, x;
-  for (; j + 8 <= lim; j += 8) {
-    memcpy(&x, in + j, 8);
-    if ((x ^= pat) != 0) return j + (size_t)__builtin_ctzll(x) / 8;
+/* The end of the run that starts at i (in[i - 1..i + 2] one byte value): the first j past i + 2
+ * where in[j] differs from in[j - 1], at most MAX_RUN bytes from i and not past e. */
+static size_t run_end(const uint8_t *in, size_t i, size_t e) {
+  size_t j = i + MIN_RUN, lim = e - i > MAX_RUN ? i + MAX_RUN : e;
+#ifdef __SSE2__
+  __m128i pat = _mm_set1_epi8((char)in[i]);
+  for (; j + 16 <= lim; j += 16) {
+    unsigned m = (unsigned)_mm_movemask_epi8(
+        _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(in + j)), pat));
+    if (m != 0xffffu) return j + (size_t)__builtin_ctz(~m);
   }
 #endif
-  while (j < lim && in[j] == in[j - 1]) j++;
+  while (j < lim && in[j] == in[i]) j++;
   return j;
 }
 
-/* Parses in[s..e) (in[s - 1] readable when s > 0) into literals (< 256) and runs (256 + length
- * of the run, a match at distance 1), counting the symbols in freq; returns how many. */
-static size_t parse_block(const uint8_t *in, size_t s, size_t e, const struct lengths *t,
-                          uint16_t *sym, uint32_t *freq) {
-  size_t i = s, k = 0;
-  while (i < e) {
-    uint32_t w;
-    if (i > 0 && e - i >= MIN_RUN) { /* in[i - 1..i + 2] one byte value: a run starts at i */
-      memcpy(&w, in + i - 1, 4);
-      if ((w ^ (w & 0xffu) * 0x01010101u) == 0) {
-        size_t j = run_end(in, i + MIN_RUN, e - i > MAX_RUN ? i + MAX_RUN : e);
-        sym[k++] = (uint16_t)(256 + (j - i));
-        freq[t->sym[j - i]]++;
-        i = j;
-        continue;
-      }
-    }
-    sym[k++] = in[i];
-    freq[in[i++]]++;
+#ifdef __SSE2__
+/* Bit k set where in[p + k] == in[p + k - 1], for k in 0..63. */
+static inline uint64_t same_as_last(const uint8_t *in, size_t p) {
+  uint64_t m = 0;
+  for (int q = 0; q < 4; q++) {
+    __m128i a = _mm_loadu_si128((const __m128i *)(in + p + 16 * q - 1));
+    __m128i b = _mm_loadu_si128((const __m128i *)(in + p + 16 * q));
+    m |= (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(a, b)) << (16 * q);
   }
-  freq[256]++;
+  return m;
+}
+
+/* Stores the n literals src[0..n) at sym, 16 at a time: reads src[0..n + 15], writes sym[0..n +
+ * 15]. */
+static inline void put_literals(uint16_t *sym, const uint8_t *src, size_t n) {
+  for (size_t q = 0; q < n; q += 16) {
+    __m128i b = _mm_loadu_si128((const __m128i *)(src + q));
+    _mm_storeu_si128((__m128i *)(sym + q), _mm_unpacklo_epi8(b, _mm_setzero_si128()));
+    _mm_storeu_si128((__m128i *)(sym + q + 8), _mm_unpackhi_epi8(b, _mm_setzero_si128()));
+  }
+}
+
+/* Parses the window in[p..p + 64) from i (p <= i < p + 64; the window's bytes and the 16 after
+ * it readable, and in[p - 1]) into sym[*k..]; returns where the parse goes on, p + 64 or past.
+ * same: bit j where in[p + j] == in[p + j - 1]; start: bit j where a run starts at p + j. */
+static size_t parse_window(const uint8_t *in, size_t p, size_t i, size_t e, uint64_t same,
+                           uint64_t start, uint16_t *sym, size_t *k) {
+  for (unsigned off = (unsigned)(i - p);;) {
+    uint64_t from = start >> off << off;
+    unsigned r = from ? (unsigned)__builtin_ctzll(from) : 64;
+    put_literals(sym + *k, in + p + off, r - off);
+    *k += r - off;
+    if (r == 64) return p + 64;
+    uint64_t ends = r + MIN_RUN < 64 ? ~same >> (r + MIN_RUN) << (r + MIN_RUN) : 0;
+    size_t j = ends ? p + (size_t)__builtin_ctzll(ends) : run_end(in, p + r, e);
+    sym[(*k)++] = (uint16_t)(256 + (j - p - r));
+    if (j >= p + 64) return j;
+    off = (unsigned)(j - p);
+  }
+}
+#endif
+
+/* Parses in[s..e) (in[s - 1] readable when s > 0) into symbols: literals (< 256), runs of one
+ * byte value (a match at distance 1; 256 + the run's length) that start where the last byte and
+ * the next three are equal and go on as long as they can, and the end of the block (256).
+ * Returns how many; sym holds e - s + 16. With SSE2 the block goes in windows of 64 bytes: a
+ * window's bit masks of where each byte equals the last and where a run can start depend only
+ * on the bytes, so they are made ahead of the parse, which then finds each run's start and end
+ * with a count of zeros instead of a chain of loads and compares; the bytes that the windows
+ * leave at the block's end are parsed one by one. */
+static size_t parse_block(const uint8_t *in, size_t s, size_t e, int first, uint16_t *sym) {
+  size_t i = s, k = 0;
+  if (first && e > s) sym[k++] = in[i++]; /* the stream's first byte: a literal */
+#ifdef __SSE2__
+  for (size_t p = i; p + 64 + 16 <= e; p += 64) {
+    if (i >= p + 64) continue; /* a run covers the window */
+    uint64_t same = same_as_last(in, p);
+    uint64_t x = (uint64_t)(in[p + 64] == in[p + 63]) | (uint64_t)(in[p + 65] == in[p + 64]) << 1;
+    uint64_t start = same & (same >> 1 | x << 63) & (same >> 2 | x << 62);
+    i = parse_window(in, p, i, e, same, start, sym, &k);
+  }
+#endif
+  while (i < e) {
+    if (e - i < MIN_RUN || in[i - 1] != in[i] || in[i] != in[i + 1] || in[i] != in[i + 2]) {
+      sym[k++] = in[i++];
+      continue;
+    }
+    size_t j = run_end(in, i, e);
+    sym[k++] = (uint16_t)(256 + (j - i));
+    i = j;
+  }
+  sym[k++] = 256;
   return k;
+}
+
+#define SYMS (256 + MAX_RUN + 1) /* parse_block's symbols */
+
+/* Counts sym[0..n) into freq (the literal/length alphabet's counts). The counts go to four tables
+ * in turn, so that a symbol that recurs within a few (residuals are mostly a few small values)
+ * does not wait on the store of its last increment. */
+static void count_symbols(const uint16_t *sym, size_t n, const struct lengths *t, uint32_t *freq) {
+  uint32_t c[4][SYMS];
+  memset(c, 0, sizeof c);
+  size_t k = 0;
+  for (; k + 4 <= n; k += 4) {
+    c[0][sym[k]]++;
+    c[1][sym[k + 1]]++;
+    c[2][sym[k + 2]]++;
+    c[3][sym[k + 3]]++;
+  }
+  for (; k < n; k++) c[0][sym[k]]++;
+  for (int v = 0; v <= 256; v++) freq[v] = c[0][v] + c[1][v] + c[2][v] + c[3][v];
+  for (int l = MIN_RUN; l <= MAX_RUN; l++)
+    freq[t->sym[l]] += c[0][256 + l] + c[1][256 + l] + c[2][256 + l] + c[3][256 + l];
 }
 
 /* The code-length sequence of lens[0..n) with repeats (16: the last length 3..6 times, 17: 3..10
@@ -247,21 +328,63 @@ static void write_header(struct bitw *w, const struct block *b, int final) {
              b->cl.len[b->op[k]] + cl_extra[b->op[k]]);
 }
 
-/* Writes the parsed symbols with b's codes, then the end of the block. */
-static void write_symbols(struct bitw *w, const struct block *b, const struct lengths *t,
-                          const uint16_t *sym, size_t nsym) {
+/* A block's codes by parse_block's symbol, ready to write. A run's are its length code, extra
+ * bits and distance code (code 0, one bit): 21 bits at most. Bits and lengths sit in two tables,
+ * so that a code costs two loads and no unpacking. */
+struct emit {
+  uint32_t bits[SYMS];
+  uint8_t len[SYMS];
+};
+
+static void make_emit(const struct block *b, const struct lengths *t, struct emit *x) {
   const uint8_t *len = b->lit.len;
   const uint16_t *code = b->lit.code;
-  for (size_t k = 0; k < nsym; k++) {
-    unsigned v = sym[k];
-    if (v < 256) {
-      put_bits(w, code[v], len[v]);
-      continue;
-    }
-    unsigned l = v - 256, s = t->sym[l]; /* length code, extra bits, distance code 0 (one bit 0) */
-    put_bits(w, code[s] | (uint64_t)t->extra[l] << len[s], len[s] + t->nextra[l] + 1u);
+  for (int v = 0; v <= 256; v++) x->bits[v] = code[v], x->len[v] = len[v];
+  for (int l = MIN_RUN; l <= MAX_RUN; l++) {
+    unsigned s = t->sym[l];
+    x->bits[256 + l] = code[s] | (uint32_t)t->extra[l] << len[s];
+    x->len[256 + l] = (uint8_t)(len[s] + t->nextra[l] + 1u);
   }
-  put_bits(w, code[256], len[256]);
+}
+
+/* The codes of sym[0] and sym[1] joined, LSB first; their length in *n. */
+static inline uint64_t two_codes(const struct emit *x, const uint16_t *sym, unsigned *n) {
+  unsigned a = sym[0], b = sym[1];
+  *n = (unsigned)x->len[a] + x->len[b];
+  return (uint64_t)x->bits[a] | (uint64_t)x->bits[b] << x->len[a];
+}
+
+/* Adds bits of n bits to the buffer held in buf and cnt (below 8), stores 8 bytes at o and moves
+ * on by the whole bytes; n + 7 must be below 64. */
+#define PUT_STORE(bits, n)                                                                         \
+  do {                                                                                             \
+    buf |= (bits) << cnt;                                                                          \
+    cnt += (n);                                                                                    \
+    store_le64(o, buf);                                                                            \
+    o += cnt >> 3;                                                                                 \
+    buf >>= cnt & ~7u;                                                                             \
+    cnt &= 7;                                                                                      \
+  } while (0)
+
+/* Writes sym[0..n) with x's codes, four codes per store of the bit buffer when they come to 56
+ * bits or less (one of 15 or more bits is rare) and two per store otherwise; the codes are joined
+ * in pairs before they are added, which shortens the chain of shifts through the count. */
+static void write_symbols(struct bitw *w, const struct emit *x, const uint16_t *sym, size_t n) {
+  uint64_t buf = w->buf;
+  unsigned cnt = w->cnt, n0, n1;
+  uint8_t *o = w->p;
+  size_t k = 0;
+  for (; k + 4 <= n; k += 4) {
+    uint64_t c0 = two_codes(x, sym + k, &n0), c1 = two_codes(x, sym + k + 2, &n1);
+    if (n0 + n1 <= 56) {
+      PUT_STORE(c0 | c1 << n0, n0 + n1);
+    } else {
+      PUT_STORE(c0, n0);
+      PUT_STORE(c1, n1);
+    }
+  }
+  for (; k < n; k++) PUT_STORE((uint64_t)x->bits[sym[k]], x->len[sym[k]]);
+  w->buf = buf, w->cnt = cnt, w->p = o;
 }
 
 /* Writes in[0..n) as stored blocks; the last one final when final is set. */
@@ -284,42 +407,71 @@ static size_t stored_bytes(size_t n) {
 }
 
 size_t codec_deflate_rle_bound(size_t n) { /* each block no larger than stored; 8 bytes' slack */
-  return 2 + stored_bytes(n) + 5 * (n / BLOCK_BYTES + 1) + 4 + 8;
+  return 2 + stored_bytes(n) + 5 * (n / CODEC_RLE_BLOCK + 1) + 4 + 8;
 }
 
 size_t codec_deflate_rle_part_bound(size_t n) { /* the blocks, a sync flush, 8 bytes' slack */
-  return stored_bytes(n) + 5 * (n / BLOCK_BYTES + 1) + 5 + 8;
+  return stored_bytes(n) + 5 * (n / CODEC_RLE_BLOCK + 1) + 5 + 8;
+}
+
+struct codec_rle {
+  struct lengths t;                   /* run lengths' symbols and extra bits */
+  struct block b;                     /* the block's codes and header */
+  struct emit x;                      /* the block's codes by symbol */
+  struct bitw w;                      /* the output */
+  uint8_t *out;                       /* where it started */
+  int started;                        /* a block was written */
+  uint16_t sym[CODEC_RLE_BLOCK + 16]; /* the block's symbols (parse_block) */
+};
+
+struct codec_rle *codec_rle_new(uint8_t *out) {
+  struct codec_rle *c = codec_malloc(sizeof *c);
+  if (c == NULL) return NULL;
+  init_lengths(&c->t);
+  c->w = (struct bitw){.p = out};
+  c->out = out;
+  c->started = 0;
+  return c;
+}
+
+/* Codes in[s..e), at most CODEC_RLE_BLOCK bytes, as one block. */
+static void code_block(struct codec_rle *c, const uint8_t *in, size_t s, size_t e, int last) {
+  uint32_t freq[LITLEN_SYMS] = {0};
+  size_t nsym = parse_block(in, s, e, !c->started, c->sym);
+  count_symbols(c->sym, nsym, &c->t, freq);
+  uint64_t bits = plan_block(freq, &c->b);
+  if ((bits + 7) / 8 < stored_bytes(e - s)) {
+    make_emit(&c->b, &c->t, &c->x);
+    write_header(&c->w, &c->b, last);
+    write_symbols(&c->w, &c->x, c->sym, nsym);
+  } else {
+    write_stored(&c->w, in + s, e - s, last);
+  }
+  c->started = 1;
+}
+
+void codec_rle_block(struct codec_rle *c, const uint8_t *in, size_t s, size_t e, int last) {
+  do {
+    size_t end = e - s > CODEC_RLE_BLOCK ? s + CODEC_RLE_BLOCK : e;
+    code_block(c, in, s, end, last && end == e);
+    s = end;
+  } while (s < e);
+}
+
+size_t codec_rle_end(struct codec_rle *c, int sync) {
+  if (sync) write_stored(&c->w, c->out, 0, 0); /* an empty stored block */
+  flush_bytes(&c->w);
+  size_t n = (size_t)(c->w.p - c->out);
+  codec_free(c);
+  return n;
 }
 
 size_t codec_deflate_rle_part(const uint8_t *in, size_t s, size_t e, int last, uint8_t *out) {
-  struct lengths *t = codec_malloc(sizeof *t);
-  struct block *b = codec_malloc(sizeof *b);
-  uint16_t *sym = codec_malloc(BLOCK_BYTES * sizeof *sym);
-  size_t done = 0;
-  if (t && b && sym) {
-    init_lengths(t);
-    struct bitw w = {.p = out};
-    do {
-      size_t end = e - s > BLOCK_BYTES ? s + BLOCK_BYTES : e;
-      uint32_t freq[LITLEN_SYMS] = {0};
-      size_t nsym = parse_block(in, s, end, t, sym, freq);
-      uint64_t bits = plan_block(freq, b);
-      if ((bits + 7) / 8 < stored_bytes(end - s)) {
-        write_header(&w, b, last && end == e);
-        write_symbols(&w, b, t, sym, nsym);
-      } else {
-        write_stored(&w, in + s, end - s, last && end == e);
-      }
-      s = end;
-    } while (s < e);
-    if (!last) write_stored(&w, in + s, 0, 0); /* a sync flush: an empty stored block */
-    flush_bytes(&w);
-    done = (size_t)(w.p - out);
-  }
-  codec_free(t);
-  codec_free(b);
-  codec_free(sym);
-  return done;
+  struct codec_rle *c = codec_rle_new(out);
+  if (c == NULL) return 0;
+  c->started = s > 0; /* in[s - 1] is the stream's byte before */
+  codec_rle_block(c, in, s, e, last);
+  return codec_rle_end(c, !last);
 }
 
 size_t codec_deflate_rle(const uint8_t *in, size_t n, uint8_t *out) {

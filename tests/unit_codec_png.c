@@ -178,14 +178,10 @@ static void test_bad_filter(void) {
   codec_image_free(&img);
 }
 
-/* deflate_rle.c's stream of in[0..n), read back by zlib and by libdeflate; returns its length. */
-static size_t rle_roundtrip(const uint8_t *in, size_t n) {
-  size_t bound = codec_deflate_rle_bound(n);
-  uint8_t *z = malloc(bound), *back = malloc(n + 1);
-  ASSERT(z != NULL && back != NULL);
-  size_t zn = codec_deflate_rle(in, n, z);
-  ASSERT_INT(zn, >, 6);
-  ASSERT_INT(zn, <=, bound);
+/* The zlib stream z of zn bytes, inflated by zlib and by libdeflate, is exactly in[0..n). */
+static void expect_inflates_to(const uint8_t *z, size_t zn, const uint8_t *in, size_t n) {
+  uint8_t *back = malloc(n + 1);
+  ASSERT(back != NULL);
   uLongf got = n + 1;
   ASSERT_INT(uncompress(back, &got, z, zn), ==, Z_OK);
   ASSERT_INT(got, ==, n);
@@ -197,8 +193,21 @@ static size_t rle_roundtrip(const uint8_t *in, size_t n) {
   libdeflate_free_decompressor(d);
   ASSERT_INT(got2, ==, n);
   ASSERT(memcmp(back, in, n) == 0);
-  free(z);
   free(back);
+}
+
+static struct codec_image tiled_photo(int w, int h, int c, int depth);
+
+/* deflate_rle.c's stream of in[0..n), read back by zlib and by libdeflate; returns its length. */
+static size_t rle_roundtrip(const uint8_t *in, size_t n) {
+  size_t bound = codec_deflate_rle_bound(n);
+  uint8_t *z = malloc(bound);
+  ASSERT(z != NULL);
+  size_t zn = codec_deflate_rle(in, n, z);
+  ASSERT_INT(zn, >, 6);
+  ASSERT_INT(zn, <=, bound);
+  expect_inflates_to(z, zn, in, n);
+  free(z);
   return zn;
 }
 
@@ -242,6 +251,144 @@ static void test_rle_streams(void) {
   }
   rle_roundtrip(b, n);
   free(b);
+}
+
+/* Fills b[0..n) with runs whose lengths cycle through those around deflate's limits (3, 258) and
+ * the coder's 16- and 64-byte steps, each run's byte unlike its neighbours'. */
+static void fill_runs(uint8_t *b, size_t n) {
+  static const size_t lens[] = {2,  3,  258, 259, 1,   4,   63,  64,  65,  16,  17,
+                                15, 62, 255, 256, 257, 260, 516, 517, 129, 130, 5};
+  size_t nl = sizeof lens / sizeof *lens;
+  for (size_t i = 0, r = 0; i < n; r++)
+    for (size_t k = 0; k < lens[r % nl] && i < n; k++) b[i++] = (uint8_t)(r % 3 * 85 + 1);
+}
+
+/* in[0..n) compressed in parts cut at cut[0..ncut) (ascending, inside 0..n) with
+ * codec_deflate_rle_part and joined as png_write.c joins them; each part within its bound, the
+ * stream read back exactly. Returns the stream's length. */
+static size_t rle_parts_roundtrip(const uint8_t *in, size_t n, const size_t *cut, int ncut) {
+  size_t cap = 2 + 4, s = 0;
+  for (int k = 0; k <= ncut; s = k < ncut ? cut[k] : n, k++)
+    cap += codec_deflate_rle_part_bound((k < ncut ? cut[k] : n) - s);
+  uint8_t *z = malloc(cap), *at = z + 2;
+  ASSERT(z != NULL);
+  z[0] = 0x78, z[1] = 0x01;
+  s = 0;
+  for (int k = 0; k <= ncut; k++) {
+    size_t e = k < ncut ? cut[k] : n, zn = codec_deflate_rle_part(in, s, e, k == ncut, at);
+    ASSERT_INT(zn, >, 0);
+    ASSERT_INT(zn, <=, codec_deflate_rle_part_bound(e - s));
+    at += zn, s = e;
+  }
+  codec_put_be32(at, libdeflate_adler32(1, in, n));
+  size_t len = (size_t)(at + 4 - z);
+  expect_inflates_to(z, len, in, n);
+  free(z);
+  return len;
+}
+
+/* Adversarial inputs for the run-length coder's parse (runs found 64 bytes at a time, the last
+ * bytes of a block one by one): one byte value over several blocks; runs of every length near
+ * deflate's limits and the parse's steps, at every offset in a window; runs across a block's
+ * boundary at every distance from it; one byte; parts cut inside, at and next to runs. Each stream
+ * is read back exactly and stays within the bound; the sizes are those of the coder that parsed
+ * byte by byte (same stream, same bytes), so a run that the parse misses or cuts short fails. */
+static void test_rle_adversarial(void) {
+  size_t block = 1u << 18, n = 3 * block + 1000, sizes[8] = {0};
+  uint8_t *b = malloc(n);
+  uint32_t x = 12345;
+  ASSERT(b != NULL);
+  memset(b, 0xff, n);
+  sizes[0] = rle_roundtrip(b, n);
+  fill_runs(b, n);
+  sizes[1] = rle_roundtrip(b, n);
+  for (size_t off = 0; off < 80; off++) { /* the pattern from every offset in a window */
+    for (size_t i = 0; i < off; i++) b[i] = (uint8_t)(next_random(&x) % 4);
+    fill_runs(b + off, 3000);
+    sizes[2] += rle_roundtrip(b, off + 3000);
+  }
+  static const size_t dist[] = {0, 1, 2, 3, 4, 15, 16, 17, 63, 64, 65, 79, 80, 81, 257, 258, 300};
+  for (size_t d = 0; d < sizeof dist / sizeof *dist; d++) /* a run of zeros across a block's end */
+    for (size_t after = 1; after <= 260; after += 37) {
+      for (size_t i = 0; i < block + 400; i++) b[i] = (uint8_t)(1 + next_random(&x) % 15);
+      memset(b + block - dist[d], 0, dist[d] + after);
+      sizes[3] += rle_roundtrip(b, block + 400);
+    }
+  b[0] = 42;
+  sizes[4] = rle_roundtrip(b, 1);
+  fill_runs(b, n);
+  size_t cuts[] = {1, 2, 3, 259, 260, 262, 517, 4096, 4097, block - 1, block + 1, 2 * block + 63};
+  sizes[5] = rle_parts_roundtrip(b, n, cuts, sizeof cuts / sizeof *cuts);
+  memset(b, 0, n);
+  sizes[6] = rle_parts_roundtrip(b, n, cuts + 2, 3); /* cut inside runs of 258 */
+  for (size_t i = 0; i < 5000; i++) b[i] = (uint8_t)next_random(&x);
+  sizes[7] = rle_parts_roundtrip(b, 5000, cuts + 6, 3); /* noise: stored parts */
+  static const size_t want[8] = {829, 6910, 5610, 17830943, 12, 7086, 870, 5041};
+  for (int k = 0; k < 8; k++) {
+    if (sizes[k] != want[k]) TEST_FAIL("input %d: %zu bytes, not %zu", k, sizes[k], want[k]);
+  }
+  free(b);
+}
+
+/* The IDAT chunks of png joined: its zlib stream, malloc'd, of *n bytes. */
+static uint8_t *idat_stream(const uint8_t *png, size_t len, size_t *n) {
+  uint8_t *z = malloc(len);
+  ASSERT(z != NULL);
+  *n = 0;
+  for (size_t p = 8; p + 12 <= len;) {
+    size_t c =
+        (size_t)png[p] << 24 | (size_t)png[p + 1] << 16 | (size_t)png[p + 2] << 8 | png[p + 3];
+    if (memcmp(png + p + 4, "IDAT", 4) == 0) memcpy(z + *n, png + p + 8, c), *n += c;
+    p += c + 12;
+  }
+  return z;
+}
+
+/* The run-length levels on one thread filter a block's rows at a time and code each block as it
+ * fills (png_write.c's deflate_rle_rows): the zlib stream must be byte for byte codec_deflate_rle
+ * of the whole filtered image, with rows across the blocks' ends, a last block of exactly 256 KiB
+ * (one and two blocks of 512-byte rows), a last fill that passes a block's end (a block, then one
+ * row), rows of 128 KiB, and allocation k failing a clean CODEC_NOMEM for every k until the
+ * encode makes no more. */
+static void test_rle_rows_stream(void) {
+  struct codec_image imgs[] = {tiled_photo(1000, 700, 3, 8), tiled_photo(511, 512, 1, 8),
+                               tiled_photo(511, 1024, 1, 8), tiled_photo(511, 513, 1, 8),
+                               tiled_photo(16384, 9, 4, 16)};
+  for (size_t i = 0; i < sizeof imgs / sizeof *imgs; i++) {
+    struct codec_image *img = &imgs[i];
+    size_t raw_len = (image_bytes(img) / img->height + 1) * img->height;
+    for (int level = 1; level <= 2; level++) {
+      struct codec_encode_opts o = {.format = CODEC_PNG, .compression = level};
+      uint8_t *png;
+      size_t len, zn;
+      ASSERT_INT(codec_encode(img, &o, &png, &len, NULL, 0), ==, CODEC_OK);
+      int chunks;
+      uint8_t *raw = inflate_idat(png, len, raw_len, &chunks), *z = idat_stream(png, len, &zn);
+      uint8_t *want = malloc(codec_deflate_rle_bound(raw_len));
+      ASSERT(want != NULL);
+      ASSERT_INT(codec_deflate_rle(raw, raw_len, want), ==, zn);
+      ASSERT(memcmp(want, z, zn) == 0);
+      free(want), free(z), free(raw), free(png);
+    }
+    long k = 0;
+    for (;; k++) {
+      struct codec_encode_opts o = {.format = CODEC_PNG, .compression = 2};
+      uint8_t *png = NULL;
+      size_t len = 0;
+      codec_test_fail_alloc(k);
+      enum codec_status st = codec_encode(img, &o, &png, &len, NULL, 0);
+      int failed = codec_test_fail_alloc(-1) == -1;
+      if (!failed) {
+        ASSERT_INT(st, ==, CODEC_OK);
+        free(png);
+        break;
+      }
+      ASSERT_INT(st, ==, CODEC_NOMEM);
+      ASSERT(png == NULL);
+    }
+    ASSERT_INT(k, >=, 4); /* the row buffer, the stream, the coder, the filter's rows, ... */
+    codec_image_free(img);
+  }
 }
 
 /* The decoder skips the pixel data's checksums (IDAT CRCs, zlib's Adler-32), so a file whose only
@@ -508,6 +655,8 @@ int main(void) {
   RUN(test_rewrap);
   RUN(test_data_checksums_skipped);
   RUN(test_rle_streams);
+  RUN(test_rle_adversarial);
+  RUN(test_rle_rows_stream);
   RUN(test_levels_and_filters);
   RUN(test_idat_chunks);
   RUN(test_bad_filter);

@@ -1,14 +1,14 @@
 /* codec_bench: the PNG encoders side by side on one image, for bench/cpu_codecs.sh.
  *
- *   build/codec_bench png IMAGE [REPS]
+ *   build/codec_bench png IMAGE [REPS] [LEVELS (FIRST-LAST, default 0-9)]
  *   build/codec_bench pngdec PNG...
  *   build/codec_bench webp IMAGE [QUALITY (default 90)] [REPS]
  *   build/codec_bench deflate IMAGE [REPS]
  *
- * For each compression level 0..9 it prints, as Markdown, the best of REPS (default 3) times and
- * the size of: libpng with zlib (libpng's adaptive filters, as blurd encoded before); libpng's
- * filtering with libdeflate's compression (libpng at level 0, whose stored stream is then
- * compressed by libdeflate at the same level: the two times added); and blurd's encoder
+ * For each compression level 0..9 (or those of LEVELS) it prints, as Markdown, the best of REPS
+ * (default 3) times and the size of: libpng with zlib (libpng's adaptive filters, as blurd encoded
+ * before); libpng's filtering with libdeflate's compression (libpng at level 0, whose stored stream
+ * is then compressed by libdeflate at the same level: the two times added); and blurd's encoder
  * (codecs/png_write.c) with the level's own filter and with each of none, up, paeth and
  * adaptive. IMAGE is any file codec_decode reads; its channels and depth are kept, so a 16-bit
  * gray PNG measures the variance maps. pngdec times, for each PNG, the median of 11 decodes with
@@ -333,11 +333,16 @@ int main(int argc, char **argv) {
     return decode_bench(argc - 2, argv + 2);
   }
   if (argc < 3 || strcmp(argv[1], "png") != 0) {
-    fprintf(stderr, "usage: codec_bench png|deflate IMAGE [REPS] | codec_bench pngdec PNG... | "
-                    "codec_bench webp IMAGE [QUALITY] [REPS]\n");
+    fprintf(stderr,
+            "usage: codec_bench png IMAGE [REPS] [FIRST-LAST] | codec_bench deflate IMAGE "
+            "[REPS] | codec_bench pngdec PNG... | codec_bench webp IMAGE [QUALITY] [REPS]\n");
     return 2;
   }
-  int reps = argc > 3 ? atoi(argv[3]) : 3;
+  int reps = argc > 3 ? atoi(argv[3]) : 3, first = 0, last = 9;
+  if (argc > 4 && (sscanf(argv[4], "%d-%d", &first, &last) != 2 || first < 0 || last > 9)) {
+    fprintf(stderr, "codec_bench: levels are FIRST-LAST within 0-9, not %s\n", argv[4]);
+    return 2;
+  }
   struct codec_image img;
   if (codec_decode_file(argv[2], &img) != CODEC_OK) {
     fprintf(stderr, "codec_bench: cannot decode %s\n", argv[2]);
@@ -350,7 +355,7 @@ int main(int argc, char **argv) {
   for (int f = 0; f <= CODEC_PNG_FILTER_ADAPTIVE; f++)
     if (f != CODEC_PNG_FILTER_SUB) printf(" blurd %s |", names[f]);
   printf("\n|---|---|---|---|---|---|---|---|\n");
-  for (int level = 0; level <= 9; level++) {
+  for (int level = first; level <= last; level++) {
     size_t size;
     struct codec_encode_opts o = {
         .format = CODEC_PNG, .quality = 90, .compression = level, .lossless = 0, .png_libpng = 1};
