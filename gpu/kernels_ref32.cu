@@ -369,7 +369,7 @@ __global__ void __launch_bounds__(RI_T)
   uint8_t *dst = s_in + i * ls;
   if (x0 >= 0 && x0 + span <= in.w && (in.w * L) % 4 == 0) { /* 4 words of pixels in flight */
     for (int j = 4 * (threadIdx.x & 7); j < span; j += 128) {
-      uint32_t v[4][L];
+      uint32_t v[4][L] = {};
 #pragma unroll
       for (int u = 0; u < 4; u++)
         if (j + 32 * u < span) ri_words<L>(row + (size_t)(x0 + j + 32 * u) * L, v[u]);
@@ -426,9 +426,9 @@ __global__ void __launch_bounds__(RI_T)
 }
 
 /* The column pass's staging: thread t takes column t / 8 of the block and words 4 (t % 8) + 32 m
- * of its staged rows (y0 - R on) from the three byte planes. When every staged row is in pf..pl
- * (all but the strips' first and last blocks) the words are loaded 4 rows of words at a time, 12
- * loads in flight; else byte by byte, rows outside taking their nearest. */
+ * of its staged rows (y0 - R on) from the three byte planes: every word whose 4 rows are in
+ * pf..pl loaded whole, 4 rows of words (12 loads) in flight; then the few words at the strip's
+ * or the image's top and bottom byte by byte, rows outside taking their nearest. */
 template <int L>
 __device__ __forceinline__ void ri_cols_in(uint8_t *s_in, int ls, int pst, int span,
                                            const uint8_t *plane, int hp, const packed &out, int xb,
@@ -437,24 +437,25 @@ __device__ __forceinline__ void ri_cols_in(uint8_t *s_in, int ls, int pst, int s
   const uint8_t *col = plane + ((size_t)blockIdx.z * out.w + x) * hp;
   size_t pstep = (size_t)L * out.w * hp; /* from one byte plane to the next */
   uint8_t *dst = s_in + i * ls;
-  if (y0 - R >= pf && y0 - R + span - 1 <= pl) {
-    const uint8_t *src = col + (y0 - R - pf);
-    for (int j = j0; j < span; j += 128) { /* span: a multiple of 16 */
-      uint32_t v[4][3];
+  int lo = pf - (y0 - R), hi = pl - 3 - (y0 - R); /* words j from lo to hi are whole */
+  const uint8_t *src = col + (y0 - R - pf);
+  for (int j = j0; j < span; j += 128) { /* span: a multiple of 16 */
+    uint32_t v[4][3];
 #pragma unroll
-      for (int u = 0; u < 4; u++)
+    for (int u = 0; u < 4; u++) {
+      int k = j + 32 * u;
 #pragma unroll
-        for (int a = 0; a < 3; a++)
-          v[u][a] = j + 32 * u < span ? *(const uint32_t *)(src + a * pstep + j + 32 * u) : 0;
-#pragma unroll
-      for (int u = 0; u < 4; u++)
-#pragma unroll
-        for (int a = 0; a < 3; a++)
-          if (j + 32 * u < span) *(uint32_t *)(dst + a * pst + j + 32 * u) = v[u][a];
+      for (int a = 0; a < 3; a++)
+        v[u][a] = k < span && k >= lo && k <= hi ? *(const uint32_t *)(src + a * pstep + k) : 0;
     }
-    return;
+#pragma unroll
+    for (int u = 0; u < 4; u++)
+#pragma unroll
+      for (int a = 0; a < 3; a++)
+        if (j + 32 * u < span) *(uint32_t *)(dst + a * pst + j + 32 * u) = v[u][a];
   }
   for (int j = j0; j < span; j += 32) {
+    if (j >= lo && j <= hi) continue;
     uint32_t v[3] = {0, 0, 0};
     for (int e = 0; e < 4; e++) {
       int k = clampi(clampi(y0 - R + j + e, 0, out.h - 1), pf, pl) - pf;
@@ -491,13 +492,14 @@ __global__ void __launch_bounds__(RI_T, 3)
   double v[3] = {0, 0, 0};
   for (int task = threadIdx.x >> 5; task < RI_CP / 8; task += RI_T / 32) {
     int pt = task >> 1, h = task & 1;
-    int sample[2][4];
+    uint32_t sample[2] = {0, 0}; /* 4 samples a word, 0 where there is no output */
 #pragma unroll
     for (int gi = 0; gi < 2; gi++)
 #pragma unroll
       for (int e = 0; e < 4; e++) {
         int x = xb + h * 16 + gi * 8 + 2 * t + (e & 1), y = y0 + pt * 16 + g + (e >> 1) * 8;
-        sample[gi][e] = x < out.w && y < y_end ? o[((size_t)y * out.w + x) * L] : -1;
+        if (x < out.w && y < y_end)
+          sample[gi] |= (uint32_t)o[((size_t)y * out.w + x) * L] << (8 * e);
       }
     int acc[2][4][4] = {};
     ri_tile<3, 1>(s_in + (h * 16 + g) * ls + pt * 16 + 4 * t, ls, pst, s_a, p.ks, acc);
@@ -506,8 +508,10 @@ __global__ void __launch_bounds__(RI_T, 3)
 #pragma unroll
       for (int e = 0; e < 4; e++) {
         int hi = acc[gi][2][e] + (acc[gi][3][e] << 8); /* levels 3 and 4: under 2^31 (gpu.cu) */
-        if (sample[gi][e] >= 0) { /* every term exact in double, the sum within 2^-45 */
-          double d = fma(-(double)acc[gi][0][e], scale * 256, (double)sample[gi][e]);
+        int x = xb + h * 16 + gi * 8 + 2 * t + (e & 1), y = y0 + pt * 16 + g + (e >> 1) * 8;
+        if (x < out.w && y < y_end) { /* every term exact in double, the sum within 2^-45 */
+          double d =
+              fma(-(double)acc[gi][0][e], scale * 256, (double)(sample[gi] >> (8 * e) & 255));
           d = fabs(
               fma(-(double)hi, scale * 16777216, fma(-(double)acc[gi][1][e], scale * 65536, d)));
           d = d < tau ? 0 : d;
