@@ -36,7 +36,8 @@ enum api_error backend_host_decode(const uint8_t *buf, size_t len, const struct 
                                    struct codec_image *img, const char **codec, char *msg,
                                    size_t msglen) {
   enum codec_status s = codec_decode(buf, len, lim, img, msg, msglen);
-  *codec = backend_host_codec(s == CODEC_OK ? img->format : codec_sniff(buf, len));
+  enum codec_format f = s == CODEC_OK ? img->format : codec_sniff(buf, len);
+  *codec = f == CODEC_PNG && codec_png_direct(buf, len) ? "libdeflate" : backend_host_codec(f);
   return backend_codec_error(s);
 }
 

@@ -457,8 +457,8 @@ static json_t *image_result_common(void) {
         json_pack("{s:s, s:{s:{s:s}, s:{s:s}}, s:s}", "type", "object", "properties", "decode",
                   "type", "string", "encode", "type", "string", "description",
                   "The codecs that ran, as the desc of Server-Timing's decode and encode: "
-                  "nvjpeg-hw, nvjpeg-gpu, nvjpeg-hybrid, nvjpeg, libjpeg-turbo, libpng, "
-                  "libwebp."));
+                  "nvjpeg-hw, nvjpeg-gpu, nvjpeg-hybrid, nvjpeg, libjpeg-turbo, libdeflate, "
+                  "libpng, deflate-rle, libwebp."));
   return o;
 }
 

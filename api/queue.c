@@ -678,8 +678,12 @@ json_t *backend_codecs(struct backend *b) {
   json_t *o = json_pack("{s:b, s:s, s:s, s:s, s:s}", "gpu", gpu, "jpeg_decode",
                         gpu ? b->jpeg_decoder : "libjpeg-turbo", "jpeg_encode",
                         gpu ? "nvjpeg" : "libjpeg-turbo", "png", "libpng", "webp", "libwebp");
-  if (o) /* by level: codec_png_deflater */
+  if (o) { /* by level: codec_png_deflater; by file: codecs/png.c */
     json_object_set_new(o, "png_encode", json_string("deflate-rle (levels 1 and 2), libdeflate"));
+    json_object_set_new(o, "png_decode",
+                        json_string("libdeflate (8- and 16-bit, not interlaced, "
+                                    "no tRNS), libpng"));
+  }
   if (o && gpu)
     json_object_update_new(o, json_pack("{s:s, s:i, s:i}", "library", b->jpeg_lib, "batch_wait_us",
                                         b->batch_wait_us, "decoders", b->decoders));

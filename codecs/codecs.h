@@ -49,6 +49,10 @@ struct codec_image {
   int orientation;          /* EXIF orientation found in the file (1..8), already applied */
 };
 
+/* Whether codec_decode reads the PNG file buf itself (libdeflate's inflate and blurd's unfilter:
+ * 8- and 16-bit gray, gray+alpha, RGB and RGBA, not interlaced, no tRNS) rather than through
+ * libpng's rows. */
+int codec_png_direct(const uint8_t *buf, size_t len);
 /* The format of buf from its magic bytes, or CODEC_NONE. */
 enum codec_format codec_sniff(const uint8_t *buf, size_t len);
 /* "png", "jpeg", "webp", "raw", "npy", or NULL. */

@@ -159,6 +159,11 @@ static int direct_ok(const uint8_t *buf, size_t len, struct codec_png_layout *l)
   return codec_png_layout(buf, len, l) == 0 && l->tidy && !l->trns;
 }
 
+int codec_png_direct(const uint8_t *buf, size_t len) {
+  struct codec_png_layout l;
+  return direct_ok(buf, len, &l);
+}
+
 /* The pixel data of d's file, inflated (png_inflate.c) into the pixel buffer after three rows
  * of room, filter bytes included, then unfiltered in place to its start (png_unfilter.c). The
  * buffer keeps the 3 strides + h bytes it has beyond the image. */

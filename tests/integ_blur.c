@@ -140,7 +140,8 @@ static void expect_blur(const struct http_resp *r, const char *mime, const char 
   }
   expect_backend(http_header(r, "X-Backend", buf, sizeof(buf)));
   int jpeg_in = strstr(input, ".jpg") != NULL, png_out = strcmp(mime, "image/png") == 0;
-  http_expect_stages(r, 1, expected_codec(jpeg_in ? "jpeg" : "png"),
+  const char *png_dec = codec_png_direct(data, len) ? "libdeflate" : "libpng";
+  http_expect_stages(r, 1, jpeg_in ? expected_codec("jpeg") : png_dec,
                      png_out   ? "deflate-rle"
                      : jpeg_in ? expected_codec("jpeg")
                                : NULL);

@@ -60,6 +60,8 @@ static void expect_codecs(json_t *c, int gpu, const char *reason) {
   ASSERT_STR(json_string_value(json_object_get(c, "png")), "libpng");
   ASSERT_STR(json_string_value(json_object_get(c, "png_encode")),
              "deflate-rle (levels 1 and 2), libdeflate");
+  ASSERT_STR(json_string_value(json_object_get(c, "png_decode")),
+             "libdeflate (8- and 16-bit, not interlaced, no tRNS), libpng");
   ASSERT_STR(json_string_value(json_object_get(c, "webp")), "libwebp");
   if (gpu) {
     ASSERT(strcmp(dec, "nvjpeg-hw") == 0 || strcmp(dec, "nvjpeg-gpu") == 0);
@@ -150,6 +152,32 @@ static void test_decoders(void) {
     free(data);
   }
   fprintf(stderr, "  worst decode against libjpeg-turbo: %.2f dB (%s)\n", worst, worst_file);
+}
+
+/* Server-Timing names what decoded a PNG on both servers: libdeflate and blurd's unfilter for
+ * the common files, libpng for palettes, tRNS and interlacing (codecs/png.c). */
+static void test_png_decoders(void) {
+  static const struct {
+    const char *file, *decoder;
+  } cases[] = {{"coffee.png", "libdeflate"},     {"rgb16.png", "libdeflate"},
+               {"gray_alpha.png", "libdeflate"}, {"palette.png", "libpng"},
+               {"gray_trns.png", "libpng"},      {"interlaced.png", "libpng"}};
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    size_t len;
+    uint8_t *data = fixture(cases[i].file, &len);
+    struct server *both[] = {&srv, &cpu_srv};
+    for (int k = 0; k < 2; k++) {
+      struct http_resp r;
+      char desc[64];
+      post(both[k], "/convert?format=png", data, len, &r);
+      ASSERT_INT(r.status, ==, 200);
+      ASSERT(http_stage(&r, "decode", desc, sizeof(desc)) >= 0);
+      if (strcmp(desc, cases[i].decoder) != 0)
+        TEST_FAIL("%s was decoded by %s, not %s", cases[i].file, desc, cases[i].decoder);
+      http_resp_free(&r);
+    }
+    free(data);
+  }
 }
 
 /* A blur from both servers: as PNG, they differ no more than their decoders; as JPEG (the GPU
@@ -310,6 +338,7 @@ int main(void) {
   server_start(&cpu_srv, off);
   RUN(test_reports);
   RUN(test_decoders);
+  RUN(test_png_decoders);
   RUN(test_blur_agrees);
   RUN(test_damaged);
   RUN(test_concurrent);
