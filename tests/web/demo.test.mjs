@@ -231,7 +231,7 @@ async function blurOnce(page, width) {
   check(stages.every(([, ms]) => ms !== '' && Number.isFinite(Number(ms)) && Number(ms) >= 0), 'every stage time is a number');
   const codecs = await page.$$eval('#timing tbody tr', (rows) => rows.map((r) => [r.cells[0].textContent, r.cells[2].textContent]));
   const decoder = (codecs.find(([n]) => n === 'decode') || [])[1];
-  check(decoder === 'libjpeg-turbo' || decoder === 'libpng' || /^nvjpeg/.test(decoder || ''), `the decoder is named (${decoder})`);
+  check(['libjpeg-turbo', 'libpng', 'libdeflate'].includes(decoder) || /^nvjpeg/.test(decoder || ''), `the decoder is named (${decoder})`);
 }
 
 // The same blur answered as lossless WebP: the result loads at the input's width, encoded by
