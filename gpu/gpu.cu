@@ -152,7 +152,8 @@ static_assert(W_SLOTS == sizeof(((gpu_ctx *)0)->w_len) / sizeof(size_t), "a leng
 
 static size_t w_slot_bytes(void) { /* a multiple of 16: the integer reference reads uint4s */
   size_t n = 8 * (size_t)(cpu_gauss_radius(CPU_SIGMA_MAX, 8) + 1);
-  static_assert(RI_TABLE_BYTES((16 + 2 * R32_RMAX + 31) / 32) <= 8 * (8 * 300 + 1), "a table fits");
+  static_assert(RI_TABLE_BYTES((16 + 2 * R32_RMAX + 31) / 32) <= 8 * (8 * CPU_SIGMA_MAX + 1),
+                "the integer reference's widest table fits a slot");
   return (n + 15) / 16 * 16;
 }
 

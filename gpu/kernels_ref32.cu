@@ -194,19 +194,28 @@ static int r32_pitch(int w) {
   return (w + 3) / 4 * 4;
 }
 
-/* Output rows of a strip: the whole image when its float plane fits in R32_PLANE_BYTES, else the
- * most whole column blocks whose plane (with r8 rows above and below) does, but at least 4 r8. */
+/* Output rows of a strip of either fast reference: the whole image when its plane (row_bytes a
+ * row, with halo rows above and below and pad rows more) fits in R32_PLANE_BYTES, else the most
+ * whole column blocks of `block` rows whose plane does, but at least 4 halo. */
 #define R32_PLANE_BYTES ((size_t)64 << 20)
-static int r32_strip(int w, int h, int c, int r8) {
-  long fit = (long)(R32_PLANE_BYTES / ((size_t)r32_pitch(w) * c * sizeof(float))) - 2 * r8;
-  long s = fit / R32_CR * R32_CR, least = div_up(4 * r8, R32_CR) * R32_CR;
+static int ref_strip(size_t row_bytes, int h, int halo, int pad, int block) {
+  long fit = (long)(R32_PLANE_BYTES / row_bytes) - 2 * halo - pad;
+  long s = fit / block * block, least = div_up(4 * halo, block) * block;
   s = s < least ? least : s;
   return s >= h ? h : (int)s;
 }
 
+/* The image rows a strip's plane holds: the strip and its halo rows above and below, at most h. */
+static int ref_plane_rows(int strip, int halo, int h) {
+  return strip + 2 * halo < h ? strip + 2 * halo : h;
+}
+
+static int r32_strip(int w, int h, int c, int r8) {
+  return ref_strip((size_t)r32_pitch(w) * c * sizeof(float), h, r8, 0, R32_CR);
+}
+
 static int r32_plane_rows(int w, int h, int c, int r8) {
-  int rows = r32_strip(w, h, c, r8) + 2 * r8;
-  return rows < h ? rows : h;
+  return ref_plane_rows(r32_strip(w, h, c, r8), r8, h);
 }
 
 static dim3 r32_cols_grid(int w, int h) {
@@ -522,25 +531,24 @@ __global__ void __launch_bounds__(RI_T, 3)
   r32_block_stats(part, ((size_t)blockIdx.z * nby + y0 / RI_CP) * gridDim.x + blockIdx.x, v);
 }
 
-/* Output rows of a strip: the whole image when its byte planes fit in R32_PLANE_BYTES, else the
- * most blocks of RI_RP rows whose planes (with R rows above and below) do, but at least 4 R. */
+/* Output rows of a strip: three byte planes of every lane, rows padded to 32 (ri_pitch). */
 static int ri_strip(int w, int h, int c, int R) {
-  long fit = (long)(R32_PLANE_BYTES / ((size_t)3 * c * w)) - 2 * R - 32;
-  long s = fit / RI_CP * RI_CP, least = div_up(4 * R, RI_CP) * RI_CP;
-  s = s < least ? least : s;
-  return s >= h ? h : (int)s;
+  return ref_strip((size_t)3 * c * w, h, R, 32, RI_CP);
 }
 
 static int ri_pitch(int rows) {
   return (rows + 31) / 32 * 32;
 }
 
+/* The byte planes of a strip, rounded up to 16 bytes (the block sums follow them in d_ref). */
+static size_t ri_plane_bytes(int w, int h, int c, int R) {
+  size_t rows = ri_pitch(ref_plane_rows(ri_strip(w, h, c, R), R, h));
+  return ((size_t)3 * c * w * rows + 15) / 16 * 16;
+}
+
 size_t reference_i8_bytes(int w, int h, int c, int R) {
-  int rows = ri_strip(w, h, c, R) + 2 * R;
-  rows = rows < h ? rows : h;
-  size_t plane = (size_t)3 * c * w * ri_pitch(rows);
   size_t blocks = (size_t)c * div_up(h, RI_CP) * div_up(w, RI_RL);
-  return (plane + 15) / 16 * 16 + 3 * blocks * sizeof(double);
+  return ri_plane_bytes(w, h, c, R) + 3 * blocks * sizeof(double);
 }
 
 template <int L>
@@ -548,10 +556,8 @@ static cudaError_t launch_ri(packed in, packed out, void *d_ref, const uint4 *tx
                              const uint4 *ty, ri_pass py, double scale, double tau, double *stats,
                              cudaStream_t s) {
   int strip = ri_strip(in.w, in.h, L, py.R), nby = div_up(in.h, RI_CP), gx = div_up(in.w, RI_RL);
-  int full = strip + 2 * py.R < in.h ? strip + 2 * py.R : in.h;
-  size_t pbytes = ((size_t)3 * L * in.w * ri_pitch(full) + 15) / 16 * 16;
   uint8_t *plane = (uint8_t *)d_ref;
-  double *part = (double *)((char *)d_ref + pbytes);
+  double *part = (double *)((char *)d_ref + ri_plane_bytes(in.w, in.h, L, py.R));
   size_t rsmem =
       RI_TABLE_BYTES(px.ks) + (size_t)L * RI_RL * ri_stride(px.ks, RI_RP) + 3 * L * RI_RP * RI_RL;
   size_t csmem = RI_TABLE_BYTES(py.ks) + 3 * RI_RL * ri_stride(py.ks, RI_CP);
