@@ -46,6 +46,8 @@ struct backend {
   pthread_cond_t ready_cv;  /* warming reached 0, or stop */
   pthread_mutex_t *dev_mu;  /* held while a later worker of that device makes its state */
   int *dev_failed;          /* the device's JPEG decoders could not start: it has no workers */
+  int *dev_open;            /* the device's context is made (atomic): its free memory may be read */
+  struct opener *others;    /* the threads making devices 1.. contexts at the start, or NULL */
   double t_start;           /* api_now_ms() when backend_new began */
   double slowest[2];        /* the slowest worker's state and warm-up, ms (under mu) */
   pthread_mutex_t warm_mu;  /* guards warm_bytes */
@@ -167,6 +169,7 @@ static int worker_start(struct backend *b, struct worker *w) {
     return -1;
   }
   __atomic_store_n(&w->state, state, __ATOMIC_RELEASE); /* /metrics reads it */
+  if (b->ndev) __atomic_store_n(&b->dev_open[w->index % b->ndev], 1, __ATOMIC_RELEASE);
   double t1 = api_now_ms();
   warm_up(b, w);
   double t2 = api_now_ms();
@@ -353,7 +356,7 @@ static int worker_count(const struct api_config *cfg, int ndev, int gpu_codecs) 
 #ifdef BLURD_CUDA
   for (int d = 0; gpu_codecs && d < ndev; d++) {
     struct gpu_device_info info;
-    if (gpu_device_info(d, &info) == 0 && (int)(info.mem_total / GPU_WORKER_BYTES) < most)
+    if (gpu_device_info(d, 0, &info) == 0 && (int)(info.mem_total / GPU_WORKER_BYTES) < most)
       most = (int)(info.mem_total / GPU_WORKER_BYTES);
   }
 #endif
@@ -379,31 +382,68 @@ static int start_jpeg_dev(struct backend *b, int dev, char *why, size_t whylen) 
     return -1;
   }
   __atomic_store_n(&g->jpeg[dev], j, __ATOMIC_RELEASE); /* /metrics reads it */
+  __atomic_store_n(&b->dev_open[dev], 1, __ATOMIC_RELEASE);
   fprintf(stderr, "blurd: cuda:%d: JPEG decoders ready %.2f s after the start (%.2f s)\n", dev,
           (api_now_ms() - b->t_start) / 1e3, (api_now_ms() - t) / 1e3);
   return 0;
 }
 
-static void *open_device0(void *arg) {
-  double *ms = arg;
-  *ms = gpu_device_open(0) == 0 ? api_now_ms() : -1;
+#endif
+
+/* A thread that makes a device's CUDA context (open_device). */
+struct opener {
+  struct backend *b;
+  int dev, started;
+  double ms; /* api_now_ms() when the context was made; -1: it was not */
+  pthread_t t;
+};
+
+static void *open_device(void *arg) {
+  struct opener *o = arg;
+#ifdef BLURD_CUDA
+  o->ms = gpu_device_open(o->dev) == 0 ? api_now_ms() : -1;
+  if (o->ms >= 0) __atomic_store_n(&o->b->dev_open[o->dev], 1, __ATOMIC_RELEASE);
+#else
+  (void)o; /* the CPU build has no devices */
+#endif
   return NULL;
 }
+
+static void open_start(struct opener *o, struct backend *b, int dev) {
+  *o = (struct opener){b, dev, 0, -1, 0};
+  o->started = pthread_create(&o->t, NULL, open_device, o) == 0;
+}
+
+static void open_join(struct opener *o) {
+  if (o->started) pthread_join(o->t, NULL);
+  o->started = 0;
+}
+
+/* Starts making the other GPUs' contexts, a thread each, once (b->others set, ndev > 1). They are
+ * made before the backend is ready: made by a GPU's first later worker, each stalled the first
+ * GPU's requests (the first ones took 27 to 32 times the rest with four H200s, against 3). After
+ * device 0's, since the driver makes contexts one at a time. */
+static void open_others(struct backend *b) {
+  for (int d = 1; b->others && d < b->ndev; d++)
+    if (b->others[d].b == NULL) open_start(&b->others[d], b, d);
+}
+
+#ifdef BLURD_CUDA
 
 /* Loads nvJPEG while device 0's context is made on another thread, then starts device 0's
  * decoder; the other devices' start with their first later worker (device_start). Returns 0, or
  * -1 with the reason in why. */
 static int start_gpu_jpeg(struct backend *b, char *why, size_t whylen) {
   struct backend_gpu_shared *g = b->shared;
-  pthread_t t;
-  double opened = -1;
-  int joined = pthread_create(&t, NULL, open_device0, &opened) == 0;
+  struct opener dev0;
+  open_start(&dev0, b, 0);
   int rc = gpu_jpeg_load(&b->jpeg_lib, why, whylen);
   double loaded = api_now_ms();
-  if (joined) pthread_join(t, NULL);
+  open_join(&dev0);
+  open_others(b); /* while device 0's decoders start */
   fprintf(stderr,
           "blurd: nvJPEG loaded %.2f s after the start, cuda:0's context made %.2f s after\n",
-          (loaded - b->t_start) / 1e3, (opened - b->t_start) / 1e3);
+          (loaded - b->t_start) / 1e3, (dev0.ms - b->t_start) / 1e3);
   if (rc != 0) return -1;
   if (!(g->jpeg = calloc((size_t)b->ndev, sizeof(*g->jpeg)))) {
     snprintf(why, whylen, "out of memory");
@@ -464,7 +504,7 @@ static void backend_set_name(struct backend *b) {
   struct gpu_device_info info;
   if (b->ndev > 1)
     snprintf(b->name, sizeof(b->name), "cuda (%d devices)", b->ndev);
-  else if (b->ndev == 1 && gpu_device_info(0, &info) == 0)
+  else if (b->ndev == 1 && gpu_device_info(0, 0, &info) == 0)
     snprintf(b->name, sizeof(b->name), "cuda:0 %.96s", info.name);
 #endif
 }
@@ -475,7 +515,16 @@ static int start_workers(struct backend *b, char *err, size_t errlen) {
   const struct api_config *cfg = &b->cfg;
   /* the decoders batch at most the workers a GPU would have with the GPU codecs */
   int n = worker_count(cfg, b->ndev, 1), rc = 0;
-  if (start_codecs(b, cfg, b->ndev ? n / b->ndev : 0, err, errlen) != 0) return -1;
+  b->others = b->ndev > 1 ? calloc((size_t)b->ndev, sizeof(*b->others)) : NULL;
+  rc = start_codecs(b, cfg, b->ndev ? n / b->ndev : 0, err, errlen); /* open_others in it */
+  open_others(b); /* unless the GPU codecs started them */
+  for (int d = 1; b->others && d < b->ndev; d++) open_join(&b->others[d]);
+  if (b->others)
+    fprintf(stderr, "blurd: the other %d GPUs' contexts made by %.2f s after the start\n",
+            b->ndev - 1, (api_now_ms() - b->t_start) / 1e3);
+  free(b->others);
+  b->others = NULL;
+  if (rc != 0) return -1;
   n = worker_count(cfg, b->ndev, b->gpu_codecs);
   b->workers = calloc((size_t)n, sizeof(*b->workers));
   b->threads = calloc((size_t)n, sizeof(*b->threads));
@@ -529,7 +578,9 @@ struct backend *backend_new(const struct api_config *cfg, char *err, size_t errl
   if (rc == 0 && (b->ndev = choose_ops(b, cfg, err, errlen)) < 0) rc = -1;
   int nmu = b->ndev > 0 ? b->ndev : 1;
   b->dev_failed = calloc((size_t)nmu, sizeof(*b->dev_failed));
-  if (rc == 0 && (!b->dev_failed || !(b->dev_mu = calloc((size_t)nmu, sizeof(*b->dev_mu)))))
+  b->dev_open = calloc((size_t)nmu, sizeof(*b->dev_open));
+  if (rc == 0 &&
+      (!b->dev_failed || !b->dev_open || !(b->dev_mu = calloc((size_t)nmu, sizeof(*b->dev_mu)))))
     rc = -1;
   for (int d = 0; rc == 0 && d < nmu; d++) pthread_mutex_init(&b->dev_mu[d], NULL);
   static const int warm_gpu[3] = API_WARM_GPU, warm_cpu[3] = API_WARM_CPU;
@@ -591,6 +642,7 @@ void backend_free(struct backend *b) {
     pthread_mutex_destroy(&b->dev_mu[d]);
   free(b->dev_mu);
   free(b->dev_failed);
+  free(b->dev_open);
   pthread_cond_destroy(&b->cv);
   pthread_cond_destroy(&b->ready_cv);
   pthread_mutex_destroy(&b->mu);
@@ -629,10 +681,18 @@ void backend_stats(struct backend *b, int *queued, int *running, int *capacity, 
   pthread_mutex_unlock(&b->mu);
 }
 
+#ifdef BLURD_CUDA
+/* Whether device dev's context is made: reading its free memory before then would make it (in the
+ * thread that asks, /readyz's during the start). */
+static int dev_open(struct backend *b, int dev) {
+  return __atomic_load_n(&b->dev_open[dev], __ATOMIC_ACQUIRE);
+}
+#endif
+
 int backend_gpu_memory(struct backend *b, int dev, size_t *held, size_t *used, size_t *total) {
 #ifdef BLURD_CUDA
   struct gpu_device_info info;
-  if (dev < 0 || dev >= b->ndev || gpu_device_info(dev, &info) != 0) return -1;
+  if (dev < 0 || dev >= b->ndev || gpu_device_info(dev, dev_open(b, dev), &info) != 0) return -1;
   *held = 0;
   pthread_mutex_lock(&b->mu); /* the start thread may still add workers */
   int n = b->nworkers;
@@ -656,13 +716,15 @@ json_t *backend_devices(struct backend *b) {
   for (int d = 0; arr && d < b->ndev; d++) {
     struct gpu_device_info info;
     char cc[16];
-    if (gpu_device_info(d, &info) != 0) continue;
+    if (gpu_device_info(d, dev_open(b, d), &info) != 0) continue;
     snprintf(cc, sizeof(cc), "%d.%d", info.major, info.minor);
-    json_array_append_new(arr, json_pack("{s:i, s:s, s:s, s:I, s:I, s:i, s:i}", "index", d, "name",
+    json_t *free_bytes = /* null until the device's context is made */
+        info.mem_free ? json_integer((json_int_t)info.mem_free) : json_null();
+    json_array_append_new(arr, json_pack("{s:i, s:s, s:s, s:I, s:o, s:i, s:i}", "index", d, "name",
                                          info.name, "compute_capability", cc, "memory_total_bytes",
                                          (json_int_t)info.mem_total, "memory_free_bytes",
-                                         (json_int_t)info.mem_free, "multiprocessors",
-                                         info.sm_count, "workers", b->nworkers / b->ndev));
+                                         free_bytes, "multiprocessors", info.sm_count, "workers",
+                                         b->nworkers / b->ndev));
   }
 #else
   (void)b;

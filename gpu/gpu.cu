@@ -32,7 +32,7 @@ int gpu_device_open(int dev) {
                                     : -1; /* the context is made at the first call that needs it */
 }
 
-int gpu_device_info(int dev, struct gpu_device_info *info) {
+int gpu_device_info(int dev, int with_free, struct gpu_device_info *info) {
   cudaDeviceProp p;
   if (cudaGetDeviceProperties(&p, dev) != cudaSuccess) return -1;
   memset(info, 0, sizeof(*info));
@@ -41,7 +41,7 @@ int gpu_device_info(int dev, struct gpu_device_info *info) {
   info->sm_count = p.multiProcessorCount;
   info->major = p.major, info->minor = p.minor;
   size_t fr = 0, tot = 0;
-  if (cudaSetDevice(dev) == cudaSuccess && cudaMemGetInfo(&fr, &tot) == cudaSuccess)
+  if (with_free && cudaSetDevice(dev) == cudaSuccess && cudaMemGetInfo(&fr, &tot) == cudaSuccess)
     info->mem_free = fr;
   return 0;
 }
@@ -49,7 +49,7 @@ int gpu_device_info(int dev, struct gpu_device_info *info) {
 struct gpu_ctx *gpu_ctx_new(int dev, char *err, size_t errlen) {
   struct gpu_ctx *ctx = (struct gpu_ctx *)calloc(1, sizeof(*ctx));
   struct gpu_device_info info;
-  if (!ctx || gpu_device_info(dev, &info) != 0) {
+  if (!ctx || gpu_device_info(dev, 0, &info) != 0) {
     snprintf(err, errlen, "cannot use CUDA device %d", dev);
     free(ctx);
     return NULL;

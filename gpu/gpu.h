@@ -46,7 +46,7 @@ int gpu_device_count(void);
 struct gpu_device_info {
   char name[96];    /* "NVIDIA H200" */
   size_t mem_total; /* bytes */
-  size_t mem_free;  /* bytes, when asked */
+  size_t mem_free;  /* bytes, when asked for (with_free); else 0 */
   int sm_count;
   int major, minor; /* compute capability */
 };
@@ -55,8 +55,11 @@ struct gpu_device_info {
  * kernels. Returns 0, or -1. */
 int gpu_device_open(int dev);
 
-/* Fills info for device dev. Returns 0, or -1. */
-int gpu_device_info(int dev, struct gpu_device_info *info);
+/* Fills info for device dev. Only with_free asks for its free memory, which needs the device's
+ * context: the caller passes 1 only for a device whose context is made (gpu_device_open), since
+ * making one costs 0.2 to 0.6 s and, made in turn for every GPU at the start, delayed the first
+ * GPU's readiness by that much a GPU. Returns 0, or -1. */
+int gpu_device_info(int dev, int with_free, struct gpu_device_info *info);
 
 struct gpu_ctx;
 

@@ -96,8 +96,23 @@ static void expect_workers(json_t *ready, int gpu_codecs) {
   ASSERT_INT(json_integer_value(json_object_get(ready, "workers")), ==, (per < 2 ? 2 : per) * n);
 }
 
+/* Once the server is ready every device's context is made, so /readyz gives its free memory (null
+ * only before: asking for it would make the context). */
+static void expect_free_memory(json_t *ready) {
+  json_t *devs = json_object_get(ready, "devices");
+  for (size_t d = 0; d < json_array_size(devs); d++) {
+    json_t *dev = json_array_get(devs, d);
+    json_t *free_bytes = json_object_get(dev, "memory_free_bytes");
+    ASSERT(json_is_integer(free_bytes));
+    ASSERT(json_integer_value(free_bytes) > 0);
+    ASSERT(json_integer_value(free_bytes) <=
+           (json_int_t)json_number_value(json_object_get(dev, "memory_total_bytes")));
+  }
+}
+
 static void test_reports(void) {
   json_t *ready = get_json(&srv, "/readyz"), *methods = get_json(&srv, "/methods");
+  expect_free_memory(ready);
   expect_codecs(json_object_get(ready, "codecs"), expect_gpu(), NULL);
   expect_codecs(json_object_get(methods, "codecs"), expect_gpu(), NULL);
   expect_workers(ready, expect_gpu());
