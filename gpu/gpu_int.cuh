@@ -38,6 +38,7 @@ struct gpu_ctx {
   size_t w_cap;
   void *h_w;       /* what each slot of d_w was last given (gpu.cu's upload_w), */
   size_t w_len[4]; /* and its bytes (0: unknown), a slot each */
+  struct ri_held *ri_held; /* the integer reference's weights its slots hold (gpu.cu), or NULL */
   double *d_stats; /* two doubles per region (GPU_REGIONS_MAX) */
   void *d_lv[4];   /* local statistics' scratch: exact's row sums, the merge methods' lines */
   size_t lv_cap[4];

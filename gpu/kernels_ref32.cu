@@ -314,6 +314,36 @@ __device__ __forceinline__ void ri_mma(int (&d)[4], const uint4 &a, uint32_t b0,
 #endif
 }
 
+/* Asynchronous copies from global to shared memory (cp.async, compute capability 8.0 on): the
+ * staging issues every copy of a block before it waits for any (ri_async_wait), with no register
+ * held for them. */
+__device__ __forceinline__ void ri_async4(void *dst, const void *src) {
+#if RI_MMA
+  asm volatile(
+      "cp.async.ca.shared.global [%0], [%1], 4;" ::"r"((unsigned)__cvta_generic_to_shared(dst)),
+      "l"(src));
+#else
+  *(uint32_t *)dst = *(const uint32_t *)src;
+#endif
+}
+
+__device__ __forceinline__ void ri_async16(void *dst, const void *src) {
+#if RI_MMA
+  asm volatile(
+      "cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((unsigned)__cvta_generic_to_shared(dst)),
+      "l"(src));
+#else
+  *(uint4 *)dst = *(const uint4 *)src;
+#endif
+}
+
+/* Waits for this thread's copies; a __syncthreads after it makes every thread's visible. */
+__device__ __forceinline__ void ri_async_wait() {
+#if RI_MMA
+  asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+}
+
 /* acc[gi][a + b - LO] += the products of input byte plane a (NA planes, `plane` bytes apart) and
  * weight byte b over every k-step, for two groups of 8 lines (ls bytes a line; group gi from
  * line 8 gi), levels a + b under LO left out: ln is this lane's first sample, line g's staged
@@ -339,9 +369,10 @@ __device__ __forceinline__ void ri_tile(const uint8_t *ln, int ls, int plane, co
   }
 }
 
-/* Copies the pass's A fragments (gpu.cu's ri_weights builds them) into shared memory. */
+/* Copies the pass's A fragments (gpu.cu's ri_weights builds them) into shared memory,
+ * asynchronously (ri_async_wait). */
 __device__ __forceinline__ void ri_table_in(uint4 *s_a, const uint4 *table, int ks) {
-  for (int j = threadIdx.x; j < ks * 3 * 32; j += RI_T) s_a[j] = table[j];
+  for (int j = threadIdx.x; j < ks * 3 * 32; j += RI_T) ri_async16(s_a + j, table + j);
 }
 
 /* Pixels x..x+3 of an 8-bit row of L lanes (1 or 3) at px, a word a lane: one word load for a
@@ -401,6 +432,7 @@ __global__ void __launch_bounds__(RI_T)
       for (int c = 0; c < L; c++) *(uint32_t *)(dst + c * RI_RL * ls + j) = v[c];
     }
   }
+  ri_async_wait();
   __syncthreads();
   int sh = p.S - RI_F, g = lane >> 2, t = lane & 3;
   for (int task = threadIdx.x >> 5; task < L * 16; task += RI_T / 32) {
@@ -436,8 +468,9 @@ __global__ void __launch_bounds__(RI_T)
 
 /* The column pass's staging: thread t takes column t / 8 of the block and words 4 (t % 8) + 32 m
  * of its staged rows (y0 - R on) from the three byte planes: every word whose 4 rows are in
- * pf..pl loaded whole, 4 rows of words (12 loads) in flight; then the few words at the strip's
- * or the image's top and bottom byte by byte, rows outside taking their nearest. */
+ * pf..pl copied whole and asynchronously (all of them in flight at once: ri_async_wait); then
+ * the few words at the strip's or the image's top and bottom byte by byte, rows outside taking
+ * their nearest. */
 template <int L>
 __device__ __forceinline__ void ri_cols_in(uint8_t *s_in, int ls, int pst, int span,
                                            const uint8_t *plane, int hp, const packed &out, int xb,
@@ -448,21 +481,9 @@ __device__ __forceinline__ void ri_cols_in(uint8_t *s_in, int ls, int pst, int s
   uint8_t *dst = s_in + i * ls;
   int lo = pf - (y0 - R), hi = pl - 3 - (y0 - R); /* words j from lo to hi are whole */
   const uint8_t *src = col + (y0 - R - pf);
-  for (int j = j0; j < span; j += 128) { /* span: a multiple of 16 */
-    uint32_t v[4][3];
+  for (int k = max(j0, j0 + (lo - j0 + 31) / 32 * 32); k < span && k <= hi; k += 32)
 #pragma unroll
-    for (int u = 0; u < 4; u++) {
-      int k = j + 32 * u;
-#pragma unroll
-      for (int a = 0; a < 3; a++)
-        v[u][a] = k < span && k >= lo && k <= hi ? *(const uint32_t *)(src + a * pstep + k) : 0;
-    }
-#pragma unroll
-    for (int u = 0; u < 4; u++)
-#pragma unroll
-      for (int a = 0; a < 3; a++)
-        if (j + 32 * u < span) *(uint32_t *)(dst + a * pst + j + 32 * u) = v[u][a];
-  }
+    for (int a = 0; a < 3; a++) ri_async4(dst + a * pst + k, src + a * pstep + k);
   for (int j = j0; j < span; j += 32) {
     if (j >= lo && j <= hi) continue;
     uint32_t v[3] = {0, 0, 0};
@@ -479,15 +500,18 @@ __device__ __forceinline__ void ri_cols_in(uint8_t *s_in, int ls, int pst, int s
 /* Column pass over lane blockIdx.z of an 8-bit image: a block has RI_RL columns and RI_CP output
  * rows from y_out + RI_CP blockIdx.y (y_out: the strip's first row, a multiple of RI_CP; rows from
  * y_end on are the next strip's), reading the planes' rows pf..pl (their nearest past them); the
- * reference is U scale (U: the sum of every level l's products times 2^(8 l)), its error against
+ * reference is U 2^-K (U: the sum of every level l's products times 2^(8 l)), its error against
  * out counted as r32_error does. The products of the input's and the weights' low bytes (level 0)
- * are left out: at most 255 x their weights' low
- * bytes x scale (gpu.cu's bound counts it). A task's output samples are read before its
- * products, so that their loads wait under them. */
+ * are left out: at most 255 x their weights' low bytes x 2^-K (gpu.cu's bound counts it). A
+ * task's output samples are read before its products, so that their loads wait under them. The
+ * error s 2^K - U is exact in 64-bit integers (under 2^55); its size goes to float, a rounding
+ * of at most 2^-24 of it, and a thread's 32 or fewer errors are summed in float (2^-19 of the
+ * sums at most, which gpu.cu's r32_certain counts) before the block's sums in double. An error
+ * under ftau (tau less 2^-21 of it, so under tau before the rounding) counts as none. */
 template <int L>
 __global__ void __launch_bounds__(RI_T, 3)
-    ri_cols(const uint8_t *plane, int hp, packed out, const uint4 *table, ri_pass p, double scale,
-            double tau, double *part, int y_out, int y_end, int pf, int pl, int nby) {
+    ri_cols(const uint8_t *plane, int hp, packed out, const uint4 *table, ri_pass p, int K,
+            float ftau, double *part, int y_out, int y_end, int pf, int pl, int nby) {
   extern __shared__ __align__(16) uint8_t s_ri[];
   int ls = ri_stride(p.ks, RI_CP), pst = RI_RL * ls;
   uint4 *s_a = (uint4 *)s_ri;
@@ -495,10 +519,11 @@ __global__ void __launch_bounds__(RI_T, 3)
   int xb = blockIdx.x * RI_RL, y0 = y_out + blockIdx.y * RI_CP, lane = threadIdx.x & 31;
   ri_table_in(s_a, table, p.ks);
   ri_cols_in<L>(s_in, ls, pst, ri_span(p.ks, RI_CP), plane, hp, out, xb, y0, p.R, pf, pl);
+  ri_async_wait();
   __syncthreads();
   int g = lane >> 2, t = lane & 3;
   const uint8_t *o = (const uint8_t *)out.p + blockIdx.z;
-  double v[3] = {0, 0, 0};
+  float scale = ldexpf(1.0f, -K), v[3] = {0, 0, 0};
   for (int task = threadIdx.x >> 5; task < RI_CP / 8; task += RI_T / 32) {
     int pt = task >> 1, h = task & 1;
     uint32_t sample[2] = {0, 0}; /* 4 samples a word, 0 where there is no output */
@@ -518,17 +543,18 @@ __global__ void __launch_bounds__(RI_T, 3)
       for (int e = 0; e < 4; e++) {
         int hi = acc[gi][2][e] + (acc[gi][3][e] << 8); /* levels 3 and 4: under 2^31 (gpu.cu) */
         int x = xb + h * 16 + gi * 8 + 2 * t + (e & 1), y = y0 + pt * 16 + g + (e >> 1) * 8;
-        if (x < out.w && y < y_end) { /* every term exact in double, the sum within 2^-45 */
-          double d =
-              fma(-(double)acc[gi][0][e], scale * 256, (double)(sample[gi] >> (8 * e) & 255));
-          d = fabs(
-              fma(-(double)hi, scale * 16777216, fma(-(double)acc[gi][1][e], scale * 65536, d)));
-          d = d < tau ? 0 : d;
-          v[0] = fma(d, d, v[0]), v[1] += d, v[2] = fmax(v[2], d);
+        if (x < out.w && y < y_end) {
+          long long u = ((long long)acc[gi][0][e] << 8) + ((long long)acc[gi][1][e] << 16) +
+                        ((long long)hi << 24);
+          long long dd = ((long long)(sample[gi] >> (8 * e) & 255) << K) - u;
+          float d = (float)(dd < 0 ? -dd : dd) * scale;
+          d = d < ftau ? 0 : d;
+          v[0] = fmaf(d, d, v[0]), v[1] += d, v[2] = fmaxf(v[2], d);
         }
       }
   }
-  r32_block_stats(part, ((size_t)blockIdx.z * nby + y0 / RI_CP) * gridDim.x + blockIdx.x, v);
+  double vd[3] = {v[0], v[1], v[2]};
+  r32_block_stats(part, ((size_t)blockIdx.z * nby + y0 / RI_CP) * gridDim.x + blockIdx.x, vd);
 }
 
 /* Output rows of a strip: three byte planes of every lane, rows padded to 32 (ri_pitch). */
@@ -553,7 +579,7 @@ size_t reference_i8_bytes(int w, int h, int c, int R) {
 
 template <int L>
 static cudaError_t launch_ri(packed in, packed out, void *d_ref, const uint4 *tx, ri_pass px,
-                             const uint4 *ty, ri_pass py, double scale, double tau, double *stats,
+                             const uint4 *ty, ri_pass py, int K, float ftau, double *stats,
                              cudaStream_t s) {
   int strip = ri_strip(in.w, in.h, L, py.R), nby = div_up(in.h, RI_CP), gx = div_up(in.w, RI_RL);
   uint8_t *plane = (uint8_t *)d_ref;
@@ -571,7 +597,7 @@ static cudaError_t launch_ri(packed in, packed out, void *d_ref, const uint4 *tx
     ri_rows<L><<<dim3(div_up(in.w, RI_RP), div_up(rows, RI_RL)), RI_T, rsmem, s>>>(
         in, plane, hp, rows, tx, px, pf);
     ri_cols<L><<<dim3(gx, div_up(end - y, RI_CP), L), RI_T, csmem, s>>>(
-        plane, hp, out, ty, py, scale, tau, part, y, end, pf, pl, nby);
+        plane, hp, out, ty, py, K, ftau, part, y, end, pf, pl, nby);
   }
   r32_sum<<<1, R32_SUM, 0, s>>>(part, (size_t)L * nby * gx, stats);
   return cudaGetLastError();
@@ -580,8 +606,9 @@ static cudaError_t launch_ri(packed in, packed out, void *d_ref, const uint4 *tx
 cudaError_t launch_reference_i8(packed in, packed out, void *d_ref, const void *d_tx, ri_pass px,
                                 const void *d_ty, ri_pass py, double tau, double *d_stats,
                                 cudaStream_t s) {
-  double scale = ldexp(1.0, -(RI_F + py.S));
+  int K = RI_F + py.S;
+  float ftau = (float)(tau * (1 - ldexp(1.0, -21))); /* under tau (1 - 2^-22) after rounding */
   const uint4 *tx = (const uint4 *)d_tx, *ty = (const uint4 *)d_ty;
-  if (in.c == 1) return launch_ri<1>(in, out, d_ref, tx, px, ty, py, scale, tau, d_stats, s);
-  return launch_ri<3>(in, out, d_ref, tx, px, ty, py, scale, tau, d_stats, s);
+  if (in.c == 1) return launch_ri<1>(in, out, d_ref, tx, px, ty, py, K, ftau, d_stats, s);
+  return launch_ri<3>(in, out, d_ref, tx, px, ty, py, K, ftau, d_stats, s);
 }
