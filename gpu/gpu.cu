@@ -509,7 +509,7 @@ static double r32_bound(const struct r32_pass *x, const struct r32_pass *y, int 
 /* Whether the float reference's sums (stats: squared errors, absolute errors) fix the PSNR to
  * within 0.01 dB of the double reference's, for n samples and a bound e on each sample's error:
  * |SSE - SSE'| <= 2 e sum|D'| + n (e^2 + (2 e + 1e-6)^2), and 10 log10 of the ratio <= 0.01.
- * 1e-5 SSE' more covers the integer reference's sums begun in float (2^-19 of them at most). */
+ * 1e-5 SSE' more covers the integer reference's sums begun in float (2^-18 of them at most). */
 static int r32_certain(const double *stats, double n, double e) {
   double b = 2 * e * stats[1] + n * (e * e + (2 * e + 1e-6) * (2 * e + 1e-6)) + 1e-5 * stats[0];
   return stats[0] > 0 && b <= (1 - pow(10, -0.001)) * stats[0];

@@ -505,9 +505,9 @@ __device__ __forceinline__ void ri_cols_in(uint8_t *s_in, int ls, int pst, int s
  * are left out: at most 255 x their weights' low bytes x 2^-K (gpu.cu's bound counts it). A
  * task's output samples are read before its products, so that their loads wait under them. The
  * error s 2^K - U is exact in 64-bit integers (under 2^55); its size goes to float, a rounding
- * of at most 2^-24 of it, and a thread's 32 or fewer errors are summed in float (2^-19 of the
- * sums at most, which gpu.cu's r32_certain counts) before the block's sums in double. An error
- * under ftau (tau less 2^-21 of it, so under tau before the rounding) counts as none. */
+ * of at most 2^-24 of it, and a thread's 32 or fewer errors are summed in float, then a block's
+ * in double (with that rounding, within 2^-18 of the sums: gpu.cu's r32_certain counts it). An
+ * error under ftau (tau less 2^-21 of it, so under tau before the rounding) counts as none. */
 template <int L>
 __global__ void __launch_bounds__(RI_T, 3)
     ri_cols(const uint8_t *plane, int hp, packed out, const uint4 *table, ri_pass p, int K,
