@@ -317,23 +317,16 @@ __device__ __forceinline__ void ri_mma(int (&d)[4], const uint4 &a, uint32_t b0,
 /* Asynchronous copies from global to shared memory (cp.async, compute capability 8.0 on): the
  * staging issues every copy of a block before it waits for any (ri_async_wait), with no register
  * held for them. */
-__device__ __forceinline__ void ri_async4(void *dst, const void *src) {
+template <int N> /* 4 or 16 bytes */
+__device__ __forceinline__ void ri_async(void *dst, const void *src) {
 #if RI_MMA
-  asm volatile(
-      "cp.async.ca.shared.global [%0], [%1], 4;" ::"r"((unsigned)__cvta_generic_to_shared(dst)),
-      "l"(src));
+  unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  if (N == 4)
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(d), "l"(src));
+  else
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src));
 #else
-  *(uint32_t *)dst = *(const uint32_t *)src;
-#endif
-}
-
-__device__ __forceinline__ void ri_async16(void *dst, const void *src) {
-#if RI_MMA
-  asm volatile(
-      "cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((unsigned)__cvta_generic_to_shared(dst)),
-      "l"(src));
-#else
-  *(uint4 *)dst = *(const uint4 *)src;
+  memcpy(dst, src, N);
 #endif
 }
 
@@ -372,7 +365,7 @@ __device__ __forceinline__ void ri_tile(const uint8_t *ln, int ls, int plane, co
 /* Copies the pass's A fragments (gpu.cu's ri_weights builds them) into shared memory,
  * asynchronously (ri_async_wait). */
 __device__ __forceinline__ void ri_table_in(uint4 *s_a, const uint4 *table, int ks) {
-  for (int j = threadIdx.x; j < ks * 3 * 32; j += RI_T) ri_async16(s_a + j, table + j);
+  for (int j = threadIdx.x; j < ks * 3 * 32; j += RI_T) ri_async<16>(s_a + j, table + j);
 }
 
 /* Pixels x..x+3 of an 8-bit row of L lanes (1 or 3) at px, a word a lane: one word load for a
@@ -483,7 +476,7 @@ __device__ __forceinline__ void ri_cols_in(uint8_t *s_in, int ls, int pst, int s
   const uint8_t *src = col + (y0 - R - pf);
   for (int k = max(j0, j0 + (lo - j0 + 31) / 32 * 32); k < span && k <= hi; k += 32)
 #pragma unroll
-    for (int a = 0; a < 3; a++) ri_async4(dst + a * pst + k, src + a * pstep + k);
+    for (int a = 0; a < 3; a++) ri_async<4>(dst + a * pst + k, src + a * pstep + k);
   for (int j = j0; j < span; j += 32) {
     if (j >= lo && j <= hi) continue;
     uint32_t v[3] = {0, 0, 0};
