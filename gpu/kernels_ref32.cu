@@ -496,7 +496,9 @@ __device__ __forceinline__ void ri_cols_in(uint8_t *s_in, int ls, int pst, int s
  * reference is U 2^-K (U: the sum of every level l's products times 2^(8 l)), its error against
  * out counted as r32_error does. The products of the input's and the weights' low bytes (level 0)
  * are left out: at most 255 x their weights' low bytes x 2^-K (gpu.cu's bound counts it). A
- * task's output samples are read before its products, so that their loads wait under them. The
+ * block stages and computes only the tiles of 16 rows that have outputs (the last block of a
+ * strip often has fewer than RI_CP: 56 of 256 in a 1080-row image). A task's output samples are
+ * read before its products, so that their loads wait under them. The
  * error s 2^K - U is exact in 64-bit integers (under 2^55); its size goes to float, a rounding
  * of at most 2^-24 of it, and a thread's 32 or fewer errors are summed in float, then a block's
  * in double (with that rounding, within 2^-18 of the sums: gpu.cu's r32_certain counts it). An
@@ -511,13 +513,14 @@ __global__ void __launch_bounds__(RI_T, 3)
   uint8_t *s_in = s_ri + p.ks * 3 * 32 * 16;
   int xb = blockIdx.x * RI_RL, y0 = y_out + blockIdx.y * RI_CP, lane = threadIdx.x & 31;
   ri_table_in(s_a, table, p.ks);
-  ri_cols_in<L>(s_in, ls, pst, ri_span(p.ks, RI_CP), plane, hp, out, xb, y0, p.R, pf, pl);
+  int tiles = min(RI_CP, y_end - y0 + 15) / 16; /* the last block's rows may end sooner */
+  ri_cols_in<L>(s_in, ls, pst, ri_span(p.ks, 16 * tiles), plane, hp, out, xb, y0, p.R, pf, pl);
   ri_async_wait();
   __syncthreads();
   int g = lane >> 2, t = lane & 3;
   const uint8_t *o = (const uint8_t *)out.p + blockIdx.z;
   float scale = ldexpf(1.0f, -K), v[3] = {0, 0, 0};
-  for (int task = threadIdx.x >> 5; task < RI_CP / 8; task += RI_T / 32) {
+  for (int task = threadIdx.x >> 5; task < 2 * tiles; task += RI_T / 32) {
     int pt = task >> 1, h = task & 1;
     uint32_t sample[2] = {0, 0}; /* 4 samples a word, 0 where there is no output */
 #pragma unroll
