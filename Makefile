@@ -102,6 +102,8 @@ $(BUILD)/tests/gpu_%: $(BUILD)/tests/gpu_%.o $(LIB_OBJ)
 
 $(BUILD)/tests/unit_%: $(BUILD)/tests/unit_%.o $(LIB_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+# the accepting gate's test takes it from server/
+$(BUILD)/tests/unit_gate: $(BUILD)/server/gate.o
 
 $(BUILD)/tests/integ_%: $(BUILD)/tests/integ_%.o $(BUILD)/tests/harness.o $(LIB_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) $(TEST_LDLIBS) -o $@

@@ -241,9 +241,8 @@ struct gate *gate_new(const struct gate_config *cfg, char *err, size_t errlen) {
   struct epoll_event el = {.events = EPOLLIN, .data.u64 = EV_LISTEN},
                      ew = {.events = EPOLLIN, .data.u64 = EV_WAKE};
   if (ok && (epoll_ctl(g->ep, EPOLL_CTL_ADD, g->lfd, &el) != 0 ||
-             epoll_ctl(g->ep, EPOLL_CTL_ADD, g->wake[0], &ew) != 0 ||
-             (g->started = pthread_create(&g->thread, NULL, gate_main, g) == 0) == 0)) {
-    snprintf(err, errlen, "cannot start the accepting thread");
+             epoll_ctl(g->ep, EPOLL_CTL_ADD, g->wake[0], &ew) != 0)) {
+    snprintf(err, errlen, "cannot start the accepting thread: %s", strerror(errno));
     ok = 0;
   }
   if (!ok) {
@@ -251,6 +250,12 @@ struct gate *gate_new(const struct gate_config *cfg, char *err, size_t errlen) {
     return NULL;
   }
   return g;
+}
+
+int gate_start(struct gate *g, char *err, size_t errlen) {
+  g->started = pthread_create(&g->thread, NULL, gate_main, g) == 0;
+  if (!g->started) snprintf(err, errlen, "cannot start the accepting thread");
+  return g->started ? 0 : -1;
 }
 
 int gate_port(const struct gate *g) {

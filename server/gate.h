@@ -32,9 +32,13 @@ struct gate;
 /* A listening socket on bind:port (an IPv4 address; port 0: any free one), or -1 with a sentence
  * in err. Clients that connect before the gate starts wait in its backlog. */
 int gate_listen(const char *bind, int port, char *err, size_t errlen);
-/* Starts the accepting thread on cfg->fd (closed on failure too). Returns NULL with a sentence in
+/* The gate on cfg->fd (closed on failure too), not accepting yet. Returns NULL with a sentence in
  * err on failure. */
 struct gate *gate_new(const struct gate_config *cfg, char *err, size_t errlen);
+/* Starts the accepting thread: from then on cfg's callbacks run, and the connections pass took
+ * may close (gate_release) at any time, so whoever keeps the gate's pointer for them stores it
+ * first. Returns 0, or -1 with a sentence in err (gate_free it then). */
+int gate_start(struct gate *g, char *err, size_t errlen);
 /* The port it listens on. */
 int gate_port(const struct gate *g);
 /* A connection that pass took has closed (any thread). */

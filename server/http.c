@@ -725,7 +725,9 @@ struct srv *srv_new(const struct srv_config *cfg, struct api_ctx *api, char *err
   } else {
     s->gate = gate_new(&gc, err, errlen);
   }
-  if (!s->gate) {
+  /* s->gate is set before the gate accepts: a connection it passes on may close at once, and
+   * on_connection releases it there (a restart under load crashed on the NULL gate in CI) */
+  if (!s->gate || gate_start(s->gate, err, errlen) != 0) {
     srv_free(s);
     return NULL;
   }
