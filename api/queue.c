@@ -431,7 +431,8 @@ static void open_others(struct backend *b) {
 #ifdef BLURD_CUDA
 
 /* Loads nvJPEG while device 0's context is made on another thread, then starts device 0's
- * decoder; the other devices' start with their first later worker (device_start). Returns 0, or
+ * decoder while the other devices' contexts are made (open_others; start_workers joins them);
+ * the other devices' decoders start with their first later worker (device_start). Returns 0, or
  * -1 with the reason in why. */
 static int start_gpu_jpeg(struct backend *b, char *why, size_t whylen) {
   struct backend_gpu_shared *g = b->shared;
