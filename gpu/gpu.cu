@@ -539,7 +539,8 @@ static void ri_table(const uint32_t *q, const ri_pass *p, uint32_t *table) {
 struct ri_w {
   ri_pass p;
   double wround, mass;
-  double low, top; /* over every tap: the sums of q's low byte and of byte 1 + 257 byte 2 */
+  double top;  /* over every tap: the sum of q's byte 1 + 257 byte 2 */
+  double left; /* as the column pass's: the most its sum errs by, levels 0 and 1 left out */
 };
 
 /* What the reference's slots hold when ri_weights filled them: each request at the same sigma
@@ -562,7 +563,7 @@ static enum gpu_status ri_weights(struct gpu_ctx *ctx, enum w_slot slot, double 
   }
   int r = cpu_gauss_radius(sigma, CPU_TRUNCATE), R = r < 8 ? 8 : (r + 7) / 8 * 8;
   if (R > R32_RMAX) return GPU_ERROR;
-  o->p = {r, R, 0, (16 + 2 * R + 31) / 32};
+  o->p = {r, R, 0, (16 + 2 * R + 31) / 32, 0};
   double *w = (double *)malloc((size_t)(r + 1) * sizeof(double));
   uint32_t *q = (uint32_t *)malloc((size_t)(r + 1) * sizeof(uint32_t));
   uint32_t *table = (uint32_t *)malloc(RI_TABLE_BYTES(o->p.ks));
@@ -572,14 +573,20 @@ static enum gpu_status ri_weights(struct gpu_ctx *ctx, enum w_slot slot, double 
     int S = 23; /* w[0] <= 1, the largest weight */
     while (llround(ldexp(w[0], S + 1)) < (1 << 24)) S++;
     o->p.S = S;
-    o->wround = o->mass = o->low = o->top = 0;
+    o->wround = o->mass = o->top = 0;
+    long long low = 0, mid = 0; /* over every tap: the sums of q's bytes 0 and 1 */
     for (int m = 0; m <= r; m++) {
       q[m] = (uint32_t)llround(ldexp(w[m], S));
       double e = ldexp((double)q[m], -S);
       o->wround += (m ? 2 : 1) * fabs(e - w[m]), o->mass += (m ? 2 : 1) * e;
-      o->low += (m ? 2 : 1) * (q[m] & 255u);
+      low += (m ? 2 : 1) * (q[m] & 255u), mid += (m ? 2 : 1) * (q[m] >> 8 & 255u);
       o->top += (m ? 2 : 1) * ((q[m] >> 8 & 255u) + 257.0 * (q[m] >> 16));
     }
+    /* as the column pass's weights, the products it leaves out (hq's bytes 0 and 1 at most 255):
+     * level 0, h0 q0, and level 1, 2^8 (h0 q1 + h1 q0), add up to at most 255 (low + 2^8 (low +
+     * mid)) and at least 0; adding half of it, the sum errs by at most the other half */
+    o->p.half = 255 * (low + 256 * (low + mid)) / 2;
+    o->left = ldexp((double)(255 * (low + 256 * (low + mid)) - o->p.half), -(RI_F + S));
     ri_table(q, &o->p, table);
     st = upload_w(ctx, slot, table, RI_TABLE_BYTES(o->p.ks));
   }
@@ -595,11 +602,13 @@ static enum gpu_status ri_weights(struct gpu_ctx *ctx, enum w_slot slot, double 
 
 /* The bound on |integer reference - double reference| of every sample (docs/methods.md): the
  * row pass errs by the weights' rounding on samples up to 255 and hq's rounding (2^-17); the
- * column pass carries that through its weights, adds its own weights' rounding, and leaves out
- * the products of low bytes (at most 255 times its weights' low bytes, scaled). */
+ * column pass carries that through its weights, adds its own weights' rounding, leaves out the
+ * products of levels 0 and 1 (y->left, with half their most added), and sums the rest in float:
+ * four roundings of at most 2^-24 of the largest reference. */
 static double ri_bound(const struct ri_w *x, const struct ri_w *y) {
   double half = ldexp(1.0, -(RI_F + 1)), e1 = 255 * x->wround + half, m2 = 255 * x->mass + half;
-  return e1 * y->mass + m2 * y->wround + ldexp(255 * y->low, -(RI_F + y->p.S)) + 1e-9;
+  double top = m2 * y->mass + e1 + 1; /* more than any reference the column pass sums */
+  return e1 * y->mass + m2 * y->wround + y->left + 4 * ldexp(top, -24) + 1e-9;
 }
 
 /* Launches the integer reference (8-bit images of 1 or 3 channels, compute capability 8.0 on,

@@ -421,6 +421,7 @@ cudaError_t launch_reference32(packed in, packed out, void *d_ref, const float *
 #define RI_F               16 /* the row pass's sums, hq = round(h 2^RI_F), in 24 bits */
 struct ri_pass {
   int r, R, S, ks;
+  long long half; /* the column pass's: half the most its levels 0 and 1 can add (gpu.cu) */
 };
 size_t reference_i8_bytes(int w, int h, int c, int R);
 cudaError_t launch_reference_i8(packed in, packed out, void *d_ref, const void *d_tx, ri_pass px,

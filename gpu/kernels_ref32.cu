@@ -317,12 +317,14 @@ __device__ __forceinline__ void ri_mma(int (&d)[4], const uint4 &a, uint32_t b0,
 /* Asynchronous copies from global to shared memory (cp.async, compute capability 8.0 on): the
  * staging issues every copy of a block before it waits for any (ri_async_wait), with no register
  * held for them. */
-template <int N> /* 4 or 16 bytes */
+template <int N> /* 4, 8 or 16 bytes */
 __device__ __forceinline__ void ri_async(void *dst, const void *src) {
 #if RI_MMA
   unsigned d = (unsigned)__cvta_generic_to_shared(dst);
   if (N == 4)
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(d), "l"(src));
+  else if (N == 8)
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(d), "l"(src));
   else
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src));
 #else
@@ -459,91 +461,117 @@ __global__ void __launch_bounds__(RI_T)
   }
 }
 
-/* The column pass's staging: thread t takes column t / 8 of the block and words 4 (t % 8) + 32 m
- * of its staged rows (y0 - R on) from the three byte planes: every word whose 4 rows are in
- * pf..pl copied whole and asynchronously (all of them in flight at once: ri_async_wait); then
- * the few words at the strip's or the image's top and bottom byte by byte, rows outside taking
- * their nearest. */
+/* The column pass's staging: thread t takes column t / 8 of the block and chunks of 8 rows
+ * 8 (t % 8) + 64 m of its staged rows (y0 - R on) from the three byte planes: every chunk whose
+ * rows are all in pf..pl copied whole and asynchronously (all of them in flight at once:
+ * ri_async_wait; rows start 8-byte aligned, since hp is a multiple of 32 and y0, R and pf of 8);
+ * then the few chunks at the strip's or the image's top and bottom byte by byte, rows outside
+ * taking their nearest. */
 template <int L>
 __device__ __forceinline__ void ri_cols_in(uint8_t *s_in, int ls, int pst, int span,
                                            const uint8_t *plane, int hp, const packed &out, int xb,
                                            int y0, int R, int pf, int pl) {
-  int i = threadIdx.x >> 3, x = min(xb + i, out.w - 1), j0 = 4 * (threadIdx.x & 7);
+  int i = threadIdx.x >> 3, x = min(xb + i, out.w - 1), j0 = 8 * (threadIdx.x & 7);
   const uint8_t *col = plane + ((size_t)blockIdx.z * out.w + x) * hp;
   size_t pstep = (size_t)L * out.w * hp; /* from one byte plane to the next */
   uint8_t *dst = s_in + i * ls;
-  int lo = pf - (y0 - R), hi = pl - 3 - (y0 - R); /* words j from lo to hi are whole */
+  int lo = pf - (y0 - R), hi = pl - 7 - (y0 - R); /* chunks j from lo to hi are whole */
   const uint8_t *src = col + (y0 - R - pf);
-  for (int k = max(j0, j0 + (lo - j0 + 31) / 32 * 32); k < span && k <= hi; k += 32)
+  for (int k = max(j0, j0 + (lo - j0 + 63) / 64 * 64); k < span && k <= hi; k += 64)
 #pragma unroll
-    for (int a = 0; a < 3; a++) ri_async<4>(dst + a * pst + k, src + a * pstep + k);
-  for (int j = j0; j < span; j += 32) {
+    for (int a = 0; a < 3; a++) ri_async<8>(dst + a * pst + k, src + a * pstep + k);
+  for (int j = j0; j < span; j += 64) {
     if (j >= lo && j <= hi) continue;
-    uint32_t v[3] = {0, 0, 0};
-    for (int e = 0; e < 4; e++) {
+    uint32_t v[3][2] = {}; /* every load issued before the stores (they might alias) */
+#pragma unroll
+    for (int e = 0; e < 8; e++) {
       int k = clampi(clampi(y0 - R + j + e, 0, out.h - 1), pf, pl) - pf;
 #pragma unroll
-      for (int a = 0; a < 3; a++) v[a] |= (uint32_t)col[a * pstep + k] << (8 * e);
+      for (int a = 0; a < 3; a++) v[a][e >> 2] |= (uint32_t)col[a * pstep + k] << (8 * (e & 3));
     }
 #pragma unroll
-    for (int a = 0; a < 3; a++) *(uint32_t *)(dst + a * pst + j) = v[a];
+    for (int a = 0; a < 3; a++) *(uint2 *)(dst + a * pst + j) = make_uint2(v[a][0], v[a][1]);
+  }
+}
+
+/* Bytes a row of the column pass's staged output samples: the block's RI_RL pixels, and room for
+ * the row's offset in the image's aligned 16 bytes (ri_out_in). */
+__host__ __device__ inline int ri_orow(int L) {
+  return RI_RL * L + 16;
+}
+
+/* The output's rows y0 .. y0 + n - 1, columns xb .. xb + RI_RL - 1 (those in the image), every
+ * lane, into s_o: row r's bytes from a (its first) at s_o + r ri_orow(L) + (a & 15), in 16-byte
+ * copies of the image's aligned 16 bytes that hold them (neighbours' bytes come along), all in
+ * flight with the planes'; the image's last bytes, short of 16, byte by byte. */
+template <int L>
+__device__ __forceinline__ void ri_out_in(uint8_t *s_o, const packed &out, int xb, int y0, int n) {
+  const int rs = ri_orow(L);
+  int ob = min(RI_RL, out.w - xb) * L;
+  size_t stride = (size_t)out.w * L, end = stride * out.h, a0 = ((size_t)y0 * out.w + xb) * L;
+  const uint8_t *o = (const uint8_t *)out.p;
+  for (int j = threadIdx.x; j < n * (rs / 16); j += RI_T) {
+    int r = j / (rs / 16), k = 16 * (j % (rs / 16));
+    size_t a = a0 + r * stride, c = a - (a & 15) + k; /* row r's first byte, the copy's */
+    if (c >= a + ob) continue;
+    if (c + 16 <= end)
+      ri_async<16>(s_o + r * rs + k, o + c);
+    else
+      for (size_t e = c; e < end; e++) s_o[r * rs + k + (e - c)] = o[e];
   }
 }
 
 /* Column pass over lane blockIdx.z of an 8-bit image: a block has RI_RL columns and RI_CP output
  * rows from y_out + RI_CP blockIdx.y (y_out: the strip's first row, a multiple of RI_CP; rows from
  * y_end on are the next strip's), reading the planes' rows pf..pl (their nearest past them); the
- * reference is U 2^-K (U: the sum of every level l's products times 2^(8 l)), its error against
- * out counted as r32_error does. The products of the input's and the weights' low bytes (level 0)
- * are left out: at most 255 x their weights' low bytes x 2^-K (gpu.cu's bound counts it). A
- * block stages and computes only the tiles of 16 rows that have outputs (the last block of a
- * strip often has fewer than RI_CP: 56 of 256 in a 1080-row image). A task's output samples are
- * read before its products, so that their loads wait under them. The
- * error s 2^K - U is exact in 64-bit integers (under 2^55); its size goes to float, a rounding
- * of at most 2^-24 of it, and a thread's 32 or fewer errors are summed in float, then a block's
- * in double (with that rounding, within 2^-18 of the sums: gpu.cu's r32_certain counts it). An
- * error under ftau (tau less 2^-21 of it, so under tau before the rounding) counts as none. */
-template <int L>
+ * reference is (U + p.half) 2^-K (U: the sum of every level l's products times 2^(8 l)), its error
+ * against out counted as r32_error does. The products of levels 0 and 1 (the input's and the
+ * weights' low bytes, and each low byte with the other's byte 1) are left out: they add up to at
+ * most twice p.half, so with it added U errs by at most p.half (gpu.cu's ri_weights and ri_bound).
+ * A block stages and computes only the tiles of 16 rows that have outputs (the last block of a
+ * strip often has fewer than RI_CP: 56 of 256 in a 1080-row image), and (OST) stages its output
+ * samples with the planes. The reference is summed in float, two conversions and two FMAs, each a
+ * rounding of at most 2^-24 of the largest reference (gpu.cu's ri_bound counts the four); its
+ * difference with the sample is exact where the two are within a factor of 2, else rounded by at
+ * most 2^-24 of it. A thread's 32 or fewer errors are summed in float, then a block's in double
+ * (with the difference's rounding, within 2^-18 of the sums: gpu.cu's r32_certain counts it). An
+ * error under ftau (tau less 2^-21 of it) counts as none. */
+template <int L, bool OST>
 __global__ void __launch_bounds__(RI_T, 3)
     ri_cols(const uint8_t *plane, int hp, packed out, const uint4 *table, ri_pass p, int K,
             float ftau, double *part, int y_out, int y_end, int pf, int pl, int nby) {
   extern __shared__ __align__(16) uint8_t s_ri[];
   int ls = ri_stride(p.ks, RI_CP), pst = RI_RL * ls;
   uint4 *s_a = (uint4 *)s_ri;
-  uint8_t *s_in = s_ri + p.ks * 3 * 32 * 16;
+  uint8_t *s_in = s_ri + p.ks * 3 * 32 * 16, *s_o = s_in + 3 * pst;
   int xb = blockIdx.x * RI_RL, y0 = y_out + blockIdx.y * RI_CP, lane = threadIdx.x & 31;
   ri_table_in(s_a, table, p.ks);
   int tiles = min(RI_CP, y_end - y0 + 15) / 16; /* the last block's rows may end sooner */
   ri_cols_in<L>(s_in, ls, pst, ri_span(p.ks, 16 * tiles), plane, hp, out, xb, y0, p.R, pf, pl);
+  if (OST) ri_out_in<L>(s_o, out, xb, y0, min(RI_CP, y_end - y0));
+  const uint8_t *o = (const uint8_t *)out.p;
   ri_async_wait();
   __syncthreads();
   int g = lane >> 2, t = lane & 3;
-  const uint8_t *o = (const uint8_t *)out.p + blockIdx.z;
-  float scale = ldexpf(1.0f, -K), v[3] = {0, 0, 0};
+  /* the reference hi 2^(24 - K) + level 2's sum 2^(16 - K) + p.half 2^-K in float FMAs */
+  float c2 = ldexpf(1.0f, 16 - K), c3 = ldexpf(1.0f, 24 - K), hf = (float)ldexp((double)p.half, -K);
+  float v[3] = {0, 0, 0};
   for (int task = threadIdx.x >> 5; task < 2 * tiles; task += RI_T / 32) {
     int pt = task >> 1, h = task & 1;
-    uint32_t sample[2] = {0, 0}; /* 4 samples a word, 0 where there is no output */
+    int acc[2][3][4] = {};
+    ri_tile<3, 2>(s_in + (h * 16 + g) * ls + pt * 16 + 4 * t, ls, pst, s_a, p.ks, acc);
 #pragma unroll
     for (int gi = 0; gi < 2; gi++)
 #pragma unroll
       for (int e = 0; e < 4; e++) {
-        int x = xb + h * 16 + gi * 8 + 2 * t + (e & 1), y = y0 + pt * 16 + g + (e >> 1) * 8;
-        if (x < out.w && y < y_end)
-          sample[gi] |= (uint32_t)o[((size_t)y * out.w + x) * L] << (8 * e);
-      }
-    int acc[2][4][4] = {};
-    ri_tile<3, 1>(s_in + (h * 16 + g) * ls + pt * 16 + 4 * t, ls, pst, s_a, p.ks, acc);
-#pragma unroll
-    for (int gi = 0; gi < 2; gi++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        int hi = acc[gi][2][e] + (acc[gi][3][e] << 8); /* levels 3 and 4: under 2^31 (gpu.cu) */
-        int x = xb + h * 16 + gi * 8 + 2 * t + (e & 1), y = y0 + pt * 16 + g + (e >> 1) * 8;
-        if (x < out.w && y < y_end) {
-          long long u = ((long long)acc[gi][0][e] << 8) + ((long long)acc[gi][1][e] << 16) +
-                        ((long long)hi << 24);
-          long long dd = ((long long)(sample[gi] >> (8 * e) & 255) << K) - u;
-          float d = (float)(dd < 0 ? -dd : dd) * scale;
+        int hi = acc[gi][1][e] + (acc[gi][2][e] << 8); /* levels 3 and 4: under 2^31 (gpu.cu) */
+        int xi = h * 16 + gi * 8 + 2 * t + (e & 1), yi = pt * 16 + g + (e >> 1) * 8;
+        if (xb + xi < out.w && y0 + yi < y_end) {
+          float r = fmaf((float)hi, c3, fmaf((float)acc[gi][0][e], c2, hf));
+          unsigned b = ((unsigned)(y0 + yi) * out.w + xb) * L; /* mod 2^32: its low bits */
+          int smp = OST ? s_o[yi * ri_orow(L) + (b & 15) + xi * L + blockIdx.z]
+                        : o[((size_t)(y0 + yi) * out.w + xb + xi) * L + blockIdx.z];
+          float d = fabsf(r - (float)smp);
           d = d < ftau ? 0 : d;
           v[0] = fmaf(d, d, v[0]), v[1] += d, v[2] = fmaxf(v[2], d);
         }
@@ -573,6 +601,13 @@ size_t reference_i8_bytes(int w, int h, int c, int R) {
   return ri_plane_bytes(w, h, c, R) + 3 * blocks * sizeof(double);
 }
 
+/* Blocks of `bytes` of shared memory an SM of sm bytes holds, at most 3 (1 KB a block is the
+ * driver's). */
+static int ri_blocks(int sm, size_t bytes) {
+  int n = (int)((size_t)sm / (bytes + 1024));
+  return n < 3 ? n : 3;
+}
+
 template <int L>
 static cudaError_t launch_ri(packed in, packed out, void *d_ref, const uint4 *tx, ri_pass px,
                              const uint4 *ty, ri_pass py, int K, float ftau, double *stats,
@@ -582,9 +617,16 @@ static cudaError_t launch_ri(packed in, packed out, void *d_ref, const uint4 *tx
   double *part = (double *)((char *)d_ref + ri_plane_bytes(in.w, in.h, L, py.R));
   size_t rsmem =
       RI_TABLE_BYTES(px.ks) + (size_t)L * RI_RL * ri_stride(px.ks, RI_RP) + 3 * L * RI_RP * RI_RL;
-  size_t csmem = RI_TABLE_BYTES(py.ks) + 3 * RI_RL * ri_stride(py.ks, RI_CP);
+  /* the column pass stages its output samples where that leaves it as many blocks an SM (at most
+   * 3, by its registers): at sigma 12 it does, at 16 it would hold 2 instead of 3 */
+  size_t cbase = RI_TABLE_BYTES(py.ks) + 3 * RI_RL * ri_stride(py.ks, RI_CP);
+  size_t cost = cbase + RI_CP * ri_orow(L);
+  int dev = 0, sm = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
+  bool ost = ri_blocks(sm, cost) >= ri_blocks(sm, cbase);
   smem_allow_max((const void *)ri_rows<L>);
-  smem_allow_max((const void *)ri_cols<L>);
+  smem_allow_max(ost ? (const void *)ri_cols<L, true> : (const void *)ri_cols<L, false>);
   for (int y = 0; y < in.h; y += strip) {
     int end = y + strip < in.h ? y + strip : in.h;
     int pf = y - py.R > 0 ? y - py.R : 0,
@@ -592,8 +634,12 @@ static cudaError_t launch_ri(packed in, packed out, void *d_ref, const uint4 *tx
     int rows = pl - pf + 1, hp = ri_pitch(rows);
     ri_rows<L><<<dim3(div_up(in.w, RI_RP), div_up(rows, RI_RL)), RI_T, rsmem, s>>>(
         in, plane, hp, rows, tx, px, pf);
-    ri_cols<L><<<dim3(gx, div_up(end - y, RI_CP), L), RI_T, csmem, s>>>(
-        plane, hp, out, ty, py, K, ftau, part, y, end, pf, pl, nby);
+    if (ost)
+      ri_cols<L, true><<<dim3(gx, div_up(end - y, RI_CP), L), RI_T, cost, s>>>(
+          plane, hp, out, ty, py, K, ftau, part, y, end, pf, pl, nby);
+    else
+      ri_cols<L, false><<<dim3(gx, div_up(end - y, RI_CP), L), RI_T, cbase, s>>>(
+          plane, hp, out, ty, py, K, ftau, part, y, end, pf, pl, nby);
   }
   r32_sum<<<1, R32_SUM, 0, s>>>(part, (size_t)L * nby * gx, stats);
   return cudaGetLastError();
