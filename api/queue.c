@@ -4,10 +4,11 @@
  * and warms up before it takes jobs. The first FIRST_WORKERS workers of the first GPU (every CPU
  * worker) do so at once, and until they have, the backend is warming (/readyz says so); the
  * others then make theirs one at a time on each GPU (the other GPUs start then), while the first
- * ones serve. Submitting never blocks: a full queue says so at once and the caller answers
- * 503. Freeing the backend runs what is queued, then joins the workers. Here too: which backend
- * runs (the CUDA one when a device is visible, unless --backend cpu), how many workers, and where
- * JPEG is decoded and encoded (the GPU's nvJPEG decoders are started here, one per device). */
+ * ones serve, each when the server is idle or wants more workers (later_moment). Submitting never
+ * blocks: a full queue says so at once and the caller answers 503. Freeing the backend runs what is
+ * queued, then joins the workers. Here too: which backend runs (the CUDA one when a device is
+ * visible, unless --backend cpu), how many workers, and where JPEG is decoded and encoded (the
+ * GPU's nvJPEG decoders are started here, one per device). */
 #include "api_int.h"
 
 #ifdef BLURD_CUDA
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 struct backend {
@@ -43,6 +45,8 @@ struct backend {
   int warming;              /* first workers not yet warm */
   int later;                /* the others not yet made */
   int made;                 /* workers made and warm: they take jobs */
+  int demand;               /* jobs that waited LATER_WAIT_MS for a worker: later ones wanted */
+  double last_busy;         /* api_now_ms() when a job was last queued, taken or done */
   pthread_cond_t ready_cv;  /* warming reached 0, or stop */
   pthread_mutex_t *dev_mu;  /* held while a later worker of that device makes its state */
   int *dev_failed;          /* the device's JPEG decoders could not start: it has no workers */
@@ -206,10 +210,34 @@ static int device_start(struct backend *b, int dev) {
 #endif
 }
 
+/* A later worker's start stalls its device's requests in flight for about 10 ms (its nvJPEG states
+ * and first allocations: docs/engineering-notes.md), so it waits for a moment when that stalls
+ * none (the server idle for LATER_IDLE_MS) or when more workers are wanted anyway (a job waited
+ * LATER_WAIT_MS in the queue). An idle server makes them all one after another at once; a server
+ * with a few clients keeps its first workers and its first requests' times. Under mu; returns
+ * with it held. */
+#define LATER_IDLE_MS 100
+#define LATER_WAIT_MS 10
+static void later_moment(struct backend *b) {
+  for (;;) {
+    double idle = api_now_ms() - b->last_busy;
+    if (b->stop || b->demand > 0 || (b->count == 0 && b->running == 0 && idle >= LATER_IDLE_MS))
+      break;
+    double wait_ms =
+        b->count == 0 && b->running == 0 && idle > 0 ? LATER_IDLE_MS - idle : LATER_IDLE_MS;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts); /* the condition's clock */
+    long long ns = ts.tv_nsec + (long long)(wait_ms * 1e6) + 1000000;
+    ts.tv_sec += (time_t)(ns / 1000000000), ts.tv_nsec = (long)(ns % 1000000000);
+    pthread_cond_timedwait(&b->ready_cv, &b->mu, &ts);
+  }
+  if (!b->stop && b->demand > 0) b->demand--;
+}
+
 /* A later worker waits for the first ones to be warm, then for its device's turn: made all at
  * once, the 32 to 64 nvJPEG states of a GPU took 5 to 12 s inside the library (4 H200s, 2026-11-26)
- * before the first request could be served. Returns 0 with dev_mu[dev] held, or -1 when the
- * backend is stopping. */
+ * before the first request could be served; then for its moment (later_moment). Returns 0 with
+ * dev_mu[dev] held, or -1 when the backend is stopping. */
 static int later_turn(struct backend *b, int dev) {
   pthread_mutex_lock(&b->mu);
   while (b->warming > 0 && !b->stop) pthread_cond_wait(&b->ready_cv, &b->mu);
@@ -217,7 +245,11 @@ static int later_turn(struct backend *b, int dev) {
   pthread_mutex_unlock(&b->mu);
   if (stop) return -1;
   pthread_mutex_lock(&b->dev_mu[dev]); /* the stop may have come while another held it */
-  if (!stopping(b) && device_start(b, dev) == 0) return 0;
+  pthread_mutex_lock(&b->mu);
+  later_moment(b);
+  stop = b->stop;
+  pthread_mutex_unlock(&b->mu);
+  if (!stop && device_start(b, dev) == 0) return 0;
   pthread_mutex_unlock(&b->dev_mu[dev]);
   return -1;
 }
@@ -238,6 +270,7 @@ static void worker_counted(struct backend *b, const struct worker *w, int ok) {
     return;
   }
   if (--b->warming > 0 || b->stop) return;
+  b->last_busy = api_now_ms(); /* the first requests may come now: later workers wait for them */
   pthread_cond_broadcast(&b->ready_cv);
   fprintf(stderr,
           "blurd: %d workers ready %.2f s after the start (slowest worker: %.2f s for its "
@@ -264,6 +297,11 @@ static void *worker_main(void *arg) {
     b->head = (b->head + 1) % b->cap;
     b->count--;
     b->running++;
+    b->last_busy = api_now_ms();
+    if (b->later > b->demand && b->last_busy - job->t_queued >= LATER_WAIT_MS) {
+      b->demand++; /* a later worker starts now (later_moment) */
+      pthread_cond_broadcast(&b->ready_cv);
+    }
     pthread_mutex_unlock(&b->mu);
     if (b->ops->job_begin) b->ops->job_begin(wt.w->state);
     job->run(job, wt.w);
@@ -271,6 +309,7 @@ static void *worker_main(void *arg) {
     if (b->ops->job_end) b->ops->job_end(wt.w->state);
     pthread_mutex_lock(&b->mu);
     b->running--;
+    b->last_busy = api_now_ms();
   }
   pthread_mutex_unlock(&b->mu);
   return NULL;
@@ -608,7 +647,7 @@ int backend_submit(struct backend *b, struct job *job) {
   pthread_mutex_lock(&b->mu);
   int ok = b->count < b->cap && !b->stop;
   if (ok) {
-    job->t_queued = api_now_ms();
+    job->t_queued = b->last_busy = api_now_ms();
     b->ring[(b->head + b->count) % b->cap] = job;
     b->count++;
     pthread_cond_signal(&b->cv);
