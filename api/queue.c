@@ -51,7 +51,6 @@ struct backend {
   pthread_mutex_t *dev_mu;  /* held while a later worker of that device makes its state */
   int *dev_failed;          /* the device's JPEG decoders could not start: it has no workers */
   int *dev_open;            /* the device's context is made (atomic): its free memory may be read */
-  struct opener *others;    /* the threads making devices 1.. contexts at the start, or NULL */
   double t_start;           /* api_now_ms() when backend_new began */
   double slowest[2];        /* the slowest worker's state and warm-up, ms (under mu) */
   pthread_mutex_t warm_mu;  /* guards warm_bytes */
@@ -427,8 +426,6 @@ static int start_jpeg_dev(struct backend *b, int dev, char *why, size_t whylen) 
   return 0;
 }
 
-#endif
-
 /* A thread that makes a device's CUDA context (open_device). */
 struct opener {
   struct backend *b;
@@ -439,12 +436,8 @@ struct opener {
 
 static void *open_device(void *arg) {
   struct opener *o = arg;
-#ifdef BLURD_CUDA
   o->ms = gpu_device_open(o->dev) == 0 ? api_now_ms() : -1;
   if (o->ms >= 0) __atomic_store_n(&o->b->dev_open[o->dev], 1, __ATOMIC_RELEASE);
-#else
-  (void)o; /* the CPU build has no devices */
-#endif
   return NULL;
 }
 
@@ -458,21 +451,12 @@ static void open_join(struct opener *o) {
   o->started = 0;
 }
 
-/* Starts making the other GPUs' contexts, a thread each, once (b->others set, ndev > 1). They are
- * made before the backend is ready: made by a GPU's first later worker, each stalled the first
- * GPU's requests (the first ones took 27 to 32 times the rest with four H200s, against 3). After
- * device 0's, since the driver makes contexts one at a time. */
-static void open_others(struct backend *b) {
-  for (int d = 1; b->others && d < b->ndev; d++)
-    if (b->others[d].b == NULL) open_start(&b->others[d], b, d);
-}
-
-#ifdef BLURD_CUDA
-
 /* Loads nvJPEG while device 0's context is made on another thread, then starts device 0's
- * decoder while the other devices' contexts are made (open_others; start_workers joins them);
- * the other devices' decoders start with their first later worker (device_start). Returns 0, or
- * -1 with the reason in why. */
+ * decoder; the other devices' contexts and decoders are made by their first later worker
+ * (device_start), at a moment that stalls no request (later_moment): made before ready, they
+ * delayed it by 0.4 s with four GPUs; made after it at once, they stalled the first requests (27
+ * to 32 times the rest), since making a context stalls every GPU's work for about 0.1 s. Returns
+ * 0, or -1 with the reason in why. */
 static int start_gpu_jpeg(struct backend *b, char *why, size_t whylen) {
   struct backend_gpu_shared *g = b->shared;
   struct opener dev0;
@@ -480,7 +464,6 @@ static int start_gpu_jpeg(struct backend *b, char *why, size_t whylen) {
   int rc = gpu_jpeg_load(&b->jpeg_lib, why, whylen);
   double loaded = api_now_ms();
   open_join(&dev0);
-  open_others(b); /* while device 0's decoders start */
   fprintf(stderr,
           "blurd: nvJPEG loaded %.2f s after the start, cuda:0's context made %.2f s after\n",
           (loaded - b->t_start) / 1e3, (dev0.ms - b->t_start) / 1e3);
@@ -555,16 +538,7 @@ static int start_workers(struct backend *b, char *err, size_t errlen) {
   const struct api_config *cfg = &b->cfg;
   /* the decoders batch at most the workers a GPU would have with the GPU codecs */
   int n = worker_count(cfg, b->ndev, 1), rc = 0;
-  b->others = b->ndev > 1 ? calloc((size_t)b->ndev, sizeof(*b->others)) : NULL;
-  rc = start_codecs(b, cfg, b->ndev ? n / b->ndev : 0, err, errlen); /* open_others in it */
-  open_others(b); /* unless the GPU codecs started them */
-  for (int d = 1; b->others && d < b->ndev; d++) open_join(&b->others[d]);
-  if (b->others)
-    fprintf(stderr, "blurd: the other %d GPUs' contexts made by %.2f s after the start\n",
-            b->ndev - 1, (api_now_ms() - b->t_start) / 1e3);
-  free(b->others);
-  b->others = NULL;
-  if (rc != 0) return -1;
+  if (start_codecs(b, cfg, b->ndev ? n / b->ndev : 0, err, errlen) != 0) return -1;
   n = worker_count(cfg, b->ndev, b->gpu_codecs);
   b->workers = calloc((size_t)n, sizeof(*b->workers));
   b->threads = calloc((size_t)n, sizeof(*b->threads));
