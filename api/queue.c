@@ -220,10 +220,9 @@ static int device_start(struct backend *b, int dev) {
 static void later_moment(struct backend *b) {
   for (;;) {
     double idle = api_now_ms() - b->last_busy;
-    if (b->stop || b->demand > 0 || (b->count == 0 && b->running == 0 && idle >= LATER_IDLE_MS))
-      break;
-    double wait_ms =
-        b->count == 0 && b->running == 0 && idle > 0 ? LATER_IDLE_MS - idle : LATER_IDLE_MS;
+    int quiet = b->count == 0 && b->running == 0;
+    if (b->stop || b->demand > 0 || (quiet && idle >= LATER_IDLE_MS)) break;
+    double wait_ms = quiet && idle > 0 ? LATER_IDLE_MS - idle : LATER_IDLE_MS;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts); /* the condition's clock */
     long long ns = ts.tv_nsec + (long long)(wait_ms * 1e6) + 1000000;
@@ -426,29 +425,10 @@ static int start_jpeg_dev(struct backend *b, int dev, char *why, size_t whylen) 
   return 0;
 }
 
-/* A thread that makes a device's CUDA context (open_device). */
-struct opener {
-  struct backend *b;
-  int dev, started;
-  double ms; /* api_now_ms() when the context was made; -1: it was not */
-  pthread_t t;
-};
-
-static void *open_device(void *arg) {
-  struct opener *o = arg;
-  o->ms = gpu_device_open(o->dev) == 0 ? api_now_ms() : -1;
-  if (o->ms >= 0) __atomic_store_n(&o->b->dev_open[o->dev], 1, __ATOMIC_RELEASE);
+static void *open_device0(void *arg) {
+  double *ms = arg;
+  *ms = gpu_device_open(0) == 0 ? api_now_ms() : -1;
   return NULL;
-}
-
-static void open_start(struct opener *o, struct backend *b, int dev) {
-  *o = (struct opener){b, dev, 0, -1, 0};
-  o->started = pthread_create(&o->t, NULL, open_device, o) == 0;
-}
-
-static void open_join(struct opener *o) {
-  if (o->started) pthread_join(o->t, NULL);
-  o->started = 0;
 }
 
 /* Loads nvJPEG while device 0's context is made on another thread, then starts device 0's
@@ -459,14 +439,15 @@ static void open_join(struct opener *o) {
  * 0, or -1 with the reason in why. */
 static int start_gpu_jpeg(struct backend *b, char *why, size_t whylen) {
   struct backend_gpu_shared *g = b->shared;
-  struct opener dev0;
-  open_start(&dev0, b, 0);
+  pthread_t t;
+  double opened = -1;
+  int joined = pthread_create(&t, NULL, open_device0, &opened) == 0;
   int rc = gpu_jpeg_load(&b->jpeg_lib, why, whylen);
   double loaded = api_now_ms();
-  open_join(&dev0);
+  if (joined) pthread_join(t, NULL);
   fprintf(stderr,
           "blurd: nvJPEG loaded %.2f s after the start, cuda:0's context made %.2f s after\n",
-          (loaded - b->t_start) / 1e3, (dev0.ms - b->t_start) / 1e3);
+          (loaded - b->t_start) / 1e3, (opened - b->t_start) / 1e3);
   if (rc != 0) return -1;
   if (!(g->jpeg = calloc((size_t)b->ndev, sizeof(*g->jpeg)))) {
     snprintf(why, whylen, "out of memory");

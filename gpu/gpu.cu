@@ -585,8 +585,9 @@ static enum gpu_status ri_weights(struct gpu_ctx *ctx, enum w_slot slot, double 
     /* as the column pass's weights, the products it leaves out (hq's bytes 0 and 1 at most 255):
      * level 0, h0 q0, and level 1, 2^8 (h0 q1 + h1 q0), add up to at most 255 (low + 2^8 (low +
      * mid)) and at least 0; adding half of it, the sum errs by at most the other half */
-    o->p.half = 255 * (low + 256 * (low + mid)) / 2;
-    o->left = ldexp((double)(255 * (low + 256 * (low + mid)) - o->p.half), -(RI_F + S));
+    long long most = 255 * (low + 256 * (low + mid));
+    o->p.half = most / 2;
+    o->left = ldexp((double)(most - o->p.half), -(RI_F + S));
     ri_table(q, &o->p, table);
     st = upload_w(ctx, slot, table, RI_TABLE_BYTES(o->p.ks));
   }
