@@ -62,7 +62,15 @@ struct backend {
   struct api_config cfg; /* backend_new's, for the start thread */
   pthread_t starter;     /* the start thread (backend_start), when there is one */
   int has_starter;
+  int chosen;  /* ops, ndev, the device arrays and the name are set (atomic: choose_backend) */
   int started; /* the codecs are chosen and the workers made (atomic: the start thread sets it) */
+#ifdef BLURD_CUDA
+  pthread_t loader;   /* loads nvJPEG while CUDA starts (jpeg_load_begin) */
+  int loading;        /* 0: not begun, 1: its thread runs, 2: done */
+  int load_rc;        /* gpu_jpeg_load's */
+  char load_why[256]; /* its reason, when it failed */
+  double t_loaded;    /* api_now_ms() when it was done */
+#endif
 };
 
 struct worker_thread { /* what a worker thread needs */
@@ -425,13 +433,27 @@ static int start_jpeg_dev(struct backend *b, int dev, char *why, size_t whylen) 
   return 0;
 }
 
-static void *open_device0(void *arg) {
-  double *ms = arg;
-  *ms = gpu_device_open(0) == 0 ? api_now_ms() : -1;
+static void *jpeg_load(void *arg) {
+  struct backend *b = arg;
+  b->load_rc = gpu_jpeg_load(&b->jpeg_lib, b->load_why, sizeof(b->load_why));
+  b->t_loaded = api_now_ms();
   return NULL;
 }
 
-/* Loads nvJPEG while device 0's context is made on another thread, then starts device 0's
+/* Begins loading nvJPEG (about a second) on a thread of its own, so that it loads while CUDA
+ * starts and device 0's context is made; at once when no thread can be had. */
+static void jpeg_load_begin(struct backend *b) {
+  if (b->loading) return;
+  b->loading = pthread_create(&b->loader, NULL, jpeg_load, b) == 0 ? 1 : 2;
+  if (b->loading == 2) jpeg_load(b);
+}
+
+static void jpeg_load_end(struct backend *b) {
+  if (b->loading == 1) pthread_join(b->loader, NULL);
+  if (b->loading) b->loading = 2;
+}
+
+/* Makes device 0's context while nvJPEG loads (jpeg_load_begin), then starts device 0's
  * decoder; the other devices' contexts and decoders are made by their first later worker
  * (device_start), at a moment that stalls no request (later_moment): made before ready, they
  * delayed it by 0.4 s with four GPUs; made after it at once, they stalled the first requests (27
@@ -439,16 +461,16 @@ static void *open_device0(void *arg) {
  * 0, or -1 with the reason in why. */
 static int start_gpu_jpeg(struct backend *b, char *why, size_t whylen) {
   struct backend_gpu_shared *g = b->shared;
-  pthread_t t;
-  double opened = -1;
-  int joined = pthread_create(&t, NULL, open_device0, &opened) == 0;
-  int rc = gpu_jpeg_load(&b->jpeg_lib, why, whylen);
-  double loaded = api_now_ms();
-  if (joined) pthread_join(t, NULL);
+  jpeg_load_begin(b); /* begun already when CUDA started on the start thread */
+  double opened = gpu_device_open(0) == 0 ? api_now_ms() : -1;
+  jpeg_load_end(b);
   fprintf(stderr,
           "blurd: nvJPEG loaded %.2f s after the start, cuda:0's context made %.2f s after\n",
-          (loaded - b->t_start) / 1e3, (opened - b->t_start) / 1e3);
-  if (rc != 0) return -1;
+          (b->t_loaded - b->t_start) / 1e3, (opened - b->t_start) / 1e3);
+  if (b->load_rc != 0) {
+    snprintf(why, whylen, "%s", b->load_why);
+    return -1;
+  }
   if (!(g->jpeg = calloc((size_t)b->ndev, sizeof(*g->jpeg)))) {
     snprintf(why, whylen, "out of memory");
     return -1;
@@ -540,15 +562,64 @@ static int start_workers(struct backend *b, char *err, size_t errlen) {
   return rc;
 }
 
-/* The start thread of a GPU backend with --gpu-codecs auto (backend_new). A failure here (out of
- * memory, no thread) leaves a server that would never be ready: it exits, for its supervisor to
- * restart it. */
+/* Chooses the backend (choose_ops) and makes what goes with its devices, then says so (chosen:
+ * the HTTP threads read the name and the devices from then on). Returns 0, or -1 with err filled
+ * (empty when out of memory). */
+static int choose_backend(struct backend *b, char *err, size_t errlen) {
+  int ndev = choose_ops(b, &b->cfg, err, errlen), nmu = ndev > 0 ? ndev : 1;
+  if (ndev < 0) return -1;
+  b->ndev = ndev;
+  b->dev_failed = calloc((size_t)nmu, sizeof(*b->dev_failed));
+  b->dev_open = calloc((size_t)nmu, sizeof(*b->dev_open));
+  b->dev_mu = calloc((size_t)nmu, sizeof(*b->dev_mu));
+  if (!b->dev_failed || !b->dev_open || !b->dev_mu) return -1;
+  for (int d = 0; d < nmu; d++) pthread_mutex_init(&b->dev_mu[d], NULL);
+  static const int warm_gpu[3] = API_WARM_GPU, warm_cpu[3] = API_WARM_CPU;
+  memcpy(b->warm, b->cfg.warm[0] >= 0 ? b->cfg.warm : ndev ? warm_gpu : warm_cpu, sizeof(b->warm));
+  backend_set_name(b);
+  __atomic_store_n(&b->chosen, 1, __ATOMIC_RELEASE);
+  return 0;
+}
+
+/* Whether CUDA starts on the start thread, after the HTTP front answers: asking CUDA for its
+ * devices starts every visible GPU, 0.2 s with one and up to 1 s with four (4x H200,
+ * 2026-11-27). Where the driver's device node is missing it is asked at once, since it answers
+ * at once; BLURD_TEST_GPU_NODE names another file to stand for the node (tests). */
+static int defer_choice(const struct api_config *cfg) {
+#ifdef BLURD_CUDA
+  const char *node = getenv("BLURD_TEST_GPU_NODE");
+  return cfg->backend != API_BACKEND_CPU && cfg->gpu_codecs == API_GPU_CODECS_AUTO &&
+         access(node ? node : "/dev/nvidiactl", F_OK) == 0;
+#else
+  (void)cfg;
+  return 0;
+#endif
+}
+
+/* The start thread (backend_new): chooses the backend when that was left to it, nvJPEG loading
+ * meanwhile, then starts the codecs and the workers. A failure here (no GPU for --backend gpu,
+ * out of memory, no thread) leaves a server that would never be ready: it exits, for its
+ * supervisor to restart it. */
 static void *backend_start(void *arg) {
   struct backend *b = arg;
   char err[256] = "";
   pthread_setname_np(pthread_self(), "blurd-start");
-  if (start_workers(b, err, sizeof(err)) != 0) {
-    fprintf(stderr, "blurd: the GPU backend does not start: %s\n", err[0] ? err : "out of memory");
+  int rc = 0;
+  if (!__atomic_load_n(&b->chosen, __ATOMIC_ACQUIRE)) {
+#ifdef BLURD_CUDA
+    jpeg_load_begin(b);
+#endif
+    rc = choose_backend(b, err, sizeof(err));
+    if (rc == 0)
+      fprintf(stderr, "blurd: backend %s, chosen %.2f s after the start\n", b->name,
+              (api_now_ms() - b->t_start) / 1e3);
+  }
+  if (rc == 0) rc = start_workers(b, err, sizeof(err));
+#ifdef BLURD_CUDA
+  jpeg_load_end(b);
+#endif
+  if (rc != 0) {
+    fprintf(stderr, "blurd: the backend does not start: %s\n", err[0] ? err : "out of memory");
     _exit(1);
   }
   return NULL;
@@ -567,25 +638,16 @@ struct backend *backend_new(const struct api_config *cfg, char *err, size_t errl
   pthread_cond_init(&b->cv, NULL);
   pthread_cond_init(&b->ready_cv, NULL);
   b->t_start = api_now_ms();
+  b->cfg = *cfg;
   b->cap = cfg->queue > 0 ? cfg->queue : 1;
   b->ring = calloc((size_t)b->cap, sizeof(*b->ring));
-  int rc = b->ring ? 0 : -1;
-  if (rc == 0 && (b->ndev = choose_ops(b, cfg, err, errlen)) < 0) rc = -1;
-  int nmu = b->ndev > 0 ? b->ndev : 1;
-  b->dev_failed = calloc((size_t)nmu, sizeof(*b->dev_failed));
-  b->dev_open = calloc((size_t)nmu, sizeof(*b->dev_open));
-  if (rc == 0 &&
-      (!b->dev_failed || !b->dev_open || !(b->dev_mu = calloc((size_t)nmu, sizeof(*b->dev_mu)))))
-    rc = -1;
-  for (int d = 0; rc == 0 && d < nmu; d++) pthread_mutex_init(&b->dev_mu[d], NULL);
-  static const int warm_gpu[3] = API_WARM_GPU, warm_cpu[3] = API_WARM_CPU;
-  memcpy(b->warm, cfg->warm[0] >= 0 ? cfg->warm : b->ndev ? warm_gpu : warm_cpu, sizeof(b->warm));
-  b->cfg = *cfg;
   b->warming = 1; /* not ready until the workers are made and warm */
-  /* nvJPEG takes about a second to load and set up: with --gpu-codecs auto it does so on a thread
-   * of its own, so that the server answers (/readyz says it warms up) while it does; with on, a
-   * failure must still stop the start, and the CPU backend starts in no time */
-  if (rc == 0 && b->ndev > 0 && cfg->gpu_codecs == API_GPU_CODECS_AUTO)
+  int rc = b->ring ? 0 : -1, defer = defer_choice(cfg);
+  if (rc == 0 && !defer) rc = choose_backend(b, err, errlen);
+  /* CUDA's start and nvJPEG's (about a second) go on a thread of its own with --gpu-codecs auto,
+   * so that the server answers (/readyz says it warms up) while they do; with on, a failure must
+   * still stop the start, and the CPU backend starts in no time */
+  if (rc == 0 && (defer || (b->ndev > 0 && cfg->gpu_codecs == API_GPU_CODECS_AUTO)))
     rc = (b->has_starter = pthread_create(&b->starter, NULL, backend_start, b) == 0) ? 0 : -1;
   else if (rc == 0)
     rc = start_workers(b, err, errlen);
@@ -594,7 +656,6 @@ struct backend *backend_new(const struct api_config *cfg, char *err, size_t errl
     backend_free(b);
     return NULL;
   }
-  backend_set_name(b);
   return b;
 }
 
@@ -650,7 +711,7 @@ void backend_free(struct backend *b) {
 }
 
 const char *backend_name(const struct backend *b) {
-  return b->name;
+  return __atomic_load_n(&b->chosen, __ATOMIC_ACQUIRE) ? b->name : "starting";
 }
 
 int backend_workers_ready(struct backend *b) {
@@ -677,6 +738,11 @@ void backend_stats(struct backend *b, int *queued, int *running, int *capacity, 
 }
 
 #ifdef BLURD_CUDA
+/* The GPUs in use, as far as the HTTP threads may know: 0 until the backend is chosen. */
+static int devices(const struct backend *b) {
+  return __atomic_load_n(&b->chosen, __ATOMIC_ACQUIRE) ? b->ndev : 0;
+}
+
 /* Whether device dev's context is made: reading its free memory before then would make it (in the
  * thread that asks, /readyz's during the start). */
 static int dev_open(struct backend *b, int dev) {
@@ -687,7 +753,7 @@ static int dev_open(struct backend *b, int dev) {
 int backend_gpu_memory(struct backend *b, int dev, size_t *held, size_t *used, size_t *total) {
 #ifdef BLURD_CUDA
   struct gpu_device_info info;
-  if (dev < 0 || dev >= b->ndev || gpu_device_info(dev, dev_open(b, dev), &info) != 0) return -1;
+  if (dev < 0 || dev >= devices(b) || gpu_device_info(dev, dev_open(b, dev), &info) != 0) return -1;
   *held = 0;
   pthread_mutex_lock(&b->mu); /* the start thread may still add workers */
   int n = b->nworkers;
@@ -708,7 +774,7 @@ int backend_gpu_memory(struct backend *b, int dev, size_t *held, size_t *used, s
 json_t *backend_devices(struct backend *b) {
   json_t *arr = json_array();
 #ifdef BLURD_CUDA
-  for (int d = 0; arr && d < b->ndev; d++) {
+  for (int d = 0; arr && d < devices(b); d++) {
     struct gpu_device_info info;
     char cc[16];
     if (gpu_device_info(d, dev_open(b, d), &info) != 0) continue;
@@ -756,7 +822,7 @@ int backend_gpu_codecs(struct backend *b, const char **decoder) {
 
 int backend_batch_stats(struct backend *b, int dev, struct batch_stats *s) {
 #ifdef BLURD_CUDA
-  struct backend_gpu_shared *g = b->ops == &backend_gpu_ops ? b->shared : NULL;
+  struct backend_gpu_shared *g = devices(b) ? b->shared : NULL;
   struct gpu_jpeg_stats j;
   struct gpu_jpeg *jd = g && g->jpeg && dev >= 0 && dev < b->ndev
                             ? __atomic_load_n(&g->jpeg[dev], __ATOMIC_ACQUIRE) /* NULL: not yet */

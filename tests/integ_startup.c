@@ -2,7 +2,8 @@
  * tests/stress/startup.py runs the same checks on the GPU machine): with the default warm-up the
  * port answers within 1 s of the start and /readyz says ready within 3 s; a SIGTERM while the
  * workers still warm up ends the process with status 0 within 1 s, where it used to wait for every
- * worker's warm-up. */
+ * worker's warm-up; with a GPU driver's device node the backend is chosen after the port answers.
+ */
 #include "harness.h"
 
 #include <jansson.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static double now_s(void) {
@@ -85,11 +87,87 @@ static void test_sigterm_during_warm_up(void) {
   ASSERT_DBL(took, <=, 1.0);
 }
 
+/* /readyz's "backend" (NULL when absent). Caller frees. */
+static char *readyz_backend(const struct server *s) {
+  struct http_resp r;
+  if (http_request(s, "GET", "/readyz", NULL, NULL, NULL, 0, &r) != 0) return NULL;
+  json_t *o = r.body ? json_loads(r.body, 0, NULL) : NULL;
+  const char *b = json_string_value(json_object_get(o, "backend"));
+  char *copy = b ? strdup(b) : NULL;
+  json_decref(o);
+  http_resp_free(&r);
+  return copy;
+}
+
+/* Where the GPU driver's device node exists, the backend is chosen on the start thread, after the
+ * port answers (CUDA's start of every visible GPU took up to 1 s with four). BLURD_TEST_GPU_NODE
+ * makes /dev/null stand for the node, so CI (no GPU, no node) runs that path: without a GPU the
+ * backend is the CPU, chosen after the port; a request sent before it is chosen is served; and
+ * --backend gpu exits 1 with its reason. A build without CUDA chooses at once: the same answers. */
+static void test_backend_chosen_after_port(void) {
+  const char *gpu = getenv("BLURD_EXPECT_BACKEND");
+  int on_gpu = gpu && strncmp(gpu, "cuda", 4) == 0;
+  struct server s;
+  const char *env[] = {"BLURD_TEST_GPU_NODE=/dev/null", NULL};
+  double t0 = now_s();
+  server_start_env(&s, NULL, env);
+  double port = now_s() - t0;
+  size_t len;
+  uint8_t *img = fixture("camera.png", &len);
+  struct http_resp r;
+  ASSERT(http_post_form(&s, "/blur?sigma=3", "image", img, len, NULL, NULL, &r) == 0);
+  ASSERT_INT(r.status, ==, 200); /* queued before the workers existed, then served */
+  http_resp_free(&r);
+  int warming = 0;
+  long st = 0;
+  while ((st = readyz(&s, &warming)) != 200 && now_s() - t0 < 10) usleep(10000);
+  double ready = now_s() - t0;
+  char *backend = readyz_backend(&s);
+  fprintf(stderr, "    port answered after %.2f s, ready after %.2f s, backend %s\n", port, ready,
+          backend ? backend : "(none)");
+  ASSERT_INT(st, ==, 200);
+  ASSERT_DBL(port, <=, 1.0);
+  ASSERT_DBL(ready, <=, 3.0);
+  ASSERT(backend != NULL);
+  if (on_gpu)
+    ASSERT(strncmp(backend, "cuda", 4) == 0);
+  else
+    ASSERT_STR(backend, "cpu");
+  free(backend);
+  free(img);
+  ASSERT_INT(server_stop(&s, SIGTERM), ==, 0);
+  if (on_gpu) return;
+  int fds[2];
+  ASSERT(pipe(fds) == 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 2);
+    setenv("BLURD_TEST_GPU_NODE", "/dev/null", 1);
+    execl(getenv("BLURD_BIN") ? getenv("BLURD_BIN") : "build/blurd", "blurd", "--backend", "gpu",
+          "--bind", "127.0.0.1", "--port", "0", (char *)NULL);
+    _exit(127);
+  }
+  close(fds[1]);
+  char msg[1024] = "";
+  size_t n = 0;
+  ssize_t k;
+  while (n < sizeof(msg) - 1 && (k = read(fds[0], msg + n, sizeof(msg) - 1 - n)) > 0)
+    n += (size_t)k;
+  msg[n] = 0;
+  close(fds[0]);
+  int status;
+  ASSERT(waitpid(pid, &status, 0) == pid);
+  fprintf(stderr, "    --backend gpu: exit %d: %s", WEXITSTATUS(status), msg);
+  ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+  ASSERT(strstr(msg, "--backend gpu: ") != NULL);
+}
+
 int main(void) {
   unsetenv("BLURD_WAIT_READY"); /* these tests time the warm-up themselves */
   curl_global_init(CURL_GLOBAL_DEFAULT);
   RUN(test_ready_in_seconds);
   RUN(test_sigterm_during_warm_up);
+  RUN(test_backend_chosen_after_port);
   curl_global_cleanup();
   fprintf(stderr, "integ_startup: all passed\n");
   return 0;
