@@ -64,13 +64,6 @@ struct backend {
   int has_starter;
   int chosen;  /* ops, ndev, the device arrays and the name are set (atomic: choose_backend) */
   int started; /* the codecs are chosen and the workers made (atomic: the start thread sets it) */
-#ifdef BLURD_CUDA
-  pthread_t loader;   /* loads nvJPEG while CUDA starts (jpeg_load_begin) */
-  int loading;        /* 0: not begun, 1: its thread runs, 2: done */
-  int load_rc;        /* gpu_jpeg_load's */
-  char load_why[256]; /* its reason, when it failed */
-  double t_loaded;    /* api_now_ms() when it was done */
-#endif
 };
 
 struct worker_thread { /* what a worker thread needs */
@@ -433,27 +426,7 @@ static int start_jpeg_dev(struct backend *b, int dev, char *why, size_t whylen) 
   return 0;
 }
 
-static void *jpeg_load(void *arg) {
-  struct backend *b = arg;
-  b->load_rc = gpu_jpeg_load(&b->jpeg_lib, b->load_why, sizeof(b->load_why));
-  b->t_loaded = api_now_ms();
-  return NULL;
-}
-
-/* Begins loading nvJPEG (about a second) on a thread of its own, so that it loads while CUDA
- * starts and device 0's context is made; at once when no thread can be had. */
-static void jpeg_load_begin(struct backend *b) {
-  if (b->loading) return;
-  b->loading = pthread_create(&b->loader, NULL, jpeg_load, b) == 0 ? 1 : 2;
-  if (b->loading == 2) jpeg_load(b);
-}
-
-static void jpeg_load_end(struct backend *b) {
-  if (b->loading == 1) pthread_join(b->loader, NULL);
-  if (b->loading) b->loading = 2;
-}
-
-/* Makes device 0's context while nvJPEG loads (jpeg_load_begin), then starts device 0's
+/* Makes device 0's context and loads nvJPEG's library (milliseconds), then starts device 0's
  * decoder; the other devices' contexts and decoders are made by their first later worker
  * (device_start), at a moment that stalls no request (later_moment): made before ready, they
  * delayed it by 0.4 s with four GPUs; made after it at once, they stalled the first requests (27
@@ -461,16 +434,12 @@ static void jpeg_load_end(struct backend *b) {
  * 0, or -1 with the reason in why. */
 static int start_gpu_jpeg(struct backend *b, char *why, size_t whylen) {
   struct backend_gpu_shared *g = b->shared;
-  jpeg_load_begin(b); /* begun already when CUDA started on the start thread */
   double opened = gpu_device_open(0) == 0 ? api_now_ms() : -1;
-  jpeg_load_end(b);
+  int rc = gpu_jpeg_load(&b->jpeg_lib, why, whylen);
   fprintf(stderr,
-          "blurd: nvJPEG loaded %.2f s after the start, cuda:0's context made %.2f s after\n",
-          (b->t_loaded - b->t_start) / 1e3, (opened - b->t_start) / 1e3);
-  if (b->load_rc != 0) {
-    snprintf(why, whylen, "%s", b->load_why);
-    return -1;
-  }
+          "blurd: cuda:0's context made %.2f s after the start, nvJPEG loaded %.2f s after\n",
+          (opened - b->t_start) / 1e3, (api_now_ms() - b->t_start) / 1e3);
+  if (rc != 0) return -1;
   if (!(g->jpeg = calloc((size_t)b->ndev, sizeof(*g->jpeg)))) {
     snprintf(why, whylen, "out of memory");
     return -1;
@@ -596,8 +565,8 @@ static int defer_choice(const struct api_config *cfg) {
 #endif
 }
 
-/* The start thread (backend_new): chooses the backend when that was left to it, nvJPEG loading
- * meanwhile, then starts the codecs and the workers. A failure here (no GPU for --backend gpu,
+/* The start thread (backend_new): chooses the backend when that was left to it, then starts the
+ * codecs and the workers. A failure here (no GPU for --backend gpu,
  * out of memory, no thread) leaves a server that would never be ready: it exits, for its
  * supervisor to restart it. */
 static void *backend_start(void *arg) {
@@ -606,18 +575,12 @@ static void *backend_start(void *arg) {
   pthread_setname_np(pthread_self(), "blurd-start");
   int rc = 0;
   if (!__atomic_load_n(&b->chosen, __ATOMIC_ACQUIRE)) {
-#ifdef BLURD_CUDA
-    jpeg_load_begin(b);
-#endif
     rc = choose_backend(b, err, sizeof(err));
     if (rc == 0)
       fprintf(stderr, "blurd: backend %s, chosen %.2f s after the start\n", b->name,
               (api_now_ms() - b->t_start) / 1e3);
   }
   if (rc == 0) rc = start_workers(b, err, sizeof(err));
-#ifdef BLURD_CUDA
-  jpeg_load_end(b);
-#endif
   if (rc != 0) {
     fprintf(stderr, "blurd: the backend does not start: %s\n", err[0] ? err : "out of memory");
     _exit(1);
@@ -644,9 +607,9 @@ struct backend *backend_new(const struct api_config *cfg, char *err, size_t errl
   b->warming = 1; /* not ready until the workers are made and warm */
   int rc = b->ring ? 0 : -1, defer = defer_choice(cfg);
   if (rc == 0 && !defer) rc = choose_backend(b, err, errlen);
-  /* CUDA's start and nvJPEG's (about a second) go on a thread of its own with --gpu-codecs auto,
-   * so that the server answers (/readyz says it warms up) while they do; with on, a failure must
-   * still stop the start, and the CPU backend starts in no time */
+  /* CUDA's start and nvJPEG's decoders (about a second) go on a thread of its own with
+   * --gpu-codecs auto, so that the server answers (/readyz says it warms up) while they do; with
+   * on, a failure must still stop the start, and the CPU backend starts in no time */
   if (rc == 0 && (defer || (b->ndev > 0 && cfg->gpu_codecs == API_GPU_CODECS_AUTO)))
     rc = (b->has_starter = pthread_create(&b->starter, NULL, backend_start, b) == 0) ? 0 : -1;
   else if (rc == 0)
