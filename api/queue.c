@@ -7,7 +7,8 @@
  * ones serve, each when the server is idle or wants more workers (later_moment). Submitting never
  * blocks: a full queue says so at once and the caller answers 503. Freeing the backend runs what is
  * queued, then joins the workers. Here too: which backend runs (the CUDA one when a device is
- * visible, unless --backend cpu), how many workers, and where JPEG is decoded and encoded (the
+ * visible, unless --backend cpu; chosen after the HTTP front answers where the driver's device
+ * node exists: defer_choice), how many workers, and where JPEG is decoded and encoded (the
  * GPU's nvJPEG decoders are started here, one per device). */
 #include "api_int.h"
 
