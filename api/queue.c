@@ -542,8 +542,8 @@ static int choose_backend(struct backend *b, char *err, size_t errlen) {
   b->dev_failed = calloc((size_t)nmu, sizeof(*b->dev_failed));
   b->dev_open = calloc((size_t)nmu, sizeof(*b->dev_open));
   b->dev_mu = calloc((size_t)nmu, sizeof(*b->dev_mu));
+  for (int d = 0; b->dev_mu && d < nmu; d++) pthread_mutex_init(&b->dev_mu[d], NULL);
   if (!b->dev_failed || !b->dev_open || !b->dev_mu) return -1;
-  for (int d = 0; d < nmu; d++) pthread_mutex_init(&b->dev_mu[d], NULL);
   static const int warm_gpu[3] = API_WARM_GPU, warm_cpu[3] = API_WARM_CPU;
   memcpy(b->warm, b->cfg.warm[0] >= 0 ? b->cfg.warm : ndev ? warm_gpu : warm_cpu, sizeof(b->warm));
   backend_set_name(b);
@@ -552,8 +552,8 @@ static int choose_backend(struct backend *b, char *err, size_t errlen) {
 }
 
 /* Whether CUDA starts on the start thread, after the HTTP front answers: asking CUDA for its
- * devices starts every visible GPU, 0.2 s with one and up to 1 s with four (4x H200,
- * 2026-11-27). Where the driver's device node is missing it is asked at once, since it answers
+ * devices starts every visible GPU, 0.11 s with one H200, 0.33 s with two and up to 1 s with four
+ * (2026-11-27). Where the driver's device node is missing it is asked at once, since it answers
  * at once; BLURD_TEST_GPU_NODE names another file to stand for the node (tests). */
 static int defer_choice(const struct api_config *cfg) {
 #ifdef BLURD_CUDA
@@ -567,9 +567,8 @@ static int defer_choice(const struct api_config *cfg) {
 }
 
 /* The start thread (backend_new): chooses the backend when that was left to it, then starts the
- * codecs and the workers. A failure here (no GPU for --backend gpu,
- * out of memory, no thread) leaves a server that would never be ready: it exits, for its
- * supervisor to restart it. */
+ * codecs and the workers. A failure here (no GPU for --backend gpu, out of memory, no thread)
+ * leaves a server that would never be ready: it exits, for its supervisor to restart it. */
 static void *backend_start(void *arg) {
   struct backend *b = arg;
   char err[256] = "";
