@@ -558,8 +558,7 @@ static int choose_backend(struct backend *b, char *err, size_t errlen) {
 static int defer_choice(const struct api_config *cfg) {
 #ifdef BLURD_CUDA
   const char *node = getenv("BLURD_TEST_GPU_NODE");
-  return cfg->backend != API_BACKEND_CPU && cfg->gpu_codecs == API_GPU_CODECS_AUTO &&
-         access(node ? node : "/dev/nvidiactl", F_OK) == 0;
+  return cfg->backend != API_BACKEND_CPU && access(node ? node : "/dev/nvidiactl", F_OK) == 0;
 #else
   (void)cfg;
   return 0;
@@ -607,9 +606,10 @@ struct backend *backend_new(const struct api_config *cfg, char *err, size_t errl
   b->warming = 1; /* not ready until the workers are made and warm */
   int rc = b->ring ? 0 : -1, defer = defer_choice(cfg);
   if (rc == 0 && !defer) rc = choose_backend(b, err, errlen);
-  /* CUDA's start and nvJPEG's decoders (about a second) go on a thread of its own with
-   * --gpu-codecs auto, so that the server answers (/readyz says it warms up) while they do; with
-   * on, a failure must still stop the start, and the CPU backend starts in no time */
+  /* CUDA's start and nvJPEG's decoders (about a second) go on a thread of its own, so that the
+   * server answers (/readyz says it warms up) while they do, where CUDA's start was left to it or
+   * with --gpu-codecs auto; otherwise (no device node) a failure of --gpu-codecs on stops the
+   * start before the port answers, and the CPU backend starts in no time */
   if (rc == 0 && (defer || (b->ndev > 0 && cfg->gpu_codecs == API_GPU_CODECS_AUTO)))
     rc = (b->has_starter = pthread_create(&b->starter, NULL, backend_start, b) == 0) ? 0 : -1;
   else if (rc == 0)

@@ -99,11 +99,40 @@ static char *readyz_backend(const struct server *s) {
   return copy;
 }
 
+/* Runs blurd with flag value and /dev/null standing for the GPU driver's node, on a machine with
+ * no GPU: it must exit 1 with a message on stderr that holds why. */
+static void expect_refusal(const char *flag, const char *value, const char *why) {
+  int fds[2];
+  ASSERT(pipe(fds) == 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 2);
+    setenv("BLURD_TEST_GPU_NODE", "/dev/null", 1);
+    execl(getenv("BLURD_BIN") ? getenv("BLURD_BIN") : "build/blurd", "blurd", flag, value, "--bind",
+          "127.0.0.1", "--port", "0", (char *)NULL);
+    _exit(127);
+  }
+  close(fds[1]);
+  char msg[1024] = "";
+  size_t n = 0;
+  ssize_t k;
+  while (n < sizeof(msg) - 1 && (k = read(fds[0], msg + n, sizeof(msg) - 1 - n)) > 0)
+    n += (size_t)k;
+  msg[n] = 0;
+  close(fds[0]);
+  int status;
+  ASSERT(waitpid(pid, &status, 0) == pid);
+  fprintf(stderr, "    %s %s: exit %d: %s", flag, value, WEXITSTATUS(status), msg);
+  ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+  ASSERT(strstr(msg, why) != NULL);
+}
+
 /* Where the GPU driver's device node exists, the backend is chosen on the start thread, after the
  * port answers (CUDA's start of every visible GPU took up to 1 s with four). BLURD_TEST_GPU_NODE
  * makes /dev/null stand for the node, so CI (no GPU, no node) runs that path: without a GPU the
  * backend is the CPU, chosen after the port; a request sent before it is chosen is served; and
- * --backend gpu exits 1 with its reason. A build without CUDA chooses at once: the same answers. */
+ * --backend gpu and --gpu-codecs on exit 1 with their reasons. A build without CUDA chooses at
+ * once: the same answers. */
 static void test_backend_chosen_after_port(void) {
   const char *gpu = getenv("BLURD_EXPECT_BACKEND");
   int on_gpu = gpu && strncmp(gpu, "cuda", 4) == 0;
@@ -137,29 +166,8 @@ static void test_backend_chosen_after_port(void) {
   free(img);
   ASSERT_INT(server_stop(&s, SIGTERM), ==, 0);
   if (on_gpu) return;
-  int fds[2];
-  ASSERT(pipe(fds) == 0);
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(fds[1], 2);
-    setenv("BLURD_TEST_GPU_NODE", "/dev/null", 1);
-    execl(getenv("BLURD_BIN") ? getenv("BLURD_BIN") : "build/blurd", "blurd", "--backend", "gpu",
-          "--bind", "127.0.0.1", "--port", "0", (char *)NULL);
-    _exit(127);
-  }
-  close(fds[1]);
-  char msg[1024] = "";
-  size_t n = 0;
-  ssize_t k;
-  while (n < sizeof(msg) - 1 && (k = read(fds[0], msg + n, sizeof(msg) - 1 - n)) > 0)
-    n += (size_t)k;
-  msg[n] = 0;
-  close(fds[0]);
-  int status;
-  ASSERT(waitpid(pid, &status, 0) == pid);
-  fprintf(stderr, "    --backend gpu: exit %d: %s", WEXITSTATUS(status), msg);
-  ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 1);
-  ASSERT(strstr(msg, "--backend gpu: ") != NULL);
+  expect_refusal("--backend", "gpu", "--backend gpu: ");
+  expect_refusal("--gpu-codecs", "on", "--gpu-codecs on: ");
 }
 
 int main(void) {
