@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <curl/curl.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <netinet/in.h>
@@ -28,6 +29,40 @@ static int read_port(int fd) {
   buf[n] = 0;
   const char *p = strstr(buf, "127.0.0.1:");
   return p ? atoi(p + 10) : -1;
+}
+
+int refused_start(const char *const *args, const char *const *env, char *err, size_t errlen) {
+  const char *bin = getenv("BLURD_BIN") ? getenv("BLURD_BIN") : "build/blurd";
+  const char *argv[64] = {bin, "--bind", "127.0.0.1", "--port", "0", "--warm-image", "0"};
+  int argc = 7, status, fds[2];
+  for (int i = 0; args[i] && argc < 63; i++) argv[argc++] = args[i];
+  argv[argc] = NULL;
+  ASSERT(pipe(fds) == 0);
+  pid_t pid = fork();
+  ASSERT(pid >= 0);
+  if (pid == 0) {
+    int null = open("/dev/null", O_WRONLY);
+    for (int i = 0; env && env[i]; i++) putenv((char *)env[i]);
+    dup2(null, 1), dup2(err ? fds[1] : null, 2);
+    close(fds[0]);
+    close(fds[1]);
+    alarm(10); /* a server that started after all is killed, and the test fails */
+    execv(bin, (char *const *)argv);
+    _exit(127);
+  }
+  close(fds[1]);
+  char sink[256]; /* what does not fit in err */
+  size_t n = 0;
+  for (;;) {
+    int room = err && n + 1 < errlen;
+    ssize_t k = read(fds[0], room ? err + n : sink, room ? errlen - 1 - n : sizeof(sink));
+    if (k <= 0) break;
+    if (room) n += (size_t)k;
+  }
+  if (err) err[n] = 0;
+  close(fds[0]);
+  ASSERT(waitpid(pid, &status, 0) == pid);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 void server_start(struct server *s, const char *const *args) {

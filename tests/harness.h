@@ -40,6 +40,12 @@ int connect_from(const struct server *s, const char *src);
 double wait_closed(int fd, double timeout_s);
 /* Sends sig and waits; returns the exit status, or 128+signal when killed. */
 int server_stop(struct server *s, int sig);
+/* Runs blurd (BLURD_BIN) with --bind 127.0.0.1 --port 0 --warm-image 0 and args (NULL-terminated),
+ * the environment variables env ("NAME=value", NULL-terminated; may be NULL) added, until it
+ * exits: for starts that must be refused (one that starts after all is killed after 10 s). Its
+ * stderr goes into err (errlen bytes, NUL-terminated), or nowhere when err is NULL. Returns its
+ * exit status, or 128+signal when killed. */
+int refused_start(const char *const *args, const char *const *env, char *err, size_t errlen);
 
 /* One request. ctype and accept may be NULL; body may be NULL for GET. Returns 0, or -1 when no
  * HTTP response came (connection refused, reset). */

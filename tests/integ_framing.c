@@ -576,35 +576,6 @@ static void test_drain_slow_headers(void) {
   ASSERT_DBL(took, <, backend && strncmp(backend, "cuda", 4) == 0 ? 2.5 : 1.0);
 }
 
-/* Runs blurd with args and env (NULL-terminated, "NAME=value"; may be NULL) until it exits: it
- * must refuse to start. Returns its exit status; its stderr goes to err (n bytes). */
-static int refused_start(const char *const *args, const char *const *env, char *err, size_t n) {
-  const char *bin = getenv("BLURD_BIN") ? getenv("BLURD_BIN") : "build/blurd";
-  const char *argv[16] = {bin, "--bind", "127.0.0.1", "--port", "0", "--warm-image", "0"};
-  int argc = 7, status, pipefd[2];
-  for (int i = 0; args[i] && argc < 15; i++) argv[argc++] = args[i];
-  argv[argc] = NULL;
-  ASSERT(pipe(pipefd) == 0);
-  pid_t pid = fork();
-  ASSERT(pid >= 0);
-  if (pid == 0) {
-    int null = open("/dev/null", O_WRONLY);
-    for (int i = 0; env && env[i]; i++) putenv((char *)env[i]);
-    dup2(null, 1), dup2(pipefd[1], 2);
-    close(pipefd[0]);
-    alarm(10); /* a server that started after all is killed, and the test fails */
-    execv(bin, (char *const *)argv);
-    _exit(127);
-  }
-  close(pipefd[1]);
-  ssize_t k, len = 0;
-  while ((k = read(pipefd[0], err + len, n - 1 - (size_t)len)) > 0) len += k;
-  err[len] = 0;
-  close(pipefd[0]);
-  ASSERT(waitpid(pid, &status, 0) == pid);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 /* An empty API key, from any source, is refused at start (exit 2, and a sentence saying why)
  * instead of turning authentication off. */
 static void test_empty_keys(void) {

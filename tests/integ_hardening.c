@@ -410,24 +410,10 @@ static void test_hangups(void) {
  * error gives 503 gpu_lost, /readyz 503, and the process exits 70. */
 static void test_faults(void) {
   if (!on_gpu()) {
-    int fds[2];
-    ASSERT(pipe(fds) == 0);
-    pid_t pid = fork();
-    if (pid == 0) {
-      dup2(fds[1], 2);
-      execl(getenv("BLURD_BIN") ? getenv("BLURD_BIN") : "build/blurd", "blurd", "--backend", "gpu",
-            "--port", "0", (char *)NULL);
-      _exit(127);
-    }
-    close(fds[1]);
-    char msg[512] = "";
-    ssize_t n = read(fds[0], msg, sizeof(msg) - 1);
-    msg[n > 0 ? n : 0] = 0;
-    int st;
-    ASSERT(waitpid(pid, &st, 0) == pid);
-    close(fds[0]);
-    fprintf(stderr, "    --backend gpu: exit %d: %s", WEXITSTATUS(st), msg);
-    ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+    char msg[512];
+    int st = refused_start((const char *[]){"--backend", "gpu", NULL}, NULL, msg, sizeof(msg));
+    fprintf(stderr, "    --backend gpu: exit %d: %s", st, msg);
+    ASSERT_INT(st, ==, 1);
     ASSERT(strstr(msg, "--backend gpu"));
     return;
   }

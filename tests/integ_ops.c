@@ -643,25 +643,6 @@ static void test_cors(void) {
   ASSERT_INT(server_stop(&s, SIGTERM), ==, 0);
 }
 
-/* Runs blurd with args until it exits (it must refuse to start); returns its exit status. */
-static int exit_status(const char *const *args) {
-  const char *bin = getenv("BLURD_BIN") ? getenv("BLURD_BIN") : "build/blurd";
-  const char *argv[16] = {bin, "--bind", "127.0.0.1", "--port", "0"};
-  int argc = 5, status;
-  for (int i = 0; args[i] && argc < 15; i++) argv[argc++] = args[i];
-  argv[argc] = NULL;
-  pid_t pid = fork();
-  ASSERT(pid >= 0);
-  if (pid == 0) {
-    int null = open("/dev/null", O_WRONLY);
-    dup2(null, 1), dup2(null, 2);
-    execv(bin, (char *const *)argv);
-    _exit(127);
-  }
-  ASSERT(waitpid(pid, &status, 0) == pid && WIFEXITED(status));
-  return WEXITSTATUS(status);
-}
-
 static void test_flag_errors(void) {
   char path[64];
   snprintf(path, sizeof(path), "/tmp/blurd-ops-empty.%d", (int)getpid());
@@ -671,21 +652,23 @@ static void test_flag_errors(void) {
   const char *both[] = {"--api-key", "a", "--api-key-file", path, NULL};
   const char *empty[] = {"--api-key-file", path, NULL};
   const char *missing[] = {"--api-key-file", "/nonexistent-dir/key", NULL};
-  ASSERT_INT(exit_status(log), ==, 1);
-  ASSERT_INT(exit_status(both), ==, 2);
-  ASSERT_INT(exit_status(empty), ==, 2);
-  ASSERT_INT(exit_status(missing), ==, 2);
+  ASSERT_INT(refused_start(log, NULL, NULL, 0), ==, 1);
+  ASSERT_INT(refused_start(both, NULL, NULL, 0), ==, 2);
+  ASSERT_INT(refused_start(empty, NULL, NULL, 0), ==, 2);
+  ASSERT_INT(refused_start(missing, NULL, NULL, 0), ==, 2);
   const char *codecs_bad[] = {"--gpu-codecs", "yes", NULL};
   const char *wait_bad[] = {"--jpeg-batch-wait-us", "100001", NULL};
   const char *decoders_bad[] = {"--jpeg-decoders", "0", NULL};
   const char *codecs_on[] = {"--gpu-codecs", "on", NULL};
   const char *cpu_on[] = {"--backend", "cpu", "--gpu-codecs", "on", NULL};
-  ASSERT_INT(exit_status(codecs_bad), ==, 2);
-  ASSERT_INT(exit_status(wait_bad), ==, 2);
-  ASSERT_INT(exit_status(decoders_bad), ==, 2);
-  ASSERT_INT(exit_status(cpu_on), ==, 1); /* JPEG on the GPU needs the GPU backend */
+  ASSERT_INT(refused_start(codecs_bad, NULL, NULL, 0), ==, 2);
+  ASSERT_INT(refused_start(wait_bad, NULL, NULL, 0), ==, 2);
+  ASSERT_INT(refused_start(decoders_bad, NULL, NULL, 0), ==, 2);
+  ASSERT_INT(refused_start(cpu_on, NULL, NULL, 0), ==,
+             1); /* JPEG on the GPU needs the GPU backend */
   if (strcmp(expected_codec("jpeg"), "nvjpeg") != 0)
-    ASSERT_INT(exit_status(codecs_on), ==, 1); /* no GPU or no nvJPEG here: a clear error */
+    ASSERT_INT(refused_start(codecs_on, NULL, NULL, 0), ==,
+               1); /* no GPU or no nvJPEG here: a clear error */
   unlink(path);
 }
 

@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 static double now_s(void) {
@@ -102,28 +101,11 @@ static char *readyz_backend(const struct server *s) {
 /* Runs blurd with flag value and /dev/null standing for the GPU driver's node, on a machine with
  * no GPU: it must exit 1 with a message on stderr that holds why. */
 static void expect_refusal(const char *flag, const char *value, const char *why) {
-  int fds[2];
-  ASSERT(pipe(fds) == 0);
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(fds[1], 2);
-    setenv("BLURD_TEST_GPU_NODE", "/dev/null", 1);
-    execl(getenv("BLURD_BIN") ? getenv("BLURD_BIN") : "build/blurd", "blurd", flag, value, "--bind",
-          "127.0.0.1", "--port", "0", (char *)NULL);
-    _exit(127);
-  }
-  close(fds[1]);
-  char msg[1024] = "";
-  size_t n = 0;
-  ssize_t k;
-  while (n < sizeof(msg) - 1 && (k = read(fds[0], msg + n, sizeof(msg) - 1 - n)) > 0)
-    n += (size_t)k;
-  msg[n] = 0;
-  close(fds[0]);
-  int status;
-  ASSERT(waitpid(pid, &status, 0) == pid);
-  fprintf(stderr, "    %s %s: exit %d: %s", flag, value, WEXITSTATUS(status), msg);
-  ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+  const char *args[] = {flag, value, NULL}, *env[] = {"BLURD_TEST_GPU_NODE=/dev/null", NULL};
+  char msg[1024];
+  int status = refused_start(args, env, msg, sizeof(msg));
+  fprintf(stderr, "    %s %s: exit %d: %s", flag, value, status, msg);
+  ASSERT_INT(status, ==, 1);
   ASSERT(strstr(msg, why) != NULL);
 }
 
