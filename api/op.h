@@ -207,7 +207,8 @@ extern const char *const op_coeff_choices[];
        NULL,                                                                                       \
        "2",                                                                                        \
        offsetof(T, effort),                                                                        \
-       "Lossy WebP only: libwebp's method, 0 (fastest) to 6 (smallest files); ignored otherwise.", \
+       "Lossy WebP only: libwebp's method, 0 (fastest) to 6 (smallest files); at 2 a smooth RGB "  \
+       "image (a blur) is coded by blurd's own VP8 encoder instead, faster; ignored otherwise.",   \
        0},                                                                                         \
   {                                                                                                \
     "colorspace", PT_ENUM, 0, 0, params_colorspace_choices, "keep", offsetof(T, colorspace),       \

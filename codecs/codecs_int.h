@@ -122,6 +122,15 @@ int codec_webp_smooth(const uint8_t *y, int stride, int w, int h);
  * every plane is filled; 0 as soon as it is not, with the planes partly written. */
 int codec_webp_yuv(const uint8_t *rgb, size_t stride, int w, int h, uint8_t *y, int y_stride,
                    uint8_t *u, uint8_t *v, int uv_stride);
+/* Appends a lossy WebP file (RIFF, one VP8 key frame) of the w x h YUV 4:2:0 planes y, u and v
+ * (rows y_stride and uv_stride bytes apart) at quality 0..100 to out: blurd's own encoder for
+ * smooth images (vp8_enc.c), 16x16 predictors only. When recon is not NULL the loop filter is
+ * off and *recon gets the reconstruction (codec_free it): Y, U and V planes of whole macroblocks,
+ * rows 16 * ceil(w / 16) and half that apart, which any decoder's output equals. Returns
+ * CODEC_OK, CODEC_NOMEM, or CODEC_TOO_LARGE when the modes' partition passes VP8's 512 KiB. */
+enum codec_status codec_vp8_encode(const uint8_t *y, int y_stride, const uint8_t *u,
+                                   const uint8_t *v, int uv_stride, int w, int h, int quality,
+                                   struct codec_buf *out, uint8_t **recon);
 
 /* Raw samples or a .npy file of img (data.c); f is CODEC_RAW or CODEC_NPY. */
 enum codec_status codec_data_encode(const struct codec_image *img, enum codec_format f,

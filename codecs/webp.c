@@ -12,10 +12,11 @@
  * Encoding takes 8-bit RGB or RGBA as it is; anything else is converted first (codec_to_8bit:
  * 16-bit samples scaled to 8 bits, gray repeated into RGB, alpha kept). Lossy output uses
  * libwebp's default preset at the quality asked for. At effort 2 an image whose luma is smooth
- * (codec_webp_smooth) is coded as one segment at one quality step lower, which skips libwebp's
- * analysis pass (about 30% of the encode) for a file of about the same size and PSNR; such an
- * image, when RGB, is converted to YUV 4:2:0 by webp_yuv.c, three times as fast as libwebp's
- * import, which converts every other (docs/methods.md, "WebP effort"). Lossless output uses
+ * (codec_webp_smooth) is coded at one quality step lower: an RGB one is converted to YUV 4:2:0 by
+ * webp_yuv.c (three times as fast as libwebp's import) and coded by blurd's own VP8 encoder
+ * (vp8_enc.c: 16x16 predictors only, one pass), in about three quarters of the CPU time of
+ * libwebp's fastest setting for a smaller file at a higher PSNR; an RGBA one goes to libwebp as
+ * one segment, which skips its analysis pass (docs/methods.md, "WebP effort"). Lossless output uses
  * libwebp's lossless preset WEBP_LOSSLESS_LEVEL and keeps the colour of transparent pixels (exact),
  * so it decodes to exactly the samples it was given. An ICC profile is added with WebPMux (a VP8X
  * header and an ICCP chunk) after libwebp has written the file. The file grows in a codec_buf
@@ -122,15 +123,15 @@ static int on_write(const uint8_t *data, size_t n, const WebPPicture *pic) {
  * (photographs, pixelated images) the segments save 10 to 15% of the size, so they keep them.
  * Efforts 0 and 1 analyse whatever the segments (their mode choice needs it), and 3 to 6 are
  * asked for for size. A smooth RGB image is converted by codec_webp_yuv, in a third of the time
- * of libwebp's import; an RGBA one by libwebp, with its alpha. Returns 0 when libwebp fails
- * (pic->error_code says why). */
+ * of libwebp's import, and *own set: vp8_enc.c codes it; an RGBA one by libwebp, with its alpha.
+ * Returns 0 when libwebp fails (pic->error_code says why). */
 static int import_lossy(WebPPicture *pic, WebPConfig *config, const uint8_t *src, int channels,
-                        int stride) {
+                        int stride, int *own) {
   int smooth = 0, ok = 1;
   if (channels == 3 && config->method == 2) {
     if (!WebPPictureAlloc(pic)) return 0;
-    smooth = codec_webp_yuv(src, (size_t)stride, pic->width, pic->height, pic->y, pic->y_stride,
-                            pic->u, pic->v, pic->uv_stride);
+    smooth = *own = codec_webp_yuv(src, (size_t)stride, pic->width, pic->height, pic->y,
+                                   pic->y_stride, pic->u, pic->v, pic->uv_stride);
   }
   if (!smooth) {
     ok = channels == 4 ? WebPPictureImportRGBA(pic, src, stride)
@@ -151,7 +152,7 @@ static enum codec_status encode_run(const struct codec_image *img, const uint8_t
                                     char *msg, size_t msglen) {
   WebPConfig config;
   WebPPicture pic;
-  int ok = WebPConfigInit(&config) && WebPPictureInit(&pic);
+  int own = 0, ok = WebPConfigInit(&config) && WebPPictureInit(&pic);
   if (ok && o->lossless) ok = WebPConfigLosslessPreset(&config, WEBP_LOSSLESS_LEVEL);
   if (ok && !o->lossless) ok = WebPConfigPreset(&config, WEBP_PRESET_DEFAULT, (float)o->quality);
   if (!ok) {
@@ -170,7 +171,17 @@ static enum codec_status encode_run(const struct codec_image *img, const uint8_t
     ok = channels == 4 ? WebPPictureImportRGBA(&pic, src, stride)
                        : WebPPictureImportRGB(&pic, src, stride);
   else
-    ok = import_lossy(&pic, &config, src, channels, stride);
+    ok = import_lossy(&pic, &config, src, channels, stride, &own);
+  if (ok && own) { /* blurd's encoder; libwebp's for a frame too large for it */
+    enum codec_status st =
+        codec_vp8_encode(pic.y, pic.y_stride, pic.u, pic.v, pic.uv_stride, img->width, img->height,
+                         (int)config.quality, &e->file, NULL);
+    if (st != CODEC_TOO_LARGE) {
+      WebPPictureFree(&pic);
+      if (st != CODEC_OK) codec_msgf(msg, msglen, "out of memory encoding the WebP image");
+      return st;
+    }
+  }
   if (ok) ok = WebPEncode(&config, &pic);
   enum WebPEncodingError err = pic.error_code;
   WebPPictureFree(&pic);

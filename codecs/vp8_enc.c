@@ -1,0 +1,696 @@
+/* vp8_enc.c: lossy WebP for smooth images, a VP8 key-frame encoder of blurd's own (RFC 6386).
+ *
+ * libwebp at its fastest setting for a smooth image (effort 2, one segment) decides every
+ * macroblock's modes twice, once for the token statistics and once to code it, and tries the
+ * sixteen 4x4 predictors of each subblock besides the four 16x16 ones. On a smooth image (a blur:
+ * what codec_webp_smooth accepts) the 16x16 predictors win, so this encoder has only those: per
+ * macroblock, the luma and chroma predictors (DC, V, H, TM) with the smallest squared error
+ * against the source, predicted from the reconstruction as the decoder will see it; the residue's
+ * 4x4 DCTs, the luma DCs' WHT (the Y2 block), quantisation with a dead zone, and the
+ * reconstruction by RFC 6386's inverse transforms, bit for bit the decoder's. It visits every
+ * macroblock once, keeping the quantised levels; the token statistics of that pass choose the
+ * token probabilities the frame header updates, and a second pass over the kept levels writes
+ * them with the boolean coder. One segment, one token partition, the normal loop filter.
+ *
+ * The quantiser index for a quality is the one libwebp 1.2 writes for one segment at that quality
+ * (read from its frame headers: 10 at 89, 39 at 49, 77 at 9), with its chroma deltas (DC -2, AC
+ * -4), so `quality` keeps its meaning; the loop filter's level grows with the step as
+ * libwebp's does (docs/methods.md, "WebP effort"). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codecs_int.h"
+#include "vp8_tables.h"
+
+enum { DC_PRED, V_PRED, H_PRED, TM_PRED };
+enum { TYPE_Y_AFTER_Y2, TYPE_Y2, TYPE_UV }; /* RFC 6386's block types 0, 1, 2 (3 is unused) */
+
+static const uint8_t zigzag[16] = {0, 1, 4, 8, 5, 2, 3, 6, 9, 12, 13, 10, 7, 11, 14, 15};
+static const uint8_t band[17] = {0, 1, 2, 3, 6, 4, 5, 6, 6, 6, 6, 6, 6, 6, 6, 7, 0};
+/* The extra bits of categories 1 to 6 (base 5, 7, 11, 19, 35, 67), most significant first. */
+static const uint8_t cat_probs[6][12] = {
+    {159},
+    {165, 145},
+    {173, 148, 140},
+    {176, 155, 140, 135},
+    {180, 157, 141, 134, 130},
+    {254, 254, 243, 230, 196, 177, 153, 140, 133, 130, 129},
+};
+static const int cat_base[6] = {5, 7, 11, 19, 35, 67};
+
+/* ---- The boolean coder (RFC 6386 section 7). ---- */
+
+struct bw {
+  uint8_t *buf;
+  size_t n, cap;
+  uint32_t range; /* 128..255 between bits */
+  uint32_t low;   /* the interval's low end: the bits not yet written, over an 8-bit window */
+  int pending;    /* bits of low above its window, not yet written */
+  int oom;
+};
+
+static void bw_init(struct bw *w, size_t cap) {
+  *w = (struct bw){codec_malloc(cap), 0, cap, 255, 0, 0, 0};
+  w->oom = w->buf == NULL;
+}
+
+static void bw_append(struct bw *w, uint8_t byte) {
+  if (w->n == w->cap && !w->oom) {
+    uint8_t *p = codec_realloc(w->buf, 2 * w->cap);
+    if (p == NULL)
+      w->oom = 1;
+    else
+      w->buf = p, w->cap *= 2;
+  }
+  if (!w->oom) w->buf[w->n++] = byte;
+}
+
+/* Writes the oldest pending byte (pending is 8..15), first carrying into the bytes out. */
+static void bw_byte(struct bw *w) {
+  int p = w->pending;
+  if (w->low >> (p + 8) & 1 && !w->oom) {
+    size_t i = w->n;
+    while (i > 0 && w->buf[i - 1] == 0xff) w->buf[--i] = 0;
+    if (i > 0) w->buf[i - 1]++;
+  }
+  bw_append(w, (uint8_t)(w->low >> p));
+  w->low &= (1u << p) - 1;
+  w->pending = p - 8;
+}
+
+/* One bool, 0 with probability prob / 256. */
+static inline void bw_put(struct bw *w, int bit, int prob) {
+  uint32_t split = 1 + (((w->range - 1) * (uint32_t)prob) >> 8);
+  if (bit)
+    w->low += split, w->range -= split;
+  else
+    w->range = split;
+  if (w->range < 128) {
+    int s = __builtin_clz(w->range) - 24;
+    w->range <<= s, w->low <<= s, w->pending += s;
+    if (w->pending >= 8) bw_byte(w);
+  }
+}
+
+static void bw_literal(struct bw *w, uint32_t v, int bits) {
+  while (bits-- > 0) bw_put(w, v >> bits & 1, 128);
+}
+
+/* Writes every bit of the interval's low end, then two zero bytes: libwebp's reader fails a
+ * partition it must read past the end of. */
+static void bw_finish(struct bw *w) {
+  w->low <<= 8, w->pending += 8;
+  bw_byte(w);
+  if (w->pending > 0) {
+    w->low <<= 8 - w->pending, w->pending = 8;
+    bw_byte(w);
+  }
+  bw_append(w, 0);
+  bw_append(w, 0);
+}
+
+/* ---- Transforms. ---- */
+
+/* Four 32-bit lanes (GCC's and clang's vector extension): the transforms below work on four
+ * rows or columns at once. */
+typedef int32_t v4 __attribute__((vector_size(16)));
+
+/* v clamped to 0..255, lane by lane. */
+static inline v4 clamp255(v4 v) {
+  v &= ~(v >> 31);
+  v4 over = v > 255;
+  return (v & ~over) | (over & 255);
+}
+
+static inline void transpose(v4 *m) {
+  v4 t[4];
+  for (int i = 0; i < 4; i++) t[i] = (v4){m[0][i], m[1][i], m[2][i], m[3][i]};
+  memcpy(m, t, sizeof t);
+}
+
+/* The forward DCT of the 4x4 residue src - pred (rows stride apart) to VP8's scale (twice the
+ * orthonormal DCT, which RFC 6386's inverse undoes), in fixed point: sqrt(2) cos(pi/8) = 5352 /
+ * 4096, sqrt(2) sin(pi/8) = 2217 / 4096; the first pass keeps 3 more bits. Not normative: any close
+ * forward transform decodes. The vertical pass works on the four columns at once, the horizontal
+ * one, after a transpose, on the four rows. */
+static void fdct4(const uint8_t *src, const uint8_t *pred, int stride, int16_t *out) {
+  v4 m[4];
+  for (int i = 0; i < 4; i++) {
+    const uint8_t *s = src + i * stride, *p = pred + i * stride;
+    m[i] = (v4){s[0] - p[0], s[1] - p[1], s[2] - p[2], s[3] - p[3]};
+  }
+  v4 a = m[0] + m[3], b = m[1] + m[2], c = m[1] - m[2], d = m[0] - m[3];
+  m[0] = (a + b) * 8, m[2] = (a - b) * 8;
+  m[1] = (d * 5352 + c * 2217 + 256) >> 9, m[3] = (d * 2217 - c * 5352 + 256) >> 9;
+  transpose(m);
+  a = m[0] + m[3], b = m[1] + m[2], c = m[1] - m[2], d = m[0] - m[3];
+  m[0] = (a + b + 8) >> 4, m[2] = (a - b + 8) >> 4;
+  m[1] = (d * 5352 + c * 2217 + (1 << 15)) >> 16, m[3] = (d * 2217 - c * 5352 + (1 << 15)) >> 16;
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 4; j++) out[4 * i + j] = (int16_t)m[j][i];
+}
+
+/* RFC 6386 section 14.4's inverse DCT of in (dequantised), added to pred (rows ps apart) and
+ * clamped into dst (rows ds apart): the same integer steps, the vertical pass on four columns
+ * at once, then the horizontal one on four rows. A block with only its DC adds (DC + 4) >> 3,
+ * which is what the full inverse gives. */
+static void idct4_add(const int16_t *in, int dc_only, const uint8_t *pred, int ps, uint8_t *dst,
+                      int ds) {
+  v4 m[4];
+  if (dc_only) {
+    v4 v = (v4){1, 1, 1, 1} * ((in[0] + 4) >> 3);
+    for (int i = 0; i < 4; i++) m[i] = v;
+  } else {
+    for (int i = 0; i < 4; i++) m[i] = (v4){in[4 * i], in[4 * i + 1], in[4 * i + 2], in[4 * i + 3]};
+    for (int pass = 0; pass < 2; pass++) {
+      v4 a = m[0] + m[2], b = m[0] - m[2];
+      v4 c = ((m[1] * 35468) >> 16) - (m[3] + ((m[3] * 20091) >> 16));
+      v4 d = m[1] + ((m[1] * 20091) >> 16) + ((m[3] * 35468) >> 16);
+      m[0] = a + d, m[1] = b + c, m[2] = b - c, m[3] = a - d;
+      transpose(m);
+    }
+    for (int i = 0; i < 4; i++) m[i] = (m[i] + 4) >> 3;
+  }
+  for (int i = 0; i < 4; i++) {
+    const uint8_t *p = pred + i * ps;
+    v4 v = clamp255(m[i] + (v4){p[0], p[1], p[2], p[3]});
+    for (int j = 0; j < 4; j++) dst[i * ds + j] = (uint8_t)v[j];
+  }
+}
+
+/* The forward WHT of the 16 luma DCs (RFC 6386's inverse is M X M / 8 with M symmetric and
+ * M M = 4 I, so the forward is M D M / 2), and the inverse of section 14.3. */
+static void fwht4(const int16_t *dc, int16_t *out) {
+  int t[16];
+  for (int i = 0; i < 4; i++) {
+    const int16_t *r = dc + 4 * i;
+    int a = r[0] + r[3], b = r[1] + r[2], c = r[1] - r[2], d = r[0] - r[3];
+    t[4 * i] = a + b, t[4 * i + 1] = c + d, t[4 * i + 2] = a - b, t[4 * i + 3] = d - c;
+  }
+  for (int i = 0; i < 4; i++) {
+    int a = t[i] + t[12 + i], b = t[4 + i] + t[8 + i], c = t[4 + i] - t[8 + i],
+        d = t[i] - t[12 + i];
+    int v[4] = {a + b, c + d, a - b, d - c};
+    for (int j = 0; j < 4; j++) out[4 * j + i] = (int16_t)((v[j] + (v[j] > 0)) >> 1);
+  }
+}
+
+static void iwht4(const int16_t *in, int16_t *out) {
+  int t[16];
+  for (int i = 0; i < 4; i++) {
+    int a = in[i] + in[12 + i], b = in[4 + i] + in[8 + i], c = in[4 + i] - in[8 + i],
+        d = in[i] - in[12 + i];
+    t[i] = a + b, t[4 + i] = c + d, t[8 + i] = a - b, t[12 + i] = d - c;
+  }
+  for (int i = 0; i < 4; i++) {
+    const int *r = t + 4 * i;
+    int a = r[0] + r[3], b = r[1] + r[2], c = r[1] - r[2], d = r[0] - r[3];
+    out[4 * i] = (int16_t)((a + b + 3) >> 3), out[4 * i + 1] = (int16_t)((c + d + 3) >> 3);
+    out[4 * i + 2] = (int16_t)((a - b + 3) >> 3), out[4 * i + 3] = (int16_t)((d - c + 3) >> 3);
+  }
+}
+
+/* ---- Quantisation. ---- */
+
+struct quant {
+  v4 step[4], bias[4], iq[4]; /* per coefficient (natural order): the DC's, then the ACs' */
+};
+
+/* A quantiser of steps dc and ac; the ACs' rounding bias is ac_bias_q8 / 256 of a step (less
+ * than half: a dead zone), the DC's half a step. iq is 2^16 / step, rounded up. */
+static void quant_init(struct quant *q, int dc, int ac, int ac_bias_q8) {
+  for (int k = 0; k < 16; k++) {
+    int step = k ? ac : dc;
+    q->step[k / 4][k % 4] = step, q->bias[k / 4][k % 4] = k ? step * ac_bias_q8 >> 8 : step / 2;
+    q->iq[k / 4][k % 4] = (65536 + step - 1) / step;
+  }
+}
+
+/* Quantises the coefficients c (natural order; from zigzag position `first`) into levels zz in
+ * zigzag order, and replaces c by their dequantised values. Returns the last nonzero zigzag
+ * position, or first - 1 when every level is zero. */
+static int quantize(int16_t *c, int16_t *zz, const struct quant *q, int first) {
+  int16_t lv[16];
+  for (int k = 0; k < 4; k++) {
+    v4 v = {c[4 * k], c[4 * k + 1], c[4 * k + 2], c[4 * k + 3]}, neg = v >> 31;
+    v4 l = (((v ^ neg) - neg + q->bias[k]) * q->iq[k]) >> 16;
+    v4 over = l > 2048;
+    l = (l & ~over) | (over & 2048);
+    l = (l ^ neg) - neg;
+    v = l * q->step[k];
+    for (int j = 0; j < 4; j++) lv[4 * k + j] = (int16_t)l[j], c[4 * k + j] = (int16_t)v[j];
+  }
+  if (first) lv[0] = 0;
+  int last = first - 1;
+  for (int i = first; i < 16; i++) {
+    zz[i] = lv[zigzag[i]];
+    if (zz[i]) last = i;
+  }
+  return last;
+}
+
+/* 1 when every AC coefficient of the residue src - pred (rows stride apart) quantises to zero
+ * with q, by a bound that needs no transform: an AC coefficient (twice the orthonormal DCT's) is
+ * at most 2 * 0.6533^2 = 0.8536 times the residue's sum of absolute deviations from its mean, and
+ * a level is zero when |X| + bias < step (one level of margin for fdct4's rounding). *dc is then
+ * the DC fdct4 gives, (sum + 1) >> 1. Most blocks of a smooth image pass and skip the transform. */
+static int flat(const uint8_t *src, const uint8_t *pred, int stride, const struct quant *q,
+                int *dc) {
+  int r[16], sum = 0, dev = 0;
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 4; j++) sum += r[4 * i + j] = src[i * stride + j] - pred[i * stride + j];
+  for (int k = 0; k < 16; k++) dev += abs(16 * r[k] - sum);
+  *dc = (sum + 1) >> 1;
+  return dev * 875 < (q->step[0][1] - q->bias[0][1] - 1) * 16384; /* dev / 16 * 0.8545 < room */
+}
+
+/* ---- Prediction (RFC 6386 section 12, the 16x16 and 8x8 modes). ---- */
+
+/* The n x n prediction (n = 16 or 8) of mode from the row above (127s on the frame's top row),
+ * the column left (129s on its left column) and the pixel above-left p. DC averages only the
+ * edges inside the frame (128 when none is). */
+static void predict(uint8_t *dst, int n, int mode, const uint8_t *top, const uint8_t *left, int p,
+                    int has_top, int has_left) {
+  int shift = n == 16 ? 4 : 3;
+  if (mode == DC_PRED) {
+    int s = 0, k = 0;
+    if (has_top)
+      for (int i = 0; i < n; i++) s += top[i];
+    if (has_left)
+      for (int i = 0; i < n; i++) s += left[i];
+    k = has_top + has_left;
+    int dc = k == 0 ? 128 : (s + (n * k >> 1)) >> (shift + k - 1);
+    memset(dst, dc, (size_t)(n * n));
+  } else if (mode == V_PRED) {
+    for (int r = 0; r < n; r++) memcpy(dst + r * n, top, (size_t)n);
+  } else if (mode == H_PRED) {
+    for (int r = 0; r < n; r++) memset(dst + r * n, left[r], (size_t)n);
+  } else {
+    v4 t[4];
+    for (int c = 0; c < n; c += 4) t[c / 4] = (v4){top[c], top[c + 1], top[c + 2], top[c + 3]};
+    for (int r = 0; r < n; r++)
+      for (int c = 0; c < n; c += 4) {
+        v4 v = clamp255(t[c / 4] + (left[r] - p));
+        for (int j = 0; j < 4; j++) dst[r * n + c + j] = (uint8_t)v[j];
+      }
+  }
+}
+
+static uint32_t sse(const uint8_t *a, const uint8_t *b, int n) {
+  uint32_t s = 0;
+  for (int i = 0; i < n; i++) s += (uint32_t)((a[i] - b[i]) * (a[i] - b[i]));
+  return s;
+}
+
+/* ---- The encoder's state. ---- */
+
+struct plane {
+  const uint8_t *src;
+  int stride;
+  uint8_t *rec; /* the reconstruction, whole macroblocks */
+  int rstride;
+};
+
+struct enc {
+  int w, h, mbw, mbh;
+  struct plane pl[3]; /* Y, U, V */
+  struct quant qy, qy2, quv;
+  uint8_t *modes; /* per macroblock: luma mode | chroma mode << 2 | skip << 4 */
+  int16_t *lv;    /* the levels kept, per coded block: its end, then its levels */
+  size_t nlv, caplv;
+  uint32_t stats[VP8_PROBS][2];
+  uint8_t probs[VP8_PROBS];
+  uint8_t *nz_top; /* per macroblock column: 4 Y, 2 U, 2 V, Y2: had levels */
+  uint8_t nz_left[9];
+  int oom;
+};
+
+/* The n x n block of plane pl at (x, y), its pixels past the image repeating the last ones. */
+static void load(const struct plane *pl, int x, int y, int n, int w, int h, uint8_t *dst) {
+  for (int r = 0; r < n; r++) {
+    const uint8_t *row = pl->src + (size_t)(y + r < h ? y + r : h - 1) * (size_t)pl->stride;
+    if (x + n <= w)
+      memcpy(dst + r * n, row + x, (size_t)n);
+    else
+      for (int c = 0; c < n; c++) dst[r * n + c] = row[x + c < w ? x + c : w - 1];
+  }
+}
+
+/* Chooses the mode of one n x n block (of the 1 or 2 planes from pl at macroblock (mx, my)) with
+ * the smallest squared error against src, writing its prediction into pred. */
+static int choose(struct plane *pl, int planes, int n, int mx, int my, const uint8_t *src,
+                  uint8_t *pred) {
+  uint8_t cand[4][2 * 256], top[2][16], left[2][16];
+  int p[2];
+  for (int k = 0; k < planes; k++) {
+    const uint8_t *rec = pl[k].rec + (size_t)(my * n) * (size_t)pl[k].rstride + (size_t)(mx * n);
+    int rs = pl[k].rstride;
+    for (int i = 0; i < n; i++) {
+      top[k][i] = my > 0 ? rec[i - rs] : 127;
+      left[k][i] = mx > 0 ? rec[i * rs - 1] : 129;
+    }
+    p[k] = my == 0 ? 127 : mx == 0 ? 129 : rec[-rs - 1];
+  }
+  int best = 0;
+  uint32_t best_err = UINT32_MAX;
+  for (int m = DC_PRED; m <= TM_PRED; m++) {
+    uint32_t err = 0;
+    for (int k = 0; k < planes; k++) {
+      predict(cand[m] + k * n * n, n, m, top[k], left[k], p[k], my > 0, mx > 0);
+      err += sse(cand[m] + k * n * n, src + k * n * n, n * n);
+    }
+    if (err < best_err) best_err = err, best = m;
+  }
+  memcpy(pred, cand[best], (size_t)(planes * n * n));
+  return best;
+}
+
+/* Keeps a block's levels zz[first..last] after its end, last + 1. */
+static void keep(struct enc *e, const int16_t *zz, int first, int last) {
+  size_t need = e->nlv + 17;
+  if (need > e->caplv && !e->oom) {
+    size_t cap = e->caplv * 2 > need ? e->caplv * 2 : need;
+    int16_t *p = codec_realloc(e->lv, cap * sizeof *p);
+    if (p == NULL)
+      e->oom = 1;
+    else
+      e->lv = p, e->caplv = cap;
+  }
+  if (e->oom) return;
+  e->lv[e->nlv++] = (int16_t)(last + 1);
+  for (int i = first; i <= last; i++) e->lv[e->nlv++] = zz[i];
+}
+
+/* ---- Tokens (RFC 6386 section 13). ---- */
+
+/* The tokens of one block's levels zz[first..last] (zigzag order; last < first: none), its
+ * first token in context ctx, with the probabilities p of its type ([band][ctx][node]): written
+ * with w, or when w is NULL counted into st (per node, the 0s and the 1s). */
+static void tokens(struct bw *w, uint32_t (*st)[2], const uint8_t *p, const int16_t *zz, int first,
+                   int last, int ctx) {
+  int after_zero = 0;
+  for (int i = first; i < 16; i++) {
+    int base = (band[i] * 3 + ctx) * 11;
+#define NODE(node, bit)                                                                            \
+  do {                                                                                             \
+    if (w)                                                                                         \
+      bw_put(w, (bit), p[base + (node)]);                                                          \
+    else                                                                                           \
+      st[base + (node)][(bit)]++;                                                                  \
+  } while (0)
+    if (!after_zero) {
+      NODE(0, i <= last);
+      if (i > last) return;
+    }
+    int v = zz[i] < 0 ? -zz[i] : zz[i];
+    after_zero = v == 0;
+    NODE(1, v != 0);
+    if (v == 0) {
+      ctx = 0;
+      continue;
+    }
+    NODE(2, v > 1);
+    if (v > 1) {
+      NODE(3, v > 4);
+      if (v <= 4) {
+        NODE(4, v > 2);
+        if (v > 2) NODE(5, v == 4);
+      } else {
+        int cat = v <= 6 ? 0 : v <= 10 ? 1 : v <= 18 ? 2 : v <= 34 ? 3 : v <= 66 ? 4 : 5;
+        NODE(6, cat > 1);
+        if (cat <= 1)
+          NODE(7, cat);
+        else {
+          NODE(8, cat > 3);
+          NODE(cat > 3 ? 10 : 9, cat & 1);
+        }
+        if (w) {
+          int bits = 0, x = v - cat_base[cat];
+          while (cat_probs[cat][bits]) bits++;
+          for (int b = 0; b < bits; b++) bw_put(w, x >> (bits - 1 - b) & 1, cat_probs[cat][b]);
+        }
+      }
+    }
+#undef NODE
+    if (w) bw_put(w, zz[i] < 0, 128);
+    ctx = v > 1 ? 2 : 1;
+  }
+}
+
+/* ---- One macroblock. ---- */
+
+/* Predicts, transforms, quantises and reconstructs macroblock (mx, my); counts its tokens and
+ * keeps its levels unless every one is zero (then it is skipped). */
+static void encode_mb(struct enc *e, int mx, int my) {
+  uint8_t src[256], srcuv[128], pred[256], preduv[128];
+  int16_t coef[25][16], zz[25][16], dc[16];
+  int last[25];
+  load(&e->pl[0], mx * 16, my * 16, 16, e->w, e->h, src);
+  int cw = (e->w + 1) / 2, ch = (e->h + 1) / 2;
+  load(&e->pl[1], mx * 8, my * 8, 8, cw, ch, srcuv);
+  load(&e->pl[2], mx * 8, my * 8, 8, cw, ch, srcuv + 64);
+  int ymode = choose(&e->pl[0], 1, 16, mx, my, src, pred);
+  int uvmode = choose(&e->pl[1], 2, 8, mx, my, srcuv, preduv);
+  int dc_only[16];
+  for (int b = 0; b < 16; b++) {
+    int o = (b >> 2) * 64 + (b & 3) * 4, d;
+    dc_only[b] = flat(src + o, pred + o, 16, &e->qy, &d);
+    if (dc_only[b])
+      memset(coef[b], 0, sizeof coef[b]), coef[b][0] = (int16_t)d;
+    else
+      fdct4(src + o, pred + o, 16, coef[b]);
+    dc[b] = coef[b][0];
+  }
+  fwht4(dc, coef[24]);
+  last[24] = quantize(coef[24], zz[24], &e->qy2, 0);
+  iwht4(coef[24], dc);
+  uint8_t *ry = e->pl[0].rec + (size_t)(my * 16) * (size_t)e->pl[0].rstride + (size_t)(mx * 16);
+  for (int b = 0; b < 16; b++) {
+    int o = (b >> 2) * 64 + (b & 3) * 4;
+    last[b] = dc_only[b] ? 0 : quantize(coef[b], zz[b], &e->qy, 1);
+    coef[b][0] = dc[b];
+    idct4_add(coef[b], last[b] < 1, pred + o, 16,
+              ry + (b >> 2) * 4 * e->pl[0].rstride + (b & 3) * 4, e->pl[0].rstride);
+  }
+  for (int b = 16; b < 24; b++) {
+    int k = b < 20 ? 1 : 2, i = (b - 16) & 3, bx = (i & 1) * 4, by = (i >> 1) * 4;
+    const uint8_t *s = srcuv + (k - 1) * 64 + by * 8 + bx, *p = preduv + (k - 1) * 64 + by * 8 + bx;
+    int d;
+    if (flat(s, p, 8, &e->quv, &d))
+      memset(coef[b], 0, sizeof coef[b]), coef[b][0] = (int16_t)d;
+    else
+      fdct4(s, p, 8, coef[b]);
+    last[b] = quantize(coef[b], zz[b], &e->quv, 0);
+    struct plane *pl = &e->pl[k];
+    idct4_add(coef[b], last[b] < 1, p, 8,
+              pl->rec + (size_t)(my * 8 + by) * (size_t)pl->rstride + (size_t)(mx * 8 + bx),
+              pl->rstride);
+  }
+  int any = 0;
+  for (int b = 0; b < 25; b++) any |= last[b] >= (b < 16);
+  uint8_t *top = e->nz_top + 9 * mx, *left = e->nz_left;
+  e->modes[my * e->mbw + mx] = (uint8_t)(ymode | uvmode << 2 | !any << 4);
+  if (!any) {
+    memset(top, 0, 9), memset(left, 0, 9);
+    return;
+  }
+  /* Y2, then Y, U and V, as the decoder reads them; contexts: the blocks above and left */
+  static const uint8_t order[25] = {24, 0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11,
+                                    12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23};
+  for (int j = 0; j < 25; j++) {
+    int b = order[j], type, t, l, first = 0;
+    if (b == 24)
+      type = TYPE_Y2, t = 8, l = 8;
+    else if (b < 16)
+      type = TYPE_Y_AFTER_Y2, t = b & 3, l = b >> 2, first = 1;
+    else {
+      int c = b < 20 ? 4 : 6, i = (b - 16) & 3;
+      type = TYPE_UV, t = c + (i & 1), l = c + (i >> 1);
+    }
+    tokens(NULL, e->stats + type * 264, NULL, zz[b], first, last[b], top[t] + left[l]);
+    top[t] = left[l] = last[b] >= first;
+    keep(e, zz[b], first, last[b]);
+  }
+}
+
+/* ---- The frame. ---- */
+
+/* Bits to code n0 zeros and n1 ones at probability p / 256 of a zero. */
+static double bits(uint32_t n0, uint32_t n1, int p) {
+  return -(n0 * log2(p / 256.0) + n1 * log2(1 - p / 256.0));
+}
+
+/* The token probabilities: each node's from its counts where that saves more than its update
+ * costs (RFC 6386 section 13.4), else the default. */
+static void choose_probs(struct enc *e) {
+  for (int i = 0; i < VP8_PROBS; i++) {
+    uint32_t n0 = e->stats[i][0], n1 = e->stats[i][1];
+    int old = vp8_coeff_default[i], u = vp8_coeff_update[i];
+    e->probs[i] = (uint8_t)old;
+    if (n0 + n1 == 0) continue;
+    int p = (int)((n0 * 256ull + (n0 + n1) / 2) / (n0 + n1));
+    p = p < 1 ? 1 : p > 255 ? 255 : p;
+    double gain = bits(n0, n1, old) - bits(n0, n1, p) - 8 - bits(0, 1, u) + bits(1, 0, u);
+    if (gain > 0) e->probs[i] = (uint8_t)p;
+  }
+}
+
+/* The first partition: the frame header, the token probabilities' updates, and every
+ * macroblock's skip flag and modes (key-frame trees, RFC 6386 sections 11.2 and 11.4). */
+static void write_header(struct enc *e, struct bw *w, int q, int level) {
+  bw_literal(w, 0, 2); /* colour space BT.601; the decoder clamps */
+  bw_literal(w, 0, 1); /* no segmentation */
+  bw_literal(w, 0, 1); /* the normal loop filter */
+  bw_literal(w, (uint32_t)level, 6);
+  bw_literal(w, 0, 3); /* sharpness */
+  bw_literal(w, 0, 1); /* no filter adjustments per mode */
+  bw_literal(w, 0, 2); /* one token partition */
+  bw_literal(w, (uint32_t)q, 7);
+  bw_literal(w, 0, 3);                   /* no delta for Y DC, Y2 DC, Y2 AC */
+  bw_literal(w, 1 << 5 | 2 << 1 | 1, 6); /* chroma DC: -2 */
+  bw_literal(w, 1 << 5 | 4 << 1 | 1, 6); /* chroma AC: -4 */
+  bw_literal(w, 0, 1);                   /* the probabilities are for this frame */
+  for (int i = 0; i < VP8_PROBS; i++) {
+    int upd = e->probs[i] != vp8_coeff_default[i];
+    bw_put(w, upd, vp8_coeff_update[i]);
+    if (upd) bw_literal(w, e->probs[i], 8);
+  }
+  size_t n = (size_t)e->mbw * (size_t)e->mbh, coded = 0;
+  for (size_t i = 0; i < n; i++) coded += !(e->modes[i] >> 4);
+  int pskip = (int)((coded * 256 + n / 2) / n);
+  pskip = pskip < 1 ? 1 : pskip > 255 ? 255 : pskip;
+  bw_literal(w, 1, 1);
+  bw_literal(w, (uint32_t)pskip, 8);
+  for (size_t i = 0; i < n; i++) {
+    int y = e->modes[i] & 3, uv = e->modes[i] >> 2 & 3;
+    bw_put(w, e->modes[i] >> 4, pskip);
+    bw_put(w, 1, 145); /* not B_PRED */
+    bw_put(w, y >= H_PRED, 156);
+    bw_put(w, y & 1, y >= H_PRED ? 128 : 163);
+    bw_put(w, uv != DC_PRED, 142);
+    if (uv != DC_PRED) {
+      bw_put(w, uv != V_PRED, 114);
+      if (uv != V_PRED) bw_put(w, uv == TM_PRED, 183);
+    }
+  }
+  bw_finish(w);
+}
+
+/* The token partition, from the levels kept, with the contexts of the first pass. */
+static void write_tokens(struct enc *e, struct bw *w) {
+  const int16_t *lv = e->lv;
+  memset(e->nz_top, 0, (size_t)e->mbw * 9);
+  for (int my = 0; my < e->mbh; my++) {
+    memset(e->nz_left, 0, 9);
+    for (int mx = 0; mx < e->mbw; mx++) {
+      uint8_t *top = e->nz_top + 9 * mx, *left = e->nz_left;
+      if (e->modes[my * e->mbw + mx] >> 4) {
+        memset(top, 0, 9), memset(left, 0, 9);
+        continue;
+      }
+      for (int b = 0; b < 25; b++) { /* Y2, Y, U, V */
+        int type = b == 0    ? TYPE_Y2
+                   : b <= 16 ? TYPE_Y_AFTER_Y2
+                             : TYPE_UV,
+            first = b >= 1 && b <= 16;
+        int t, l;
+        if (b == 0)
+          t = l = 8;
+        else if (b <= 16)
+          t = (b - 1) & 3, l = (b - 1) >> 2;
+        else {
+          int c = b <= 20 ? 4 : 6, i = (b - 17) & 3;
+          t = c + (i & 1), l = c + (i >> 1);
+        }
+        int end = *lv++;
+        int16_t zz[16];
+        memcpy(zz + first, lv, (size_t)(end > first ? end - first : 0) * sizeof *lv);
+        lv += end > first ? end - first : 0;
+        tokens(w, NULL, e->probs + type * 264, zz, first, end - 1, top[t] + left[l]);
+        top[t] = left[l] = end > first;
+      }
+    }
+  }
+  bw_finish(w);
+}
+
+/* libwebp 1.2's quantiser index for one segment at quality (0..100), as its headers show. */
+static int quality_to_q(int quality) {
+  double c = quality / 100.0, lin = c < 0.75 ? c * 2 / 3 : 2 * c - 1;
+  return lin <= 0 ? 127 : (int)(127 * (1 - cbrt(lin)));
+}
+
+static void put_le(struct codec_buf *b, uint32_t v, int n, enum codec_status *st) {
+  uint8_t x[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+  if (*st == CODEC_OK) *st = codec_buf_append(b, x, (size_t)n);
+}
+
+enum codec_status codec_vp8_encode(const uint8_t *y, int y_stride, const uint8_t *u,
+                                   const uint8_t *v, int uv_stride, int w, int h, int quality,
+                                   struct codec_buf *out, uint8_t **recon) {
+  struct enc *e = codec_malloc(sizeof *e);
+  if (e == NULL) return CODEC_NOMEM;
+  memset(e, 0, sizeof *e);
+  e->w = w, e->h = h, e->mbw = (w + 15) / 16, e->mbh = (h + 15) / 16;
+  size_t ys = (size_t)e->mbw * 16, yn = ys * (size_t)e->mbh * 16, cs = ys / 2, cn = yn / 4;
+  uint8_t *rec = codec_malloc(yn + 2 * cn);
+  e->modes = codec_malloc((size_t)e->mbw * (size_t)e->mbh);
+  e->nz_top = codec_malloc((size_t)e->mbw * 9);
+  e->caplv = 1 << 16;
+  e->lv = codec_malloc(e->caplv * sizeof *e->lv);
+  e->pl[0] = (struct plane){y, y_stride, rec, (int)ys};
+  e->pl[1] = (struct plane){u, uv_stride, rec + yn, (int)cs};
+  e->pl[2] = (struct plane){v, uv_stride, rec + yn + cn, (int)cs};
+  int q = quality_to_q(quality), quv_dc = q - 2 < 0 ? 0 : q - 2, quv_ac = q - 4 < 0 ? 0 : q - 4;
+  int y2ac = vp8_ac_q[q] * 155 / 100, uvdc = vp8_dc_q[quv_dc];
+  quant_init(&e->qy, vp8_dc_q[q], vp8_ac_q[q], 56);
+  quant_init(&e->qy2, vp8_dc_q[q] * 2, y2ac < 8 ? 8 : y2ac, 128);
+  quant_init(&e->quv, uvdc > 132 ? 132 : uvdc, vp8_ac_q[quv_ac], 56);
+  int level = q <= 2 || recon != NULL ? 0 : vp8_ac_q[q] * 28 >> 5;
+  level = level > 63 ? 63 : level;
+  enum codec_status st = CODEC_OK;
+  struct bw hdr = {0}, tok = {0};
+  if (rec == NULL || e->modes == NULL || e->nz_top == NULL || e->lv == NULL)
+    st = CODEC_NOMEM;
+  else
+    memset(e->nz_top, 0, (size_t)e->mbw * 9);
+  for (int my = 0; st == CODEC_OK && my < e->mbh; my++) {
+    memset(e->nz_left, 0, 9);
+    for (int mx = 0; mx < e->mbw; mx++) encode_mb(e, mx, my);
+    if (e->oom) st = CODEC_NOMEM;
+  }
+  if (st == CODEC_OK) {
+    choose_probs(e);
+    bw_init(&hdr, 4096 + (size_t)e->mbw * (size_t)e->mbh / 2);
+    bw_init(&tok, 4096 + e->nlv);
+    if (!hdr.oom) write_header(e, &hdr, q, level);
+    if (!tok.oom) write_tokens(e, &tok);
+    if (hdr.oom || tok.oom)
+      st = CODEC_NOMEM;
+    else if (hdr.n >= 1u << 19)
+      st = CODEC_TOO_LARGE; /* the first partition's size field */
+  }
+  if (st == CODEC_OK) {
+    size_t vp8 = 10 + hdr.n + tok.n;
+    static const uint8_t start[3] = {0x9d, 0x01, 0x2a};
+    st = codec_buf_append(out, "RIFF", 4);
+    put_le(out, (uint32_t)(4 + 8 + vp8 + (vp8 & 1)), 4, &st);
+    if (st == CODEC_OK) st = codec_buf_append(out, "WEBPVP8 ", 8);
+    put_le(out, (uint32_t)vp8, 4, &st);
+    put_le(out, (uint32_t)(hdr.n << 5 | 1 << 4), 3, &st); /* a key frame, shown, version 0 */
+    if (st == CODEC_OK) st = codec_buf_append(out, start, 3);
+    put_le(out, (uint32_t)w, 2, &st);
+    put_le(out, (uint32_t)h, 2, &st);
+    if (st == CODEC_OK) st = codec_buf_append(out, hdr.buf, hdr.n);
+    if (st == CODEC_OK) st = codec_buf_append(out, tok.buf, tok.n);
+    if (vp8 & 1) put_le(out, 0, 1, &st);
+  }
+  codec_free(hdr.buf), codec_free(tok.buf);
+  if (recon != NULL && st == CODEC_OK)
+    *recon = rec;
+  else
+    codec_free(rec);
+  codec_free(e->modes), codec_free(e->nz_top), codec_free(e->lv), codec_free(e);
+  return st;
+}
