@@ -48,7 +48,9 @@ enum api_error backend_host_encode(const struct codec_image *img, const struct c
            : o->format == CODEC_RAW                 ? "raw"
            : o->format == CODEC_NPY                 ? "npy"
                                                     : backend_host_codec(o->format);
-  return backend_codec_error(codec_encode(img, o, out, len, msg, msglen));
+  struct codec_encode_opts named = *o; /* WebP says which of its encoders wrote the file */
+  named.encoder = codec;
+  return backend_codec_error(codec_encode(img, &named, out, len, msg, msglen));
 }
 
 /* ---- the CPU backend's verbs ---- */

@@ -129,6 +129,29 @@ static enum api_error gpu_add_icc(const struct codec_encode_opts *o, int channel
   return API_OK;
 }
 
+/* Lossy WebP at effort 2 of the 8-bit RGB image on the device: its first pass there
+ * (gpu_vp8_analyse, the twin of codecs/vp8_enc.c's), then the file from the host's codecs, the
+ * bytes the CPU writes. Returns 0 when the image is not smooth or the frame too large for
+ * blurd's encoder (libwebp then encodes it from the host), else 1 and the outcome in *e. */
+static int gpu_webp(struct gpu_worker *w, const struct codec_image *img,
+                    const struct codec_encode_opts *o, uint8_t **out, size_t *len,
+                    const char **codec, enum api_error *e, char *msg, size_t msglen) {
+  struct cpu_image shape = {NULL, img->width, img->height, img->channels, img->depth};
+  struct gpu_vp8 a;
+  int q[3][3][2], quality = CODEC_WEBP_SMOOTH_QUALITY(o->quality);
+  codec_vp8_quant(quality, q);
+  enum gpu_status s = gpu_vp8_analyse(w->ctx, w->img, &shape, (const int(*)[3][2])q,
+                                      CODEC_WEBP_SMOOTH_STEP, CODEC_WEBP_SMOOTH_PER, &a);
+  if (s != GPU_OK) return *e = gpu_error(w, s), 1;
+  if (!a.smooth) return 0;
+  struct codec_vp8_mbs m = {img->width, img->height, quality, a.modes, a.levels, a.last};
+  enum codec_status c = codec_webp_from_vp8(&m, o, out, len, msg, msglen);
+  if (c == CODEC_TOO_LARGE) return 0;
+  *codec = "blurd-vp8-cuda";
+  *e = backend_codec_error(c);
+  return 1;
+}
+
 /* JPEG of 8-bit gray or RGB on the device is encoded there; the rest comes to the host. */
 static enum api_error gpu_encode(void *state, const struct codec_image *img,
                                  const struct codec_encode_opts *o, uint8_t **out, size_t *len,
@@ -144,6 +167,11 @@ static enum api_error gpu_encode(void *state, const struct codec_image *img,
     *codec = "nvjpeg";
     if (s == GPU_OK) return gpu_add_icc(o, img->channels, out, len);
     if (s != GPU_ERROR) return gpu_error(w, s); /* GPU_ERROR: libjpeg-turbo encodes it */
+  }
+  if (o->format == CODEC_WEBP && !o->lossless && img->depth == 8 && img->channels == 3 &&
+      (o->effort_set ? o->effort : CODEC_WEBP_EFFORT_DEFAULT) == 2) {
+    enum api_error e;
+    if (gpu_webp(w, img, o, out, len, codec, &e, msg, msglen)) return e; /* else libwebp's */
   }
   void *pixels = NULL;
   struct gpu_times g = {0, 0, 0, 0};

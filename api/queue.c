@@ -766,6 +766,8 @@ json_t *backend_codecs(struct backend *b) {
                         gpu ? "nvjpeg" : "libjpeg-turbo", "png", "libpng", "webp", "libwebp");
   if (o) { /* by level: codec_png_deflater; by file: codecs/png.c */
     json_object_set_new(o, "png_encode", json_string("deflate-rle (levels 1 and 2), libdeflate"));
+    json_object_set_new(o, "webp_encode",
+                        json_string("blurd-vp8 (smooth RGB images at effort 2), libwebp"));
     json_object_set_new(o, "png_decode",
                         json_string("libdeflate (8- and 16-bit, not interlaced, "
                                     "no tRNS), libpng"));

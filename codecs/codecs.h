@@ -115,6 +115,9 @@ struct codec_encode_opts {
    * fn(arg, begin, end) over [0, n) and returns when every call has (the CPU backend's pool). */
   void (*parallel)(void *ctx, int n, void (*fn)(void *arg, int begin, int end), void *arg);
   void *parallel_ctx;
+  /* When not NULL, set to the encoder that wrote a WebP file: "libwebp", or "blurd-vp8" (a
+   * smooth RGB image at effort 2: codecs/vp8_enc.c). */
+  const char **encoder;
 };
 
 /* Encodes img. PNG keeps channels and depth. JPEG is 8-bit gray or RGB: 16-bit samples are
@@ -125,6 +128,37 @@ struct codec_encode_opts {
  * CODEC_UNSUPPORTED. */
 enum codec_status codec_encode(const struct codec_image *img, const struct codec_encode_opts *o,
                                uint8_t **out, size_t *outlen, char *msg, size_t msglen);
+
+/* ---- Lossy WebP of smooth images (codecs/vp8_enc.c), with its analysis done elsewhere ----
+ * At effort 2 an 8-bit RGB image whose luma is smooth (at most width * height /
+ * CODEC_WEBP_SMOOTH_PER pixels, rounded down, differ from their left neighbour by more than
+ * CODEC_WEBP_SMOOTH_STEP levels) is coded by blurd's own VP8 encoder at quality
+ * CODEC_WEBP_SMOOTH_QUALITY(quality). Its first pass (prediction, transforms, quantisation,
+ * reconstruction: the macroblocks' modes and levels) may run on the GPU (gpu/vp8.cu, the twin of
+ * vp8_enc.c's); codec_webp_from_vp8 then writes the same file the CPU would. */
+#define CODEC_WEBP_SMOOTH_STEP       8
+#define CODEC_WEBP_SMOOTH_PER        1000
+#define CODEC_WEBP_SMOOTH_QUALITY(q) ((q) >= 1 ? (q)-1 : 0)
+
+/* The quantisers the first pass uses at quality (0..100): q[Y, Y2, UV][step, bias, 2^16 / step
+ * rounded up][DC, AC]; a level is ((|c| + bias) * that) >> 16, at most 2048. */
+void codec_vp8_quant(int quality, int q[3][3][2]);
+
+/* A frame's first pass, macroblocks in raster order (ceil(width / 16) by ceil(height / 16)). */
+struct codec_vp8_mbs {
+  int width, height, quality; /* quality: as given to codec_vp8_quant */
+  const uint8_t *modes;       /* per macroblock: luma mode | chroma mode << 2 | skip << 4 */
+  const int16_t *levels;      /* 25 blocks of 16 per macroblock: Y 0..15, U 16..19, V 20..23,
+                                 Y2 24, in zigzag order */
+  const int8_t *last;         /* per block: its last nonzero zigzag position (first - 1: none) */
+};
+
+/* The lossy WebP file of a, with o->icc when given, as codec_encode would write it for the image
+ * a was made from. Returns CODEC_OK, CODEC_NOMEM, or CODEC_TOO_LARGE when the modes' partition
+ * passes VP8's 512 KiB (codec_encode then goes to libwebp). */
+enum codec_status codec_webp_from_vp8(const struct codec_vp8_mbs *a,
+                                      const struct codec_encode_opts *o, uint8_t **out,
+                                      size_t *outlen, char *msg, size_t msglen);
 
 /* ---- ICC colour profiles (icc.c) ---- */
 

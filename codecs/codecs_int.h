@@ -113,8 +113,6 @@ enum codec_status codec_webp_encode(const struct codec_image *img,
  * WebP's one-segment rule at effort 2 (webp.c, docs/methods.md "WebP effort"): at most
  * w * h / CODEC_WEBP_SMOOTH_PER pixels (rounded down) differ from their left neighbour by more
  * than CODEC_WEBP_SMOOTH_STEP levels; else 0. */
-#define CODEC_WEBP_SMOOTH_STEP 8
-#define CODEC_WEBP_SMOOTH_PER  1000
 int codec_webp_smooth(const uint8_t *y, int stride, int w, int h);
 /* Converts the w x h 8-bit RGB pixels rgb (rows stride bytes apart) to YUV 4:2:0 planes y, u and
  * v as libwebp lays them out, if the image is smooth (codec_webp_smooth of its luma): luma as
@@ -131,6 +129,15 @@ int codec_webp_yuv(const uint8_t *rgb, size_t stride, int w, int h, uint8_t *y, 
 enum codec_status codec_vp8_encode(const uint8_t *y, int y_stride, const uint8_t *u,
                                    const uint8_t *v, int uv_stride, int w, int h, int quality,
                                    struct codec_buf *out, uint8_t **recon);
+/* codec_vp8_encode's first pass alone, into arrays laid out as struct codec_vp8_mbs's (levels
+ * zero beyond each block's last): what the GPU's twin (gpu/vp8.cu) is compared with. Returns
+ * CODEC_OK or CODEC_NOMEM. */
+enum codec_status codec_vp8_analyse(const uint8_t *y, int y_stride, const uint8_t *u,
+                                    const uint8_t *v, int uv_stride, int w, int h, int quality,
+                                    uint8_t *modes, int16_t *levels, int8_t *last);
+/* Appends the lossy WebP file (RIFF, one VP8 key frame) of the first pass a to out, the same
+ * bytes codec_vp8_encode writes for the planes a was made from. Returns as codec_vp8_encode. */
+enum codec_status codec_vp8_write(const struct codec_vp8_mbs *a, struct codec_buf *out);
 
 /* Raw samples or a .npy file of img (data.c); f is CODEC_RAW or CODEC_NPY. */
 enum codec_status codec_data_encode(const struct codec_image *img, enum codec_format f,

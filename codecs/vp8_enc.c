@@ -323,6 +323,7 @@ struct enc {
   uint8_t probs[VP8_PROBS];
   uint8_t *nz_top; /* per macroblock column: 4 Y, 2 U, 2 V, Y2: had levels */
   uint8_t nz_left[9];
+  int q, level; /* the quantiser index, the loop filter's level */
   int oom;
 };
 
@@ -440,12 +441,12 @@ static void tokens(struct bw *w, uint32_t (*st)[2], const uint8_t *p, const int1
 
 /* ---- One macroblock. ---- */
 
-/* Predicts, transforms, quantises and reconstructs macroblock (mx, my); counts its tokens and
- * keeps its levels unless every one is zero (then it is skipped). */
-static void encode_mb(struct enc *e, int mx, int my) {
+/* Predicts, transforms, quantises and reconstructs macroblock (mx, my): its levels in zz (block
+ * b: Y 0..15, U 16..19, V 20..23, Y2 24; zigzag order) up to last[b] (first - 1: none). Returns
+ * its modes byte: luma mode | chroma mode << 2 | skip << 4, skip when every level is zero. */
+static int analyse_mb(struct enc *e, int mx, int my, int16_t zz[25][16], int last[25]) {
   uint8_t src[256], srcuv[128], pred[256], preduv[128];
-  int16_t coef[25][16], zz[25][16], dc[16];
-  int last[25];
+  int16_t coef[25][16], dc[16];
   load(&e->pl[0], mx * 16, my * 16, 16, e->w, e->h, src);
   int cw = (e->w + 1) / 2, ch = (e->h + 1) / 2;
   load(&e->pl[1], mx * 8, my * 8, 8, cw, ch, srcuv);
@@ -489,9 +490,16 @@ static void encode_mb(struct enc *e, int mx, int my) {
   }
   int any = 0;
   for (int b = 0; b < 25; b++) any |= last[b] >= (b < 16);
+  return ymode | uvmode << 2 | !any << 4;
+}
+
+/* Takes macroblock (mx, my)'s analysis (analyse_mb's, or the GPU's): its modes byte, and unless
+ * it is skipped, its blocks' tokens counted in their contexts and their levels kept. */
+static void account_mb(struct enc *e, int mx, int my, int modes, const int16_t (*zz)[16],
+                       const int *last) {
   uint8_t *top = e->nz_top + 9 * mx, *left = e->nz_left;
-  e->modes[my * e->mbw + mx] = (uint8_t)(ymode | uvmode << 2 | !any << 4);
-  if (!any) {
+  e->modes[my * e->mbw + mx] = (uint8_t)modes;
+  if (modes >> 4) {
     memset(top, 0, 9), memset(left, 0, 9);
     return;
   }
@@ -626,51 +634,59 @@ static void put_le(struct codec_buf *b, uint32_t v, int n, enum codec_status *st
   if (*st == CODEC_OK) *st = codec_buf_append(b, x, (size_t)n);
 }
 
-enum codec_status codec_vp8_encode(const uint8_t *y, int y_stride, const uint8_t *u,
-                                   const uint8_t *v, int uv_stride, int w, int h, int quality,
-                                   struct codec_buf *out, uint8_t **recon) {
+/* The quantisers of quality: qs[Y, Y2, UV] (libwebp's chroma deltas, DC -2 and AC -4; Y2's
+ * steps as RFC 6386 scales them). Returns the quantiser index. */
+static int quants_of(int quality, struct quant qs[3]) {
+  int q = quality_to_q(quality), quv_dc = q - 2 < 0 ? 0 : q - 2, quv_ac = q - 4 < 0 ? 0 : q - 4;
+  int y2ac = vp8_ac_q[q] * 155 / 100, uvdc = vp8_dc_q[quv_dc];
+  quant_init(&qs[0], vp8_dc_q[q], vp8_ac_q[q], 56);
+  quant_init(&qs[1], vp8_dc_q[q] * 2, y2ac < 8 ? 8 : y2ac, 128);
+  quant_init(&qs[2], uvdc > 132 ? 132 : uvdc, vp8_ac_q[quv_ac], 56);
+  return q;
+}
+
+/* An encoder for a w x h frame at quality: its quantisers, loop filter level (0 when filter is
+ * 0) and the per-macroblock state of the second pass; NULL when out of memory. */
+static struct enc *enc_new(int w, int h, int quality, int filter) {
   struct enc *e = codec_malloc(sizeof *e);
-  if (e == NULL) return CODEC_NOMEM;
+  if (e == NULL) return NULL;
   memset(e, 0, sizeof *e);
   e->w = w, e->h = h, e->mbw = (w + 15) / 16, e->mbh = (h + 15) / 16;
-  size_t ys = (size_t)e->mbw * 16, yn = ys * (size_t)e->mbh * 16, cs = ys / 2, cn = yn / 4;
-  uint8_t *rec = codec_malloc(yn + 2 * cn);
   e->modes = codec_malloc((size_t)e->mbw * (size_t)e->mbh);
   e->nz_top = codec_malloc((size_t)e->mbw * 9);
   e->caplv = 1 << 16;
   e->lv = codec_malloc(e->caplv * sizeof *e->lv);
-  e->pl[0] = (struct plane){y, y_stride, rec, (int)ys};
-  e->pl[1] = (struct plane){u, uv_stride, rec + yn, (int)cs};
-  e->pl[2] = (struct plane){v, uv_stride, rec + yn + cn, (int)cs};
-  int q = quality_to_q(quality), quv_dc = q - 2 < 0 ? 0 : q - 2, quv_ac = q - 4 < 0 ? 0 : q - 4;
-  int y2ac = vp8_ac_q[q] * 155 / 100, uvdc = vp8_dc_q[quv_dc];
-  quant_init(&e->qy, vp8_dc_q[q], vp8_ac_q[q], 56);
-  quant_init(&e->qy2, vp8_dc_q[q] * 2, y2ac < 8 ? 8 : y2ac, 128);
-  quant_init(&e->quv, uvdc > 132 ? 132 : uvdc, vp8_ac_q[quv_ac], 56);
-  int level = q <= 2 || recon != NULL ? 0 : vp8_ac_q[q] * 28 >> 5;
-  level = level > 63 ? 63 : level;
-  enum codec_status st = CODEC_OK;
-  struct bw hdr = {0}, tok = {0};
-  if (rec == NULL || e->modes == NULL || e->nz_top == NULL || e->lv == NULL)
-    st = CODEC_NOMEM;
+  struct quant qs[3];
+  int q = e->q = quants_of(quality, qs);
+  e->qy = qs[0], e->qy2 = qs[1], e->quv = qs[2];
+  e->level = q <= 2 || !filter ? 0 : vp8_ac_q[q] * 28 >> 5;
+  e->level = e->level > 63 ? 63 : e->level;
+  if (e->modes == NULL || e->nz_top == NULL || e->lv == NULL)
+    e->oom = 1;
   else
     memset(e->nz_top, 0, (size_t)e->mbw * 9);
-  for (int my = 0; st == CODEC_OK && my < e->mbh; my++) {
-    memset(e->nz_left, 0, 9);
-    for (int mx = 0; mx < e->mbw; mx++) encode_mb(e, mx, my);
-    if (e->oom) st = CODEC_NOMEM;
-  }
-  if (st == CODEC_OK) {
-    choose_probs(e);
-    bw_init(&hdr, 4096 + (size_t)e->mbw * (size_t)e->mbh / 2);
-    bw_init(&tok, 4096 + e->nlv);
-    if (!hdr.oom) write_header(e, &hdr, q, level);
-    if (!tok.oom) write_tokens(e, &tok);
-    if (hdr.oom || tok.oom)
-      st = CODEC_NOMEM;
-    else if (hdr.n >= 1u << 19)
-      st = CODEC_TOO_LARGE; /* the first partition's size field */
-  }
+  return e;
+}
+
+static void enc_free(struct enc *e) {
+  if (e) codec_free(e->modes), codec_free(e->nz_top), codec_free(e->lv), codec_free(e);
+}
+
+/* After every macroblock is accounted: the token probabilities, both partitions, and the file
+ * appended to out. */
+static enum codec_status enc_finish(struct enc *e, struct codec_buf *out) {
+  if (e->oom) return CODEC_NOMEM;
+  struct bw hdr, tok;
+  choose_probs(e);
+  bw_init(&hdr, 4096 + (size_t)e->mbw * (size_t)e->mbh / 2);
+  bw_init(&tok, 4096 + e->nlv);
+  if (!hdr.oom) write_header(e, &hdr, e->q, e->level);
+  if (!tok.oom) write_tokens(e, &tok);
+  enum codec_status st = CODEC_OK;
+  if (hdr.oom || tok.oom)
+    st = CODEC_NOMEM;
+  else if (hdr.n >= 1u << 19)
+    st = CODEC_TOO_LARGE; /* the first partition's size field */
   if (st == CODEC_OK) {
     size_t vp8 = 10 + hdr.n + tok.n;
     static const uint8_t start[3] = {0x9d, 0x01, 0x2a};
@@ -680,17 +696,94 @@ enum codec_status codec_vp8_encode(const uint8_t *y, int y_stride, const uint8_t
     put_le(out, (uint32_t)vp8, 4, &st);
     put_le(out, (uint32_t)(hdr.n << 5 | 1 << 4), 3, &st); /* a key frame, shown, version 0 */
     if (st == CODEC_OK) st = codec_buf_append(out, start, 3);
-    put_le(out, (uint32_t)w, 2, &st);
-    put_le(out, (uint32_t)h, 2, &st);
+    put_le(out, (uint32_t)e->w, 2, &st);
+    put_le(out, (uint32_t)e->h, 2, &st);
     if (st == CODEC_OK) st = codec_buf_append(out, hdr.buf, hdr.n);
     if (st == CODEC_OK) st = codec_buf_append(out, tok.buf, tok.n);
     if (vp8 & 1) put_le(out, 0, 1, &st);
   }
   codec_free(hdr.buf), codec_free(tok.buf);
+  return st;
+}
+
+void codec_vp8_quant(int quality, int q[3][3][2]) {
+  struct quant qs[3];
+  quants_of(quality, qs);
+  for (int i = 0; i < 3; i++)
+    for (int k = 0; k < 2; k++)
+      q[i][0][k] = qs[i].step[0][k], q[i][1][k] = qs[i].bias[0][k], q[i][2][k] = qs[i].iq[0][k];
+}
+
+/* The first pass over the planes: each macroblock analysed, then accounted (modes NULL) or
+ * stored into the arrays (levels zero beyond each block's last). Returns the reconstruction,
+ * NULL when out of memory (e->oom). */
+static uint8_t *first_pass(struct enc *e, const uint8_t *y, int y_stride, const uint8_t *u,
+                           const uint8_t *v, int uv_stride, uint8_t *modes, int16_t *levels,
+                           int8_t *lasts) {
+  size_t ys = (size_t)e->mbw * 16, yn = ys * (size_t)e->mbh * 16, cs = ys / 2, cn = yn / 4;
+  uint8_t *rec = codec_malloc(yn + 2 * cn);
+  e->pl[0] = (struct plane){y, y_stride, rec, (int)ys};
+  e->pl[1] = (struct plane){u, uv_stride, rec + yn, (int)cs};
+  e->pl[2] = (struct plane){v, uv_stride, rec + yn + cn, (int)cs};
+  if (rec == NULL) e->oom = 1;
+  for (int my = 0, i = 0; !e->oom && my < e->mbh; my++) {
+    memset(e->nz_left, 0, 9);
+    for (int mx = 0; mx < e->mbw; mx++, i++) {
+      int16_t zz[25][16];
+      int last[25], m = analyse_mb(e, mx, my, zz, last);
+      if (modes == NULL) {
+        account_mb(e, mx, my, m, (const int16_t(*)[16])zz, last);
+        continue;
+      }
+      modes[i] = (uint8_t)m;
+      for (int b = 0; b < 25; b++) {
+        int16_t *l = levels + ((size_t)i * 25 + (size_t)b) * 16;
+        lasts[(size_t)i * 25 + (size_t)b] = (int8_t)last[b];
+        for (int k = 0; k < 16; k++) l[k] = k >= (b < 16) && k <= last[b] ? zz[b][k] : 0;
+      }
+    }
+  }
+  return rec;
+}
+
+enum codec_status codec_vp8_encode(const uint8_t *y, int y_stride, const uint8_t *u,
+                                   const uint8_t *v, int uv_stride, int w, int h, int quality,
+                                   struct codec_buf *out, uint8_t **recon) {
+  struct enc *e = enc_new(w, h, quality, recon == NULL);
+  if (e == NULL) return CODEC_NOMEM;
+  uint8_t *rec = first_pass(e, y, y_stride, u, v, uv_stride, NULL, NULL, NULL);
+  enum codec_status st = enc_finish(e, out);
   if (recon != NULL && st == CODEC_OK)
     *recon = rec;
   else
     codec_free(rec);
-  codec_free(e->modes), codec_free(e->nz_top), codec_free(e->lv), codec_free(e);
+  enc_free(e);
+  return st;
+}
+
+enum codec_status codec_vp8_analyse(const uint8_t *y, int y_stride, const uint8_t *u,
+                                    const uint8_t *v, int uv_stride, int w, int h, int quality,
+                                    uint8_t *modes, int16_t *levels, int8_t *last) {
+  struct enc *e = enc_new(w, h, quality, 0);
+  if (e == NULL) return CODEC_NOMEM;
+  codec_free(first_pass(e, y, y_stride, u, v, uv_stride, modes, levels, last));
+  enum codec_status st = e->oom ? CODEC_NOMEM : CODEC_OK;
+  enc_free(e);
+  return st;
+}
+
+enum codec_status codec_vp8_write(const struct codec_vp8_mbs *a, struct codec_buf *out) {
+  struct enc *e = enc_new(a->width, a->height, a->quality, 1);
+  if (e == NULL) return CODEC_NOMEM;
+  for (int my = 0, i = 0; !e->oom && my < e->mbh; my++) {
+    memset(e->nz_left, 0, 9);
+    for (int mx = 0; mx < e->mbw; mx++, i++) {
+      int last[25];
+      for (int b = 0; b < 25; b++) last[b] = a->last[(size_t)i * 25 + (size_t)b];
+      account_mb(e, mx, my, a->modes[i], (const int16_t(*)[16])(a->levels + (size_t)i * 400), last);
+    }
+  }
+  enum codec_status st = enc_finish(e, out);
+  enc_free(e);
   return st;
 }

@@ -141,7 +141,7 @@ static int import_lossy(WebPPicture *pic, WebPConfig *config, const uint8_t *src
   }
   if (smooth) {
     config->segments = 1;
-    config->quality = config->quality >= 1 ? config->quality - 1 : 0;
+    config->quality = (float)CODEC_WEBP_SMOOTH_QUALITY((int)config->quality);
   }
   return ok;
 }
@@ -179,10 +179,12 @@ static enum codec_status encode_run(const struct codec_image *img, const uint8_t
     if (st != CODEC_TOO_LARGE) {
       WebPPictureFree(&pic);
       if (st != CODEC_OK) codec_msgf(msg, msglen, "out of memory encoding the WebP image");
+      if (st == CODEC_OK && o->encoder) *o->encoder = "blurd-vp8";
       return st;
     }
   }
   if (ok) ok = WebPEncode(&config, &pic);
+  if (o->encoder) *o->encoder = "libwebp";
   enum WebPEncodingError err = pic.error_code;
   WebPPictureFree(&pic);
   if (ok) return CODEC_OK;
@@ -212,6 +214,21 @@ static enum codec_status add_icc(struct webp_out *e, const uint8_t *icc, size_t 
   return p != NULL ? CODEC_OK : CODEC_NOMEM; /* WebPMux fails only for memory on its own file */
 }
 
+/* After the encode (st): the ICC profile o carries added, and e's file handed to *out; on
+ * failure e's file freed. */
+static enum codec_status finish(struct webp_out *e, enum codec_status st,
+                                const struct codec_encode_opts *o, uint8_t **out, size_t *outlen,
+                                char *msg, size_t msglen) {
+  if (st == CODEC_OK && o->icc != NULL && (st = add_icc(e, o->icc, o->icc_len)) != CODEC_OK)
+    codec_msgf(msg, msglen, "out of memory adding the ICC profile to the WebP file");
+  if (st != CODEC_OK) {
+    codec_free(e->file.data);
+    return st;
+  }
+  codec_buf_take(&e->file, out, outlen);
+  return CODEC_OK;
+}
+
 enum codec_status codec_webp_encode(const struct codec_image *img,
                                     const struct codec_encode_opts *o, uint8_t **out,
                                     size_t *outlen, char *msg, size_t msglen) {
@@ -231,13 +248,17 @@ enum codec_status codec_webp_encode(const struct codec_image *img,
   enum codec_status st =
       encode_run(img, direct ? img->pixels : converted, channels, o, &e, msg, msglen);
   codec_free(converted);
-  if (st == CODEC_OK && o->icc != NULL) st = add_icc(&e, o->icc, o->icc_len);
-  if (st == CODEC_NOMEM && e.file.data != NULL)
-    codec_msgf(msg, msglen, "out of memory adding the ICC profile to the WebP file");
-  if (st != CODEC_OK) {
-    codec_free(e.file.data);
-    return st;
-  }
-  codec_buf_take(&e.file, out, outlen);
-  return CODEC_OK;
+  return finish(&e, st, o, out, outlen, msg, msglen);
+}
+
+enum codec_status codec_webp_from_vp8(const struct codec_vp8_mbs *a,
+                                      const struct codec_encode_opts *o, uint8_t **out,
+                                      size_t *outlen, char *msg, size_t msglen) {
+  struct webp_out e = {{NULL, 0, 0}, 0};
+  struct codec_encode_opts eo = *o; /* a profile goes with an RGB image only, as codec_encode's */
+  if (codec_icc_colours(o->icc, o->icc_len) != 3) eo.icc = NULL, eo.icc_len = 0;
+  enum codec_status st = codec_vp8_write(a, &e.file);
+  if (st == CODEC_NOMEM) codec_msgf(msg, msglen, "out of memory encoding the WebP image");
+  if (st == CODEC_OK && o->encoder) *o->encoder = "blurd-vp8";
+  return finish(&e, st, &eo, out, outlen, msg, msglen);
 }

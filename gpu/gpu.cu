@@ -87,11 +87,12 @@ void gpu_ctx_free(struct gpu_ctx *ctx) {
   void *dev_bufs[] = {ctx->d_in,    ctx->d_out,   ctx->d_mid,   ctx->d_tmp,   ctx->d_carry,
                       ctx->d_ref,   ctx->d_w,     ctx->d_stats, ctx->d_lv[0], ctx->d_lv[1],
                       ctx->d_lv[2], ctx->d_lv[3], ctx->d_var,   ctx->d_mean,  ctx->d_gray,
-                      ctx->d_whole, ctx->d_res,   ctx->d_op[0], ctx->d_op[1]};
+                      ctx->d_whole, ctx->d_res,   ctx->d_op[0], ctx->d_op[1], ctx->d_vp8};
   for (size_t i = 0; i < sizeof(dev_bufs) / sizeof(dev_bufs[0]); i++) cudaFree(dev_bufs[i]);
   cudaFreeHost(ctx->h_in);
   cudaFreeHost(ctx->h_out);
   cudaFreeHost(ctx->h_stats);
+  cudaFreeHost(ctx->h_vp8);
   free(ctx->h_w);
   free(ctx->ri_held);
   for (int i = 0; i < NEV; i++)

@@ -36,11 +36,11 @@ struct gpu_ctx {
   size_t ref_cap;
   void *d_w; /* kernels: the method's along x and y, the reference's along x and y (gpu.cu) */
   size_t w_cap;
-  void *h_w;       /* what each slot of d_w was last given (gpu.cu's upload_w), */
-  size_t w_len[4]; /* and its bytes (0: unknown), a slot each */
+  void *h_w;               /* what each slot of d_w was last given (gpu.cu's upload_w), */
+  size_t w_len[4];         /* and its bytes (0: unknown), a slot each */
   struct ri_held *ri_held; /* the integer reference's weights its slots hold (gpu.cu), or NULL */
-  double *d_stats; /* two doubles per region (GPU_REGIONS_MAX) */
-  void *d_lv[4];   /* local statistics' scratch: exact's row sums, the merge methods' lines */
+  double *d_stats;         /* two doubles per region (GPU_REGIONS_MAX) */
+  void *d_lv[4]; /* local statistics' scratch: exact's row sums, the merge methods' lines */
   size_t lv_cap[4];
   void *d_var, *d_mean; /* local variance and mean: float (float methods) or double (exact) */
   size_t var_cap, mean_cap;
@@ -50,7 +50,11 @@ struct gpu_ctx {
   size_t whole_cap, res_cap;
   void *d_op[2]; /* pixelate's block means, variance's values and row statistics */
   size_t op_cap[2];
-  size_t bytes;          /* device bytes held */
+  size_t bytes; /* device bytes held */
+  void *d_vp8;  /* lossy WebP's first pass: planes, lines, outputs, counters (vp8.cu) */
+  size_t vp8_cap;
+  void *h_vp8; /* pinned: its outputs and the luma steps' count */
+  size_t h_vp8_cap;
   struct jpeg_ctx *jpeg; /* nvJPEG decoder and encoder states (jpeg.cu), or NULL */
   int force_double;      /* BLURD_GPU_PRECISION: -1 float, 1 double, 0 by sigma */
   int bench;             /* gpu_bench: kernel time only, after the host's preparation */

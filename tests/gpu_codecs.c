@@ -9,17 +9,25 @@
  *                                below libjpeg-turbo's (nvJPEG uses an accurate DCT, TurboJPEG
  *                                its fast one, so nvJPEG is often better). Prints a
  *                                markdown table and the worst decode, with where it comes from.
+ *   gpu_codecs --webp            lossy WebP's first pass alone (below)
  *   gpu_codecs --replay FILE...  each file (the fuzz corpora) and 400 damaged copies of
  *                                rocket.jpg (bytes changed in the scan, cut short) through the
  *                                same decision and through codec_decode: no fatal (sticky) CUDA
  *                                error; files the GPU decodes while libjpeg refuses them are
  *                                counted and listed.
  *
+ * The default run then checks lossy WebP's first pass on the GPU (gpu/vp8.cu) against the CPU's
+ * (codec_vp8_analyse): photo_1080p.jpg blurred on the GPU (sigma 12), whole and cropped to odd
+ * sizes (a partial macroblock at each edge, narrower and shorter than one, 1x1), at qualities
+ * 0, 50, 89 and 100: the same modes, levels and ends, byte for byte, and the same file; the
+ * photograph itself is not smooth on either.
+ *
  * Exits 0 when every check held. Run it under compute-sanitizer too. */
 #include "test.h"
 #include "fixtures.h"
 
 #include "../codecs/codecs.h"
+#include "../codecs/codecs_int.h"
 #include "../gpu/gpu.h"
 
 #include <math.h>
@@ -205,6 +213,88 @@ static void replay_all(int argc, char **argv) {
   free(rocket);
 }
 
+/* The w x h pixels at (x0, y0) of the RGB image img (rows stride pixels apart) through both
+ * first passes at quality, the GPU's from the device image `which` (holding exactly those pixels):
+ * smooth on both or neither, and then the same arrays. Returns 1 when smooth. */
+static int vp8_twins(const uint8_t *img, int stride, int x0, int y0, int w, int h,
+                     enum gpu_image which, int quality) {
+  char what[96];
+  snprintf(what, sizeof what, "WebP first pass %dx%d at (%d, %d), quality %d", w, h, x0, y0,
+           quality);
+  int cw = (w + 1) / 2, n = (w + 15) / 16 * ((h + 15) / 16), q[3][3][2];
+  uint8_t *y = malloc((size_t)w * h), *u = malloc((size_t)cw * ((h + 1) / 2)),
+          *v = malloc((size_t)cw * ((h + 1) / 2)), *modes = malloc((size_t)n);
+  int16_t *levels = malloc((size_t)n * 800);
+  int8_t *last = malloc((size_t)n * 25);
+  ASSERT(y && u && v && modes && levels && last);
+  int smooth = codec_webp_yuv(img + ((size_t)y0 * stride + x0) * 3, (size_t)stride * 3, w, h, y, w,
+                              u, v, cw);
+  codec_vp8_quant(quality, q);
+  struct gpu_vp8 g;
+  ASSERT(gpu_vp8_analyse(ctx, which, &(struct cpu_image){NULL, w, h, 3, 8}, (const int(*)[3][2])q,
+                         CODEC_WEBP_SMOOTH_STEP, CODEC_WEBP_SMOOTH_PER, &g) == GPU_OK);
+  check(g.smooth == smooth, what, "smooth on the GPU as on the CPU");
+  if (smooth && g.smooth) {
+    ASSERT(codec_vp8_analyse(y, w, u, v, cw, w, h, quality, modes, levels, last) == CODEC_OK);
+    check(memcmp(modes, g.modes, (size_t)n) == 0, what, "the same modes");
+    check(memcmp(last, g.last, (size_t)n * 25) == 0, what, "the same block ends");
+    check(memcmp(levels, g.levels, (size_t)n * 800) == 0, what, "the same levels");
+    struct codec_vp8_mbs a = {w, h, quality, g.modes, g.levels, g.last};
+    struct codec_encode_opts o = {.format = CODEC_WEBP, .quality = quality + 1};
+    struct codec_buf cpu = {NULL, 0, 0};
+    uint8_t *file;
+    size_t len;
+    ASSERT(codec_webp_from_vp8(&a, &o, &file, &len, NULL, 0) == CODEC_OK);
+    ASSERT(codec_vp8_encode(y, w, u, v, cw, w, h, quality, &cpu, NULL) == CODEC_OK);
+    check(len == cpu.len && memcmp(file, cpu.data, len) == 0, what, "the same file");
+    free(file), free(cpu.data);
+  }
+  free(y), free(u), free(v), free(modes), free(levels), free(last);
+  return smooth;
+}
+
+static void webp_twins(void) {
+  size_t len;
+  uint8_t *jpeg = read_file("tests/data/photo_1080p.jpg", &len);
+  struct codec_image photo;
+  ASSERT(codec_decode(jpeg, len, NULL, &photo, NULL, 0) == CODEC_OK);
+  struct cpu_image src = {photo.pixels, photo.width, photo.height, 3, 8};
+  ASSERT(gpu_upload(ctx, &src, NULL) == GPU_OK);
+  check(!vp8_twins(photo.pixels, photo.width, 0, 0, photo.width, photo.height, GPU_INPUT, 89),
+        "photo_1080p.jpg", "the photograph is not smooth");
+  const struct cpu_blur b = {CPU_YVV_BLOCKED, 12, 12, CPU_TRUNCATE, CPU_YVV_CALIBRATED};
+  ASSERT(gpu_blur_resident(ctx, &b, &src, NULL, NULL) == GPU_OK);
+  void *pixels;
+  ASSERT(gpu_download(ctx, GPU_OUTPUT, &src, &pixels, NULL) == GPU_OK);
+  uint8_t *blur = malloc(cpu_image_bytes(&src));
+  ASSERT(blur != NULL);
+  memcpy(blur, pixels, cpu_image_bytes(&src));
+  static const int qualities[] = {0, 50, 89, 100}, crops[][4] = {{1, 3, 1917, 1077},
+                                                                 {100, 100, 47, 33},
+                                                                 {7, 9, 15, 3},
+                                                                 {200, 200, 1, 1},
+                                                                 {5, 5, 17, 16}};
+  int n = 0;
+  for (size_t k = 0; k < 4; k++)
+    n += vp8_twins(blur, photo.width, 0, 0, photo.width, photo.height, GPU_OUTPUT, qualities[k]);
+  for (size_t c = 0; c < sizeof crops / sizeof *crops; c++) {
+    const int *z = crops[c];
+    uint8_t *crop = malloc((size_t)z[2] * z[3] * 3);
+    ASSERT(crop != NULL);
+    for (int r = 0; r < z[3]; r++)
+      memcpy(crop + (size_t)r * z[2] * 3, blur + ((size_t)(z[1] + r) * photo.width + z[0]) * 3,
+             (size_t)z[2] * 3);
+    ASSERT(gpu_upload(ctx, &(struct cpu_image){crop, z[2], z[3], 3, 8}, NULL) == GPU_OK);
+    for (size_t k = 0; k < 4; k++)
+      n += vp8_twins(crop, z[2], 0, 0, z[2], z[3], GPU_INPUT, qualities[k]);
+    free(crop);
+  }
+  check(n == 24, "the blur", "smooth at every size and quality");
+  printf("WebP's first pass: %d images and qualities compared with the CPU's\n", n);
+  free(blur), free(jpeg);
+  codec_image_free(&photo);
+}
+
 int main(int argc, char **argv) {
   char err[512];
   const char *lib;
@@ -214,6 +304,8 @@ int main(int argc, char **argv) {
   if (gpu_ctx_jpeg(ctx, j) != GPU_OK) TEST_FAIL("%s", gpu_ctx_error(ctx));
   if (argc > 1 && strcmp(argv[1], "--replay") == 0) {
     replay_all(argc - 2, argv + 2);
+  } else if (argc > 1 && strcmp(argv[1], "--webp") == 0) {
+    webp_twins();
   } else {
     static const char *const fixtures[] = {
         "photo_1080p.jpg",       "gray_1080p.jpg",  "gray_720p.jpg", "rocket.jpg",
@@ -235,6 +327,7 @@ int main(int argc, char **argv) {
            : strcmp(w.chroma, "4:4:4") == 0 || strcmp(w.chroma, "gray") == 0
                ? "no chroma upsampling there, so the IDCT (or colour conversion) differs"
                : "chroma upsampling differs (4:4:4 and gray files show the IDCT's share)");
+    webp_twins();
   }
   gpu_ctx_free(ctx);
   gpu_jpeg_free(j);

@@ -63,6 +63,8 @@ static void expect_codecs(json_t *c, int gpu, const char *reason) {
   ASSERT_STR(json_string_value(json_object_get(c, "png_decode")),
              "libdeflate (8- and 16-bit, not interlaced, no tRNS), libpng");
   ASSERT_STR(json_string_value(json_object_get(c, "webp")), "libwebp");
+  ASSERT_STR(json_string_value(json_object_get(c, "webp_encode")),
+             "blurd-vp8 (smooth RGB images at effort 2), libwebp");
   if (gpu) {
     ASSERT(strcmp(dec, "nvjpeg-hw") == 0 || strcmp(dec, "nvjpeg-gpu") == 0);
     ASSERT_STR(enc, "nvjpeg");

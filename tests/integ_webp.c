@@ -204,7 +204,8 @@ static double pillow_psnr(const struct http_resp *webp, const struct http_resp *
  * blurd's own encoder codes a smooth image at effort 2, no larger than libwebp's one segment at
  * quality 89 (36,570 bytes, blurd's file before it) and 5% at most under the 34,994 measured,
  * and at least 48.9 dB from the same blur as PNG, decoded by libwebp here and by Pillow (49.21
- * measured; libwebp's one segment 48.69, its four segments 48.49). */
+ * measured; libwebp's one segment 48.69, its four segments 48.49); Server-Timing names the
+ * encoder, blurd-vp8 (blurd-vp8-cuda with its first pass on the GPU). */
 static void test_smooth_blur(void) {
   size_t len;
   uint8_t *jpeg = fixture("photo_1080p.jpg", &len);
@@ -218,6 +219,9 @@ static void test_smooth_blur(void) {
   double db = image_psnr8(&exact, &lossy, &maxdiff), pil = pillow_psnr(&webp, &png);
   fprintf(stderr, "    %zu bytes, %.2f dB (libwebp), %.2f dB (Pillow)\n", webp.len, db, pil);
   ASSERT_INT(fixture_vp8_segmented((const uint8_t *)webp.body, webp.len), ==, 0);
+  const char *backend = getenv("BLURD_EXPECT_BACKEND"); /* its first pass on the GPU there */
+  http_expect_stages(&webp, 1, expected_codec("jpeg"),
+                     backend && strncmp(backend, "cuda", 4) == 0 ? "blurd-vp8-cuda" : "blurd-vp8");
   ASSERT_INT(webp.len, >=, 33244);
   ASSERT_INT(webp.len, <=, 36570);
   ASSERT_DBL(db, >=, 48.9);

@@ -294,6 +294,58 @@ static void test_vp8_exact(void) {
   codec_image_free(&blur);
 }
 
+/* The first pass alone into arrays (codec_vp8_analyse, what the GPU's twin computes), then
+ * codec_webp_from_vp8: the same file as the whole encoder's, byte for byte, over sizes and
+ * qualities; with an ICC profile, codec_encode's file for the same RGB image. */
+static void test_from_analysis(void) {
+  struct codec_image blur = fixture_photo("astronaut.png");
+  box_blur(&blur, 8);
+  static const int sizes[][4] = {{0, 0, 512, 512}, {100, 100, 47, 33}, {200, 200, 1, 1}};
+  for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+    for (int quality = 0; quality <= 100; quality += 50) {
+      const int *z = sizes[i];
+      int w = z[2], h = z[3], n = (w + 15) / 16 * ((h + 15) / 16);
+      uint8_t *y, *u, *v, *modes = malloc((size_t)n);
+      int16_t *levels = malloc((size_t)n * 400 * sizeof *levels);
+      int8_t *last = malloc((size_t)n * 25);
+      ASSERT(modes != NULL && levels != NULL && last != NULL);
+      ASSERT_INT(own_planes(&blur, z[0], z[1], w, h, &y, &u, &v), ==, 1);
+      ASSERT_INT(codec_vp8_analyse(y, w, u, v, (w + 1) / 2, w, h, quality, modes, levels, last), ==,
+                 CODEC_OK);
+      struct codec_vp8_mbs a = {w, h, quality, modes, levels, last};
+      struct codec_encode_opts o = {.format = CODEC_WEBP, .quality = quality + 1};
+      uint8_t *f;
+      size_t n1;
+      ASSERT_INT(codec_webp_from_vp8(&a, &o, &f, &n1, NULL, 0), ==, CODEC_OK);
+      struct codec_buf whole = {NULL, 0, 0};
+      ASSERT_INT(codec_vp8_encode(y, w, u, v, (w + 1) / 2, w, h, quality, &whole, NULL), ==,
+                 CODEC_OK);
+      expect_same(f, n1, whole.data, whole.len);
+      size_t whole_len = whole.len;
+      free(f), free(whole.data), free(y), free(u), free(v);
+      if (i == 0 && quality == 50) { /* with a profile, as codec_encode writes it */
+        size_t icc_len;
+        uint8_t *icc = fixture_bytes("display_p3.icc", &icc_len);
+        struct codec_image crop = {blur.pixels, 512, 512, 3, 8, CODEC_PNG, 1};
+        o.icc = icc, o.icc_len = icc_len;
+        const char *encoder = NULL;
+        o.encoder = &encoder;
+        size_t n2;
+        uint8_t *g;
+        ASSERT_INT(codec_webp_from_vp8(&a, &o, &f, &n1, NULL, 0), ==, CODEC_OK);
+        ASSERT_STR(encoder, "blurd-vp8");
+        encoder = NULL;
+        ASSERT_INT(codec_encode(&crop, &o, &g, &n2, NULL, 0), ==, CODEC_OK);
+        ASSERT_STR(encoder, "blurd-vp8");
+        expect_same(f, n1, g, n2);
+        ASSERT_INT(n1, >, whole_len + icc_len); /* the profile is in */
+        free(f), free(g), free(icc);
+      }
+      free(modes), free(levels), free(last);
+    }
+  codec_image_free(&blur);
+}
+
 /* astronaut.png (512x512) and its blur (radius 8: no luma step over 8 levels). The blur at
  * effort 2, given or by default, is blurd's own VP8 file of codec_webp_yuv's planes at quality 89
  * for 90 (not segmented); at every other effort, and the photograph at 2, libwebp's own
@@ -457,6 +509,7 @@ int main(void) {
   RUN(test_smooth_rule);
   RUN(test_yuv_planes);
   RUN(test_vp8_exact);
+  RUN(test_from_analysis);
   RUN(test_own_encoder_when_smooth);
   RUN(test_own_alloc_failures);
   RUN(test_one_segment_alpha);

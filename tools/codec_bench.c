@@ -14,9 +14,10 @@
  * gray PNG measures the variance maps. pngdec times, for each PNG, the median of 11 decodes with
  * codec_decode (codecs/png.c) and with libspng (its own format, palettes to RGBA8). Times are
  * milliseconds of one thread. webp times lossy WebP at each effort (libwebp's method 0..6) at
- * one quality, with the file's size and its PSNR against the image, then libwebp alone at
- * method 2 (its RGB import and four segments, without webp.c's one-segment rule for smooth
- * images). deflate compresses the
+ * one quality, with the file's size and its PSNR against the image (effort 2 on a smooth image
+ * is blurd's own encoder, vp8_enc.c), then libwebp alone at method 2: its RGB import and four
+ * segments, and one segment at one quality step lower (blurd's file for a smooth image before
+ * vp8_enc.c). deflate compresses the
  * image's filtered rows (blurd's up and paeth filters, as PNG's IDAT holds them) with each
  * candidate deflater alone: libdeflate's levels (1..8 and 12), zlib's Z_RLE and Z_HUFFMAN_ONLY
  * strategies (level 1) and blurd's run-length coder (codecs/deflate_rle.c); ms (best of REPS) and
@@ -168,11 +169,12 @@ static double psnr8(const struct codec_image *a, const struct codec_image *b) {
   return se == 0 ? 99 : 10 * log10(255.0 * 255.0 * n / se);
 }
 
-/* libwebp alone at method 2 and img's quality: its default preset, its RGB import and its four
- * segments, as codecs/webp.c encodes a detailed image (and encoded every one before its
- * one-segment rule). The best of reps times in ms; *size and *db: the file's bytes and PSNR. */
-static double webp_plain(const struct codec_image *img, int quality, int reps, size_t *size,
-                         double *db) {
+/* libwebp alone at method 2 and quality: its default preset, its RGB import and `segments`
+ * segments: four as codecs/webp.c encodes a detailed image (and encoded every one before its
+ * one-segment rule), one at quality - 1 as it encoded a smooth one before vp8_enc.c. The best of
+ * reps times in ms; *size and *db: the file's bytes and PSNR. */
+static double webp_plain(const struct codec_image *img, int quality, int segments, int reps,
+                         size_t *size, double *db) {
   double best = 1e30;
   for (int r = 0; r < reps; r++) {
     uint8_t *out;
@@ -183,6 +185,7 @@ static double webp_plain(const struct codec_image *img, int quality, int reps, s
     if (!WebPConfigPreset(&c, WEBP_PRESET_DEFAULT, (float)quality) || !WebPPictureInit(&pic))
       exit(1);
     c.method = 2;
+    c.segments = segments;
     pic.width = img->width;
     pic.height = img->height;
     WebPMemoryWriterInit(&w);
@@ -228,8 +231,10 @@ static int webp_bench(const char *path, int quality, int reps) {
     free(out);
   }
   size_t size = 0;
-  double db = 0, t = webp_plain(&img, quality, reps, &size, &db);
+  double db = 0, t = webp_plain(&img, quality, 4, reps, &size, &db);
   printf("| 2, libwebp alone (four segments) | %.1f | %zu | %.2f |\n", t, size, db);
+  t = webp_plain(&img, quality - 1, 1, reps, &size, &db);
+  printf("| 2, libwebp alone, one segment at %d | %.1f | %zu | %.2f |\n", quality - 1, t, size, db);
   codec_image_free(&img);
   return 0;
 }
