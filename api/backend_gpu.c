@@ -144,7 +144,7 @@ static int gpu_webp(struct gpu_worker *w, const struct codec_image *img,
                                       CODEC_WEBP_SMOOTH_STEP, CODEC_WEBP_SMOOTH_PER, &a);
   if (s != GPU_OK) return *e = gpu_error(w, s), 1;
   if (!a.smooth) return 0;
-  struct codec_vp8_mbs m = {img->width, img->height, quality, a.modes, a.levels, a.last};
+  struct codec_vp8_mbs m = {img->width, img->height, quality, a.modes, a.levels, a.last, a.stats};
   enum codec_status c = codec_webp_from_vp8(&m, o, out, len, msg, msglen);
   if (c == CODEC_TOO_LARGE) return 0;
   *codec = "blurd-vp8-cuda";

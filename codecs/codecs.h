@@ -151,6 +151,11 @@ struct codec_vp8_mbs {
   const int16_t *levels;      /* 25 blocks of 16 per macroblock: Y 0..15, U 16..19, V 20..23,
                                  Y2 24, in zigzag order */
   const int8_t *last;         /* per block: its last nonzero zigzag position (first - 1: none) */
+  /* The tokens' counts, or NULL (then counted from the arrays): for each of VP8's 1056 token
+   * probabilities, [block type][band][context][node] as RFC 6386 orders them, the 0s then the
+   * 1s its tree node codes over the frame's coded blocks (block types: 0 luma after Y2, 1 Y2,
+   * 2 chroma). */
+  const uint32_t *stats;
 };
 
 /* The lossy WebP file of a, with o->icc when given, as codec_encode would write it for the image

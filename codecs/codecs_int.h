@@ -130,11 +130,11 @@ enum codec_status codec_vp8_encode(const uint8_t *y, int y_stride, const uint8_t
                                    const uint8_t *v, int uv_stride, int w, int h, int quality,
                                    struct codec_buf *out, uint8_t **recon);
 /* codec_vp8_encode's first pass alone, into arrays laid out as struct codec_vp8_mbs's (levels
- * zero beyond each block's last): what the GPU's twin (gpu/vp8.cu) is compared with. Returns
- * CODEC_OK or CODEC_NOMEM. */
+ * zero beyond each block's last) and, when stats is not NULL, its tokens' counts (VP8_PROBS * 2):
+ * what the GPU's twin (gpu/vp8.cu) is compared with. Returns CODEC_OK or CODEC_NOMEM. */
 enum codec_status codec_vp8_analyse(const uint8_t *y, int y_stride, const uint8_t *u,
                                     const uint8_t *v, int uv_stride, int w, int h, int quality,
-                                    uint8_t *modes, int16_t *levels, int8_t *last);
+                                    uint8_t *modes, int16_t *levels, int8_t *last, uint32_t *stats);
 /* Appends the lossy WebP file (RIFF, one VP8 key frame) of the first pass a to out, the same
  * bytes codec_vp8_encode writes for the planes a was made from. Returns as codec_vp8_encode. */
 enum codec_status codec_vp8_write(const struct codec_vp8_mbs *a, struct codec_buf *out);

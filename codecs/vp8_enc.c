@@ -323,7 +323,8 @@ struct enc {
   uint8_t probs[VP8_PROBS];
   uint8_t *nz_top; /* per macroblock column: 4 Y, 2 U, 2 V, Y2: had levels */
   uint8_t nz_left[9];
-  int q, level; /* the quantiser index, the loop filter's level */
+  int q, level;                      /* the quantiser index, the loop filter's level */
+  const struct codec_vp8_mbs *given; /* the first pass's arrays with their counts, or NULL */
   int oom;
 };
 
@@ -611,11 +612,18 @@ static void write_tokens(struct enc *e, struct bw *w) {
           int c = b <= 20 ? 4 : 6, i = (b - 17) & 3;
           t = c + (i & 1), l = c + (i >> 1);
         }
-        int end = *lv++;
         int16_t zz[16];
-        memcpy(zz + first, lv, (size_t)(end > first ? end - first : 0) * sizeof *lv);
-        lv += end > first ? end - first : 0;
-        tokens(w, NULL, e->probs + type * 264, zz, first, end - 1, top[t] + left[l]);
+        const int16_t *z = zz;
+        int end;
+        if (e->given) { /* the first pass's arrays: block 24 is Y2 there */
+          size_t at = (size_t)(my * e->mbw + mx) * 25 + (size_t)(b == 0 ? 24 : b - 1);
+          end = e->given->last[at] + 1, z = e->given->levels + at * 16;
+        } else {
+          end = *lv++;
+          memcpy(zz + first, lv, (size_t)(end > first ? end - first : 0) * sizeof *lv);
+          lv += end > first ? end - first : 0;
+        }
+        tokens(w, NULL, e->probs + type * 264, z, first, end - 1, top[t] + left[l]);
         top[t] = left[l] = end > first;
       }
     }
@@ -714,9 +722,9 @@ void codec_vp8_quant(int quality, int q[3][3][2]) {
       q[i][0][k] = qs[i].step[0][k], q[i][1][k] = qs[i].bias[0][k], q[i][2][k] = qs[i].iq[0][k];
 }
 
-/* The first pass over the planes: each macroblock analysed, then accounted (modes NULL) or
- * stored into the arrays (levels zero beyond each block's last). Returns the reconstruction,
- * NULL when out of memory (e->oom). */
+/* The first pass over the planes: each macroblock analysed and accounted, and when modes is not
+ * NULL stored into the arrays too (levels zero beyond each block's last). Returns the
+ * reconstruction, NULL when out of memory (e->oom). */
 static uint8_t *first_pass(struct enc *e, const uint8_t *y, int y_stride, const uint8_t *u,
                            const uint8_t *v, int uv_stride, uint8_t *modes, int16_t *levels,
                            int8_t *lasts) {
@@ -731,10 +739,8 @@ static uint8_t *first_pass(struct enc *e, const uint8_t *y, int y_stride, const 
     for (int mx = 0; mx < e->mbw; mx++, i++) {
       int16_t zz[25][16];
       int last[25], m = analyse_mb(e, mx, my, zz, last);
-      if (modes == NULL) {
-        account_mb(e, mx, my, m, (const int16_t(*)[16])zz, last);
-        continue;
-      }
+      account_mb(e, mx, my, m, (const int16_t(*)[16])zz, last);
+      if (modes == NULL) continue;
       modes[i] = (uint8_t)m;
       for (int b = 0; b < 25; b++) {
         int16_t *l = levels + ((size_t)i * 25 + (size_t)b) * 16;
@@ -763,11 +769,13 @@ enum codec_status codec_vp8_encode(const uint8_t *y, int y_stride, const uint8_t
 
 enum codec_status codec_vp8_analyse(const uint8_t *y, int y_stride, const uint8_t *u,
                                     const uint8_t *v, int uv_stride, int w, int h, int quality,
-                                    uint8_t *modes, int16_t *levels, int8_t *last) {
+                                    uint8_t *modes, int16_t *levels, int8_t *last,
+                                    uint32_t *stats) {
   struct enc *e = enc_new(w, h, quality, 0);
   if (e == NULL) return CODEC_NOMEM;
   codec_free(first_pass(e, y, y_stride, u, v, uv_stride, modes, levels, last));
   enum codec_status st = e->oom ? CODEC_NOMEM : CODEC_OK;
+  if (stats != NULL) memcpy(stats, e->stats, sizeof e->stats);
   enc_free(e);
   return st;
 }
@@ -775,7 +783,12 @@ enum codec_status codec_vp8_analyse(const uint8_t *y, int y_stride, const uint8_
 enum codec_status codec_vp8_write(const struct codec_vp8_mbs *a, struct codec_buf *out) {
   struct enc *e = enc_new(a->width, a->height, a->quality, 1);
   if (e == NULL) return CODEC_NOMEM;
-  for (int my = 0, i = 0; !e->oom && my < e->mbh; my++) {
+  if (a->stats != NULL && !e->oom) { /* counted with the first pass: the tokens come from a */
+    memcpy(e->stats, a->stats, sizeof e->stats);
+    memcpy(e->modes, a->modes, (size_t)e->mbw * (size_t)e->mbh);
+    e->given = a;
+  }
+  for (int my = 0, i = 0; !e->given && !e->oom && my < e->mbh; my++) {
     memset(e->nz_left, 0, 9);
     for (int mx = 0; mx < e->mbw; mx++, i++) {
       int last[25];

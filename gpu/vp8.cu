@@ -12,7 +12,9 @@
  * the macroblock above before it starts. Rows are taken in order from a ticket, so the row a
  * warp waits on has always been taken by a warp already running: no wait can deadlock. Within
  * a macroblock the 32 lanes share the mode choice (8 luma and 4 chroma samples each), then lanes
- * 0..15 take the luma blocks and 16..23 the chroma blocks, lane 0 the Y2 block between. */
+ * 0..15 take the luma blocks and 16..23 the chroma blocks, lane 0 the Y2 block between. Then
+ * vp8_stats counts the tokens the frame will code, one thread a block, so that the host only
+ * chooses the probabilities and writes (codec_vp8_write with stats). */
 #include "gpu_int.cuh"
 
 namespace {
@@ -333,24 +335,100 @@ __global__ void __launch_bounds__(32) vp8_rows(vp8_args a) {
   }
 }
 
+__constant__ uint8_t kBand[17] = {0, 1, 2, 3, 6, 4, 5, 6, 6, 6, 6, 6, 6, 6, 6, 7, 0};
+
+/* Whether block b of macroblock mb has levels (its context for the blocks below and right). */
+__device__ __forceinline__ int has_levels(const int8_t *last, size_t mb, int b) {
+  return last[mb * 25 + b] >= (b < 16);
+}
+
+/* The tokens' counts (vp8_enc.c's tokens with no writer), one thread a block, into stats
+ * ([type][band][context][node][bit], 1056 * 2): the first token's context from the blocks above
+ * and left in the same plane (none outside the frame; a skipped macroblock's have none), the
+ * next ones' from the level before. Counted in shared memory, then added to stats. */
+__global__ void vp8_stats(const int16_t *levels, const int8_t *last, const uint8_t *modes, int mbw,
+                          int mbh, unsigned *stats) {
+  __shared__ unsigned s[1056 * 2];
+  for (int k = threadIdx.x; k < 1056 * 2; k += blockDim.x) s[k] = 0;
+  __syncthreads();
+  size_t n = (size_t)mbw * mbh * 25;
+  for (size_t g = (size_t)blockIdx.x * blockDim.x + threadIdx.x; g < n;
+       g += (size_t)gridDim.x * blockDim.x) {
+    size_t mb = g / 25;
+    int b = (int)(g % 25), mx = (int)(mb % mbw), my = (int)(mb / mbw), type, first = 0, ctx;
+    if (modes[mb] >> 4) continue; /* skipped: no tokens */
+    if (b < 16) {
+      type = 0, first = 1;
+      ctx = (b >= 4 ? has_levels(last, mb, b - 4) : my > 0 && has_levels(last, mb - mbw, b + 12)) +
+            ((b & 3) ? has_levels(last, mb, b - 1) : mx > 0 && has_levels(last, mb - 1, b + 3));
+    } else if (b < 24) {
+      int i = (b - 16) & 3;
+      type = 2;
+      ctx = (i >= 2 ? has_levels(last, mb, b - 2) : my > 0 && has_levels(last, mb - mbw, b + 2)) +
+            ((i & 1) ? has_levels(last, mb, b - 1) : mx > 0 && has_levels(last, mb - 1, b + 1));
+    } else {
+      type = 1;
+      ctx = (my > 0 && has_levels(last, mb - mbw, 24)) + (mx > 0 && has_levels(last, mb - 1, 24));
+    }
+    const int16_t *zz = levels + g * 16;
+    int end = last[g], after_zero = 0;
+    for (int i = first; i < 16; i++) {
+      unsigned *c = s + (type * 264 + (kBand[i] * 3 + ctx) * 11) * 2;
+      if (!after_zero) {
+        atomicAdd(&c[0 * 2 + (i <= end)], 1u);
+        if (i > end) break;
+      }
+      int v = abs(zz[i]);
+      after_zero = v == 0;
+      atomicAdd(&c[1 * 2 + (v != 0)], 1u);
+      if (v == 0) {
+        ctx = 0;
+        continue;
+      }
+      atomicAdd(&c[2 * 2 + (v > 1)], 1u);
+      if (v > 1) {
+        atomicAdd(&c[3 * 2 + (v > 4)], 1u);
+        if (v <= 4) {
+          atomicAdd(&c[4 * 2 + (v > 2)], 1u);
+          if (v > 2) atomicAdd(&c[5 * 2 + (v == 4)], 1u);
+        } else {
+          int cat = v <= 6 ? 0 : v <= 10 ? 1 : v <= 18 ? 2 : v <= 34 ? 3 : v <= 66 ? 4 : 5;
+          atomicAdd(&c[6 * 2 + (cat > 1)], 1u);
+          if (cat <= 1) {
+            atomicAdd(&c[7 * 2 + cat], 1u);
+          } else {
+            atomicAdd(&c[8 * 2 + (cat > 3)], 1u);
+            atomicAdd(&c[(cat > 3 ? 10 : 9) * 2 + (cat & 1)], 1u);
+          }
+        }
+      }
+      ctx = v > 1 ? 2 : 1;
+    }
+  }
+  __syncthreads();
+  for (int k = threadIdx.x; k < 1056 * 2; k += blockDim.x)
+    if (s[k]) atomicAdd(&stats[k], s[k]);
+}
+
 } // namespace
 
 /* The device buffer's parts, in order, each 16-byte aligned: planes, lines, outputs, counters. */
 struct vp8_layout {
-  size_t y, u, v, line_y, line_u, line_v, modes, levels, last, count, total, out_bytes;
+  size_t y, u, v, line_y, line_u, line_v, modes, levels, last, stats, count, total, out_bytes;
 };
 
 static vp8_layout layout(int w, int h) {
   size_t cw = (size_t)(w + 1) / 2, ch = (size_t)(h + 1) / 2, mbw = (size_t)(w + 15) / 16,
          mbh = (size_t)(h + 15) / 16, n = mbw * mbh, at = 0;
   vp8_layout l;
-  size_t sizes[] = {(size_t)w * h, cw * ch, cw * ch, mbh * mbw * 16, mbh * mbw * 8,
-                    mbh * mbw * 8, n,       n * 800, n * 25,         8 + 4 + 4 * mbh};
-  size_t *parts[] = {&l.y,      &l.u,     &l.v,      &l.line_y, &l.line_u,
-                     &l.line_v, &l.modes, &l.levels, &l.last,   &l.count};
-  for (int i = 0; i < 10; i++) *parts[i] = at, at += (sizes[i] + 15) / 16 * 16;
+  size_t sizes[] = {(size_t)w * h,  cw * ch, cw * ch, mbh * mbw * 16, mbh * mbw * 8,
+                    mbh * mbw * 8,  n,       n * 800, n * 25,         1056 * 2 * 4,
+                    8 + 4 + 4 * mbh};
+  size_t *parts[] = {&l.y,     &l.u,      &l.v,    &l.line_y, &l.line_u, &l.line_v,
+                     &l.modes, &l.levels, &l.last, &l.stats,  &l.count};
+  for (int i = 0; i < 11; i++) *parts[i] = at, at += (sizes[i] + 15) / 16 * 16;
   l.total = at;
-  l.out_bytes = l.count - l.modes; /* modes, levels and last, copied out in one piece */
+  l.out_bytes = l.count - l.modes; /* modes, levels, last and stats, copied out in one piece */
   return l;
 }
 
@@ -373,7 +451,7 @@ enum gpu_status gpu_vp8_analyse(struct gpu_ctx *ctx, enum gpu_image which,
   if (st != GPU_OK) return st;
   uint8_t *d = (uint8_t *)ctx->d_vp8, *h_out = (uint8_t *)ctx->h_vp8;
   unsigned long long *steps = (unsigned long long *)(d + l.count);
-  CUDA_TRY(ctx, cudaMemsetAsync(d + l.count, 0, l.total - l.count, ctx->s));
+  CUDA_TRY(ctx, cudaMemsetAsync(d + l.stats, 0, l.total - l.stats, ctx->s));
   const uint8_t *rgb = (const uint8_t *)(which == GPU_INPUT ? ctx->d_in : ctx->d_out);
   vp8_planes<<<dim3((unsigned)(cw + 127) / 128, (unsigned)ch), 128, 0, ctx->s>>>(
       rgb, w, h, smooth_step, d + l.y, d + l.u, d + l.v, steps);
@@ -392,11 +470,16 @@ enum gpu_status gpu_vp8_analyse(struct gpu_ctx *ctx, enum gpu_image which,
   memcpy(a.q.v, q, sizeof a.q.v);
   vp8_rows<<<(unsigned)a.mbh, 32, 0, ctx->s>>>(a);
   CUDA_TRY(ctx, cudaGetLastError());
+  size_t blocks = (size_t)a.mbw * a.mbh * 25;
+  vp8_stats<<<(unsigned)min((blocks + 255) / 256, (size_t)264), 256, 0, ctx->s>>>(
+      a.levels, a.last, a.modes, a.mbw, a.mbh, (unsigned *)(d + l.stats));
+  CUDA_TRY(ctx, cudaGetLastError());
   CUDA_TRY(ctx, cudaMemcpyAsync(h_out, d + l.modes, l.out_bytes, cudaMemcpyDeviceToHost, ctx->s));
   CUDA_TRY(ctx, cudaStreamSynchronize(ctx->s));
   out->smooth = 1;
   out->modes = h_out;
   out->levels = (const int16_t *)(h_out + (l.levels - l.modes));
   out->last = (const int8_t *)(h_out + (l.last - l.modes));
+  out->stats = (const uint32_t *)(h_out + (l.stats - l.modes));
   return GPU_OK;
 }

@@ -19,7 +19,8 @@
  * The default run then checks lossy WebP's first pass on the GPU (gpu/vp8.cu) against the CPU's
  * (codec_vp8_analyse): photo_1080p.jpg blurred on the GPU (sigma 12), whole and cropped to odd
  * sizes (a partial macroblock at each edge, narrower and shorter than one, 1x1), at qualities
- * 0, 50, 89 and 100: the same modes, levels and ends, byte for byte, and the same file; the
+ * 0, 50, 89 and 100: the same modes, levels, ends and token counts, byte for byte, and the same
+ * file; the
  * photograph itself is not smooth on either.
  *
  * Exits 0 when every check held. Run it under compute-sanitizer too. */
@@ -235,11 +236,14 @@ static int vp8_twins(const uint8_t *img, int stride, int x0, int y0, int w, int 
                          CODEC_WEBP_SMOOTH_STEP, CODEC_WEBP_SMOOTH_PER, &g) == GPU_OK);
   check(g.smooth == smooth, what, "smooth on the GPU as on the CPU");
   if (smooth && g.smooth) {
-    ASSERT(codec_vp8_analyse(y, w, u, v, cw, w, h, quality, modes, levels, last) == CODEC_OK);
+    uint32_t stats[1056 * 2];
+    ASSERT(codec_vp8_analyse(y, w, u, v, cw, w, h, quality, modes, levels, last, stats) ==
+           CODEC_OK);
     check(memcmp(modes, g.modes, (size_t)n) == 0, what, "the same modes");
+    check(memcmp(stats, g.stats, sizeof stats) == 0, what, "the same token counts");
     check(memcmp(last, g.last, (size_t)n * 25) == 0, what, "the same block ends");
     check(memcmp(levels, g.levels, (size_t)n * 800) == 0, what, "the same levels");
-    struct codec_vp8_mbs a = {w, h, quality, g.modes, g.levels, g.last};
+    struct codec_vp8_mbs a = {w, h, quality, g.modes, g.levels, g.last, g.stats};
     struct codec_encode_opts o = {.format = CODEC_WEBP, .quality = quality + 1};
     struct codec_buf cpu = {NULL, 0, 0};
     uint8_t *file;

@@ -295,8 +295,9 @@ static void test_vp8_exact(void) {
 }
 
 /* The first pass alone into arrays (codec_vp8_analyse, what the GPU's twin computes), then
- * codec_webp_from_vp8: the same file as the whole encoder's, byte for byte, over sizes and
- * qualities; with an ICC profile, codec_encode's file for the same RGB image. */
+ * codec_webp_from_vp8, with the tokens counted from the arrays or given: the same file as the
+ * whole encoder's, byte for byte, over sizes and qualities; with an ICC profile, codec_encode's
+ * file for the same RGB image. */
 static void test_from_analysis(void) {
   struct codec_image blur = fixture_photo("astronaut.png");
   box_blur(&blur, 8);
@@ -310,9 +311,11 @@ static void test_from_analysis(void) {
       int8_t *last = malloc((size_t)n * 25);
       ASSERT(modes != NULL && levels != NULL && last != NULL);
       ASSERT_INT(own_planes(&blur, z[0], z[1], w, h, &y, &u, &v), ==, 1);
-      ASSERT_INT(codec_vp8_analyse(y, w, u, v, (w + 1) / 2, w, h, quality, modes, levels, last), ==,
-                 CODEC_OK);
-      struct codec_vp8_mbs a = {w, h, quality, modes, levels, last};
+      uint32_t stats[1056 * 2];
+      ASSERT_INT(
+          codec_vp8_analyse(y, w, u, v, (w + 1) / 2, w, h, quality, modes, levels, last, stats), ==,
+          CODEC_OK);
+      struct codec_vp8_mbs a = {w, h, quality, modes, levels, last, NULL};
       struct codec_encode_opts o = {.format = CODEC_WEBP, .quality = quality + 1};
       uint8_t *f;
       size_t n1;
@@ -320,6 +323,10 @@ static void test_from_analysis(void) {
       struct codec_buf whole = {NULL, 0, 0};
       ASSERT_INT(codec_vp8_encode(y, w, u, v, (w + 1) / 2, w, h, quality, &whole, NULL), ==,
                  CODEC_OK);
+      expect_same(f, n1, whole.data, whole.len);
+      free(f);
+      a.stats = stats; /* the counts given, as the GPU gives them: the tokens from the arrays */
+      ASSERT_INT(codec_webp_from_vp8(&a, &o, &f, &n1, NULL, 0), ==, CODEC_OK);
       expect_same(f, n1, whole.data, whole.len);
       size_t whole_len = whole.len;
       free(f), free(whole.data), free(y), free(u), free(v);
