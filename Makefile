@@ -118,8 +118,8 @@ integ: all
 
 # On a machine with an NVIDIA GPU and nvJPEG: the GPU test suite (a sticky fault in a process of
 # its own, then every method against its CPU twin), the GPU codecs against libjpeg-turbo (quality,
-# then the fuzz corpus's JPEGs and damaged copies), then every integration test against the GPU
-# backend with the GPU codecs.
+# and lossy WebP's first pass against the CPU's; then the fuzz corpus's JPEGs and damaged copies),
+# then every integration test against the GPU backend with the GPU codecs.
 test-gpu: all
 	$(BUILD)/tests/gpu_check --fault
 	$(BUILD)/tests/gpu_check
