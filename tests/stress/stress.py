@@ -42,6 +42,7 @@ REQUESTS = [
     ("/blur?sigma=5&format=png&compression=1", 1),
     ("/convert", 8),
     ("/convert?format=webp&quality=80", 1),
+    ("/blur?sigma=8&format=webp", 2),  # smooth: blurd's VP8 encoder (its first pass on the GPU)
     ("/sharpen?sigma=2&amount=1", 6),
     ("/sharpen?sigma=2&amount=1&psnr=false&luma=true", 2),
     ("/variance?radius=7", 2),
