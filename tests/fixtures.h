@@ -27,6 +27,31 @@ static inline uint8_t *fixture_read(const char *path, size_t *len) {
   return buf;
 }
 
+/* codec_encode of img with o, its n-th allocation made to fail for n = 0, 1, ... until a run in
+ * which none fails: every failing run must say CODEC_NOMEM and hand nothing back (a failure the
+ * encoder absorbs, the final shrink of a buffer, may still succeed). Returns the file of the run
+ * in which nothing failed (*len bytes; free() it), and the number of runs that failed in
+ * *failed. */
+static inline uint8_t *fixture_encode_failing(const struct codec_image *img,
+                                              const struct codec_encode_opts *o, size_t *len,
+                                              int *failed) {
+  *failed = 0;
+  for (long n = 0;; n++) {
+    uint8_t *out = NULL;
+    codec_test_fail_alloc(n);
+    enum codec_status st = codec_encode(img, o, &out, len, NULL, 0);
+    int armed = codec_test_fail_alloc(-1) >= 0; /* still armed: nothing failed */
+    if (st == CODEC_OK && armed) return out;
+    if (st == CODEC_OK) {
+      free(out);
+      continue;
+    }
+    ASSERT_INT(st, ==, CODEC_NOMEM);
+    ASSERT(out == NULL);
+    (*failed)++;
+  }
+}
+
 /* The bytes of tests/data/name (or $BLURD_DATA/name); fails the test when it is missing. */
 static inline uint8_t *fixture_bytes(const char *name, size_t *len) {
   const char *dir = getenv("BLURD_DATA");
