@@ -19,8 +19,8 @@
  * The default run then checks lossy WebP's first pass on the GPU (gpu/vp8.cu) against the CPU's
  * (codec_vp8_analyse): photo_1080p.jpg blurred on the GPU (sigma 12), whole and cropped to odd
  * sizes (a partial macroblock at each edge, narrower and shorter than one, 1x1), at qualities
- * 0, 50, 89 and 100: the same modes, levels, ends and token counts, byte for byte, and the same
- * file; the
+ * 0, 50, 89 and 100, and a smooth 7680x4608 image (288 macroblock rows): the same modes,
+ * levels, ends and token counts, byte for byte, and the same file; the
  * photograph itself is not smooth on either.
  *
  * Exits 0 when every check held. Run it under compute-sanitizer too. */
@@ -294,6 +294,19 @@ static void webp_twins(void) {
     free(crop);
   }
   check(n == 24, "the blur", "smooth at every size and quality");
+  /* a larger frame, 288 macroblock rows: a smooth synthetic image (two slow waves) */
+  int bw = 7680, bh = 4608;
+  uint8_t *big = malloc((size_t)bw * bh * 3);
+  ASSERT(big != NULL);
+  for (int r = 0; r < bh; r++)
+    for (int c = 0; c < bw; c++)
+      for (int k = 0; k < 3; k++)
+        big[((size_t)r * bw + c) * 3 + k] =
+            (uint8_t)(128 + 60 * sin(c / (300.0 + 50 * k)) + 50 * cos(r / (200.0 + 70 * k)));
+  ASSERT(gpu_upload(ctx, &(struct cpu_image){big, bw, bh, 3, 8}, NULL) == GPU_OK);
+  n += vp8_twins(big, bw, 0, 0, bw, bh, GPU_INPUT, 89);
+  free(big);
+  check(n == 25, "7680x4608 waves", "smooth");
   printf("WebP's first pass: %d images and qualities compared with the CPU's\n", n);
   free(blur), free(jpeg);
   codec_image_free(&photo);
