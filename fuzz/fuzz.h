@@ -17,6 +17,9 @@
 #include <string.h>
 
 #include "../codecs/codecs.h"
+#include "../codecs/codecs_int.h"
+
+#include <webp/decode.h>
 
 #define FUZZ_CHECK(e)                                                                              \
   do {                                                                                             \
@@ -93,6 +96,33 @@ static inline void fuzz_round_trip(const struct codec_image *img, enum codec_for
   free(enc);
 }
 
+/* blurd's VP8 encoder (codecs/vp8_enc.c) on the planes webp_yuv.c makes of an 8-bit RGB image
+ * of at most 1 Mpx, whatever its content (the planes are zero past where a detailed image stops
+ * the conversion), at a quality from its size: libwebp decodes the file to the encoder's
+ * reconstruction, sample for sample. */
+static inline void fuzz_vp8(const struct codec_image *img) {
+  int w = img->width, h = img->height, cw = (w + 1) / 2, ch = (h + 1) / 2;
+  if (img->depth != 8 || img->channels != 3 || (uint64_t)w * (uint64_t)h > (1u << 20)) return;
+  uint8_t *y = calloc((size_t)w * h, 1), *u = calloc((size_t)cw * ch, 1),
+          *v = calloc((size_t)cw * ch, 1), *rec = NULL;
+  FUZZ_CHECK(y != NULL && u != NULL && v != NULL);
+  codec_webp_yuv(img->pixels, (size_t)w * 3, w, h, y, w, u, v, cw);
+  struct codec_buf out = {NULL, 0, 0};
+  FUZZ_CHECK(codec_vp8_encode(y, w, u, v, cw, w, h, (w * 31 + h) % 101, &out, &rec) == CODEC_OK);
+  int dw, dh, ys, uvs;
+  uint8_t *du, *dv, *dy = WebPDecodeYUV(out.data, out.len, &dw, &dh, &du, &dv, &ys, &uvs);
+  FUZZ_CHECK(dy != NULL && dw == w && dh == h);
+  size_t rs = (size_t)(w + 15) / 16 * 16, rh = (size_t)(h + 15) / 16 * 16;
+  const uint8_t *ru = rec + rs * rh, *rv = ru + rs / 2 * (rh / 2);
+  for (int r = 0; r < h; r++) FUZZ_CHECK(memcmp(dy + (size_t)r * ys, rec + r * rs, (size_t)w) == 0);
+  for (int r = 0; r < ch; r++) {
+    FUZZ_CHECK(memcmp(du + (size_t)r * uvs, ru + r * rs / 2, (size_t)cw) == 0);
+    FUZZ_CHECK(memcmp(dv + (size_t)r * uvs, rv + r * rs / 2, (size_t)cw) == 0);
+  }
+  WebPFree(dy);
+  free(rec), free(out.data), free(y), free(u), free(v);
+}
+
 /* The ICC profile reader on the upload: whatever it finds is well-formed, and a colour profile
  * goes into a PNG and comes back out of it byte for byte. */
 static inline void fuzz_icc(const uint8_t *data, size_t size) {
@@ -144,6 +174,7 @@ static inline int fuzz_codec(const uint8_t *data, size_t size, enum codec_format
   fuzz_round_trip(&img, CODEC_PNG, &lim);
   fuzz_round_trip(&img, CODEC_JPEG, &lim);
   if (want != CODEC_JPEG) fuzz_round_trip(&img, CODEC_WEBP, &lim);
+  fuzz_vp8(&img);
   codec_image_free(&img);
   return (int)st;
 }
