@@ -14,8 +14,12 @@
  *
  * The quantiser index for a quality is the one libwebp 1.2 writes for one segment at that quality
  * (read from its frame headers: 10 at 89, 39 at 49, 77 at 9), with its chroma deltas (DC -2, AC
- * -4), so `quality` keeps its meaning; the loop filter's level grows with the step as
- * libwebp's does (docs/methods.md, "WebP effort"). */
+ * -4), so `quality` keeps its meaning; the loop filter's level is 0.875 of the AC step, chosen by
+ * measurement (docs/methods.md, "WebP effort").
+ *
+ * The first pass (analyse_mb) is also gpu/vp8.cu's, on the GPU backend: its twin there gives the
+ * same modes, levels and token counts, which codec_vp8_write turns into the same file
+ * (codec_vp8_analyse gives the CPU's arrays for tests/gpu_codecs.c to compare). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
