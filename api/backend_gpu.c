@@ -131,8 +131,9 @@ static enum api_error gpu_add_icc(const struct codec_encode_opts *o, int channel
 
 /* Lossy WebP at effort 2 of the 8-bit RGB image on the device: its first pass there
  * (gpu_vp8_analyse, the twin of codecs/vp8_enc.c's), then the file from the host's codecs, the
- * bytes the CPU writes. Returns 0 when the image is not smooth or the frame too large for
- * blurd's encoder (libwebp then encodes it from the host), else 1 and the outcome in *e. */
+ * bytes the CPU writes. Returns 0 when the image is not smooth, the frame too large for blurd's
+ * encoder or the device out of memory for its buffers (the host then encodes it, as the CPU
+ * backend does), else 1 and the outcome in *e. */
 static int gpu_webp(struct gpu_worker *w, const struct codec_image *img,
                     const struct codec_encode_opts *o, uint8_t **out, size_t *len,
                     const char **codec, enum api_error *e, char *msg, size_t msglen) {
@@ -142,8 +143,8 @@ static int gpu_webp(struct gpu_worker *w, const struct codec_image *img,
   codec_vp8_quant(quality, q);
   enum gpu_status s = gpu_vp8_analyse(w->ctx, w->img, &shape, (const int(*)[3][2])q,
                                       CODEC_WEBP_SMOOTH_STEP, CODEC_WEBP_SMOOTH_PER, &a);
-  if (s != GPU_OK) return *e = gpu_error(w, s), 1;
-  if (!a.smooth) return 0;
+  if (s == GPU_FATAL) return *e = gpu_error(w, s), 1;
+  if (s != GPU_OK || !a.smooth) return 0; /* out of device or pinned memory: the host's path */
   struct codec_vp8_mbs m = {img->width, img->height, quality, a.modes, a.levels, a.last, a.stats};
   enum codec_status c = codec_webp_from_vp8(&m, o, out, len, msg, msglen);
   if (c == CODEC_TOO_LARGE) return 0;

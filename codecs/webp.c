@@ -14,8 +14,8 @@
  * libwebp's default preset at the quality asked for. At effort 2 an image whose luma is smooth
  * (codec_webp_smooth) is coded at one quality step lower: an RGB one is converted to YUV 4:2:0 by
  * webp_yuv.c (three times as fast as libwebp's import) and coded by blurd's own VP8 encoder
- * (vp8_enc.c: 16x16 predictors only, one pass), in about three quarters of the CPU time of
- * libwebp's fastest setting for a smaller file at a higher PSNR; an RGBA one goes to libwebp as
+ * (vp8_enc.c: 16x16 predictors only, one pass), in two thirds of the CPU time of libwebp's
+ * fastest setting (one segment) for a smaller file at a higher PSNR; an RGBA one goes to libwebp as
  * one segment, which skips its analysis pass (docs/methods.md, "WebP effort"). Lossless output uses
  * libwebp's lossless preset WEBP_LOSSLESS_LEVEL and keeps the colour of transparent pixels (exact),
  * so it decodes to exactly the samples it was given. An ICC profile is added with WebPMux (a VP8X
