@@ -92,6 +92,15 @@ enum gpu_status gpu_blur(struct gpu_ctx *ctx, const struct cpu_blur *b, const st
  * kernel was wider than it takes, or BLURD_PSNR_REFERENCE=double said so. */
 int gpu_reference_exact(const struct gpu_ctx *ctx);
 
+/* Whether separable (and pyramid below sigma 6) runs on ctx in integers on the tensor cores for
+ * blur b of an image shaped as img: 8-bit gray or RGB, the default truncate, radius at most 160
+ * (sigma 40), compute capability 8.0 on, neither BLURD_GPU_PRECISION nor BLURD_PSNR_REFERENCE
+ * set to another. Each output is then the integer reference rounded (within 1.6e-4 levels of the
+ * exact Gaussian at sigma 12: docs/methods.md) and the same pass measures its PSNR, so with the
+ * PSNR it costs what the reference alone costs after any other method. */
+int gpu_separable_exact(const struct gpu_ctx *ctx, const struct cpu_blur *b,
+                        const struct cpu_image *img);
+
 /* For benchmarks: uploads src once, runs the method's kernels reps times and stores the median
  * kernel time (CUDA events) in *ms. Nothing is downloaded. */
 enum gpu_status gpu_bench(struct gpu_ctx *ctx, const struct cpu_blur *b,

@@ -62,6 +62,7 @@ struct gpu_ctx {
   int ref_double; /* BLURD_PSNR_REFERENCE=double: the PSNR always from the double reference */
   int ref_int;    /* the integer reference runs here (8.0 on), unless BLURD_PSNR_REFERENCE=float */
   int ref_exact;  /* the last PSNR came from the double reference (gpu_reference_exact) */
+  double sep_e;   /* > 0: the method's own pass measured it, its bound (gpu.cu's run_separable) */
 };
 
 /* Says how bad e is (GPU_FATAL for a sticky error) and, unless it is cudaSuccess, logs it to
@@ -420,7 +421,9 @@ cudaError_t launch_reference32(packed in, packed out, void *d_ref, const float *
  * channels on compute capability 8.0 on: a pass's weights q[0..r] = round(w 2^S) (under 2^24),
  * R = r rounded up to 8 (at most R32_RMAX), ks k-steps of 32 samples (16 + 2 R at least), and
  * d_tx, d_ty the passes' A fragments (RI_TABLE_BYTES(ks): gpu.cu's ri_weights); d_ref of
- * reference_i8_bytes(w, h, c, py.R); d_stats as launch_reference32's. */
+ * reference_i8_bytes(w, h, c, py.R); d_stats as launch_reference32's. With write, the
+ * reference rounded to the nearest level is written to out and measured (the GPU's separable);
+ * without, out is measured against it. */
 #define RI_TABLE_BYTES(ks) ((size_t)(ks)*3 * 32 * 16)
 #define RI_F               16 /* the row pass's sums, hq = round(h 2^RI_F), in 24 bits */
 struct ri_pass {
@@ -430,7 +433,7 @@ struct ri_pass {
 size_t reference_i8_bytes(int w, int h, int c, int R);
 cudaError_t launch_reference_i8(packed in, packed out, void *d_ref, const void *d_tx, ri_pass px,
                                 const void *d_ty, ri_pass py, double tau, double *d_stats,
-                                cudaStream_t s);
+                                int write, cudaStream_t s);
 
 /* yvv_blocked's block length in samples (float, double). */
 #define BLOCKED_B_FLOAT  64

@@ -535,8 +535,12 @@ __device__ __forceinline__ void ri_out_in(uint8_t *s_o, const packed &out, int x
  * difference with the sample is exact where the two are within a factor of 2, else rounded by at
  * most 2^-24 of it. A thread's 32 or fewer errors are summed in float, then a block's in double
  * (with the difference's rounding, within 2^-18 of the sums: gpu.cu's r32_certain counts it). An
- * error under ftau (tau less 2^-21 of it) counts as none. */
-template <int L, bool OST>
+ * error under ftau (tau less 2^-21 of it) counts as none. SRC: where the samples measured come
+ * from: RI_READ the output image, RI_STAGED the same staged with the planes, RI_WRITE the
+ * reference itself, rounded to the nearest level and written to the output (the GPU's
+ * separable: gpu.cu's run_separable). */
+enum { RI_READ, RI_STAGED, RI_WRITE };
+template <int L, int SRC>
 __global__ void __launch_bounds__(RI_T, 3)
     ri_cols(const uint8_t *plane, int hp, packed out, const uint4 *table, ri_pass p, int K,
             float ftau, double *part, int y_out, int y_end, int pf, int pl, int nby) {
@@ -548,8 +552,8 @@ __global__ void __launch_bounds__(RI_T, 3)
   ri_table_in(s_a, table, p.ks);
   int tiles = min(RI_CP, y_end - y0 + 15) / 16; /* the last block's rows may end sooner */
   ri_cols_in<L>(s_in, ls, pst, ri_span(p.ks, 16 * tiles), plane, hp, out, xb, y0, p.R, pf, pl);
-  if (OST) ri_out_in<L>(s_o, out, xb, y0, min(RI_CP, y_end - y0));
-  const uint8_t *o = (const uint8_t *)out.p;
+  if (SRC == RI_STAGED) ri_out_in<L>(s_o, out, xb, y0, min(RI_CP, y_end - y0));
+  uint8_t *o = (uint8_t *)out.p;
   ri_async_wait();
   __syncthreads();
   int g = lane >> 2, t = lane & 3;
@@ -569,8 +573,11 @@ __global__ void __launch_bounds__(RI_T, 3)
         if (xb + xi < out.w && y0 + yi < y_end) {
           float r = fmaf((float)hi, c3, fmaf((float)acc[gi][0][e], c2, hf));
           unsigned b = ((unsigned)(y0 + yi) * out.w + xb) * L; /* mod 2^32: its low bits */
-          int smp = OST ? s_o[yi * ri_orow(L) + (b & 15) + xi * L + blockIdx.z]
-                        : o[((size_t)(y0 + yi) * out.w + xb + xi) * L + blockIdx.z];
+          uint8_t *at = o + ((size_t)(y0 + yi) * out.w + xb + xi) * L + blockIdx.z;
+          int smp = SRC == RI_STAGED ? s_o[yi * ri_orow(L) + (b & 15) + xi * L + blockIdx.z]
+                    : SRC == RI_READ ? *at
+                                     : min(255, __float2int_rd(r + 0.5f)); /* r >= 0 */
+          if (SRC == RI_WRITE) *at = (uint8_t)smp;
           float d = fabsf(r - (float)smp);
           d = d < ftau ? 0 : d;
           v[0] = fmaf(d, d, v[0]), v[1] += d, v[2] = fmaxf(v[2], d);
@@ -611,7 +618,7 @@ static int ri_blocks(int sm, size_t bytes) {
 template <int L>
 static cudaError_t launch_ri(packed in, packed out, void *d_ref, const uint4 *tx, ri_pass px,
                              const uint4 *ty, ri_pass py, int K, float ftau, double *stats,
-                             cudaStream_t s) {
+                             int write, cudaStream_t s) {
   int strip = ri_strip(in.w, in.h, L, py.R), nby = div_up(in.h, RI_CP), gx = div_up(in.w, RI_RL);
   uint8_t *plane = (uint8_t *)d_ref;
   double *part = (double *)((char *)d_ref + ri_plane_bytes(in.w, in.h, L, py.R));
@@ -624,9 +631,11 @@ static cudaError_t launch_ri(packed in, packed out, void *d_ref, const uint4 *tx
   int dev = 0, sm = 0;
   cudaGetDevice(&dev);
   cudaDeviceGetAttribute(&sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
-  bool ost = ri_blocks(sm, cost) >= ri_blocks(sm, cbase);
+  bool ost = !write && ri_blocks(sm, cost) >= ri_blocks(sm, cbase);
   smem_allow_max((const void *)ri_rows<L>);
-  smem_allow_max(ost ? (const void *)ri_cols<L, true> : (const void *)ri_cols<L, false>);
+  smem_allow_max(ost     ? (const void *)ri_cols<L, RI_STAGED>
+                 : write ? (const void *)ri_cols<L, RI_WRITE>
+                         : (const void *)ri_cols<L, RI_READ>);
   for (int y = 0; y < in.h; y += strip) {
     int end = y + strip < in.h ? y + strip : in.h;
     int pf = y - py.R > 0 ? y - py.R : 0,
@@ -634,12 +643,16 @@ static cudaError_t launch_ri(packed in, packed out, void *d_ref, const uint4 *tx
     int rows = pl - pf + 1, hp = ri_pitch(rows);
     ri_rows<L><<<dim3(div_up(in.w, RI_RP), div_up(rows, RI_RL)), RI_T, rsmem, s>>>(
         in, plane, hp, rows, tx, px, pf);
+    dim3 grid(gx, div_up(end - y, RI_CP), L);
     if (ost)
-      ri_cols<L, true><<<dim3(gx, div_up(end - y, RI_CP), L), RI_T, cost, s>>>(
-          plane, hp, out, ty, py, K, ftau, part, y, end, pf, pl, nby);
+      ri_cols<L, RI_STAGED>
+          <<<grid, RI_T, cost, s>>>(plane, hp, out, ty, py, K, ftau, part, y, end, pf, pl, nby);
+    else if (write)
+      ri_cols<L, RI_WRITE>
+          <<<grid, RI_T, cbase, s>>>(plane, hp, out, ty, py, K, ftau, part, y, end, pf, pl, nby);
     else
-      ri_cols<L, false><<<dim3(gx, div_up(end - y, RI_CP), L), RI_T, cbase, s>>>(
-          plane, hp, out, ty, py, K, ftau, part, y, end, pf, pl, nby);
+      ri_cols<L, RI_READ>
+          <<<grid, RI_T, cbase, s>>>(plane, hp, out, ty, py, K, ftau, part, y, end, pf, pl, nby);
   }
   r32_sum<<<1, R32_SUM, 0, s>>>(part, (size_t)L * nby * gx, stats);
   return cudaGetLastError();
@@ -647,10 +660,10 @@ static cudaError_t launch_ri(packed in, packed out, void *d_ref, const uint4 *tx
 
 cudaError_t launch_reference_i8(packed in, packed out, void *d_ref, const void *d_tx, ri_pass px,
                                 const void *d_ty, ri_pass py, double tau, double *d_stats,
-                                cudaStream_t s) {
+                                int write, cudaStream_t s) {
   int K = RI_F + py.S;
   float ftau = (float)(tau * (1 - ldexp(1.0, -21))); /* under tau (1 - 2^-22) after rounding */
   const uint4 *tx = (const uint4 *)d_tx, *ty = (const uint4 *)d_ty;
-  if (in.c == 1) return launch_ri<1>(in, out, d_ref, tx, px, ty, py, K, ftau, d_stats, s);
-  return launch_ri<3>(in, out, d_ref, tx, px, ty, py, K, ftau, d_stats, s);
+  if (in.c == 1) return launch_ri<1>(in, out, d_ref, tx, px, ty, py, K, ftau, d_stats, write, s);
+  return launch_ri<3>(in, out, d_ref, tx, px, ty, py, K, ftau, d_stats, write, s);
 }
