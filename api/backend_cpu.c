@@ -93,7 +93,7 @@ static void cpu_worker_free(void *state) {
 
 static enum api_error cpu_run(void *state, const struct api_op *op, const void *params,
                               struct op_io *io) {
-  struct op_env env = {state, NULL, cpu_auto_method};
+  struct op_env env = {state, NULL, cpu_auto_method, NULL};
   return op->cpu(&env, params, io);
 }
 

@@ -222,9 +222,16 @@ enum api_error op_gpu_run(struct op_env *env, struct op_io *io, op_gpu_launch la
   return e;
 }
 
+static int gpu_measures_itself(struct op_env *env, const struct cpu_blur *b,
+                               const struct codec_image *img) {
+  struct gpu_worker *w = env->gpu;
+  struct cpu_image shape = {NULL, img->width, img->height, img->channels, img->depth};
+  return gpu_separable_exact(w->ctx, b, &shape);
+}
+
 static enum api_error gpu_run(void *state, const struct api_op *op, const void *params,
                               struct op_io *io) {
-  struct op_env env = {NULL, state, gpu_auto_method};
+  struct op_env env = {NULL, state, gpu_auto_method, gpu_measures_itself};
   return op->gpu(&env, params, io);
 }
 

@@ -110,6 +110,10 @@ struct op_env {
   struct cpu_pool *pool; /* the CPU backend's fork-join pool; NULL on the GPU */
   void *gpu;             /* the GPU backend's worker (backend_gpu.c); NULL on the CPU */
   enum cpu_method (*auto_method)(double sigma, int width, int height); /* the backend's auto */
+  /* Whether the backend computes blur b of img exactly and measures its PSNR in the same pass
+   * (the GPU's separable on 8-bit gray or RGB: gpu_separable_exact); NULL: never. */
+  int (*measures_itself)(struct op_env *env, const struct cpu_blur *b,
+                         const struct codec_image *img);
 };
 
 /* An operation's compute on one backend: io->in to io->out, accuracy and metadata in io->res.
@@ -224,6 +228,11 @@ extern const char *const op_coeff_choices[];
  * sigma. */
 struct cpu_blur op_blur_of(const struct blur_params *p, int width, int height,
                            enum cpu_method (*auto_method)(double, int, int));
+/* The blur p asks for on io's image on env's backend, and what the client is told of it
+ * (res->method, the sigmas). auto with the PSNR and no regions takes separable where the backend
+ * computes it exactly and measures it in the same pass (env->measures_itself): the image and its
+ * PSNR then cost what the reference alone costs after any other method. */
+struct cpu_blur op_blur_resolve(struct op_env *env, const struct blur_params *p, struct op_io *io);
 /* ns per sample of blur b on a width x height image, the PSNR reference included when psnr (the
  * cost model of /blur and /sharpen, docs/engineering-notes.md "Cost model"). */
 double op_blur_ns(const struct cpu_blur *b, int psnr, int width, int height);

@@ -144,6 +144,10 @@ static void warm_up(struct backend *b, struct worker *w) {
   struct blur_params blur; /* /blur's defaults at sigma 12: auto, with the PSNR */
   out = (struct codec_image){0};
   if (w->ops->job_begin) w->ops->job_begin(w->state);
+  /* on a device, auto without the PSNR takes another method (pyramid): its kernels load too */
+  if (w->ops->keeps_images && params_parse(&api_blur_endpoint, "sigma=12&psnr=false", NULL, 0,
+                                           &blur, msg, sizeof(msg)) == API_OK)
+    w->ops->run(w->state, &op_blur, &blur, &io);
   if (params_parse(&api_blur_endpoint, "sigma=12", NULL, 0, &blur, msg, sizeof(msg)) == API_OK &&
       w->ops->run(w->state, &op_blur, &blur, &io) == API_OK) {
     /* through the JPEG encoder and back through the decoder: the output itself when JPEG can

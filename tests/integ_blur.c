@@ -150,6 +150,35 @@ static void expect_blur(const struct http_resp *r, const char *mime, const char 
   free(data);
 }
 
+/* What auto takes, and that with the PSNR it costs no accuracy: on the CPU yvv at sigma 12 with
+ * or without the PSNR (cpu_auto_method); on the GPU, with the PSNR, separable on 8-bit gray or
+ * RGB up to sigma 40 (computed in integers, it measures itself: the rounding's 58.9 dB), else
+ * pyramid: without the PSNR, with alpha, at sigma 41 (radius 164, past the integer passes'). */
+static void test_auto_psnr(void) {
+  int gpu = strncmp(expected_backend(), "cuda", 4) == 0;
+  static const struct {
+    const char *file, *query, *gpu, *cpu;
+  } cases[] = {{"coffee.png", "sigma=12", "separable", "yvv"},
+               {"camera.png", "sigma=40", "separable", "yvv"},
+               {"coffee.png", "sigma=12&psnr=false", "pyramid", "yvv"},
+               {"logo.png", "sigma=12", "pyramid", "yvv"},
+               {"coffee.png", "sigma=41", "pyramid", "yvv"}};
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    struct http_resp r;
+    char buf[64];
+    post_fixture(cases[i].file, cases[i].query, &r);
+    ASSERT_INT(r.status, ==, 200);
+    const char *want = gpu ? cases[i].gpu : cases[i].cpu;
+    if (!http_header(&r, "X-Method", buf, sizeof(buf)) || strcmp(buf, want) != 0)
+      TEST_FAIL("%s %s: method %s, expected %s", cases[i].file, cases[i].query, buf, want);
+    if (strstr(cases[i].query, "psnr=false"))
+      ASSERT(!http_header(&r, "X-PSNR", buf, sizeof(buf)));
+    else /* separable: the rounding alone */
+      ASSERT_DBL(http_header_num(&r, "X-PSNR"), >=, strcmp(want, "separable") ? 48 : 58.8);
+    http_resp_free(&r);
+  }
+}
+
 /* Every method over HTTP: PSNR floors, the fir family byte-identical, auto resolved. */
 static void test_every_method(void) {
   static const struct {
@@ -586,6 +615,7 @@ int main(void) {
   RUN(test_methods);
   RUN(test_multipart);
   RUN(test_every_method);
+  RUN(test_auto_psnr);
   RUN(test_raw_body);
   RUN(test_params_json);
   RUN(test_param_errors);

@@ -74,6 +74,17 @@ struct cpu_blur op_blur_of(const struct blur_params *p, int width, int height,
   return b;
 }
 
+struct cpu_blur op_blur_resolve(struct op_env *env, const struct blur_params *p, struct op_io *io) {
+  struct cpu_blur b = op_blur_of(p, io->in->width, io->in->height, env->auto_method), s = b;
+  s.method = CPU_SEPARABLE;
+  if (p->method == METHOD_AUTO && p->psnr && p->regions.n == 0 && env->measures_itself &&
+      env->measures_itself(env, &s, io->in))
+    b = s;
+  io->res->method = cpu_method_name(b.method);
+  io->res->sigma_x = p->sigma_x, io->res->sigma_y = p->sigma_y;
+  return b;
+}
+
 int op_param(const struct endpoint *ep, const void *params, const char *name, int def) {
   const struct param_spec *s = params_spec(ep, name);
   return s ? *(const int *)((const char *)params + s->offset) : def;

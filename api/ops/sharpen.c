@@ -12,7 +12,9 @@
 
 static const struct param_spec sharpen_params[] = {
     {"method", PT_ENUM, 0, 0, op_method_choices, "auto", OFF(method),
-     "Blur algorithm of the mask; auto picks the fastest one that reaches 48 dB.", 0},
+     "Blur algorithm of the mask; auto picks the fastest one that reaches 48 dB, the PSNR "
+     "included (as /blur's).",
+     0},
     {"sigma", PT_NUMBER, CPU_SIGMA_MIN, 50, NULL, "1", OFF(sigma),
      "Standard deviation of the Gaussian in pixels: the size of the detail that is sharpened.", 0},
     {"amount", PT_NUMBER, 0, 10, NULL, "1", OFF(amount),
@@ -74,9 +76,7 @@ static void sharpen_result(json_t *o, const void *params, const struct op_result
 /* The blur of p and the unsharp mask, with what the client is told of them. */
 static struct cpu_blur sharpen_blur(struct op_env *env, const struct blur_params *p,
                                     struct op_io *io, struct cpu_unsharp *u) {
-  struct cpu_blur b = op_blur_of(p, io->in->width, io->in->height, env->auto_method);
-  io->res->method = cpu_method_name(b.method);
-  io->res->sigma_x = p->sigma_x, io->res->sigma_y = p->sigma_y;
+  struct cpu_blur b = op_blur_resolve(env, p, io);
   *u = (struct cpu_unsharp){p->amount, p->threshold, p->luma};
   return b;
 }
