@@ -91,9 +91,15 @@ static void cpu_worker_free(void *state) {
   (void)state;
 }
 
+static int cpu_measures_itself(struct op_env *env, const struct cpu_blur *b,
+                               const struct codec_image *img) {
+  (void)env, (void)img;
+  return cpu_separable_exact(b);
+}
+
 static enum api_error cpu_run(void *state, const struct api_op *op, const void *params,
                               struct op_io *io) {
-  struct op_env env = {state, NULL, cpu_auto_method, NULL};
+  struct op_env env = {state, NULL, cpu_auto_method, cpu_measures_itself};
   return op->cpu(&env, params, io);
 }
 

@@ -111,7 +111,8 @@ struct op_env {
   void *gpu;             /* the GPU backend's worker (backend_gpu.c); NULL on the CPU */
   enum cpu_method (*auto_method)(double sigma, int width, int height); /* the backend's auto */
   /* Whether the backend computes blur b of img exactly and measures its PSNR in the same pass
-   * (the GPU's separable on 8-bit gray or RGB: gpu_separable_exact); NULL: never. */
+   * (separable at the default truncate: cpu_separable_exact; on the GPU 8-bit gray or RGB up to
+   * sigma 40, gpu_separable_exact); NULL: never. */
   int (*measures_itself)(struct op_env *env, const struct cpu_blur *b,
                          const struct codec_image *img);
 };

@@ -294,14 +294,20 @@ struct cpu_accuracy { /* an output against the exact reference */
 
 /* Blurs src into dst, which has the same shape and its own buffer. When acc is not NULL it also
  * computes the exact reference and measures dst against it; with alpha, colour is compared
- * premultiplied (the colour of a transparent pixel is invisible). t may be NULL. Returns 0, or
- * -1 when out of memory (dst is then undefined). */
+ * premultiplied (the colour of a transparent pixel is invisible). separable with acc, where
+ * cpu_separable_exact says so, is the reference itself rounded, measured in the same passes (t's
+ * reference 0). t may be NULL. Returns 0, or -1 when out of memory (dst is then undefined). */
 int cpu_blur_image(struct cpu_pool *pool, const struct cpu_blur *b, const struct cpu_image *src,
                    struct cpu_image *dst, struct cpu_accuracy *acc, struct cpu_timing *t);
 /* Measures out against the exact reference of src (sigma_x along x, sigma_y along y), as
  * cpu_blur_image does. Returns 0, or -1 when out of memory. */
 int cpu_measure(struct cpu_pool *pool, double sigma_x, double sigma_y, const struct cpu_image *src,
                 const struct cpu_image *out, struct cpu_accuracy *acc);
+/* Whether cpu_blur_image computes blur b exactly in double precision when it measures it: separable
+ * at the default truncate, whose sampled Gaussian is the reference's (any depth and channels). Its
+ * output is then the exact Gaussian rounded (in single precision's tiles otherwise: within 1e-3
+ * levels of it), and the accuracy costs no pass of its own. */
+int cpu_separable_exact(const struct cpu_blur *b);
 /* The PSNR over n regions together from each one's accuracy and its sample count (samples[i]:
  * its box's pixels times channels), peak that of depth: the squared errors the PSNRs stand for,
  * added up. INFINITY when every region is identical to its reference (accuracy.c). */

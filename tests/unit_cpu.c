@@ -527,8 +527,9 @@ static void test_separable_tiles(void) {
                            (unsigned)x % scale);
           }
       struct cpu_blur b = {CPU_SEPARABLE, sigmas[k], sigmas[k], CPU_TRUNCATE, 0};
-      struct cpu_accuracy acc;
-      ASSERT(cpu_blur_image(pool, &b, &src, &dst, &acc, NULL) == 0);
+      struct cpu_accuracy acc; /* measured apart: with acc, separable is computed exactly */
+      ASSERT(cpu_blur_image(pool, &b, &src, &dst, NULL, NULL) == 0);
+      ASSERT(cpu_measure(pool, b.sigma_x, b.sigma_y, &src, &dst, &acc) == 0);
       /* single precision: 1e-3 levels at 8 bits, 0.05 at 16 (24-bit significands) */
       double max_err = (alpha ? 1 : 0.5) + (d == 16 ? 0.05 : 1e-3);
       if (acc.max_abs > max_err || acc.psnr < 58)
@@ -540,6 +541,53 @@ static void test_separable_tiles(void) {
       free(src.data);
       free(dst.data);
     }
+}
+
+/* separable with its accuracy asked (cpu_separable_exact): the reference rounded, measured in the
+ * same passes. Its accuracy is bit for bit what cpu_measure finds in its output; every sample is
+ * the exact Gaussian rounded (0.5 levels at most without alpha); it differs from the tiles
+ * (single precision, no accuracy asked) by a level at most, and from the double passes (radius
+ * past the tiles' 64) not at all; the timing has no reference stage. */
+static void test_separable_exact(void) {
+  const int shapes[][4] = {{300, 200, 3, 8}, {130, 90, 4, 16}, {77, 51, 2, 8}, {1, 300, 1, 8}};
+  const double sigmas[] = {1, 12, 20};
+  srand(9);
+  for (int s = 0; s < 4; s++)
+    for (int k = 0; k < 3; k++) {
+      int w = shapes[s][0], h = shapes[s][1], c = shapes[s][2], d = shapes[s][3];
+      struct cpu_image src = new_image(w, h, c, d), ex = new_image(w, h, c, d),
+                       fl = new_image(w, h, c, d);
+      size_t n = (size_t)w * h * c;
+      for (size_t i = 0; i < n; i++)
+        set_sample(&src, i, (unsigned)(rand() % 256) * (d == 16 ? 257 : 1) ^ (unsigned)(i % 7));
+      struct cpu_blur b = {CPU_SEPARABLE, sigmas[k], sigmas[k], CPU_TRUNCATE, 0};
+      struct cpu_accuracy acc, m;
+      struct cpu_timing t;
+      ASSERT(cpu_separable_exact(&b));
+      ASSERT(cpu_blur_image(pool, &b, &src, &ex, &acc, &t) == 0);
+      ASSERT(cpu_measure(pool, b.sigma_x, b.sigma_y, &src, &ex, &m) == 0);
+      ASSERT(acc.psnr == m.psnr && acc.max_abs == m.max_abs);
+      ASSERT_DBL(t.reference, ==, 0);
+      if (c == 1 || c == 3) ASSERT_DBL(acc.max_abs, <=, 0.5 + 1e-9);
+      ASSERT(cpu_blur_image(pool, &b, &src, &fl, NULL, NULL) == 0);
+      unsigned most = 0;
+      for (size_t i = 0; i < n; i++) {
+        unsigned a = get_sample(&ex, i), f = get_sample(&fl, i);
+        most = a > f ? (a - f > most ? a - f : most) : (f - a > most ? f - a : most);
+      }
+      /* 16-bit: single precision's 0.05 levels; alpha: a level of colour and one of alpha */
+      if (most > (unsigned)(d == 16            ? 2
+                            : c == 2 || c == 4 ? 2
+                                               : 1) ||
+          (sigmas[k] == 20 && most != 0))
+        TEST_FAIL("%dx%dx%d/%d sigma %g: exact and tiles differ by %u", w, h, c, d, sigmas[k],
+                  most);
+      free(src.data);
+      free(ex.data);
+      free(fl.data);
+    }
+  struct cpu_blur other = {CPU_SEPARABLE, 12, 12, 3, 0}, yvv = {CPU_YVV, 12, 12, CPU_TRUNCATE, 0};
+  ASSERT(!cpu_separable_exact(&other) && !cpu_separable_exact(&yvv));
 }
 
 /* fir, fir_shared and fir_mwpt give the same bytes; the fir family equals the direct 2-D
@@ -1007,6 +1055,7 @@ int main(void) {
   RUN(test_planes_match_lines);
   RUN(test_fir_family);
   RUN(test_separable_tiles);
+  RUN(test_separable_exact);
   RUN(test_extreme_sigma);
   RUN(test_photo_accuracy);
   RUN(test_axes_accuracy);

@@ -16,8 +16,8 @@
 static const struct param_spec blur_params[] = {
     {"method", PT_ENUM, 0, 0, op_method_choices, "auto", OFF(method),
      "Blur algorithm; auto picks the fastest one that reaches 48 dB for this sigma and size, the "
-     "PSNR included: with it, on the GPU, 8-bit gray or RGB takes separable computed exactly in "
-     "integers, which measures itself.",
+     "PSNR included: with it, separable computed exactly, which measures itself (on the CPU at "
+     "the default truncate; on the GPU for 8-bit gray or RGB up to sigma 40).",
      0},
     {"sigma", PT_NUMBER, CPU_SIGMA_MIN, CPU_SIGMA_MAX, NULL, "", OFF(sigma),
      SIGMA_DOC ", the same on both axes. Give sigma, or sigma_x and sigma_y.", 0},
