@@ -24,7 +24,7 @@ BUILD ?= build/san
 SANFLAGS := -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
 endif
 
-PKGS := libmicrohttpd jansson libpng libturbojpeg libjpeg libwebp libwebpmux libdeflate spng lcms2
+PKGS := jansson libpng libturbojpeg libjpeg libwebp libwebpmux libdeflate spng lcms2
 OPT ?= -O3 -g
 CFLAGS += -std=c11 $(OPT) -Wall -Wextra -Werror -Wstrict-prototypes -Wshadow -D_GNU_SOURCE \
           -pthread -MMD -MP $(SANFLAGS) $(shell pkg-config --cflags $(PKGS))
@@ -102,8 +102,9 @@ $(BUILD)/tests/gpu_%: $(BUILD)/tests/gpu_%.o $(LIB_OBJ)
 
 $(BUILD)/tests/unit_%: $(BUILD)/tests/unit_%.o $(LIB_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
-# the accepting gate's test takes it from server/
+# the accepting gate's test and the fuzz replay (the request syntax) take their code from server/
 $(BUILD)/tests/unit_gate: $(BUILD)/server/gate.o
+$(BUILD)/tests/unit_fuzz: $(BUILD)/server/http1.o
 
 $(BUILD)/tests/integ_%: $(BUILD)/tests/integ_%.o $(BUILD)/tests/harness.o $(LIB_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) $(TEST_LDLIBS) -o $@
@@ -113,8 +114,12 @@ test: unit integ
 unit: all
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
 
+# Debian's python3, where the tests' packages (python3-h11) are installed
+PYTHON ?= $(firstword $(wildcard /usr/bin/python3) python3)
+
 integ: all
 	@set -e; for t in $(INTEG_BIN); do echo "== $$t"; $(if $(SAN),BLURD_SAN=1) BLURD_BIN=$(BUILD)/blurd $$t; done
+	@echo "== tests/http_strict.py"; $(PYTHON) tests/http_strict.py $(BUILD)/blurd
 
 # On a machine with an NVIDIA GPU and nvJPEG: the GPU test suite (a sticky fault in a process of
 # its own, then every method against its CPU twin), the GPU codecs against libjpeg-turbo (quality,

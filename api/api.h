@@ -23,12 +23,14 @@
   X(BAD_MULTIPART,       400, "invalid_multipart",     "The multipart/form-data body is malformed.") \
   X(MISSING_IMAGE,       400, "missing_image",         "The request carries no image.")             \
   X(BAD_IMAGE_ENCODING,  400, "invalid_image_encoding", "The image in the JSON body is not valid base64.") \
-  X(INVALID_REQUEST,     400, "invalid_request",       "The request's headers do not say unambiguously where its body ends.") \
+  X(INVALID_REQUEST,     400, "invalid_request",       "The request is not valid HTTP/1.1, or its headers do not say unambiguously where its body ends.") \
   X(UNAUTHORIZED,        401, "unauthorized",          "This endpoint needs the API key, as 'Authorization: Bearer KEY' or 'X-API-Key: KEY'.") \
   X(NOT_FOUND,           404, "not_found",             "There is no such endpoint.")                \
   X(METHOD_NOT_ALLOWED,  405, "method_not_allowed",    "This endpoint does not accept that HTTP method.") \
   X(NOT_ACCEPTABLE,      406, "not_acceptable",        "The Accept header accepts neither the result's image type nor application/json.") \
+  X(REQUEST_TIMEOUT,     408, "request_timeout",       "The request did not arrive in time; the connection is closed.") \
   X(BODY_TOO_LARGE,      413, "body_too_large",        "The request body is larger than the configured limit.") \
+  X(URI_TOO_LONG,        414, "uri_too_long",          "The request line is longer than this service takes.") \
   X(UNSUPPORTED_MEDIA,   415, "unsupported_media_type", "The upload is neither PNG, JPEG nor WebP.") \
   X(EXPECTATION_FAILED,  417, "expectation_failed",    "The only expectation this service meets is Expect: 100-continue.") \
   X(UNDECODABLE,         422, "undecodable_image",     "The image is corrupt or truncated.")        \
@@ -36,6 +38,7 @@
   X(UNSUPPORTED_IMAGE,   422, "unsupported_image",     "The image uses a feature this service does not support.") \
   X(TOO_EXPENSIVE,       422, "too_expensive",         "The request would take more work than the service allows (--max-cost); use a faster method, smaller parameters or a smaller image.") \
   X(TOO_MANY_CONNECTIONS_FROM_ADDRESS, 429, "too_many_connections_from_address", "This address has as many connections open as the service allows; retry shortly.") \
+  X(HEADERS_TOO_LARGE,   431, "headers_too_large",     "The request's headers are larger than this service takes.") \
   X(INTERNAL,            500, "internal_error",        "Something went wrong inside the service.")  \
   X(NOT_IMPLEMENTED,     501, "not_implemented",       "The only Transfer-Encoding this service takes is chunked.") \
   X(QUEUE_FULL,          503, "queue_full",            "The job queue is full; retry shortly.")     \
@@ -44,6 +47,7 @@
   X(OUT_OF_MEMORY,       503, "out_of_memory",         "The service ran out of memory for this request; retry shortly.") \
   X(SHUTTING_DOWN,       503, "shutting_down",         "The service is shutting down.")   \
   X(DEADLINE_EXCEEDED,   503, "deadline_exceeded",     "The request took longer than the service allows; retry later.") \
+  X(HTTP_VERSION,        505, "http_version_not_supported", "This service speaks HTTP/1.1 and HTTP/1.0.") \
   X(CLIENT_GONE,         499, "client_closed_request", "The client closed the connection before the answer.") \
   X(GPU_ERROR,           503, "gpu_error",             "The GPU could not run this request; retry shortly.") \
   X(GPU_LOST,            503, "gpu_lost",              "The GPU failed; the service is restarting.")
@@ -209,26 +213,10 @@ void api_observe(struct api_ctx *ctx, const struct api_request *req, const struc
 enum api_error api_body_chunk(struct api_ctx *ctx, struct api_request *req, const uint8_t *data,
                               size_t n, char *msg, size_t msglen);
 
-/* What a request's headers say about where its body ends (RFC 9112 6.3), noted header by header
- * with api_framing_add; zero it first. */
-struct api_framing {
-  int lengths;    /* Content-Length headers */
-  int bad_length; /* one is not a decimal number */
-  int codings;    /* Transfer-Encoding headers */
-  int chunked;    /* the last one is exactly "chunked" */
-  int expects;    /* Expect headers */
-  int continue_;  /* the last one is "100-continue" */
-};
-
-/* Notes one request header (name and value as received; any header, only Content-Length,
- * Transfer-Encoding and Expect count). */
-void api_framing_add(struct api_framing *f, const char *name, const char *value);
-/* Whether the framing f noted is one blurd serves: at most one decimal Content-Length, or one
- * Transfer-Encoding that is chunked, never both, and no Expect but 100-continue. Otherwise the
- * error (400 invalid_request, 501 not_implemented, 417 expectation_failed) with a sentence in
- * msg: the server answers it before the body and closes the connection, so that no byte after
- * the headers is ever read as a request of its own (request smuggling). */
-enum api_error api_framing_check(const struct api_framing *f, char *msg, size_t msglen);
+/* Whether a request for uri with this method is a probe (GET or HEAD of /healthz, /readyz or
+ * /metrics): the server answers probes even on a connection over its limits, so that a liveness
+ * check never fails because clients hold every connection. */
+int api_is_probe(const char *method, const char *uri);
 
 typedef void (*api_done_fn)(void *udata, struct api_response *resp);
 

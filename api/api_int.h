@@ -401,6 +401,7 @@ struct route {
 
 #define ROUTE_UNREADY 1u /* also answers 503 with the same document (/readyz) */
 #define ROUTE_OPEN    2u /* answers without the API key: probes, the demo page, the description */
+#define ROUTE_PROBE   4u /* health and metrics: served even on a connection over the limits */
 
 /* Every route: the fixed ones (handler.c), then one per operation of api_ops; *n gets their
  * number. Built once, on first use. */

@@ -24,15 +24,15 @@ static const struct route fixed[] = {
     {"/demo.css", "GET", "The demo page's style sheet.", NULL, "text/css; charset=utf-8",
      ROUTE_OPEN, web_answer, NULL},
     {"/healthz", "GET", "Liveness: 200 while the process serves.", NULL, "application/json",
-     ROUTE_OPEN, handler_healthz, NULL},
+     ROUTE_OPEN | ROUTE_PROBE, handler_healthz, NULL},
     {"/readyz", "GET", "Readiness: 200 when the workers take jobs, 503 while draining or after a "
      "GPU failure; the backend, workers and queue.", NULL, "application/json",
-     ROUTE_UNREADY | ROUTE_OPEN, handler_readyz, NULL},
+     ROUTE_UNREADY | ROUTE_OPEN | ROUTE_PROBE, handler_readyz, NULL},
     {"/methods", "GET", "Every method with its description, accuracy, parameters and backends, "
      "and the configured limits.", NULL, "application/json", ROUTE_OPEN, handler_methods, NULL},
     {"/metrics", "GET", "Prometheus metrics: requests by endpoint, method and status, stage "
      "latency histograms, queue, in-flight and GPU memory gauges, backend info.", NULL,
-     "text/plain; version=0.0.4; charset=utf-8", ROUTE_OPEN, handler_metrics, NULL},
+     "text/plain; version=0.0.4; charset=utf-8", ROUTE_OPEN | ROUTE_PROBE, handler_metrics, NULL},
     {"/openapi.json", "GET", "This OpenAPI 3.1 description, generated from the route and "
      "parameter tables.", NULL, "application/json", ROUTE_OPEN, openapi_answer, NULL},
 };
@@ -87,6 +87,11 @@ const struct route *route_find(const char *uri) {
   for (int i = 0; i < n; i++)
     if (strlen(t[i].path) == plen && memcmp(t[i].path, uri, plen) == 0) return &t[i];
   return NULL;
+}
+
+int api_is_probe(const char *method, const char *uri) {
+  const struct route *r = route_find(uri);
+  return r && r->flags & ROUTE_PROBE && (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0);
 }
 
 enum api_error api_body_chunk(struct api_ctx *ctx, struct api_request *req, const uint8_t *data,

@@ -1,42 +1,98 @@
-/* fuzz/framing.c: libFuzzer target for the request-framing check (api/framing.c). The input is a
- * request's header lines ("Name: value", one a line, LF or CRLF); each goes to api_framing_add
- * as the server hands them over, then api_framing_check decides. Checks: the target's own count
- * of the three headers agrees with the notes; a request is accepted only with at most one
- * decimal Content-Length, or one chunked Transfer-Encoding, never both, and no Expect but
- * 100-continue; every refusal is 400, 501 or 417 with a sentence. */
+/* fuzz/framing.c: libFuzzer target for the HTTP/1.1 request syntax (server/http1.c). The input is
+ * the bytes a client sends: a request head, then its body. Checks: the end of the head is found
+ * at the same place whether the bytes arrive at once or a few at a time; a head that parses has a
+ * token method, a target starting with '/', header names that are tokens and values without
+ * control characters or surrounding white space, Host once on HTTP/1.1, and at most one of a
+ * Content-Length and chunked; every refusal is one of the statuses the server answers, with a
+ * sentence; and a chunked body decodes to the same bytes, end and error whether it is fed at once
+ * or in pieces of 1 to 7 bytes. Returns the parser's api_error (API_OK: accepted). */
 #include "fuzz.h"
 
-#include "../api/api.h"
+#include "../server/http1.h"
 
+#include <ctype.h>
 #include <strings.h>
 
+/* Decodes a chunked body from in[0..n) in pieces of at most step bytes (0: at once) into out
+ * (cap bytes); returns the error, with the body's length in *len and whether it ended in *done. */
+static enum api_error dechunk(const uint8_t *in, size_t n, size_t step, uint8_t *out, size_t cap,
+                              size_t *len, int *done) {
+  struct http1_chunked c = {0};
+  char msg[200];
+  size_t at = 0;
+  *len = 0, *done = 0;
+  while (at < n && !*done) {
+    size_t avail = step && n - at > step ? step : n - at, used = 0, k = 0;
+    const uint8_t *data;
+    enum api_error e = http1_chunk(&c, in + at, avail, &used, &data, &k, done, msg, sizeof(msg));
+    if (e != API_OK) {
+      FUZZ_CHECK(msg[0] != 0);
+      return e;
+    }
+    FUZZ_CHECK(used <= avail && (used > 0 || *done));
+    FUZZ_CHECK(k == 0 || (data >= in + at && data + k <= in + at + used));
+    if (k && *len + k <= cap) memcpy(out + *len, data, k);
+    *len += k;
+    at += used;
+  }
+  return API_OK;
+}
+
+static int is_token(const char *s) {
+  if (!*s) return 0;
+  for (; *s; s++)
+    if (!(isalnum((unsigned char)*s) || strchr("!#$%&'*+-.^_`|~", *s))) return 0;
+  return 1;
+}
+
 int fuzz_framing(const uint8_t *data, size_t size) {
-  char *text = strndup((const char *)data, size), *save = NULL, msg[256] = "";
-  struct api_framing f = {0};
-  int lengths = 0, codings = 0, expects = 0;
-  if (!text) return -1;
-  for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-    line[strcspn(line, "\r")] = 0;
-    char *colon = strchr(line, ':');
-    if (!colon) continue;
-    *colon = 0;
-    const char *value = colon + 1 + strspn(colon + 1, " \t");
-    lengths += strcasecmp(line, "Content-Length") == 0;
-    codings += strcasecmp(line, "Transfer-Encoding") == 0;
-    expects += strcasecmp(line, "Expect") == 0;
-    api_framing_add(&f, line, value);
+  size_t scanned = 0, piecewise = 0, end = http1_head_end((const char *)data, size, &scanned);
+  for (size_t at = 0, s2 = 0; at < size && !piecewise;) { /* prefixes growing by 1 to 5 bytes */
+    at = at + 1 + at % 5 < size ? at + 1 + at % 5 : size;
+    piecewise = http1_head_end((const char *)data, at, &s2);
   }
-  FUZZ_CHECK(f.lengths == lengths && f.codings == codings && f.expects == expects);
-  enum api_error e = api_framing_check(&f, msg, sizeof(msg));
-  if (e == API_OK) {
-    FUZZ_CHECK(lengths <= 1 && !f.bad_length && !(lengths && codings));
-    FUZZ_CHECK(codings == 0 || (codings == 1 && f.chunked));
-    FUZZ_CHECK(expects == 0 || (expects == 1 && f.continue_));
-  } else {
+  FUZZ_CHECK(piecewise == 0 ? end == 0 : end == piecewise);
+  if (!end) return (int)http1_head_overlong((const char *)data, size);
+  char *head = malloc(end + 1), msg[256] = "";
+  struct http1_request rq;
+  FUZZ_CHECK(head != NULL);
+  memcpy(head, data, end);
+  head[end] = 0;
+  enum api_error e = http1_parse_head(head, end, &rq, msg, sizeof(msg));
+  if (e != API_OK) {
     int status = api_error_status(e);
-    FUZZ_CHECK((status == 400 || status == 501 || status == 417) && msg[0] != 0);
+    FUZZ_CHECK(status == 400 || status == 414 || status == 431 || status == 501 || status == 417 ||
+               status == 505);
+    FUZZ_CHECK(msg[0] != 0);
+    free(head);
+    return (int)e;
   }
-  free(text);
+  FUZZ_CHECK(is_token(rq.method) && (rq.target[0] == '/' || strcmp(rq.target, "*") == 0));
+  FUZZ_CHECK(rq.minor == 0 || rq.minor == 1);
+  int hosts = 0;
+  for (int i = 0; i < rq.nfields; i++) {
+    const char *v = rq.fields[i].value;
+    size_t n = strlen(v);
+    FUZZ_CHECK(is_token(rq.fields[i].name));
+    FUZZ_CHECK(!strpbrk(v, "\r\n") &&
+               (n == 0 || (!strchr(" \t", v[0]) && !strchr(" \t", v[n - 1]))));
+    hosts += strcasecmp(rq.fields[i].name, "Host") == 0;
+  }
+  FUZZ_CHECK(rq.minor == 0 || hosts == 1);
+  FUZZ_CHECK(!(rq.chunked && rq.has_length));
+  if (rq.chunked) {
+    size_t n = size - end, la, lb;
+    uint8_t *a = malloc(n + 1), *b = malloc(n + 1);
+    int da, db;
+    FUZZ_CHECK(a != NULL && b != NULL);
+    enum api_error ea = dechunk(data + end, n, 0, a, n, &la, &da);
+    enum api_error eb = dechunk(data + end, n, 1 + n % 7, b, n, &lb, &db);
+    FUZZ_CHECK(ea == eb && la == lb && da == db && la <= n);
+    FUZZ_CHECK(ea != API_OK || memcmp(a, b, la) == 0);
+    free(a);
+    free(b);
+  }
+  free(head);
   return (int)e;
 }
 

@@ -15,7 +15,7 @@ SECONDS_EACH=${1:-60}
 TARGETS=${FUZZ_TARGETS:-png jpeg webp multipart params handler framing}
 CC=${FUZZ_CC:-clang}
 OUT=${FUZZ_OUT:-build/fuzz}
-PKGS="libpng libturbojpeg libmicrohttpd jansson libwebp libwebpmux libdeflate spng lcms2"
+PKGS="libpng libturbojpeg jansson libwebp libwebpmux libdeflate spng lcms2"
 CFLAGS="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -D_GNU_SOURCE
         -std=c11 -pthread $(pkg-config --cflags $PKGS)"
 LIBS="$(pkg-config --libs libpng libturbojpeg jansson libwebp libwebpmux libdeflate lcms2) -ljpeg -lz -lm -pthread"
@@ -23,7 +23,7 @@ LIBS="$(pkg-config --libs libpng libturbojpeg jansson libwebp libwebpmux libdefl
 # ---- build: the project's sources once, then one binary per target ----
 mkdir -p "$OUT/obj"
 echo "== building the fuzz targets in $OUT/ with $CC"
-for src in codecs/*.c cpu/*.c api/*.c api/ops/*.c; do
+for src in codecs/*.c cpu/*.c api/*.c api/ops/*.c server/http1.c; do
   obj="$OUT/obj/${src//\//_}"
   # shellcheck disable=SC2086 # CFLAGS is a list of flags
   $CC $CFLAGS -c "$src" -o "${obj%.c}.o" &
@@ -36,7 +36,8 @@ for pid in $(jobs -p); do wait "$pid"; done # set -e stops here if one failed
 for t in $TARGETS; do
   objs=("$OUT"/obj/codecs_*.o)
   case $t in
-  multipart | params | handler | framing) objs+=("$OUT"/obj/cpu_*.o "$OUT"/obj/api_*.o) ;;
+  multipart | params | handler) objs+=("$OUT"/obj/cpu_*.o "$OUT"/obj/api_*.o) ;;
+  framing) objs+=("$OUT"/obj/cpu_*.o "$OUT"/obj/api_*.o "$OUT"/obj/server_http1.o) ;;
   esac
   # shellcheck disable=SC2086
   $CC $CFLAGS "fuzz/$t.c" "${objs[@]}" $LIBS -o "$OUT/$t"

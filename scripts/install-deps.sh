@@ -16,22 +16,22 @@ set -eu
 # shellcheck disable=SC1091
 . /etc/os-release
 if [ "$ID" = ubuntu ] && [ "$VERSION_ID" = 24.04 ]; then
-  jpeg=libjpeg-turbo8 turbojpeg=libturbojpeg mhd=libmicrohttpd12t64 png=libpng16-16t64
+  jpeg=libjpeg-turbo8 turbojpeg=libturbojpeg png=libpng16-16t64
   clang_rt=libclang-rt-18-dev
 else # Debian 12
-  jpeg=libjpeg62-turbo turbojpeg=libturbojpeg0 mhd=libmicrohttpd12 png=libpng16-16
+  jpeg=libjpeg62-turbo turbojpeg=libturbojpeg0 png=libpng16-16
   clang_rt=libclang-rt-14-dev
 fi
 case "${1:-}" in
 "")
   pkgs="build-essential pkg-config clang-format
-    libmicrohttpd-dev libjansson-dev libturbojpeg0-dev $jpeg-dev libpng-dev libwebp-dev zlib1g-dev
+    libjansson-dev libturbojpeg0-dev $jpeg-dev libpng-dev libwebp-dev zlib1g-dev
     libdeflate-dev libspng-dev liblcms2-dev python3-pil python3-numpy libvips-tools libgs-common
     libcurl4-openssl-dev
-    python3-skimage python3-yaml gnuplot-nox wrk clang $clang_rt
+    python3-skimage python3-yaml python3-h11 gnuplot-nox wrk clang $clang_rt
     curl jq"
   ;;
---runtime) pkgs="$mhd libjansson4 $png $turbojpeg $jpeg libwebp7 libwebpmux3 zlib1g libdeflate0
+--runtime) pkgs="libjansson4 $png $turbojpeg $jpeg libwebp7 libwebpmux3 zlib1g libdeflate0
   libspng0 liblcms2-2 curl" ;;
 --web | --ci)
   pkgs="chromium"

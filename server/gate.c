@@ -1,18 +1,24 @@
 /* The gate: blurd accepts its own connections, so that one over a limit gets an HTTP answer
- * instead of a reset. One thread waits on the listening socket with epoll. For each connection it
- * counts the open ones, in total and from the client's IPv4 address (an open-addressing table
- * sized for max_conns), and either passes it on to libmicrohttpd or refuses it: the canned answer
- * is written without reading the request (it fits in the socket buffer), the sending side is
- * shut, and the connection lingers: what the client still sends is read and dropped until it
- * closes, for at most LINGER_MS. Closing a socket with unread data would send a reset, and a
- * reset can destroy the answer before the client reads it. A refusal costs an accept, a write
- * and a close: a flood of them does not reach libmicrohttpd or the workers. When the process runs
- * out of descriptors, the oldest lingering refusal is closed to make room for the next client. */
+ * instead of a reset, and so that a probe still gets through when clients hold every connection.
+ * One thread waits on the listening socket with epoll. For each connection it counts the open
+ * ones, in total and from the client's IPv4 address (an open-addressing table sized for
+ * max_conns), and passes it on to the HTTP loops when it is within the limits. One over a limit
+ * waits in a ring of WAIT_MAX for its request line, which the gate peeks at without reading it: a
+ * probe (cfg.is_probe) is passed on, marked as over, while cfg.reserve of them are being served;
+ * anything else, a connection that sends nothing for WAIT_MS, or the oldest waiting one when the
+ * ring is full, is refused. A refusal is the canned answer, written without reading the request
+ * (it fits in the socket buffer); then the sending side is shut, and the connection lingers: what
+ * the client still sends is read and dropped until it closes, for at most LINGER_MS. Closing a
+ * socket with unread data would send a reset, and a reset can destroy the answer before the
+ * client reads it. A refusal costs an accept, a write and a close: a flood of them does not reach
+ * the HTTP loops or the workers. When the process runs out of descriptors, the oldest lingering
+ * refusal is closed to make room for the next client. */
 #include "gate.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -26,8 +32,12 @@
 #define BACKLOG    4096 /* the kernel caps it at net.core.somaxconn */
 #define LINGER_MAX 1024 /* refused connections lingering at once; past it the oldest is closed */
 #define LINGER_MS  1000
+#define WAIT_MAX   256  /* connections over a limit waiting for their request line */
+#define WAIT_MS    2000 /* how long one may wait */
+#define LINE_PEEK  512  /* bytes of a request line looked at */
 #define EV_LISTEN  UINT64_MAX
 #define EV_WAKE    (UINT64_MAX - 1)
+#define EV_WAIT    (1ULL << 32) /* plus a slot of the waiting ring; below it: a lingering slot */
 
 struct ip_count {
   uint32_t addr;  /* network order */
@@ -39,6 +49,14 @@ struct lingering {
   double until;
 };
 
+struct waiting { /* a connection over a limit, waiting for its request line */
+  int fd;        /* -1: gone already */
+  enum gate_refusal why;
+  struct sockaddr_storage ss;
+  socklen_t len;
+  double until;
+};
+
 struct gate {
   struct gate_config cfg;
   int lfd, ep, wake[2], port;
@@ -46,11 +64,14 @@ struct gate {
   int started;  /* the thread runs */
   int draining; /* atomic */
   pthread_mutex_t mu;
-  unsigned open;             /* connections passed on and not yet released */
+  unsigned open;             /* connections passed on within the limits and not yet released */
+  unsigned reserved;         /* connections of the reserve passed on and not yet released */
   struct ip_count *ips;      /* per address, when max_per_ip; nips slots, a power of 2 */
   size_t nips;               /* slots */
   struct lingering *lingers; /* a ring of LINGER_MAX, oldest at head */
   int head, nlingers;
+  struct waiting *waits; /* a ring of WAIT_MAX, oldest at whead */
+  int whead, nwaits;
 };
 
 static double now_ms(void) {
@@ -84,7 +105,8 @@ static void ip_remove(struct gate *g, size_t i) {
   g->ips[i].count = 0;
 }
 
-/* Counts the connection in, or says why not. */
+/* Counts the connection in: returns 1 within the limits, or 0 when it is over one (*why says
+ * which) or the server drains. */
 static int admit(struct gate *g, const struct sockaddr *sa, enum gate_refusal *why) {
   if (__atomic_load_n(&g->draining, __ATOMIC_SEQ_CST)) {
     *why = GATE_DRAINING;
@@ -105,8 +127,22 @@ static int admit(struct gate *g, const struct sockaddr *sa, enum gate_refusal *w
   return ok;
 }
 
-void gate_release(struct gate *g, const struct sockaddr *sa) {
+/* Takes a place of the reserve for a probe over the limits; returns whether there was one. */
+static int reserve_take(struct gate *g) {
   pthread_mutex_lock(&g->mu);
+  int ok = g->reserved < g->cfg.reserve;
+  g->reserved += (unsigned)ok;
+  pthread_mutex_unlock(&g->mu);
+  return ok;
+}
+
+void gate_release(struct gate *g, const struct sockaddr *sa, int reserve) {
+  pthread_mutex_lock(&g->mu);
+  if (reserve) {
+    if (g->reserved > 0) g->reserved--;
+    pthread_mutex_unlock(&g->mu);
+    return;
+  }
   if (g->open > 0) g->open--;
   if (g->ips) {
     size_t i = ip_slot(g, ip_of(sa));
@@ -157,6 +193,79 @@ static void refuse(struct gate *g, int fd, enum gate_refusal why) {
   if (epoll_ctl(g->ep, EPOLL_CTL_ADD, fd, &ev) != 0) linger_close(&g->lingers[slot]);
 }
 
+/* The waiting connection of slot i leaves the ring: refused, passed on, or closed (the ring's
+ * head moves past the slots already emptied). */
+static void wait_clear(struct gate *g, int i) {
+  struct waiting *w = &g->waits[i];
+  if (w->fd >= 0) epoll_ctl(g->ep, EPOLL_CTL_DEL, w->fd, NULL);
+  w->fd = -1;
+  while (g->nwaits > 0 && g->waits[g->whead].fd < 0) {
+    g->whead = (g->whead + 1) % WAIT_MAX;
+    g->nwaits--;
+  }
+}
+
+static void wait_refuse(struct gate *g, int i) {
+  int fd = g->waits[i].fd;
+  enum gate_refusal why = g->waits[i].why;
+  wait_clear(g, i);
+  refuse(g, fd, why);
+}
+
+/* A connection over a limit: it waits for its request line, or without a way to tell a probe
+ * (no is_probe, or draining) is refused at once. */
+static void wait_add(struct gate *g, int fd, const struct sockaddr_storage *ss, socklen_t len,
+                     enum gate_refusal why) {
+  if (!g->cfg.is_probe || why == GATE_DRAINING) {
+    refuse(g, fd, why);
+    return;
+  }
+  if (g->nwaits == WAIT_MAX) wait_refuse(g, g->whead); /* full: the oldest gets its answer */
+  int i = (g->whead + g->nwaits) % WAIT_MAX;
+  struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.u64 = EV_WAIT | (uint64_t)i};
+  g->waits[i] = (struct waiting){fd, why, *ss, len, now_ms() + WAIT_MS};
+  g->nwaits++;
+  if (epoll_ctl(g->ep, EPOLL_CTL_ADD, fd, &ev) != 0) wait_refuse(g, i);
+}
+
+/* The waiting connection of slot i has bytes (or has closed): a probe's request line is passed on
+ * as over, while the reserve has room; anything else is refused. */
+static void wait_ready(struct gate *g, int i) {
+  struct waiting *w = &g->waits[i];
+  char line[LINE_PEEK];
+  if (w->fd < 0) return;
+  ssize_t n = recv(w->fd, line, sizeof(line), MSG_PEEK | MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+  if (n <= 0) { /* the client left */
+    close(w->fd);
+    wait_clear(g, i);
+    return;
+  }
+  const char *eol = memchr(line, '\n', (size_t)n);
+  if (!eol && n < (ssize_t)sizeof(line)) return; /* the rest of the line is to come */
+  if (eol && g->cfg.is_probe(g->cfg.arg, line, (size_t)(eol - line)) && reserve_take(g)) {
+    int fd = w->fd;
+    struct sockaddr_storage ss = w->ss;
+    socklen_t len = w->len;
+    enum gate_refusal why = w->why;
+    epoll_ctl(g->ep, EPOLL_CTL_DEL, fd, NULL);
+    w->fd = -1;
+    wait_clear(g, i);
+    if (g->cfg.pass(g->cfg.arg, fd, (struct sockaddr *)&ss, len, (int)why) != 0)
+      gate_release(g, (struct sockaddr *)&ss, 1);
+    return;
+  }
+  wait_refuse(g, i);
+}
+
+/* Refuses the waiting connections past their time. */
+static void wait_expire(struct gate *g, double now) {
+  for (int k = 0; k < g->nwaits; k++) {
+    int i = (g->whead + k) % WAIT_MAX;
+    if (g->waits[i].fd >= 0 && g->waits[i].until <= now) wait_refuse(g, i), k = -1;
+  }
+}
+
 static void accept_all(struct gate *g) {
   for (int k = 0; k < 64; k++) { /* then let the lingering connections have a turn */
     struct sockaddr_storage ss;
@@ -166,6 +275,10 @@ static void accept_all(struct gate *g) {
       linger_pop(g); /* out of descriptors: a refusal's linger gives way to a new client */
       continue;
     }
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE) && g->nwaits > 0) {
+      wait_refuse(g, g->whead); /* then the oldest waiting connection: refused, it lingers */
+      continue;
+    }
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
         nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL); /* out of descriptors */
@@ -173,10 +286,21 @@ static void accept_all(struct gate *g) {
     }
     enum gate_refusal why;
     if (!admit(g, (struct sockaddr *)&ss, &why))
-      refuse(g, fd, why);
-    else if (g->cfg.pass(g->cfg.arg, fd, (struct sockaddr *)&ss, len) != 0)
-      gate_release(g, (struct sockaddr *)&ss);
+      wait_add(g, fd, &ss, len, why);
+    else if (g->cfg.pass(g->cfg.arg, fd, (struct sockaddr *)&ss, len, -1) != 0)
+      gate_release(g, (struct sockaddr *)&ss, 0);
   }
+}
+
+/* The time until the next lingering or waiting connection is due, in ms; -1: none. */
+static int next_due(const struct gate *g, double now) {
+  double due = INFINITY;
+  if (g->nlingers) due = g->lingers[g->head].until;
+  for (int k = 0; k < g->nwaits; k++) {
+    const struct waiting *w = &g->waits[(g->whead + k) % WAIT_MAX];
+    if (w->fd >= 0 && w->until < due) due = w->until;
+  }
+  return isinf(due) ? -1 : due <= now ? 0 : (int)(due - now) + 1;
 }
 
 static void *gate_main(void *arg) {
@@ -186,14 +310,17 @@ static void *gate_main(void *arg) {
   for (;;) {
     double now = now_ms();
     linger_expire(g, now);
-    int timeout = g->nlingers ? (int)(g->lingers[g->head].until - now) + 1 : -1;
-    int n = epoll_wait(g->ep, ev, 64, timeout);
+    wait_expire(g, now);
+    int n = epoll_wait(g->ep, ev, 64, next_due(g, now));
     for (int i = 0; i < n; i++) {
-      if (ev[i].data.u64 == EV_WAKE) return NULL;
-      if (ev[i].data.u64 == EV_LISTEN)
+      uint64_t d = ev[i].data.u64;
+      if (d == EV_WAKE) return NULL;
+      if (d == EV_LISTEN)
         accept_all(g);
+      else if (d & EV_WAIT)
+        wait_ready(g, (int)(d & 0xffffffff));
       else
-        linger_drain(&g->lingers[ev[i].data.u64]);
+        linger_drain(&g->lingers[d]);
     }
   }
 }
@@ -232,7 +359,8 @@ struct gate *gate_new(const struct gate_config *cfg, char *err, size_t errlen) {
     g->ips = calloc(g->nips, sizeof(*g->ips));
   }
   g->lingers = calloc(LINGER_MAX, sizeof(*g->lingers));
-  int ok = g->lingers && (!cfg->max_per_ip || g->ips);
+  g->waits = calloc(WAIT_MAX, sizeof(*g->waits));
+  int ok = g->lingers && g->waits && (!cfg->max_per_ip || g->ips);
   if (!ok) snprintf(err, errlen, "out of memory");
   if (ok && ((g->ep = epoll_create1(EPOLL_CLOEXEC)) < 0 || pipe2(g->wake, O_CLOEXEC) != 0)) {
     snprintf(err, errlen, "cannot start the accepting thread: %s", strerror(errno));
@@ -278,11 +406,16 @@ void gate_free(struct gate *g) {
   if (g->wake[1] >= 0) close(g->wake[1]);
   for (int i = 0; g->lingers && i < g->nlingers; i++)
     linger_close(&g->lingers[(g->head + i) % LINGER_MAX]);
+  for (int i = 0; g->waits && i < g->nwaits; i++) {
+    int fd = g->waits[(g->whead + i) % WAIT_MAX].fd;
+    if (fd >= 0) close(fd);
+  }
   if (g->wake[0] >= 0) close(g->wake[0]);
   if (g->ep >= 0) close(g->ep);
   if (g->lfd >= 0) close(g->lfd);
   pthread_mutex_destroy(&g->mu);
   free(g->lingers);
+  free(g->waits);
   free(g->ips);
   free(g);
 }

@@ -1,7 +1,9 @@
 /* gate: blurd's listening socket and the one thread that accepts on it. A connection within the
- * limits is handed to libmicrohttpd; one over a limit, or any while the server drains, is answered
- * in HTTP at once (429 or 503 with Retry-After and the JSON error), without its request being
- * read, and closed. Internal to server/. */
+ * limits is handed to the HTTP loops. One over a limit waits for its request line: a probe
+ * (health, readiness, metrics) is handed over too, marked as over, while a few places of the
+ * reserve last; anything else, and any connection while the server drains, is answered in HTTP
+ * (429 or 503 with Retry-After and the JSON error), without its request being read, and closed.
+ * Internal to server/. */
 #ifndef BLURD_GATE_H
 #define BLURD_GATE_H
 
@@ -18,9 +20,14 @@ struct gate_config {
   int fd; /* the listening socket, from gate_listen: the gate's from then on */
   unsigned max_conns;
   unsigned max_per_ip; /* 0: no limit */
-  /* Takes an admitted connection (fd is then the callee's). Returns 0, or -1 when it could not
-   * (it closed fd): the gate forgets the connection. */
-  int (*pass)(void *arg, int fd, const struct sockaddr *sa, socklen_t len);
+  unsigned reserve;    /* connections over the limits passed on for a probe at once */
+  /* Takes an admitted connection (fd is then the callee's); over: -1, or the enum gate_refusal it
+   * would have had (a probe passed on from the reserve). Returns 0, or -1 when it could not (it
+   * closed fd): the gate forgets the connection. */
+  int (*pass)(void *arg, int fd, const struct sockaddr *sa, socklen_t len, int over);
+  /* Whether the request line line[0..n) (without its line end) is a probe's. NULL: connections
+   * over a limit are refused at once. Called on the gate's thread. */
+  int (*is_probe)(void *arg, const char *line, size_t n);
   /* Writes the whole HTTP answer for a refusal into buf (at most cap bytes); returns its length.
    * Called on the gate's thread, once per refused connection. */
   size_t (*answer)(void *arg, enum gate_refusal why, char *buf, size_t cap);
@@ -41,8 +48,8 @@ struct gate *gate_new(const struct gate_config *cfg, char *err, size_t errlen);
 int gate_start(struct gate *g, char *err, size_t errlen);
 /* The port it listens on. */
 int gate_port(const struct gate *g);
-/* A connection that pass took has closed (any thread). */
-void gate_release(struct gate *g, const struct sockaddr *sa);
+/* A connection that pass took has closed (any thread); reserve: it was passed on as over. */
+void gate_release(struct gate *g, const struct sockaddr *sa, int reserve);
 /* From now on every new connection gets the GATE_DRAINING answer. */
 void gate_drain(struct gate *g);
 /* Stops the thread: no connection is accepted or passed on any more, while gate_release stays

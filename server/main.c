@@ -47,7 +47,7 @@ static const struct opt opts[] = {
   {"warm-image",       "BLURD_WARM_IMAGE",       OPT_STR,  "auto",    0, 0,      "each worker's warm-up image, WxHxC (C: 1 to 4); 0: none; auto: 1920x1080x3"},
   {"queue",            "BLURD_QUEUE",            OPT_INT,  "64",      1, 100000, "jobs that may wait for a worker; more get 503"},
   {"max-body",         "BLURD_MAX_BODY",         OPT_BYTES, "32M",    1, 1LL << 32, "largest request body in bytes (K, M, G suffixes)"},
-  {"max-buffered",     "BLURD_MAX_BUFFERED",     OPT_BYTES, "0",      0, 1LL << 50, "request bodies and responses held at once, in bytes (K, M, G); more get 503; 0: a quarter of the memory limit"},
+  {"max-buffered",     "BLURD_MAX_BUFFERED",     OPT_BYTES, "0",      0, 1LL << 50, "request bodies and responses held at once, in bytes (K, M, G); more get 503; 0: 1G, or 2 x cores x --max-body when more, at most a quarter of the memory limit"},
   {"max-pixels",       "BLURD_MAX_PIXELS",       OPT_SIZE, "40M",     1, 1LL << 32, "largest image, width*height (K, M suffixes are powers of 1000)"},
   {"max-width",        "BLURD_MAX_WIDTH",        OPT_INT,  "16384",   1, 1 << 20, "largest image width in pixels"},
   {"max-height",       "BLURD_MAX_HEIGHT",       OPT_INT,  "16384",   1, 1 << 20, "largest image height in pixels"},
@@ -55,7 +55,7 @@ static const struct opt opts[] = {
   {"http-threads",     "BLURD_HTTP_THREADS",     OPT_INT,  "0",       0, 64,     "threads that read and write sockets; 0: a quarter of the cores, 2 to 16"},
   {"timeout",          "BLURD_TIMEOUT",          OPT_INT,  "30",      1, 3600,   "seconds a connection may stay idle"},
   {"max-conns",        "BLURD_MAX_CONNS",        OPT_INT,  "1024",    1, 100000, "open connections in total; more get 503"},
-  {"max-conns-per-ip", "BLURD_MAX_CONNS_PER_IP", OPT_INT,  "0",       0, 100000, "open connections from one IP address, more get 429; 0: no limit"},
+  {"max-conns-per-ip", "BLURD_MAX_CONNS_PER_IP", OPT_INT,  "256",     0, 100000, "open connections from one IP address, more get 429; 0: no limit (behind a proxy)"},
   {"drain-timeout",    "BLURD_DRAIN_TIMEOUT",    OPT_INT,  "30",      0, 3600,   "seconds to let requests finish after SIGTERM"},
   {"request-timeout",  "BLURD_REQUEST_TIMEOUT",  OPT_INT,  "60",      1, 3600,   "seconds a request may take from its first line to its response"},
   {"access-log",       "BLURD_ACCESS_LOG",       OPT_STR,  "-",       0, 0,      "JSON-lines access log: a file, - for stderr, or off"},
@@ -306,6 +306,17 @@ static unsigned long long memory_limit(void) {
   return best;
 }
 
+#define BUFFERED_BASE (1ULL << 30) /* the default --max-buffered, before the cores and memory */
+
+/* The default of --max-buffered: 1 GiB, or room for two bodies of --max-body per core when that is
+ * more, and never more than a quarter of the memory the process may use. */
+static size_t default_buffered(size_t max_body) {
+  unsigned long long want = 2ULL * (unsigned long long)api_cores() * max_body,
+                     quarter = memory_limit() / 4;
+  if (want < BUFFERED_BASE) want = BUFFERED_BASE;
+  return (size_t)(want < quarter ? want : quarter);
+}
+
 static int sigpipe[2] = {-1, -1};
 
 static void on_signal(int sig) {
@@ -435,7 +446,7 @@ int main(int argc, char **argv) {
                           ac.max_body,
                           (size_t)NUM(&c, "max-buffered"),
                           (unsigned)NUM(&c, "request-timeout")};
-  if (sc.max_buffered == 0) sc.max_buffered = (size_t)(memory_limit() / 4);
+  if (sc.max_buffered == 0) sc.max_buffered = default_buffered(ac.max_body);
   signal(SIGPIPE, SIG_IGN);
   /* One malloc arena, so that malloc_trim can give every freed image back: with glibc's default
    * of eight per core, each thread arena keeps up to 64 MB that malloc_trim cannot return (idle

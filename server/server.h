@@ -1,8 +1,9 @@
-/* server: the HTTP front on libmicrohttpd. It reads each request completely (refusing ambiguous
- * framing, and bodies over the limit or the buffered-bytes budget, before reading them when
- * Content-Length says so), hands it to the api, and
- * while a job runs keeps the connection suspended, so HTTP threads never wait on filters,
- * decoders or encoders. It knows nothing about images. */
+/* server: blurd's own HTTP/1.1 front (http.c, on the request syntax of http1.c, behind the gate
+ * of gate.c). It reads each request completely, refusing what is not strict HTTP/1.1, bodies over
+ * the limit and over the buffered-bytes budget before reading them when Content-Length says so,
+ * hands it to the api, and while a job runs watches the connection without reading from it, so
+ * that HTTP threads never wait on filters, decoders or encoders and a client that leaves cancels
+ * its job. It knows nothing about images. */
 #ifndef BLURD_SERVER_H
 #define BLURD_SERVER_H
 
@@ -33,8 +34,9 @@ int srv_listen(const char *bind, int port, char *err, size_t errlen);
 struct srv *srv_new(const struct srv_config *cfg, struct api_ctx *api, char *err, size_t errlen);
 /* The port it listens on. */
 int srv_port(const struct srv *s);
-/* Stops accepting connections and waits up to timeout_s for the requests in flight (those whose
- * headers are complete) to get their responses and for their jobs to end. Returns the number of
+/* Stops accepting connections, answers 503 shutting_down to the requests still arriving (a head
+ * or a body not yet whole) and closes the idle connections, then waits up to timeout_s for the
+ * requests in flight to get their responses and for their jobs to end. Returns the number of
  * requests and jobs still in flight (0 when all finished). */
 int srv_drain(struct srv *s, double timeout_s);
 /* Closes every connection and frees s; s may be NULL. */

@@ -301,6 +301,45 @@ long server_hwm_kb(const struct server *s) {
   return status_kb(s, "VmHWM:");
 }
 
+double server_cpu_s(const struct server *s) {
+  char path[64], buf[1024];
+  unsigned long ut = 0, st = 0;
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)s->pid);
+  FILE *f = fopen(path, "r");
+  size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+  if (f) fclose(f);
+  buf[n] = 0;
+  const char *p = strrchr(buf, ')'); /* the fields after the command's name */
+  if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+    return -1;
+  return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+int server_close_wait(const struct server *s) {
+  char line[512];
+  unsigned port, state;
+  int n = 0;
+  FILE *f = fopen("/proc/net/tcp", "r");
+  while (f && fgets(line, sizeof(line), f))
+    if (sscanf(line, " %*d: %*x:%x %*x:%*x %x", &port, &state) == 2 && port == (unsigned)s->port &&
+        state == 8)
+      n++;
+  if (f) fclose(f);
+  return n;
+}
+
+double server_metric(const struct server *s, const char *series) {
+  struct http_resp r;
+  char line[256];
+  double v = -1;
+  snprintf(line, sizeof(line), "\n%s ", series);
+  if (http_request(s, "GET", "/metrics", NULL, NULL, NULL, 0, &r) != 0) return -1;
+  const char *p = r.body ? strstr(r.body, line) : NULL;
+  if (p) v = atof(p + strlen(line));
+  http_resp_free(&r);
+  return v;
+}
+
 int connect_from(const struct server *s, const char *src) {
   struct sockaddr_in from = {.sin_family = AF_INET}, to = {.sin_family = AF_INET};
   int fd = socket(AF_INET, SOCK_STREAM, 0);

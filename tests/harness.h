@@ -32,6 +32,12 @@ void server_start_env(struct server *s, const char *const *args, const char *con
 long server_rss_kb(const struct server *s);
 /* Peak resident memory of the server in kB (VmHWM), or -1. */
 long server_hwm_kb(const struct server *s);
+/* The server's CPU time in seconds (user and system, /proc/PID/stat), or -1. */
+double server_cpu_s(const struct server *s);
+/* How many of the server port's sockets are in CLOSE_WAIT (/proc/net/tcp). */
+int server_close_wait(const struct server *s);
+/* The value of series ("name" or "name{labels}") in the server's /metrics, or -1. */
+double server_metric(const struct server *s, const char *series);
 /* A TCP connection to the server from the loopback address src (e.g. "127.0.0.2"), so that
  * tests can play several clients; -1 on failure. */
 int connect_from(const struct server *s, const char *src);

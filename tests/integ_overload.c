@@ -1,5 +1,7 @@
 /* Overload against the real binary: every connection gets an HTTP answer. Connections over
- * --max-conns-per-ip get 429 and over --max-conns 503, with Retry-After and the JSON error;
+ * --max-conns-per-ip get 429 and over --max-conns 503, with Retry-After and the JSON error (the
+ * first few over a limit, the reserve, once they send a request that is not a probe, which they
+ * get answered; the rest unread);
  * 200 concurrent uploads from one address, against a queue of 8 or a connection limit of 50, get
  * only 200s and 503s, never a reset; SIGTERM at capacity lets the admitted requests finish with
  * 200 while new ones get 503 shutting_down; after SIGKILL under load only the requests in flight
@@ -76,29 +78,43 @@ static long metric(const struct server *s, const char *series) {
   return v;
 }
 
+/* Sends a request that is not a probe (GET /methods) on fd, and reads the answer into buf. */
+static void ask_methods(int fd, char *buf, size_t cap) {
+  const char *req = "GET /methods HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT(send(fd, req, strlen(req), MSG_NOSIGNAL) == (ssize_t)strlen(req));
+  ASSERT(read_answer(fd, buf, cap) > 0);
+}
+
 /* More connections than each limit, from one address and in total: the ones within the limits
- * are served, every other gets its answer at once, unread. The gate accepts in order, so which
- * ones are refused is exact. */
+ * are served; one over a limit waits for its request line: a request that is not a probe gets the
+ * refusal, a probe is served, and a connection that sends nothing gets the refusal unread after
+ * 2 s. The gate accepts in order, so which ones are refused is exact. */
 static void test_connection_limits(void) {
   struct server s;
   const char *args[] = {"--max-conns-per-ip", "4", "--max-conns", "8", NULL};
   int fds[20], n = 0;
   char buf[4096];
   server_start(&s, args);
-  /* the start-up probe's connection must be closed and its slot free again: libmicrohttpd
-   * releases it on its own thread (once in about ten local runs it had not yet) */
-  usleep(200000);
+  usleep(200000); /* the start-up probe's connection is closed and its slot free again */
   for (int i = 0; i < 10; i++) ASSERT((fds[n++] = connect_from(&s, "127.0.0.2")) >= 0);
-  for (int i = 4; i < 10; i++) { /* 6 over the per-address limit: 429 without sending a byte */
-    ASSERT(read_answer(fds[i], buf, sizeof(buf)) > 0);
+  for (int i = 4; i < 10; i++) { /* 6 over the per-address limit: 429 for a request */
+    ask_methods(fds[i], buf, sizeof(buf));
     expect_refusal(buf, 429, "too_many_connections_from_address");
   }
   for (int i = 0; i < 4; i++) ASSERT((fds[n++] = connect_from(&s, "127.0.0.3")) >= 0);
   for (int i = 0; i < 3; i++) ASSERT((fds[n++] = connect_from(&s, "127.0.0.4")) >= 0);
-  for (int i = 14; i < 17; i++) { /* 8 open: the total limit, whatever the address */
-    ASSERT(read_answer(fds[i], buf, sizeof(buf)) > 0);
+  for (int i = 14; i < 16; i++) { /* 8 open: the total limit, whatever the address */
+    ask_methods(fds[i], buf, sizeof(buf));
     expect_refusal(buf, 503, "too_many_connections");
   }
+  expect_admitted(fds[16]); /* a probe over the limits is served */
+  double t0 = now_s();
+  struct pollfd p = {fds[n++] = connect_from(&s, "127.0.0.4"), POLLIN, 0};
+  ASSERT_INT(poll(&p, 1, 4000), ==, 1); /* sent nothing: refused after a while, unread */
+  double waited = now_s() - t0;
+  ASSERT(read_answer(p.fd, buf, sizeof(buf)) > 0);
+  expect_refusal(buf, 503, "too_many_connections");
+  ASSERT_DBL(waited, >, 1.5);
   for (int i = 0; i < 4; i++) expect_admitted(fds[i]); /* the admitted ones are served */
   for (int i = 10; i < 14; i++) expect_admitted(fds[i]);
   for (int i = 0; i < n; i++) close(fds[i]);
@@ -209,7 +225,7 @@ static void await_metric(const struct server *s, const char *series, long want) 
  * before the other five are sent, so a slow machine cannot finish it before they all arrive. */
 static void test_drain_at_capacity(void) {
   struct server s;
-  const char *args[] = {"--workers", "1", "--queue", "4", NULL};
+  const char *args[] = {"--workers", "1", "--queue", "4", "--drain-timeout", "300", NULL};
   struct drain_state d = {&s, NULL, 0, 0, 1, {0}};
   char buf[4096];
   d.img = fixture("photo_1080p.jpg", &d.len);
