@@ -528,7 +528,8 @@ static void test_health_under_flood(void) {
     ASSERT_INT(probe_from(&s, "127.0.0.2", "/methods", &t), ==, v ? 503 : 429);
     healthz_fast(&s);
     int fd = raw_connect(&s); /* a request that is not a probe from another address */
-    send_all(fd, "GET /methods HTTP/1.1\r\nHost: x\r\n\r\n", 36);
+    const char *req = "GET /methods HTTP/1.1\r\nHost: x\r\n\r\n";
+    send_all(fd, req, strlen(req));
     int status = read_response(fd, 1.0, &raw);
     close(fd);
     ASSERT_INT(status, ==, v ? 503 : 200);

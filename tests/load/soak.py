@@ -16,7 +16,8 @@
 #  - blurd's VmRSS is flat after the first minute: at 60 s, in the middle and at the end, the
 #    arrivals pause until every request has been answered, and VmRSS is read 1 s later (blurd
 #    returns freed memory within 0.1 s of going idle); the middle and end readings are at most
-#    10% above the one at 60 s. Under load, VmRSS is whatever the open-loop bursts hold in the
+#    10% or 4 MB above the one at 60 s, whichever is more (an 8 MB process swings by 2 MB of
+#    allocator pages that come back). Under load, VmRSS is whatever the open-loop bursts hold in the
 #    queue (its median is reported, not checked);
 #  - the client kept up: requests started at >= 95% of the target rate;
 #  - blurd exits with status 0 on SIGTERM at the end.
@@ -46,6 +47,7 @@ PATHS = ["/blur?sigma=3", "/blur?sigma=12", "/blur?sigma=5&method=deriche",
 BOUNDARY = "blurd-soak-boundary"
 TIMEOUT = 10.0      # seconds from the scheduled start to the whole answer
 CONNECTIONS = 32    # open-loop connections
+RSS_SLACK_KB = 4096  # idle VmRSS may grow this much, or 10%, whichever is more
 CAPACITY_SECONDS = 15
 
 
@@ -265,8 +267,9 @@ def main():
     print(f"RESULT rss_kb start={r_start} at_{first:.0f}s={r_first} middle={r_mid} end={r_end} "
           f"growth_after_{first:.0f}s_pct={growth:.1f} under_load_p50={pct(busy, 50)} "
           f"under_load_max={max(busy, default=0)}")
-    if growth > 10:
-        fails.append(f"VmRSS grew {growth:.1f}% after {first:.0f} s (limit 10%)")
+    if growth > 10 and max(r_mid, r_end) - r_first > RSS_SLACK_KB:
+        fails.append(f"VmRSS grew {growth:.1f}% after {first:.0f} s (limit 10% or "
+                     f"{RSS_SLACK_KB} kB)")
 
     if blurd.poll() is not None:
         fails.append(f"blurd exited during the run with {blurd.returncode}")
