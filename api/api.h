@@ -178,6 +178,10 @@ const char *api_backend_name(const struct api_ctx *ctx);
 int api_failed(struct api_ctx *ctx);
 /* The cores this process may use: its affinity within its cgroup's CPU quota (cpu_cores). */
 int api_cores(void);
+/* Whether the process's exit frees the backend's resources faster than api_free would (a GPU's
+ * contexts, device memory and codec states, freed one by one in seconds): the caller may then exit
+ * without api_free once nothing is in flight. */
+int api_leave_to_exit(const struct api_ctx *ctx);
 /* The workers still warming up (0 once /readyz may say ready). */
 int api_warming(struct api_ctx *ctx);
 /* Counts a connection refused before its request was read (over a connection limit, or while

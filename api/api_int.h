@@ -190,7 +190,8 @@ struct backend_ops {
   enum cpu_method (*auto_method)(double sigma, int width, int height);
   /* The name clients see in X-Backend for work done by this worker. */
   const char *(*worker_name)(void *state);
-  int keeps_images; /* images stay on the device between steps (see above) */
+  int keeps_images;  /* images stay on the device between steps (see above) */
+  int leave_to_exit; /* the process's exit frees its workers faster than worker_free would */
 };
 
 extern const struct backend_ops backend_cpu_ops; /* backend_cpu.c */
@@ -243,6 +244,8 @@ int backend_submit(struct backend *b, struct job *job);
 /* Runs the jobs still queued, joins the workers and frees b; b may be NULL. */
 void backend_free(struct backend *b);
 const char *backend_name(const struct backend *b);
+/* Whether the exit frees b's workers faster than backend_free (backend_ops.leave_to_exit). */
+int backend_leave_to_exit(const struct backend *b);
 /* Workers still warming up (they take jobs once warm). */
 int backend_warming(struct backend *b);
 /* Workers made and warm, which take jobs: at first fewer than backend_stats' workers, the later

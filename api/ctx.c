@@ -15,6 +15,10 @@ int api_failed(struct api_ctx *ctx) {
   return __atomic_load_n(&ctx->failed, __ATOMIC_SEQ_CST);
 }
 
+int api_leave_to_exit(const struct api_ctx *ctx) {
+  return backend_leave_to_exit(ctx->backend);
+}
+
 int api_warming(struct api_ctx *ctx) {
   return backend_warming(ctx->backend);
 }

@@ -677,6 +677,10 @@ void backend_free(struct backend *b) {
   free(b);
 }
 
+int backend_leave_to_exit(const struct backend *b) {
+  return __atomic_load_n(&b->chosen, __ATOMIC_ACQUIRE) && b->ops->leave_to_exit;
+}
+
 const char *backend_name(const struct backend *b) {
   return __atomic_load_n(&b->chosen, __ATOMIC_ACQUIRE) ? b->name : "starting";
 }

@@ -205,7 +205,7 @@ enum chunk_state {
   CH_SIZE_LF,    /* the size line's LF */
   CH_DATA,       /* the chunk's data */
   CH_DATA_CR,    /* the CRLF after it */
-  CH_DATA_LF,    /* */
+  CH_DATA_LF,    /* its LF */
   CH_TRAILER,    /* the start of a trailer line, or of the final CRLF */
   CH_TRAILER_IN, /* within a trailer line */
   CH_TRAILER_LF, /* its LF */
@@ -213,94 +213,86 @@ enum chunk_state {
   CH_DONE,       /* the body has ended */
 };
 
+/* One byte of a chunk's size line, in the states CH_SIZE to CH_SIZE_LF. Returns 0, or -1 when the
+ * line is malformed. */
+static int size_byte(struct http1_chunked *c, unsigned char b) {
+  int h = hex_value(b);
+  switch (c->state) {
+  case CH_SIZE:
+    if (h >= 0 && ++c->digits <= 15) {
+      c->left = c->left << 4 | (uint64_t)h;
+      return 0;
+    }
+    if (h >= 0 || c->digits == 0) return -1;
+    c->state = b == ' ' || b == '\t' ? CH_SIZE_WS : b == ';' ? CH_EXT : b == '\r' ? CH_SIZE_LF : -1;
+    c->line = 0;
+    return c->state < 0 ? -1 : 0;
+  case CH_SIZE_WS:
+    if (b == ' ' || b == '\t') return 0;
+    c->state = b == ';' ? CH_EXT : b == '\r' ? CH_SIZE_LF : -1;
+    return c->state < 0 ? -1 : 0;
+  case CH_EXT:
+    if (b == '\r') c->state = CH_SIZE_LF;
+    return b == '\r' || (is_value_char(b) && ++c->line <= CHUNK_EXT_MAX) ? 0 : -1;
+  default: /* CH_SIZE_LF */
+    if (b != '\n') return -1;
+    c->state = c->left ? CH_DATA : CH_TRAILER;
+    c->line = 0;
+    return 0;
+  }
+}
+
+/* One byte of the CRLF after a chunk's data, or of the trailer section (CH_DATA_CR and after);
+ * the state becomes CH_DONE at the section's end. Returns 0, or -1 when it is malformed. */
+static int after_data_byte(struct http1_chunked *c, unsigned char b) {
+  switch (c->state) {
+  case CH_DATA_CR:
+    c->state = CH_DATA_LF;
+    return b == '\r' ? 0 : -1;
+  case CH_DATA_LF:
+    c->state = CH_SIZE, c->digits = 0, c->left = 0;
+    return b == '\n' ? 0 : -1;
+  case CH_TRAILER: /* an empty line ends the section; any other starts a trailer line */
+  case CH_TRAILER_IN:
+    if (b == '\r') {
+      c->state = c->state == CH_TRAILER ? CH_END_LF : CH_TRAILER_LF;
+      return 0;
+    }
+    c->state = CH_TRAILER_IN;
+    return is_value_char(b) && ++c->line <= TRAILER_MAX ? 0 : -1;
+  case CH_TRAILER_LF:
+    c->state = CH_TRAILER;
+    return b == '\n' ? 0 : -1;
+  default: /* CH_END_LF */
+    c->state = CH_DONE;
+    return b == '\n' ? 0 : -1;
+  }
+}
+
 enum api_error http1_chunk(struct http1_chunked *c, const uint8_t *in, size_t n, size_t *used,
                            const uint8_t **data, size_t *len, int *done, char *msg, size_t msglen) {
   size_t i = 0;
-  *data = NULL, *len = 0, *done = c->state == CH_DONE;
-  while (i < n && c->state != CH_DONE) {
-    unsigned char b = in[i];
-    int h;
-    switch (c->state) {
-    case CH_SIZE:
-      if ((h = hex_value(b)) >= 0) {
-        if (++c->digits > 15) goto bad_size;
-        c->left = c->left << 4 | (uint64_t)h;
-      } else if (c->digits == 0) {
-        goto bad_size;
-      } else if (b == ' ' || b == '\t') {
-        c->state = CH_SIZE_WS;
-      } else if (b == ';') {
-        c->state = CH_EXT, c->line = 0;
-      } else if (b == '\r') {
-        c->state = CH_SIZE_LF;
-      } else {
-        goto bad_size;
-      }
-      break;
-    case CH_SIZE_WS:
-      if (b == ';')
-        c->state = CH_EXT, c->line = 0;
-      else if (b == '\r')
-        c->state = CH_SIZE_LF;
-      else if (b != ' ' && b != '\t')
-        goto bad_size;
-      break;
-    case CH_EXT:
-      if (b == '\r')
-        c->state = CH_SIZE_LF;
-      else if (!is_value_char(b) || ++c->line > CHUNK_EXT_MAX)
-        goto bad_size;
-      break;
-    case CH_SIZE_LF:
-      if (b != '\n') goto bad_size;
-      c->state = c->left ? CH_DATA : CH_TRAILER;
-      c->line = 0;
-      break;
-    case CH_DATA: {
+  *data = NULL, *len = 0;
+  for (; i < n && c->state != CH_DONE; i++) {
+    if (c->state == CH_DATA) { /* a piece of the chunk's data, returned as it lies in in */
       size_t k = n - i < c->left ? n - i : (size_t)c->left;
       *data = in + i, *len = k;
       c->left -= k;
       if (c->left == 0) c->state = CH_DATA_CR;
       *used = i + k;
+      *done = 0;
       return API_OK;
     }
-    case CH_DATA_CR:
-      if (b != '\r') goto bad_data;
-      c->state = CH_DATA_LF;
-      break;
-    case CH_DATA_LF:
-      if (b != '\n') goto bad_data;
-      c->state = CH_SIZE, c->digits = 0, c->left = 0;
-      break;
-    case CH_TRAILER: /* an empty line ends the section; any other starts a trailer line */
-    case CH_TRAILER_IN:
-      if (b == '\r')
-        c->state = c->state == CH_TRAILER ? CH_END_LF : CH_TRAILER_LF;
-      else if (!is_value_char(b) || ++c->line > TRAILER_MAX)
-        goto bad_trailer;
-      else
-        c->state = CH_TRAILER_IN;
-      break;
-    case CH_TRAILER_LF:
-      if (b != '\n') goto bad_trailer;
-      c->state = CH_TRAILER;
-      break;
-    case CH_END_LF:
-      if (b != '\n') goto bad_trailer;
-      c->state = CH_DONE;
-      *done = 1;
-      break;
-    }
-    i++;
+    int st = c->state;
+    if ((st < CH_DATA ? size_byte(c, in[i]) : after_data_byte(c, in[i])) != 0)
+      return refuse(API_INVALID_REQUEST, msg, msglen,
+                    st < CH_DATA ? "A chunk's size line is not 1 to 15 hex digits, optional "
+                                   "extensions and CRLF."
+                    : st <= CH_DATA_LF
+                        ? "A chunk's data is not followed by CRLF."
+                        : "The chunked body's trailer section is malformed or too large.");
   }
   *used = i;
+  *done = c->state == CH_DONE;
   return API_OK;
-bad_size:
-  return refuse(API_INVALID_REQUEST, msg, msglen,
-                "A chunk's size line is not 1 to 15 hex digits, optional extensions and CRLF.");
-bad_data:
-  return refuse(API_INVALID_REQUEST, msg, msglen, "A chunk's data is not followed by CRLF.");
-bad_trailer:
-  return refuse(API_INVALID_REQUEST, msg, msglen,
-                "The chunked body's trailer section is malformed or too large.");
 }

@@ -421,12 +421,56 @@ static int run_cli(int argc, char **argv) {
   return rc;
 }
 
-/* --http-threads, or a quarter of the cores (2 to 16): with 2 threads a 64-core host with four
- * H200s served 4,180 req/s of 1080p /blur, its two HTTP threads at 95% of a core each, against
- * 10,925 with 8 and 11,325 with 16 (2026-11-26, docs/performance.md). */
+/* --http-threads, or a quarter of the cores (2 to 16): a host with several GPUs needs about 16
+ * (docs/performance.md). */
 static int http_threads(int n) {
   int quarter = api_cores() / 4;
   return n > 0 ? n : quarter < 2 ? 2 : quarter > 16 ? 16 : quarter;
+}
+
+/* The server's settings from the configuration c and the api's ac. */
+static struct srv_config server_settings(const struct config *c, const struct api_config *ac) {
+  struct srv_config sc = {-1,
+                          http_threads((int)NUM(c, "http-threads")),
+                          (unsigned)NUM(c, "timeout"),
+                          (unsigned)NUM(c, "max-conns"),
+                          (unsigned)NUM(c, "max-conns-per-ip"),
+                          ac->max_body,
+                          (size_t)NUM(c, "max-buffered"),
+                          (unsigned)NUM(c, "request-timeout")};
+  if (sc.max_buffered == 0) sc.max_buffered = default_buffered(ac->max_body);
+  fit_descriptors(&sc, ac->workers);
+  return sc;
+}
+
+/* What main does once signal sig came (0: the GPU failed): drains, then exits. */
+static int stop(struct srv *srv, struct api_ctx *api, int sig, double drain_s) {
+  if (sig == 0) { /* the GPU is lost: let requests in flight get their 503, then exit non-zero
+                     so that the supervisor restarts the process; no in-process device reset */
+    fprintf(stderr, "blurd: the GPU failed with a sticky error: exiting for a restart\n");
+    nanosleep(&(struct timespec){FATAL_GRACE_S, 0}, NULL);
+    _exit(EXIT_GPU_LOST);
+  }
+  fprintf(stderr, "blurd: signal %d: draining\n", sig);
+  api_set_draining(api);
+  int left = srv_drain(srv, drain_s);
+  if (left > 0) { /* connections still wait on jobs: don't free what they use */
+    fprintf(stderr, "blurd: drain timeout with %d requests in flight\n", left);
+    _exit(1);
+  }
+  /* Nothing is in flight, but workers may still warm up: their work is of no use now. */
+  if (api_warming(api) > 0) {
+    fprintf(stderr, "blurd: stopped during the warm-up\n");
+    _exit(0);
+  }
+  srv_free(srv);
+  /* A backend whose resources the exit frees faster than freeing them one by one (a GPU's
+   * contexts, device memory and codec states) is left to it; the access log is written
+   * unbuffered. Otherwise the api is freed, as leak checkers expect. */
+  fprintf(stderr, "blurd: stopped\n");
+  if (api_leave_to_exit(api)) _exit(0);
+  api_free(api);
+  return 0;
 }
 
 int main(int argc, char **argv) {
@@ -438,23 +482,12 @@ int main(int argc, char **argv) {
   struct api_config ac = {0};
   static char key[KEY_MAX];
   if (api_settings(&c, &ac, key, sizeof(key)) != 0) return 2;
-  struct srv_config sc = {-1,
-                          http_threads((int)NUM(&c, "http-threads")),
-                          (unsigned)NUM(&c, "timeout"),
-                          (unsigned)NUM(&c, "max-conns"),
-                          (unsigned)NUM(&c, "max-conns-per-ip"),
-                          ac.max_body,
-                          (size_t)NUM(&c, "max-buffered"),
-                          (unsigned)NUM(&c, "request-timeout")};
-  if (sc.max_buffered == 0) sc.max_buffered = default_buffered(ac.max_body);
+  struct srv_config sc = server_settings(&c, &ac);
   signal(SIGPIPE, SIG_IGN);
-  /* One malloc arena, so that malloc_trim can give every freed image back: with glibc's default
-   * of eight per core, each thread arena keeps up to 64 MB that malloc_trim cannot return (idle
-   * RSS after tests/load/soak.py's load: 36 to 75 MB, against 7.4 MB with one arena). It costs
-   * nothing measurable on 2 cores and 2 to 8% of req/s on the 16-core H100 machine
-   * (docs/operations.md). MALLOC_ARENA_MAX overrides it. */
+  /* One malloc arena, so that malloc_trim can give every freed image back: each of glibc's
+   * default arenas keeps memory that malloc_trim cannot return (docs/operations.md, Memory).
+   * MALLOC_ARENA_MAX overrides it. */
   if (!getenv("MALLOC_ARENA_MAX")) mallopt(M_ARENA_MAX, 1);
-  fit_descriptors(&sc, ac.workers);
   if (pipe(sigpipe) != 0) return 1;
   catch_signals();
   /* listening first: clients of a restarting server wait while the backend starts */
@@ -477,36 +510,5 @@ int main(int argc, char **argv) {
   printf("blurd listening on http://%s:%d backend=%s\n", TEXT(&c, "bind"), srv_port(srv),
          api_backend_name(api));
   fflush(stdout);
-  int sig = wait_for_signal();
-  if (sig == 0) { /* the GPU is lost: let requests in flight get their 503, then exit non-zero
-                     so that the supervisor restarts the process; no in-process device reset */
-    fprintf(stderr, "blurd: the GPU failed with a sticky error: exiting for a restart\n");
-    nanosleep(&(struct timespec){FATAL_GRACE_S, 0}, NULL);
-    _exit(EXIT_GPU_LOST);
-  }
-  fprintf(stderr, "blurd: signal %d: draining\n", sig);
-  api_set_draining(api);
-  int left = srv_drain(srv, (double)NUM(&c, "drain-timeout"));
-  if (left > 0) { /* connections still wait on jobs: don't free what they use */
-    fprintf(stderr, "blurd: drain timeout with %d requests in flight\n", left);
-    _exit(1);
-  }
-  /* Nothing is in flight, but workers still warm up (make GPU contexts, run their first job):
-   * their work is of no use now, and waiting for it took 15.7 s on an H200 (issue 34). */
-  if (api_warming(api) > 0) {
-    fprintf(stderr, "blurd: stopped during the warm-up\n");
-    _exit(0);
-  }
-  srv_free(srv);
-  /* Nothing is in flight and no worker warms up. The GPU backend's contexts, device memory and
-   * nvJPEG states are the driver's to free at exit: freeing them one by one took 1.2 to 1.4 s
-   * with 32 workers on an H200 (issue 34), exiting without it 0.2 s. The access log is
-   * written unbuffered; the CPU backend is freed, as leak checkers expect. */
-  if (strncmp(api_backend_name(api), "cuda", 4) == 0) {
-    fprintf(stderr, "blurd: stopped\n");
-    _exit(0);
-  }
-  api_free(api);
-  fprintf(stderr, "blurd: stopped\n");
-  return 0;
+  return stop(srv, api, wait_for_signal(), (double)NUM(&c, "drain-timeout"));
 }
