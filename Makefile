@@ -1,6 +1,7 @@
 # blurd: one flat Makefile.
 #   make                           build build/blurd and the tests (CUDA too when nvcc is found)
-#   make test                      unit tests, then integration tests against the real binary
+#   make test                      unit tests, then integration tests against the real binary, then
+#                                  one summary line (tests/run.sh): N passed, N failed
 #   make SAN=address,undefined test  the same under ASan/UBSan, built in build/san
 #   make fuzz / make load          the fuzz targets (FUZZ_SECONDS each) / the load test (wrk)
 #   make fmt / make fmt-check      clang-format the sources / check that they are formatted
@@ -109,17 +110,20 @@ $(BUILD)/tests/unit_fuzz: $(BUILD)/server/http1.o
 $(BUILD)/tests/integ_%: $(BUILD)/tests/integ_%.o $(BUILD)/tests/harness.o $(LIB_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) $(TEST_LDLIBS) -o $@
 
-test: unit integ
-
-unit: all
-	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
-
 # Debian's python3, where the tests' packages (python3-h11) are installed
 PYTHON ?= $(firstword $(wildcard /usr/bin/python3) python3)
+# tests/run.sh runs the programs and prints one summary line, "N passed, N failed"
+RUN_TESTS = $(if $(SAN),BLURD_SAN=1) BLURD_BIN=$(BUILD)/blurd PYTHON=$(PYTHON) sh tests/run.sh
+PY_TESTS := tests/http_strict.py
+
+test: all
+	@$(RUN_TESTS) $(UNIT_BIN) $(INTEG_BIN) $(PY_TESTS)
+
+unit: all
+	@$(RUN_TESTS) $(UNIT_BIN)
 
 integ: all
-	@set -e; for t in $(INTEG_BIN); do echo "== $$t"; $(if $(SAN),BLURD_SAN=1) BLURD_BIN=$(BUILD)/blurd $$t; done
-	@echo "== tests/http_strict.py"; $(PYTHON) tests/http_strict.py $(BUILD)/blurd
+	@$(RUN_TESTS) $(INTEG_BIN) $(PY_TESTS)
 
 # On a machine with an NVIDIA GPU and nvJPEG: the GPU test suite (a sticky fault in a process of
 # its own, then every method against its CPU twin), the GPU codecs against libjpeg-turbo (quality,
@@ -130,8 +134,7 @@ test-gpu: all
 	$(BUILD)/tests/gpu_check
 	$(BUILD)/tests/gpu_codecs
 	$(BUILD)/tests/gpu_codecs --replay fuzz/corpus/jpeg/*
-	@set -e; for t in $(INTEG_BIN); do echo "== $$t"; BLURD_BIN=$(BUILD)/blurd \
-	  BLURD_EXPECT_BACKEND=cuda: BLURD_EXPECT_GPU_CODECS=1 BLURD_WAIT_READY=1 $$t; done
+	@BLURD_EXPECT_BACKEND=cuda: BLURD_EXPECT_GPU_CODECS=1 BLURD_WAIT_READY=1 $(RUN_TESTS) $(INTEG_BIN)
 
 # The demo page in headless Chromium (tests/web/demo.test.mjs), and Server-Timing read by a page
 # on another origin (tests/web/timing.test.mjs): needs node, npm and Debian's chromium
