@@ -105,13 +105,14 @@ enum gpu_status gpu_blur_regions(struct gpu_ctx *ctx, const struct cpu_blur *b,
     snprintf(ctx->err, sizeof(ctx->err), "%d regions, more than %d", n, GPU_REGIONS_MAX);
     return GPU_ERROR;
   }
-  /* The image moves aside to d_whole. pyramid without the PSNR, for at most PYR_BATCH regions,
-   * blurs only their windows and blends them there as it expands them (run_pyramid_windows).
-   * Otherwise d_in and d_out hold the boxes side by side, as many at a time as fit in the image's
-   * bytes: their copies (pyramid without the PSNR needs none), their kernels and blends, then
-   * their references, with no wait between boxes. The boxes are blurred from the input
-   * (overlapping regions blur the input): when they all fit at once they are all blurred before
-   * the first blend, which then goes into d_whole itself; otherwise into d_res, a copy of it. */
+  /* The image moves aside to the WHOLE slot. pyramid without the PSNR, for at most PYR_BATCH
+   * regions, blurs only their windows and blends them there as it expands them
+   * (run_pyramid_windows). Otherwise d_in and d_out hold the boxes side by side, as many at a time
+   * as fit in the image's bytes: their copies (pyramid without the PSNR needs none), their kernels
+   * and blends, then their references, with no wait between boxes. The boxes are blurred from the
+   * input (overlapping regions blur the input): when they all fit at once they are all blurred
+   * before the first blend, which then goes into the WHOLE slot itself; otherwise into RES, a copy
+   * of it. */
   struct cpu_pyramid pyx, pyy;
   int batched = pyramid_reduces(b, &pyx, &pyy); /* all the boxes in each launch */
   int windows = batched && !acc && n <= PYR_BATCH;
@@ -119,13 +120,15 @@ enum gpu_status gpu_blur_regions(struct gpu_ctx *ctx, const struct cpu_blur *b,
   for (int i = 0; i < n; i++) all += box_bytes(img, &r[i]);
   int in_place = all <= bytes;
   CUDA_TRY(ctx, cudaSetDevice(ctx->dev));
-  enum gpu_status st = grow(ctx, &ctx->d_whole, &ctx->whole_cap, bytes);
+  enum gpu_status st = scratch_grow(ctx, SLOT_WHOLE, bytes);
   if (st != GPU_OK) return st;
-  swap_buffers(&ctx->d_in, &ctx->in_cap, &ctx->d_whole, &ctx->whole_cap);
+  swap_buffers(&ctx->d_in, &ctx->in_cap, &ctx->scratch[SLOT_WHOLE].p,
+               &ctx->scratch[SLOT_WHOLE].cap);
   double kernel = 0, reference = 0;
   CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_START], ctx->s));
   if (windows) {
-    st = run_pyramid_windows(ctx, &pyx, &pyy, img, ctx->d_whole, r, n, feather, &windows);
+    st = run_pyramid_windows(ctx, &pyx, &pyy, img, ctx->scratch[SLOT_WHOLE].p, r, n, feather,
+                             &windows);
     if (st != GPU_OK) return st;
     in_place = in_place || windows;
     CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_FILTERED], ctx->s));
@@ -133,12 +136,12 @@ enum gpu_status gpu_blur_regions(struct gpu_ctx *ctx, const struct cpu_blur *b,
     kernel = elapsed(ctx, EV_START, EV_FILTERED);
   }
   if (!in_place) {
-    if ((st = grow(ctx, &ctx->d_res, &ctx->res_cap, bytes)) != GPU_OK) return st;
+    if ((st = scratch_grow(ctx, SLOT_RES, bytes)) != GPU_OK) return st;
     CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_START], ctx->s));
-    CUDA_TRY(ctx,
-             cudaMemcpyAsync(ctx->d_res, ctx->d_whole, bytes, cudaMemcpyDeviceToDevice, ctx->s));
+    CUDA_TRY(ctx, cudaMemcpyAsync(ctx->scratch[SLOT_RES].p, ctx->scratch[SLOT_WHOLE].p, bytes,
+                                  cudaMemcpyDeviceToDevice, ctx->s));
   }
-  void *dst = in_place ? ctx->d_whole : ctx->d_res;
+  void *dst = in_place ? ctx->scratch[SLOT_WHOLE].p : ctx->scratch[SLOT_RES].p;
   for (int i0 = 0, i1; !windows && i0 < n; i0 = i1) {
     size_t at[GPU_REGIONS_MAX + 1] = {0}; /* box i at at[i - i0] */
     for (i1 = i0; i1 < n && (i1 == i0 || at[i1 - i0] + box_bytes(img, &r[i1]) <= bytes); i1++)
@@ -147,12 +150,13 @@ enum gpu_status gpu_blur_regions(struct gpu_ctx *ctx, const struct cpu_blur *b,
     CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_UPLOADED], ctx->s));
     for (int i = i0; i < i1 && (acc || !batched); i++) /* the reference reads the cut boxes */
       CUDA_TRY(ctx, cudaMemcpy2DAsync((char *)ctx->d_in + at[i - i0], r[i].box[2] * px,
-                                      (const char *)ctx->d_whole +
+                                      (const char *)ctx->scratch[SLOT_WHOLE].p +
                                           ((size_t)r[i].box[1] * img->width + r[i].box[0]) * px,
                                       img->width * px, r[i].box[2] * px, r[i].box[3],
                                       cudaMemcpyDeviceToDevice, ctx->s));
     if (batched)
-      st = run_pyramid_boxes(ctx, &pyx, &pyy, img, ctx->d_whole, r + i0, i1 - i0, ctx->d_out, at);
+      st = run_pyramid_boxes(ctx, &pyx, &pyy, img, ctx->scratch[SLOT_WHOLE].p, r + i0, i1 - i0,
+                             ctx->d_out, at);
     for (int i = i0; !batched && i < i1 && st == GPU_OK; i++) {
       struct cpu_image box = box_of(img, &r[i]);
       st =
@@ -178,9 +182,11 @@ enum gpu_status gpu_blur_regions(struct gpu_ctx *ctx, const struct cpu_blur *b,
     reference += elapsed(ctx, EV_FILTERED, EV_MEASURED);
   }
   if (in_place)
-    swap_buffers(&ctx->d_out, &ctx->out_cap, &ctx->d_whole, &ctx->whole_cap);
+    swap_buffers(&ctx->d_out, &ctx->out_cap, &ctx->scratch[SLOT_WHOLE].p,
+                 &ctx->scratch[SLOT_WHOLE].cap);
   else
-    swap_buffers(&ctx->d_out, &ctx->out_cap, &ctx->d_res, &ctx->res_cap);
+    swap_buffers(&ctx->d_out, &ctx->out_cap, &ctx->scratch[SLOT_RES].p,
+                 &ctx->scratch[SLOT_RES].cap);
   for (int i = 0; acc && i < n; i++) {
     struct cpu_image box = box_of(img, &r[i]);
     accuracy_of(&box, ctx->h_stats + 2 * i, &acc[i]);

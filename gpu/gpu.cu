@@ -84,11 +84,9 @@ void gpu_ctx_free(struct gpu_ctx *ctx) {
   cudaSetDevice(ctx->dev);
   if (ctx->s) cudaStreamSynchronize(ctx->s);
   jpeg_ctx_free(ctx);
-  void *dev_bufs[] = {ctx->d_in,    ctx->d_out,   ctx->d_mid,   ctx->d_tmp,   ctx->d_carry,
-                      ctx->d_ref,   ctx->d_w,     ctx->d_stats, ctx->d_lv[0], ctx->d_lv[1],
-                      ctx->d_lv[2], ctx->d_lv[3], ctx->d_var,   ctx->d_mean,  ctx->d_gray,
-                      ctx->d_whole, ctx->d_res,   ctx->d_op[0], ctx->d_op[1], ctx->d_vp8};
+  void *dev_bufs[] = {ctx->d_in, ctx->d_out, ctx->d_w, ctx->d_stats};
   for (size_t i = 0; i < sizeof(dev_bufs) / sizeof(dev_bufs[0]); i++) cudaFree(dev_bufs[i]);
+  for (int i = 0; i < GPU_SLOTS; i++) cudaFree(ctx->scratch[i].p);
   cudaFreeHost(ctx->h_in);
   cudaFreeHost(ctx->h_out);
   cudaFreeHost(ctx->h_stats);
@@ -130,6 +128,10 @@ enum gpu_status grow(struct gpu_ctx *ctx, void **p, size_t *cap, size_t need) {
   *cap = want;
   ctx->bytes += want;
   return GPU_OK;
+}
+
+enum gpu_status scratch_grow(struct gpu_ctx *ctx, int slot, size_t need) {
+  return grow(ctx, &ctx->scratch[slot].p, &ctx->scratch[slot].cap, need);
 }
 
 enum gpu_status grow_host(struct gpu_ctx *ctx, size_t need) {
@@ -277,9 +279,9 @@ static enum gpu_status run_pyramid(struct gpu_ctx *ctx, const struct cpu_pyramid
   pyr_params px = {pyx->k, pyx->radius}, py = {pyy->k, pyy->radius};
   enum gpu_status st = upload_gauss(ctx, W_X, pyx->sigma_low, pyx->radius);
   if (st == GPU_OK) st = upload_gauss(ctx, W_Y, pyy->sigma_low, pyy->radius);
-  if (st == GPU_OK) st = grow(ctx, (void **)&ctx->d_tmp, &ctx->tmp_cap, pyr_plan(px, py, b, NULL));
+  if (st == GPU_OK) st = scratch_grow(ctx, SLOT_TMP, pyr_plan(px, py, b, NULL));
   if (st != GPU_OK || (st = kernels_start(ctx)) != GPU_OK) return st;
-  pyr_plan(px, py, b, ctx->d_tmp);
+  pyr_plan(px, py, b, (float4 *)ctx->scratch[SLOT_TMP].p);
   return status_of(ctx,
                    launch_pyramid(px, py, *b, (const float *)w_at(ctx, W_X),
                                   (const float *)w_at(ctx, W_Y), ctx->s),
@@ -404,20 +406,22 @@ static enum gpu_status run_recursive(struct gpu_ctx *ctx, const struct cpu_blur 
   enum gpu_status st = rec_prepare(ctx, b, b->sigma_x, W_X, dbl, &cx);
   if (st == GPU_OK) st = rec_prepare(ctx, b, b->sigma_y, W_Y, dbl, &cy);
   if (st == GPU_OK && kind != REC_YVV_BLOCKED)
-    st = grow(ctx, (void **)&ctx->d_tmp, &ctx->tmp_cap, px * sizeof(float4));
+    st = scratch_grow(ctx, SLOT_TMP, px * sizeof(float4));
   if (st == GPU_OK && kind == REC_YVV_BLOCKED)
-    st = grow(ctx, &ctx->d_carry, &ctx->carry_cap, blocked_carry_bytes(in.w, in.h, dbl));
+    st = scratch_grow(ctx, SLOT_CARRY, blocked_carry_bytes(in.w, in.h, dbl));
   if (st != GPU_OK || (st = kernels_start(ctx)) != GPU_OK) return st;
-  return status_of(
-      ctx, launch_recursive(kind, cx, cy, dbl, in, out, m, ctx->d_tmp, ctx->d_carry, ctx->s),
-      "recursive kernels");
+  return status_of(ctx,
+                   launch_recursive(kind, cx, cy, dbl, in, out, m,
+                                    (float4 *)ctx->scratch[SLOT_TMP].p, ctx->scratch[SLOT_CARRY].p,
+                                    ctx->s),
+                   "recursive kernels");
 }
 
 enum gpu_status run_method(struct gpu_ctx *ctx, const struct cpu_blur *b,
                            const struct cpu_image *img, void *d_in, void *d_out) {
   packed in = packed_of(d_in, img), out = packed_of(d_out, img);
   size_t px = (size_t)img->width * img->height;
-  mid m = {ctx->d_mid, img->width, img->height, img->depth == 8};
+  mid m = {ctx->scratch[SLOT_MID].p, img->width, img->height, img->depth == 8};
   struct cpu_pyramid pyx, pyy;
   if (cpu_method_is_fir(b->method)) return run_fir(ctx, b, in, out);
   if (pyramid_reduces(b, &pyx, &pyy)) {
@@ -426,8 +430,8 @@ enum gpu_status run_method(struct gpu_ctx *ctx, const struct cpu_blur *b,
     one.it[0].clip = make_int4(0, 0, img->width, img->height);
     return run_pyramid(ctx, &pyx, &pyy, &one);
   }
-  enum gpu_status st = grow(ctx, &ctx->d_mid, &ctx->mid_cap, px * (m.half ? 8 : 16));
-  m.p = ctx->d_mid;
+  enum gpu_status st = scratch_grow(ctx, SLOT_MID, px * (m.half ? 8 : 16));
+  m.p = ctx->scratch[SLOT_MID].p;
   if (st != GPU_OK) return st;
   if (b->method == CPU_SEPARABLE || b->method == CPU_PYRAMID)
     return run_separable(ctx, b, in, out, m);
@@ -453,11 +457,11 @@ enum gpu_status run_reference(struct gpu_ctx *ctx, double sigma_x, double sigma_
   enum gpu_status st = upload_ref(ctx, W_REF_X, sigma_x, &rx);
   if (st == GPU_OK) st = upload_ref(ctx, W_REF_Y, sigma_y, &ry);
   if (st == GPU_OK)
-    st = grow(ctx, &ctx->d_ref, &ctx->ref_cap,
+    st = grow(ctx, &ctx->scratch[SLOT_REF].p, &ctx->scratch[SLOT_REF].cap,
               reference_bytes(img->width, img->height, img->channels, ry));
   if (st != GPU_OK) return st;
-  CUDA_TRY(ctx, launch_reference(packed_of(d_in, img), packed_of(d_out, img), ctx->d_ref,
-                                 (const double *)w_at(ctx, W_REF_X), rx,
+  CUDA_TRY(ctx, launch_reference(packed_of(d_in, img), packed_of(d_out, img),
+                                 ctx->scratch[SLOT_REF].p, (const double *)w_at(ctx, W_REF_X), rx,
                                  (const double *)w_at(ctx, W_REF_Y), ry, d_stats, ctx->s));
   return GPU_OK;
 }
@@ -639,12 +643,12 @@ static enum gpu_status launch_ri8(struct gpu_ctx *ctx, const struct cpu_blur *b,
    * the weights' bytes 2 and 1, and 2 and 2) fit an int: at most 255 y.top */
   if (!(255 * x.mass * (1 << RI_F) + 1 < (1 << 24) && 255 * y.top < 2147483647.0)) return GPU_ERROR;
   *e = ri_bound(&x, &y);
-  st = grow(ctx, &ctx->d_ref, &ctx->ref_cap, reference_i8_bytes(in.w, in.h, in.c, y.p.R));
+  st = scratch_grow(ctx, SLOT_REF, reference_i8_bytes(in.w, in.h, in.c, y.p.R));
   if (st == GPU_OK && write) st = kernels_start(ctx);
   if (st != GPU_OK) return st;
   CUDA_TRY(ctx,
-           launch_reference_i8(in, out, ctx->d_ref, w_at(ctx, W_REF_X), x.p, w_at(ctx, W_REF_Y),
-                               y.p, *e + 1e-6, ctx->d_stats, write, ctx->s));
+           launch_reference_i8(in, out, ctx->scratch[SLOT_REF].p, w_at(ctx, W_REF_X), x.p,
+                               w_at(ctx, W_REF_Y), y.p, *e + 1e-6, ctx->d_stats, write, ctx->s));
   return GPU_OK;
 }
 
@@ -673,12 +677,12 @@ static enum gpu_status launch_fast_reference(struct gpu_ctx *ctx, const struct c
   if (st == GPU_OK) st = r32_weights(ctx, W_REF_Y, b->sigma_y, &py);
   if (st != GPU_OK) return st;
   *e = r32_bound(&px, &py, img->depth, img->channels == 2 || img->channels == 4);
-  st = grow(ctx, &ctx->d_ref, &ctx->ref_cap,
+  st = grow(ctx, &ctx->scratch[SLOT_REF].p, &ctx->scratch[SLOT_REF].cap,
             reference32_bytes(img->width, img->height, img->channels, py.r8));
   if (st != GPU_OK) return st;
-  CUDA_TRY(ctx, launch_reference32(in, out, ctx->d_ref, (const float *)w_at(ctx, W_REF_X), px.r8,
-                                   (const float *)w_at(ctx, W_REF_Y), py.r8, *e + 1e-6,
-                                   ctx->d_stats, ctx->s));
+  CUDA_TRY(ctx, launch_reference32(
+                    in, out, ctx->scratch[SLOT_REF].p, (const float *)w_at(ctx, W_REF_X), px.r8,
+                    (const float *)w_at(ctx, W_REF_Y), py.r8, *e + 1e-6, ctx->d_stats, ctx->s));
   return GPU_OK;
 }
 

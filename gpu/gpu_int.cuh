@@ -15,6 +15,30 @@
 
 enum { EV_START, EV_UPLOADED, EV_FILTERED, EV_MEASURED, EV_DONE, NEV };
 
+/* The device scratch a context lends by slot (scratch_grow): each layer of a job has slots of its
+ * own, so that a layer's buffers outlive the calls of the layers it runs on; an operation's
+ * compute takes SLOT_OP and the slots after it, which nothing it calls uses. A buffer only grows,
+ * and is freed with the context. */
+enum gpu_slot {
+  SLOT_MID,               /* a blur method's x pass output, 8 or 16 bytes a pixel */
+  SLOT_TMP,               /* the recursive methods' and pyramid's scratch (float4) */
+  SLOT_CARRY,             /* yvv_blocked's carries */
+  SLOT_REF,               /* the PSNR reference's intermediate and its sums */
+  SLOT_WHOLE,             /* region blur: the image set aside (compose.cu) */
+  SLOT_RES,               /* region blur: the blended result */
+  SLOT_LV,                /* local statistics: exact's row sums, the merge methods' lines (4) */
+  SLOT_VAR = SLOT_LV + 4, /* local variance, float or double a pixel */
+  SLOT_MEAN,              /* local mean */
+  SLOT_ENC,               /* an encoder's first pass on the device (vp8.cu) */
+  SLOT_OP,                /* an operation's own: SLOT_OP to SLOT_OP + 3 */
+  GPU_SLOTS = SLOT_OP + 4
+};
+
+struct gpu_buf {
+  void *p;
+  size_t cap; /* bytes */
+};
+
 struct gpu_ctx {
   int dev;
   char name[128]; /* "cuda:0 NVIDIA H200" */
@@ -26,34 +50,15 @@ struct gpu_ctx {
   double *h_stats;    /* pinned: sum of squared errors and largest error, per region */
   void *d_in, *d_out; /* packed images */
   size_t in_cap, out_cap;
-  void *d_mid; /* the x pass's output, 8 or 16 bytes per pixel */
-  size_t mid_cap;
-  float4 *d_tmp; /* recursive methods' scratch, 16 bytes per pixel */
-  size_t tmp_cap;
-  void *d_carry; /* yvv_blocked's carries */
-  size_t carry_cap;
-  void *d_ref; /* the reference's intermediate (a double per channel and pixel) and its sums */
-  size_t ref_cap;
   void *d_w; /* kernels: the method's along x and y, the reference's along x and y (gpu.cu) */
   size_t w_cap;
   void *h_w;               /* what each slot of d_w was last given (gpu.cu's upload_w), */
   size_t w_len[4];         /* and its bytes (0: unknown), a slot each */
   struct ri_held *ri_held; /* the integer reference's weights its slots hold (gpu.cu), or NULL */
   double *d_stats;         /* two doubles per region (GPU_REGIONS_MAX) */
-  void *d_lv[4]; /* local statistics' scratch: exact's row sums, the merge methods' lines */
-  size_t lv_cap[4];
-  void *d_var, *d_mean; /* local variance and mean: float (float methods) or double (exact) */
-  size_t var_cap, mean_cap;
-  void *d_gray; /* contrast: the luma plane */
-  size_t gray_cap;
-  void *d_whole, *d_res; /* region blur: the image and the blended result (compose.cu) */
-  size_t whole_cap, res_cap;
-  void *d_op[2]; /* pixelate's block means, variance's values and row statistics */
-  size_t op_cap[2];
-  size_t bytes; /* device bytes held */
-  void *d_vp8;  /* lossy WebP's first pass: planes, lines, outputs, counters (vp8.cu) */
-  size_t vp8_cap;
-  void *h_vp8; /* pinned: its outputs and the luma steps' count */
+  struct gpu_buf scratch[GPU_SLOTS]; /* device scratch by slot (enum gpu_slot), grown on demand */
+  size_t bytes;                      /* device bytes held */
+  void *h_vp8; /* pinned: lossy WebP's first pass's outputs and the luma steps' count */
   size_t h_vp8_cap;
   struct jpeg_ctx *jpeg; /* nvJPEG decoder and encoder states (jpeg.cu), or NULL */
   int force_double;      /* BLURD_GPU_PRECISION: -1 float, 1 double, 0 by sigma */
@@ -117,6 +122,8 @@ enum gpu_status run_variance(struct gpu_ctx *ctx, const struct cpu_var *v,
 
 /* Makes *p hold at least need bytes of device memory; *cap is its size. */
 enum gpu_status grow(struct gpu_ctx *ctx, void **p, size_t *cap, size_t need);
+/* Makes scratch slot hold at least need bytes (grow); its pointer is ctx->scratch[slot].p. */
+enum gpu_status scratch_grow(struct gpu_ctx *ctx, int slot, size_t need);
 /* Makes both pinned staging buffers hold at least need bytes. */
 enum gpu_status grow_host(struct gpu_ctx *ctx, size_t need);
 /* Makes d_in and d_out hold bytes each. */

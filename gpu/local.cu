@@ -40,34 +40,36 @@ static size_t var_elem(const struct cpu_var *v) {
 /* exact's two planes of row sums in d_lv[0], d_lv[1]. */
 static enum gpu_status grow_exact(struct gpu_ctx *ctx, const struct cpu_image *img) {
   size_t s2 = 0, s1 = var_exact_bytes(img->width, img->height, img->depth, &s2);
-  enum gpu_status st = grow(ctx, &ctx->d_lv[0], &ctx->lv_cap[0], s1);
-  return st == GPU_OK ? grow(ctx, &ctx->d_lv[1], &ctx->lv_cap[1], s2) : st;
+  enum gpu_status st = scratch_grow(ctx, SLOT_LV + 0, s1);
+  return st == GPU_OK ? scratch_grow(ctx, SLOT_LV + 1, s2) : st;
 }
 
 enum gpu_status run_variance(struct gpu_ctx *ctx, const struct cpu_var *v,
                              const struct cpu_image *img, void *d_plane, int want_mean) {
   size_t plane = (size_t)img->width * img->height * var_elem(v);
-  enum gpu_status st = grow(ctx, &ctx->d_var, &ctx->var_cap, plane);
-  if (st == GPU_OK && want_mean) st = grow(ctx, &ctx->d_mean, &ctx->mean_cap, plane);
+  enum gpu_status st = scratch_grow(ctx, SLOT_VAR, plane);
+  if (st == GPU_OK && want_mean) st = scratch_grow(ctx, SLOT_MEAN, plane);
   packed in = packed_of(d_plane, img);
   int tri = v->window == CPU_WINDOW_TRIANGLE;
-  void *mean = want_mean ? ctx->d_mean : NULL;
+  void *mean = want_mean ? ctx->scratch[SLOT_MEAN].p : NULL;
   cudaError_t e = cudaSuccess;
   if (st != GPU_OK) return st;
   if (v->method == CPU_VAR_EXACT) {
     if ((st = grow_exact(ctx, img)) != GPU_OK) return st;
-    e = launch_var_exact(in, v->radius, tri, ctx->d_lv[0], ctx->d_lv[1], (double *)ctx->d_var,
+    e = launch_var_exact(in, v->radius, tri, ctx->scratch[SLOT_LV + 0].p,
+                         ctx->scratch[SLOT_LV + 1].p, (double *)ctx->scratch[SLOT_VAR].p,
                          (double *)mean, ctx->s);
   } else if (v->method == CPU_VAR_PAIRWISE || v->method == CPU_VAR_THREEWISE) {
     size_t line = var_merge_bytes(img->width, img->height, v->radius);
-    for (int i = 0; i < 4 && st == GPU_OK; i++)
-      st = grow(ctx, &ctx->d_lv[i], &ctx->lv_cap[i], line);
+    for (int i = 0; i < 4 && st == GPU_OK; i++) st = scratch_grow(ctx, SLOT_LV + i, line);
     if (st != GPU_OK) return st;
-    e = launch_var_merge(v->method, in, v->radius, tri, ctx->d_lv, (float *)ctx->d_var,
+    void *const lines[4] = {ctx->scratch[SLOT_LV].p, ctx->scratch[SLOT_LV + 1].p,
+                            ctx->scratch[SLOT_LV + 2].p, ctx->scratch[SLOT_LV + 3].p};
+    e = launch_var_merge(v->method, in, v->radius, tri, lines, (float *)ctx->scratch[SLOT_VAR].p,
                          (float *)mean, ctx->s);
   } else {
-    e = launch_var_direct(v->method, in, v->radius, tri, (float *)ctx->d_var, (float *)mean,
-                          ctx->s);
+    e = launch_var_direct(v->method, in, v->radius, tri, (float *)ctx->scratch[SLOT_VAR].p,
+                          (float *)mean, ctx->s);
   }
   return status_of(ctx, e, "local variance kernels");
 }
@@ -123,7 +125,7 @@ enum gpu_status gpu_variance(struct gpu_ctx *ctx, const struct cpu_var *v,
   size_t px = (size_t)src->width * src->height, plane = px * var_elem(v);
   if (st == GPU_OK) st = upload(ctx, src, plane * (mean ? 2 : 1));
   if (st == GPU_OK) st = run_variance(ctx, v, src, ctx->d_in, mean != NULL);
-  void *d[2] = {ctx->d_var, mean ? ctx->d_mean : NULL};
+  void *d[2] = {ctx->scratch[SLOT_VAR].p, mean ? ctx->scratch[SLOT_MEAN].p : NULL};
   size_t n[2] = {plane, plane};
   if (st == GPU_OK) st = download(ctx, d, n, t);
   if (st != GPU_OK) return st;
@@ -167,17 +169,19 @@ static enum gpu_status run_contrast(struct gpu_ctx *ctx, const struct cpu_contra
   size_t px = (size_t)src->width * src->height;
   struct cpu_image g = {NULL, src->width, src->height, 1, src->depth};
   enum gpu_status st = grow(ctx, &ctx->d_out, &ctx->out_cap, cpu_image_bytes(src));
-  if (st == GPU_OK) st = grow(ctx, &ctx->d_gray, &ctx->gray_cap, cpu_image_bytes(&g));
-  if (st == GPU_OK) st = grow(ctx, &ctx->d_var, &ctx->var_cap, px * sizeof(double));
-  if (st == GPU_OK) st = grow(ctx, &ctx->d_mean, &ctx->mean_cap, px * sizeof(double));
+  if (st == GPU_OK) st = scratch_grow(ctx, SLOT_OP + 2, cpu_image_bytes(&g));
+  if (st == GPU_OK) st = scratch_grow(ctx, SLOT_VAR, px * sizeof(double));
+  if (st == GPU_OK) st = scratch_grow(ctx, SLOT_MEAN, px * sizeof(double));
   if (st == GPU_OK) st = grow_exact(ctx, &g);
   if (st != GPU_OK) return st;
-  packed in = packed_of(ctx->d_in, src), gray = packed_of(ctx->d_gray, &g);
+  packed in = packed_of(ctx->d_in, src), gray = packed_of(ctx->scratch[SLOT_OP + 2].p, &g);
   CUDA_TRY(ctx, launch_luma(in, gray, ctx->s));
-  CUDA_TRY(ctx, launch_var_exact(gray, c->radius, 0, ctx->d_lv[0], ctx->d_lv[1],
-                                 (double *)ctx->d_var, (double *)ctx->d_mean, ctx->s));
-  CUDA_TRY(ctx, launch_contrast(in, gray, (const double *)ctx->d_mean, (const double *)ctx->d_var,
-                                *c, packed_of(ctx->d_out, src), ctx->s));
+  CUDA_TRY(ctx, launch_var_exact(gray, c->radius, 0, ctx->scratch[SLOT_LV + 0].p,
+                                 ctx->scratch[SLOT_LV + 1].p, (double *)ctx->scratch[SLOT_VAR].p,
+                                 (double *)ctx->scratch[SLOT_MEAN].p, ctx->s));
+  CUDA_TRY(ctx, launch_contrast(in, gray, (const double *)ctx->scratch[SLOT_MEAN].p,
+                                (const double *)ctx->scratch[SLOT_VAR].p, *c,
+                                packed_of(ctx->d_out, src), ctx->s));
   return GPU_OK;
 }
 

@@ -147,12 +147,12 @@ enum gpu_status gpu_pixelate_resident(struct gpu_ctx *ctx, const struct cpu_pixe
   size_t means = (size_t)nbx * nby * sizeof(uint4);
   CUDA_TRY(ctx, cudaSetDevice(ctx->dev));
   if (st == GPU_OK) st = grow(ctx, &ctx->d_out, &ctx->out_cap, cpu_image_bytes(img));
-  if (st == GPU_OK) st = grow(ctx, &ctx->d_op[0], &ctx->op_cap[0], rows);
-  if (st == GPU_OK) st = grow(ctx, &ctx->d_op[1], &ctx->op_cap[1], means);
+  if (st == GPU_OK) st = scratch_grow(ctx, SLOT_OP + 0, rows);
+  if (st == GPU_OK) st = scratch_grow(ctx, SLOT_OP + 1, means);
   if (st != GPU_OK) return st;
   packed in = packed_of(ctx->d_in, img), out = packed_of(ctx->d_out, img);
-  unsigned long long *d_rows = (unsigned long long *)ctx->d_op[0];
-  uint4 *d_means = (uint4 *)ctx->d_op[1];
+  unsigned long long *d_rows = (unsigned long long *)ctx->scratch[SLOT_OP + 0].p;
+  uint4 *d_means = (uint4 *)ctx->scratch[SLOT_OP + 1].p;
   CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_UPLOADED], ctx->s));
   if (by_rows) CUDA_TRY(ctx, launch_row_sums(in, p->block, nbx, d_rows, ctx->s));
   CUDA_TRY(ctx,

@@ -84,10 +84,10 @@ static enum gpu_status grow_all(struct gpu_ctx *ctx, const struct cpu_image *img
   size_t n = (size_t)img->width * img->height;
   struct cpu_image plane = {NULL, img->width, img->height, 1, img->depth};
   enum gpu_status st = grow(ctx, &ctx->d_out, &ctx->out_cap, n * sizeof(uint16_t));
-  if (st == GPU_OK) st = grow(ctx, &ctx->d_op[0], &ctx->op_cap[0], 4 * (size_t)img->height * 8);
-  if (st == GPU_OK) st = grow(ctx, &ctx->d_op[1], &ctx->op_cap[1], n * sizeof(double));
+  if (st == GPU_OK) st = scratch_grow(ctx, SLOT_OP + 0, 4 * (size_t)img->height * 8);
+  if (st == GPU_OK) st = scratch_grow(ctx, SLOT_OP + 1, n * sizeof(double));
   if (st == GPU_OK && img->channels > 1)
-    st = grow(ctx, &ctx->d_gray, &ctx->gray_cap, cpu_image_bytes(&plane));
+    st = scratch_grow(ctx, SLOT_OP + 2, cpu_image_bytes(&plane));
   return st;
 }
 
@@ -119,13 +119,14 @@ enum gpu_status gpu_variance_resident(struct gpu_ctx *ctx, const struct cpu_var 
   CUDA_TRY(ctx, cudaSetDevice(ctx->dev));
   enum gpu_status st = grow_all(ctx, img);
   if (st != GPU_OK) return st;
-  void *d_plane = img->channels > 1 ? ctx->d_gray : ctx->d_in;
-  double *vals = (double *)ctx->d_op[1], *rows = (double *)ctx->d_op[0];
+  void *d_plane = img->channels > 1 ? ctx->scratch[SLOT_OP + 2].p : ctx->d_in;
+  double *vals = (double *)ctx->scratch[SLOT_OP + 1].p,
+         *rows = (double *)ctx->scratch[SLOT_OP + 0].p;
   CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_UPLOADED], ctx->s));
   if (img->channels > 1)
     CUDA_TRY(ctx, launch_luma(packed_of(ctx->d_in, img), packed_of(d_plane, &plane), ctx->s));
   if ((st = run_variance(ctx, v, &plane, d_plane, 0)) != GPU_OK) return st;
-  CUDA_TRY(ctx, launch_values(ctx->d_var, v->method == CPU_VAR_EXACT, n, o->stddev,
+  CUDA_TRY(ctx, launch_values(ctx->scratch[SLOT_VAR].p, v->method == CPU_VAR_EXACT, n, o->stddev,
                               cpu_var_scale(img->depth, o->stddev), vals, (uint16_t *)ctx->d_out,
                               ctx->s));
   CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_FILTERED], ctx->s));
@@ -133,8 +134,8 @@ enum gpu_status gpu_variance_resident(struct gpu_ctx *ctx, const struct cpu_var 
   exact.method = CPU_VAR_EXACT;
   if (measure && (st = run_variance(ctx, &exact, &plane, d_plane, 0)) != GPU_OK) return st;
   CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_MEASURED], ctx->s));
-  CUDA_TRY(ctx, launch_stats(vals, measure ? (const double *)ctx->d_var : NULL, img->width,
-                             img->height, o->stddev, rows, ctx->d_stats, ctx->s));
+  CUDA_TRY(ctx, launch_stats(vals, measure ? (const double *)ctx->scratch[SLOT_VAR].p : NULL,
+                             img->width, img->height, o->stddev, rows, ctx->d_stats, ctx->s));
   CUDA_TRY(ctx, cudaMemcpyAsync(ctx->h_stats, ctx->d_stats, 4 * sizeof(double),
                                 cudaMemcpyDeviceToHost, ctx->s));
   CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_DONE], ctx->s));

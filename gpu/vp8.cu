@@ -440,7 +440,7 @@ enum gpu_status gpu_vp8_analyse(struct gpu_ctx *ctx, enum gpu_image which,
   int w = img->width, h = img->height, cw = (w + 1) / 2, ch = (h + 1) / 2;
   vp8_layout l = layout(w, h);
   CUDA_TRY(ctx, cudaSetDevice(ctx->dev));
-  enum gpu_status st = grow(ctx, &ctx->d_vp8, &ctx->vp8_cap, l.total);
+  enum gpu_status st = scratch_grow(ctx, SLOT_ENC, l.total);
   if (st == GPU_OK && l.out_bytes + 8 > ctx->h_vp8_cap) {
     CUDA_TRY(ctx, cudaStreamSynchronize(ctx->s));
     cudaFreeHost(ctx->h_vp8);
@@ -449,7 +449,7 @@ enum gpu_status gpu_vp8_analyse(struct gpu_ctx *ctx, enum gpu_image which,
     ctx->h_vp8_cap = l.out_bytes + 8;
   }
   if (st != GPU_OK) return st;
-  uint8_t *d = (uint8_t *)ctx->d_vp8, *h_out = (uint8_t *)ctx->h_vp8;
+  uint8_t *d = (uint8_t *)ctx->scratch[SLOT_ENC].p, *h_out = (uint8_t *)ctx->h_vp8;
   unsigned long long *steps = (unsigned long long *)(d + l.count);
   CUDA_TRY(ctx, cudaMemsetAsync(d + l.stats, 0, l.total - l.stats, ctx->s));
   const uint8_t *rgb = (const uint8_t *)(which == GPU_INPUT ? ctx->d_in : ctx->d_out);
