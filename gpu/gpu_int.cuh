@@ -54,7 +54,7 @@ struct gpu_ctx {
   size_t w_cap;
   void *h_w;               /* what each slot of d_w was last given (gpu.cu's upload_w), */
   size_t w_len[4];         /* and its bytes (0: unknown), a slot each */
-  struct ri_held *ri_held; /* the integer reference's weights its slots hold (gpu.cu), or NULL */
+  struct ri_held *ri_held; /* the integer reference's weights its slots hold (psnr.cu), or NULL */
   double *d_stats;         /* two doubles per region (GPU_REGIONS_MAX) */
   struct gpu_buf scratch[GPU_SLOTS]; /* device scratch by slot (enum gpu_slot), grown on demand */
   size_t bytes;                      /* device bytes held */
@@ -120,6 +120,22 @@ void accuracy_of(const struct cpu_image *img, const double *stats, struct cpu_ac
 enum gpu_status run_variance(struct gpu_ctx *ctx, const struct cpu_var *v,
                              const struct cpu_image *img, void *d_plane, int want_mean);
 
+/* The kernel buffer d_w's slots (gpu.cu): the method's kernels along x and y, the reference's. */
+enum w_slot { W_X, W_Y, W_REF_X, W_REF_Y, W_SLOTS };
+/* Marks where a method's kernels start (after the host's preparation: coefficients, weights
+ * uploaded, buffers grown), for gpu_bench's kernel time; nothing outside it. */
+enum gpu_status kernels_start(struct gpu_ctx *ctx);
+/* The device address of d_w's slot. */
+void *w_at(const struct gpu_ctx *ctx, enum w_slot slot);
+/* Uploads n bytes of host data into d_w's slot, unless it holds them already. */
+enum gpu_status upload_w(struct gpu_ctx *ctx, enum w_slot slot, const void *data, size_t n);
+/* The integer reference's weights in slot are no longer what it holds (psnr.cu). */
+void ri_forget(struct gpu_ctx *ctx, enum w_slot slot);
+/* The PSNR of d_out against the exact blur b of d_in (psnr.cu): from the fastest reference whose
+ * bound makes it certain to 0.01 dB, else the double one (then *exact is set). Waits for the GPU. */
+enum gpu_status run_psnr(struct gpu_ctx *ctx, const struct cpu_blur *b, const struct cpu_image *img,
+                         struct cpu_accuracy *acc, int *exact);
+
 /* Makes *p hold at least need bytes of device memory; *cap is its size. */
 enum gpu_status grow(struct gpu_ctx *ctx, void **p, size_t *cap, size_t need);
 /* Makes scratch slot hold at least need bytes (grow); its pointer is ctx->scratch[slot].p. */
@@ -172,6 +188,12 @@ struct packed { /* an interleaved 8- or 16-bit image on the device */
   void *p;      /* width*height*c samples */
   int w, h, c, depth;
 };
+
+/* The integer reference (ri8) of b from in (psnr.cu): with write, rounded into out (separable
+ * exactly), else measuring out; its error bound in *e. No wait. GPU_ERROR: the kernel is too wide
+ * or its sums would not fit. */
+enum gpu_status launch_ri8(struct gpu_ctx *ctx, const struct cpu_blur *b, packed in, packed out,
+                           int write, double *e);
 
 static inline packed packed_of(void *p, const struct cpu_image *img) {
   packed k = {p, img->width, img->height, img->channels, img->depth};
