@@ -97,10 +97,67 @@ static size_t box_bytes(const struct cpu_image *img, const struct gpu_region *r)
   return (cpu_image_bytes(&box) + 255) / 256 * 256;
 }
 
+/* One region blur's settings, for blur_batch. */
+struct boxes {
+  const struct cpu_blur *b;
+  const struct cpu_image *img;
+  const struct gpu_region *r;
+  int feather;
+  int batched;                 /* pyramid's kernels take all the boxes at once */
+  struct cpu_pyramid pyx, pyy; /* its parameters, when batched */
+  int measure;                 /* the PSNR of each box */
+  void *dst;                   /* where the blends go: the WHOLE slot or RES */
+};
+
+/* Regions i0 to i1 of bx, their boxes side by side in d_in and d_out at at[i - i0]: cut from the
+ * image, blurred, blended into bx->dst, then measured; adds the kernels' and the references' ms to
+ * *kernel and *reference. Waits for the GPU. */
+static enum gpu_status blur_batch(struct gpu_ctx *ctx, const struct boxes *bx, int i0, int i1,
+                                  const size_t *at, double *kernel, double *reference) {
+  const struct cpu_image *img = bx->img;
+  const struct gpu_region *r = bx->r;
+  const void *whole = ctx->scratch[SLOT_WHOLE].p;
+  size_t px = (size_t)img->channels * (img->depth / 8);
+  enum gpu_status st = grow_images(ctx, at[i1 - i0]);
+  if (st != GPU_OK) return st;
+  CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_UPLOADED], ctx->s));
+  for (int i = i0; i < i1 && (bx->measure || !bx->batched); i++) /* the reference reads the boxes */
+    CUDA_TRY(ctx, cudaMemcpy2DAsync((char *)ctx->d_in + at[i - i0], r[i].box[2] * px,
+                                    (const char *)whole +
+                                        ((size_t)r[i].box[1] * img->width + r[i].box[0]) * px,
+                                    img->width * px, r[i].box[2] * px, r[i].box[3],
+                                    cudaMemcpyDeviceToDevice, ctx->s));
+  if (bx->batched)
+    st = run_pyramid_boxes(ctx, &bx->pyx, &bx->pyy, img, whole, r + i0, i1 - i0, ctx->d_out, at);
+  for (int i = i0; !bx->batched && i < i1 && st == GPU_OK; i++) {
+    struct cpu_image box = box_of(img, &r[i]);
+    st = run_method(ctx, bx->b, &box, (char *)ctx->d_in + at[i - i0],
+                    (char *)ctx->d_out + at[i - i0]);
+  }
+  if (st != GPU_OK) return st;
+  CUDA_TRY(ctx, blend_all(bx->dst, img, r + i0, i1 - i0, (const char *)ctx->d_out, at, bx->feather,
+                          ctx->s));
+  CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_FILTERED], ctx->s));
+  for (int i = i0; bx->measure && i < i1; i++) {
+    struct cpu_image box = box_of(img, &r[i]);
+    st = run_reference(ctx, bx->b->sigma_x, bx->b->sigma_y, &box, (char *)ctx->d_in + at[i - i0],
+                       (char *)ctx->d_out + at[i - i0], ctx->d_stats + 2 * i);
+    if (st != GPU_OK) return st;
+  }
+  if (bx->measure)
+    CUDA_TRY(ctx, cudaMemcpyAsync(ctx->h_stats + 2 * i0, ctx->d_stats + 2 * i0,
+                                  2 * (i1 - i0) * sizeof(double), cudaMemcpyDeviceToHost, ctx->s));
+  CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_MEASURED], ctx->s));
+  CUDA_TRY(ctx, cudaEventSynchronize(ctx->ev[EV_MEASURED]));
+  *kernel += elapsed(ctx, i0 ? EV_UPLOADED : EV_START, EV_FILTERED);
+  *reference += elapsed(ctx, EV_FILTERED, EV_MEASURED);
+  return GPU_OK;
+}
+
 enum gpu_status gpu_blur_regions(struct gpu_ctx *ctx, const struct cpu_blur *b,
                                  const struct cpu_image *img, const struct gpu_region *r, int n,
                                  int feather, struct cpu_accuracy *acc, struct gpu_times *t) {
-  size_t px = (size_t)img->channels * (img->depth / 8), bytes = cpu_image_bytes(img);
+  size_t bytes = cpu_image_bytes(img);
   if (n > GPU_REGIONS_MAX) {
     snprintf(ctx->err, sizeof(ctx->err), "%d regions, more than %d", n, GPU_REGIONS_MAX);
     return GPU_ERROR;
@@ -108,14 +165,13 @@ enum gpu_status gpu_blur_regions(struct gpu_ctx *ctx, const struct cpu_blur *b,
   /* The image moves aside to the WHOLE slot. pyramid without the PSNR, for at most PYR_BATCH
    * regions, blurs only their windows and blends them there as it expands them
    * (run_pyramid_windows). Otherwise d_in and d_out hold the boxes side by side, as many at a time
-   * as fit in the image's bytes: their copies (pyramid without the PSNR needs none), their kernels
-   * and blends, then their references, with no wait between boxes. The boxes are blurred from the
-   * input (overlapping regions blur the input): when they all fit at once they are all blurred
-   * before the first blend, which then goes into the WHOLE slot itself; otherwise into RES, a copy
-   * of it. */
-  struct cpu_pyramid pyx, pyy;
-  int batched = pyramid_reduces(b, &pyx, &pyy); /* all the boxes in each launch */
-  int windows = batched && !acc && n <= PYR_BATCH;
+   * as fit in the image's bytes (blur_batch), with no wait between boxes. The boxes are blurred
+   * from the input (overlapping regions blur the input): when they all fit at once they are all
+   * blurred before the first blend, which then goes into the WHOLE slot itself; otherwise into
+   * RES, a copy of it. */
+  struct boxes bx = {b, img, r, feather, 0, {}, {}, acc != NULL, NULL};
+  bx.batched = pyramid_reduces(b, &bx.pyx, &bx.pyy); /* all the boxes in each launch */
+  int windows = bx.batched && !acc && n <= PYR_BATCH;
   size_t all = 0;
   for (int i = 0; i < n; i++) all += box_bytes(img, &r[i]);
   int in_place = all <= bytes;
@@ -127,7 +183,7 @@ enum gpu_status gpu_blur_regions(struct gpu_ctx *ctx, const struct cpu_blur *b,
   double kernel = 0, reference = 0;
   CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_START], ctx->s));
   if (windows) {
-    st = run_pyramid_windows(ctx, &pyx, &pyy, img, ctx->scratch[SLOT_WHOLE].p, r, n, feather,
+    st = run_pyramid_windows(ctx, &bx.pyx, &bx.pyy, img, ctx->scratch[SLOT_WHOLE].p, r, n, feather,
                              &windows);
     if (st != GPU_OK) return st;
     in_place = in_place || windows;
@@ -141,52 +197,15 @@ enum gpu_status gpu_blur_regions(struct gpu_ctx *ctx, const struct cpu_blur *b,
     CUDA_TRY(ctx, cudaMemcpyAsync(ctx->scratch[SLOT_RES].p, ctx->scratch[SLOT_WHOLE].p, bytes,
                                   cudaMemcpyDeviceToDevice, ctx->s));
   }
-  void *dst = in_place ? ctx->scratch[SLOT_WHOLE].p : ctx->scratch[SLOT_RES].p;
+  int into = in_place ? SLOT_WHOLE : SLOT_RES;
+  bx.dst = ctx->scratch[into].p;
   for (int i0 = 0, i1; !windows && i0 < n; i0 = i1) {
     size_t at[GPU_REGIONS_MAX + 1] = {0}; /* box i at at[i - i0] */
     for (i1 = i0; i1 < n && (i1 == i0 || at[i1 - i0] + box_bytes(img, &r[i1]) <= bytes); i1++)
       at[i1 - i0 + 1] = at[i1 - i0] + box_bytes(img, &r[i1]);
-    if ((st = grow_images(ctx, at[i1 - i0])) != GPU_OK) return st;
-    CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_UPLOADED], ctx->s));
-    for (int i = i0; i < i1 && (acc || !batched); i++) /* the reference reads the cut boxes */
-      CUDA_TRY(ctx, cudaMemcpy2DAsync((char *)ctx->d_in + at[i - i0], r[i].box[2] * px,
-                                      (const char *)ctx->scratch[SLOT_WHOLE].p +
-                                          ((size_t)r[i].box[1] * img->width + r[i].box[0]) * px,
-                                      img->width * px, r[i].box[2] * px, r[i].box[3],
-                                      cudaMemcpyDeviceToDevice, ctx->s));
-    if (batched)
-      st = run_pyramid_boxes(ctx, &pyx, &pyy, img, ctx->scratch[SLOT_WHOLE].p, r + i0, i1 - i0,
-                             ctx->d_out, at);
-    for (int i = i0; !batched && i < i1 && st == GPU_OK; i++) {
-      struct cpu_image box = box_of(img, &r[i]);
-      st =
-          run_method(ctx, b, &box, (char *)ctx->d_in + at[i - i0], (char *)ctx->d_out + at[i - i0]);
-    }
-    if (st != GPU_OK) return st;
-    CUDA_TRY(ctx,
-             blend_all(dst, img, r + i0, i1 - i0, (const char *)ctx->d_out, at, feather, ctx->s));
-    CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_FILTERED], ctx->s));
-    for (int i = i0; acc && i < i1; i++) {
-      struct cpu_image box = box_of(img, &r[i]);
-      st = run_reference(ctx, b->sigma_x, b->sigma_y, &box, (char *)ctx->d_in + at[i - i0],
-                         (char *)ctx->d_out + at[i - i0], ctx->d_stats + 2 * i);
-      if (st != GPU_OK) return st;
-    }
-    if (acc)
-      CUDA_TRY(ctx,
-               cudaMemcpyAsync(ctx->h_stats + 2 * i0, ctx->d_stats + 2 * i0,
-                               2 * (i1 - i0) * sizeof(double), cudaMemcpyDeviceToHost, ctx->s));
-    CUDA_TRY(ctx, cudaEventRecord(ctx->ev[EV_MEASURED], ctx->s));
-    CUDA_TRY(ctx, cudaEventSynchronize(ctx->ev[EV_MEASURED]));
-    kernel += elapsed(ctx, i0 ? EV_UPLOADED : EV_START, EV_FILTERED);
-    reference += elapsed(ctx, EV_FILTERED, EV_MEASURED);
+    if ((st = blur_batch(ctx, &bx, i0, i1, at, &kernel, &reference)) != GPU_OK) return st;
   }
-  if (in_place)
-    swap_buffers(&ctx->d_out, &ctx->out_cap, &ctx->scratch[SLOT_WHOLE].p,
-                 &ctx->scratch[SLOT_WHOLE].cap);
-  else
-    swap_buffers(&ctx->d_out, &ctx->out_cap, &ctx->scratch[SLOT_RES].p,
-                 &ctx->scratch[SLOT_RES].cap);
+  swap_buffers(&ctx->d_out, &ctx->out_cap, &ctx->scratch[into].p, &ctx->scratch[into].cap);
   for (int i = 0; acc && i < n; i++) {
     struct cpu_image box = box_of(img, &r[i]);
     accuracy_of(&box, ctx->h_stats + 2 * i, &acc[i]);
