@@ -13,8 +13,11 @@
  * allocation of a decode or encode in turn; run under ASan or valgrind, that shows every failure
  * path is leak-free. Fixtures come from $BLURD_DATA, or tests/data when run from the repository
  * root. */
+#include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 #include <jpeglib.h>
 #include <turbojpeg.h>
 #include <zlib.h>
@@ -1023,8 +1026,9 @@ static void test_alloc_failures_encode(void) {
     struct codec_encode_opts jpeg = {.format = CODEC_JPEG, .quality = 90};
     long n = encode_failing_each(&img, &png);
     if (n < 5) TEST_FAIL("%s: PNG encode made only %ld allocations", files[f], n);
-    n = encode_failing_each(&img, &jpeg); /* the 8-bit copy (but for gray1) and the output */
-    ASSERT_INT(n, ==, img.depth == 8 && img.channels == 1 ? 1 : 2);
+    n = encode_failing_each(&img, &jpeg); /* the 8-bit copy (but for gray1), the encoder's state
+                                             and the output's growth */
+    ASSERT_INT(n, >=, img.depth == 8 && img.channels == 1 ? 2 : 3);
     for (int lossless = 0; lossless < 2; lossless++) { /* the RGB(A) copy, the output's growth */
       struct codec_encode_opts webp = {
           .format = CODEC_WEBP, .quality = 80, .compression = 6, .lossless = lossless};
@@ -1584,6 +1588,311 @@ static void test_exif_damaged_jpeg(void) {
   free(orig);
 }
 
+/* ---- cancellation (codec_cancel_set) ---- */
+
+struct stopper { /* a hook that says stop from its call `at` on (0: never); counts its calls */
+  long at;
+  long calls; /* atomic: the PNG encoder's helpers ask too */
+};
+
+static int stop_at(void *arg) {
+  struct stopper *s = arg;
+  long n = __atomic_add_fetch(&s->calls, 1, __ATOMIC_RELAXED);
+  return s->at > 0 && n >= s->at;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* codec_encode under the hook s (NULL: none); the thread's hook is cleared after. */
+static enum codec_status encode_with(const struct codec_image *img,
+                                     const struct codec_encode_opts *o, struct stopper *s,
+                                     uint8_t **out, size_t *len) {
+  struct codec_cancel hook = {stop_at, s};
+  char msg[256];
+  codec_cancel_set(s ? &hook : NULL);
+  enum codec_status st = codec_encode(img, o, out, len, msg, sizeof msg);
+  codec_cancel_set(NULL);
+  if (st != CODEC_OK && st != CODEC_CANCELLED) TEST_FAIL("encode: %d: %s", (int)st, msg);
+  return st;
+}
+
+static enum codec_status decode_with(const uint8_t *buf, size_t len, struct stopper *s,
+                                     struct codec_image *img) {
+  struct codec_cancel hook = {stop_at, s};
+  char msg[256];
+  codec_cancel_set(s ? &hook : NULL);
+  enum codec_status st = codec_decode(buf, len, NULL, img, msg, sizeof msg);
+  codec_cancel_set(NULL);
+  if (st != CODEC_OK && st != CODEC_CANCELLED) TEST_FAIL("decode: %d: %s", (int)st, msg);
+  return st;
+}
+
+/* Encodes img with o: with a hook that never says stop, the bytes of an encode without one, the
+ * hook asked at least min_calls times; with one that says stop at its first call, at half its
+ * calls and at its last, CODEC_CANCELLED and no output. Returns the calls of a whole encode. */
+static long expect_encode_stops(const struct codec_image *img, const struct codec_encode_opts *o,
+                                long min_calls, const char *what) {
+  uint8_t *plain, *hooked;
+  size_t plain_len, hooked_len;
+  struct stopper never = {0, 0};
+  ASSERT_INT(encode_with(img, o, NULL, &plain, &plain_len), ==, CODEC_OK);
+  ASSERT_INT(encode_with(img, o, &never, &hooked, &hooked_len), ==, CODEC_OK);
+  if (hooked_len != plain_len || memcmp(hooked, plain, plain_len) != 0)
+    TEST_FAIL("%s: other bytes with a hook that never stops", what);
+  if (never.calls < min_calls) TEST_FAIL("%s: the hook asked %ld times", what, never.calls);
+  long at[3] = {1, never.calls / 2 > 1 ? never.calls / 2 : 1, never.calls};
+  for (int i = 0; i < 3; i++) {
+    struct stopper s = {at[i], 0};
+    uint8_t *out = (uint8_t *)&s;
+    size_t len = 1;
+    if (encode_with(img, o, &s, &out, &len) != CODEC_CANCELLED)
+      TEST_FAIL("%s: not stopped at call %ld of %ld", what, at[i], never.calls);
+    ASSERT(out == NULL && len == 0);
+  }
+  free(plain), free(hooked);
+  return never.calls;
+}
+
+/* The same for a decode of buf: the pixels of a decode without a hook. */
+static long expect_decode_stops(const uint8_t *buf, size_t len, long min_calls, const char *what) {
+  struct codec_image plain, hooked;
+  struct stopper never = {0, 0};
+  ASSERT_INT(decode_with(buf, len, NULL, &plain), ==, CODEC_OK);
+  ASSERT_INT(decode_with(buf, len, &never, &hooked), ==, CODEC_OK);
+  if (!same_image(&plain, &hooked))
+    TEST_FAIL("%s: other pixels with a hook that never stops", what);
+  if (never.calls < min_calls) TEST_FAIL("%s: the hook asked %ld times", what, never.calls);
+  long at[3] = {1, never.calls / 2 > 1 ? never.calls / 2 : 1, never.calls};
+  for (int i = 0; i < 3; i++) {
+    struct stopper s = {at[i], 0};
+    struct codec_image img;
+    if (decode_with(buf, len, &s, &img) != CODEC_CANCELLED)
+      TEST_FAIL("%s: not stopped at call %ld of %ld", what, at[i], never.calls);
+    ASSERT(img.pixels == NULL);
+  }
+  codec_image_free(&plain), codec_image_free(&hooked);
+  return never.calls;
+}
+
+/* tjCompress2's file of img (8-bit gray or RGB) at quality, as jpeg.c's encoder once was. */
+static uint8_t *turbojpeg_file(const struct codec_image *img, int quality, size_t *len) {
+  tjhandle tj = tjInitCompress();
+  unsigned char *jpeg = NULL;
+  unsigned long n = 0;
+  int samp = img->channels == 1                  ? TJSAMP_GRAY
+             : quality >= CODEC_JPEG_FULL_CHROMA ? TJSAMP_444
+                                                 : TJSAMP_420;
+  ASSERT(tj != NULL);
+  ASSERT_INT(tjCompress2(tj, img->pixels, img->width, 0, img->height,
+                         img->channels == 1 ? TJPF_GRAY : TJPF_RGB, &jpeg, &n, samp, quality, 0),
+             ==, 0);
+  uint8_t *copy = malloc(n);
+  memcpy(copy, jpeg, n);
+  tjFree(jpeg);
+  tjDestroy(tj);
+  *len = n;
+  return copy;
+}
+
+/* The top-left w x h of img, a copy. */
+static struct codec_image corner(const struct codec_image *img, int w, int h) {
+  size_t px = (size_t)img->channels * (size_t)(img->depth / 8), row = (size_t)w * px;
+  struct codec_image c = *img;
+  c.width = w, c.height = h;
+  c.pixels = malloc(row * (size_t)h);
+  for (int y = 0; y < h; y++)
+    memcpy(c.pixels + (size_t)y * row, img->pixels + (size_t)y * (size_t)img->width * px, row);
+  return c;
+}
+
+/* libjpeg's compressor fed ENCODE_ROWS rows at a time with a progress monitor writes tjCompress2's
+ * bytes, for gray and RGB, 4:2:0 and 4:4:4, both DCTs, odd sizes; it stops when the hook says so,
+ * which it asks every 16 rows. */
+static void test_cancel_jpeg_encode(void) {
+  struct codec_image gray = corner(&camera, 511, 301), rgb = corner(&astronaut, 509, 257);
+  static const int qualities[] = {1, 50, 89, 90, 95, 96, 100};
+  for (int i = 0; i < 2; i++) {
+    const struct codec_image *img = i ? &rgb : &gray;
+    for (size_t q = 0; q < sizeof qualities / sizeof qualities[0]; q++) {
+      struct codec_encode_opts o = {.format = CODEC_JPEG, .quality = qualities[q]};
+      uint8_t *mine;
+      size_t mine_len, tj_len;
+      uint8_t *tj = turbojpeg_file(img, qualities[q], &tj_len);
+      ASSERT_INT(encode_with(img, &o, NULL, &mine, &mine_len), ==, CODEC_OK);
+      if (mine_len != tj_len || memcmp(mine, tj, tj_len) != 0)
+        TEST_FAIL("%s at quality %d: %zu bytes, tjCompress2 %zu", i ? "RGB" : "gray", qualities[q],
+                  mine_len, tj_len);
+      free(mine), free(tj);
+      expect_encode_stops(img, &o, img->height / 16, "JPEG encode");
+    }
+  }
+  struct codec_encode_opts o = {.format = CODEC_JPEG, .quality = 90};
+  struct codec_image rgba16 = load("rgba16.png"); /* codec_to_8bit first, asked every row */
+  expect_encode_stops(&rgba16, &o, rgba16.height, "JPEG encode of 16-bit RGBA");
+  codec_image_free(&rgba16), codec_image_free(&gray), codec_image_free(&rgb);
+}
+
+/* The JPEG decoder asks the hook every row it hands out (and, for a progressive file, every MCU
+ * row it absorbs), as do the CMYK conversion and the turn upright. */
+static void test_cancel_jpeg_decode(void) {
+  static const char *files[] = {"photo_1080p.jpg", "progressive.jpg", "cmyk.jpg", "orient6.jpg"};
+  for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+    size_t len;
+    uint8_t *buf = fixture_bytes(files[f], &len);
+    struct codec_jpeg_info info;
+    ASSERT_INT(codec_jpeg_probe(buf, len, NULL, &info, NULL, 0), ==, CODEC_OK);
+    long calls = expect_decode_stops(buf, len, info.height, files[f]);
+    /* and again each row of the conversion, or of the turn upright */
+    if (strcmp(files[f], "cmyk.jpg") == 0 || strcmp(files[f], "orient6.jpg") == 0)
+      ASSERT_INT(calls, >=, info.height + (info.orientation >= 5 ? info.width : info.height));
+    free(buf);
+  }
+}
+
+/* A computation that would take seconds, stopped by the hook within milliseconds of it saying
+ * so (on a thread cancelled where it stands); small or without a hook it runs on the caller's
+ * thread to the end. */
+struct spin {
+  uint64_t rounds, x;
+};
+
+static void spin_run(void *arg) {
+  struct spin *s = arg;
+  uint64_t x = s->x;
+  for (uint64_t i = 0; i < s->rounds; i++) x = x * 6364136223846793005u + 1442695040888963407u;
+  s->x = x;
+}
+
+static int past_time(void *arg) {
+  return now_s() >= *(const double *)arg;
+}
+
+static void test_cancel_stoppable(void) {
+  struct spin s = {4000000000u, 1}; /* seconds of multiplies */
+  double at = now_s() + 0.05, t0 = now_s();
+  struct codec_cancel hook = {past_time, &at};
+  codec_cancel_set(&hook);
+  ASSERT_INT(codec_run_stoppable(spin_run, &s, CODEC_STOP_THREAD_BYTES), ==, CODEC_CANCELLED);
+  double took = now_s() - t0;
+  fprintf(stderr, "    stopped after %.3f s (the hook said stop at 0.050 s)\n", took);
+  ASSERT_DBL(took, <, 0.5);
+  struct spin small = {1000, 1}, threaded = {1000, 1};
+  at = now_s() + 100;
+  ASSERT_INT(codec_run_stoppable(spin_run, &small, 100), ==, CODEC_OK);
+  ASSERT_INT(codec_run_stoppable(spin_run, &threaded, CODEC_STOP_THREAD_BYTES), ==, CODEC_OK);
+  ASSERT(small.x != 1 && small.x == threaded.x);
+  at = 0; /* said stop already: the small one does not start */
+  small.x = 1;
+  ASSERT_INT(codec_run_stoppable(spin_run, &small, 100), ==, CODEC_CANCELLED);
+  ASSERT(small.x == 1);
+  codec_cancel_set(NULL);
+  ASSERT_INT(codec_run_stoppable(spin_run, &small, CODEC_STOP_THREAD_BYTES), ==, CODEC_OK);
+  ASSERT(small.x == threaded.x);
+}
+
+/* Child processes: the output comes back through the pipe with the exit status; one that would
+ * run for seconds is killed within milliseconds of the hook saying stop; one asleep on a lock
+ * another thread held at the fork is found stuck and its work left to the caller. */
+static pthread_mutex_t held = PTHREAD_MUTEX_INITIALIZER;
+
+static int child_writes(void *arg, int fd) {
+  const char *text = arg;
+  return codec_write_all(fd, text, strlen(text)) == 0 ? 7 : 1;
+}
+
+static int child_spins(void *arg, int fd) {
+  struct spin *s = arg;
+  (void)fd;
+  spin_run(s);
+  return (int)(s->x & 1);
+}
+
+static int child_locks(void *arg, int fd) {
+  (void)arg, (void)fd;
+  pthread_mutex_lock(&held); /* locked in the parent when it forked: never given */
+  return 0;
+}
+
+static int child_dies(void *arg, int fd) {
+  (void)arg, (void)fd;
+  raise(SIGUSR1);
+  return 0;
+}
+
+static void test_cancel_child(void) {
+  struct codec_buf out = {NULL, 0, 0};
+  double at = now_s() + 100;
+  int status = -1;
+  struct codec_cancel hook = {past_time, &at};
+  char text[] = "a file, as a child writes it";
+  ASSERT_INT(codec_run_child(child_writes, text, &out, &status), ==,
+             CODEC_UNSUPPORTED); /* no hook */
+  codec_cancel_set(&hook);
+  ASSERT_INT(codec_run_child(child_writes, text, &out, &status), ==, CODEC_OK);
+  ASSERT_INT(status, ==, 7);
+  ASSERT(out.len == strlen(text) && memcmp(out.data, text, out.len) == 0);
+  ASSERT_INT(codec_run_child(child_dies, NULL, &out, &status), ==, CODEC_OK);
+  ASSERT_INT(status, ==, 128 + SIGUSR1);
+  struct spin s = {4000000000u, 1};
+  double t0 = now_s();
+  at = t0 + 0.05;
+  ASSERT_INT(codec_run_child(child_spins, &s, &out, &status), ==, CODEC_CANCELLED);
+  double took = now_s() - t0;
+  ASSERT(out.len == strlen(text)); /* what was there stays */
+  fprintf(stderr, "    child killed after %.3f s (the hook said stop at 0.050 s)\n", took);
+  ASSERT_DBL(took, <, 0.5);
+  at = now_s() + 100;
+  pthread_mutex_lock(&held);
+  t0 = now_s();
+  ASSERT_INT(codec_run_child(child_locks, NULL, &out, &status), ==, CODEC_UNSUPPORTED);
+  took = now_s() - t0;
+  pthread_mutex_unlock(&held);
+  fprintf(stderr, "    a child asleep on an inherited lock given up after %.3f s\n", took);
+  ASSERT_DBL(took, <, 5);
+  codec_cancel_set(NULL);
+  free(out.data);
+}
+
+/* The 8-bit conversion, the turn upright, the CMYK conversion and the sRGB conversion ask the
+ * hook every row. */
+static void test_cancel_conversions(void) {
+  struct codec_image img = load("rgba16.png");
+  struct stopper s = {2, 0};
+  struct codec_cancel hook = {stop_at, &s};
+  uint8_t *out = (uint8_t *)&s;
+  int ch = -1;
+  codec_cancel_set(&hook);
+  ASSERT_INT(codec_to_8bit(&img, 3, 1, &out, &ch), ==, CODEC_CANCELLED);
+  ASSERT(out == NULL);
+  s = (struct stopper){0, 0};
+  ASSERT_INT(codec_to_8bit(&img, 3, 1, &out, &ch), ==, CODEC_OK);
+  ASSERT_INT(s.calls, ==, img.height);
+  free(out);
+  s = (struct stopper){3, 0};
+  uint8_t *before = img.pixels;
+  ASSERT_INT(codec_orient(&img, 6), ==, CODEC_CANCELLED);
+  ASSERT(img.pixels == before);
+  s = (struct stopper){3, 0};
+  uint8_t cmyk[4 * 8 * 8];
+  memset(cmyk, 100, sizeof cmyk);
+  ASSERT_INT(codec_cmyk_to_rgb(cmyk, 8, 8, 1, NULL, 0), ==, CODEC_CANCELLED);
+  size_t plen;
+  uint8_t *p3 = fixture_bytes("display_p3.icc", &plen);
+  struct codec_image rgb = corner(&astronaut, 64, 64);
+  s = (struct stopper){3, 0};
+  ASSERT_INT(codec_to_srgb(&rgb, p3, plen), ==, -1);
+  s = (struct stopper){0, 0};
+  ASSERT_INT(codec_to_srgb(&rgb, p3, plen), ==, 1);
+  ASSERT_INT(s.calls, ==, 64);
+  codec_cancel_set(NULL);
+  free(p3);
+  codec_image_free(&rgb), codec_image_free(&img);
+}
+
 int main(void) {
   camera = load("camera.png");
   astronaut = load("astronaut.png");
@@ -1624,6 +1933,11 @@ int main(void) {
   RUN(test_exif_parser);
   RUN(test_exif_in_jpeg);
   RUN(test_exif_damaged_jpeg);
+  RUN(test_cancel_jpeg_encode);
+  RUN(test_cancel_jpeg_decode);
+  RUN(test_cancel_stoppable);
+  RUN(test_cancel_child);
+  RUN(test_cancel_conversions);
   codec_image_free(&camera);
   codec_image_free(&astronaut);
   codec_image_free(&coffee);
