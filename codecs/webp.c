@@ -362,6 +362,7 @@ enum codec_status codec_webp_from_vp8(const struct codec_vp8_mbs *a,
                                       const struct codec_encode_opts *o, uint8_t **out,
                                       size_t *outlen, char *msg, size_t msglen) {
   struct webp_out e = {{NULL, 0, 0}, 0};
+  *out = NULL, *outlen = 0;
   struct codec_encode_opts eo = *o; /* a profile goes with an RGB image only, as codec_encode's */
   if (codec_icc_colours(o->icc, o->icc_len) != 3) eo.icc = NULL, eo.icc_len = 0;
   enum codec_status st = codec_vp8_write(a, &e.file); /* asks the thread's hook as it goes */
