@@ -120,7 +120,8 @@ int codec_webp_smooth(const uint8_t *y, int stride, int w, int h);
 /* Converts the w x h 8-bit RGB pixels rgb (rows stride bytes apart) to YUV 4:2:0 planes y, u and
  * v as libwebp lays them out, if the image is smooth (codec_webp_smooth of its luma): luma as
  * libwebp's, chroma from the plain mean of each 2x2 block (webp_yuv.c). Returns 1 when smooth and
- * every plane is filled; 0 as soon as it is not, with the planes partly written. */
+ * every plane is filled; 0 as soon as it is not, or -1 when the thread's hook said stop (asked
+ * every 64 rows), with the planes partly written. */
 int codec_webp_yuv(const uint8_t *rgb, size_t stride, int w, int h, uint8_t *y, int y_stride,
                    uint8_t *u, uint8_t *v, int uv_stride);
 /* Appends a lossy WebP file (RIFF, one VP8 key frame) of the w x h YUV 4:2:0 planes y, u and v

@@ -27,10 +27,11 @@
  *
  * Cancellation: blurd's VP8 encoder asks the thread's hook every macroblock row. libwebp's
  * encoder asks its progress hook only when its whole percent changes, and not at all while it
- * codes an alpha plane or writes its tokens, so an encode that may run longer than CHILD_MS
+ * codes an alpha plane or writes its tokens, so an encode that may run CHILD_MS or longer
  * (predicted from the image's pixels and twice the slowest rates measured for its settings) runs
  * in a child process that is killed when the hook says stop (codec_run_child, stop.c); a shorter
- * one runs here, stopped by its progress hook. Both write the same bytes. */
+ * one, which is over within CHILD_MS even if nothing stops it, runs here with the progress hook.
+ * Both write the same bytes. */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -54,7 +55,7 @@
 static const double ns_lossy[7] = {130, 160, 160, 260, 260, 310, 720};
 static const double ns_alpha[7] = {180, 270, 280, 390, 650, 810, 18000};
 #define NS_LOSSLESS 340
-#define CHILD_MS    20
+#define CHILD_MS    100
 
 /* A sentence for a libwebp decoder status other than OK, and its codec status. */
 static enum codec_status decode_failure(VP8StatusCode vs, size_t len, char *msg, size_t msglen) {
@@ -258,15 +259,17 @@ static enum codec_status run_libwebp(struct webp_job *j, struct webp_out *e, cha
 /* Lossy effort 2 of a smooth RGB image: its planes by codec_webp_yuv (in a third of the time of
  * libwebp's import) into j's picture (j->imported: the image is smooth and there), and blurd's
  * own encoder into e. Returns CODEC_TOO_LARGE when the image is not smooth, or its frame too large
- * for that encoder (libwebp then codes it), else the encoder's status. */
+ * for that encoder (libwebp then codes it), else the encoder's status (CODEC_CANCELLED too when
+ * the hook said stop during the conversion). */
 static enum codec_status own_encode(struct webp_job *j, int width, int height,
                                     const struct codec_encode_opts *o, struct webp_out *e,
                                     char *msg, size_t msglen) {
   WebPPicture *pic = &j->pic;
   if (!WebPPictureAlloc(pic)) return CODEC_NOMEM;
-  j->imported = codec_webp_yuv(j->src, (size_t)j->stride, width, height, pic->y, pic->y_stride,
-                               pic->u, pic->v, pic->uv_stride);
-  if (!j->imported) return CODEC_TOO_LARGE;
+  int smooth = codec_webp_yuv(j->src, (size_t)j->stride, width, height, pic->y, pic->y_stride,
+                              pic->u, pic->v, pic->uv_stride);
+  if (smooth < 0) return CODEC_CANCELLED;
+  if (!(j->imported = smooth)) return CODEC_TOO_LARGE;
   one_segment(&j->config);
   enum codec_status st = codec_vp8_encode(pic->y, pic->y_stride, pic->u, pic->v, pic->uv_stride,
                                           width, height, (int)j->config.quality, &e->file, NULL);

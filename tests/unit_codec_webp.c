@@ -577,6 +577,18 @@ static struct codec_image with_alpha(const struct codec_image *img) {
   return a;
 }
 
+/* img (RGB) repeated twice across and down. */
+static struct codec_image tiled(const struct codec_image *img) {
+  int w = img->width, h = img->height;
+  struct codec_image t = {malloc((size_t)4 * w * h * 3), 2 * w, 2 * h, 3, 8, CODEC_PNG, 1};
+  ASSERT(t.pixels != NULL);
+  for (int y = 0; y < 2 * h; y++)
+    for (int k = 0; k < 2; k++)
+      memcpy(t.pixels + ((size_t)y * 2 * w + (size_t)k * w) * 3,
+             img->pixels + (size_t)(y % h) * w * 3, (size_t)w * 3);
+  return t;
+}
+
 /* blurd's VP8 encoder asks every macroblock row of both its passes; libwebp's progress hook asks
  * each time its percent changes, for an encode that is predicted short; a longer one runs in a
  * child process, killed when the hook says stop, and writes the same bytes. */
@@ -598,15 +610,16 @@ static void test_cancel_encode(void) {
       .format = CODEC_WEBP, .quality = 100, .effort = 4, .effort_set = 1};
   ASSERT_STR(expect_encode_stops(&rgba, lossy, 2, child_at, "libwebp lossy, alpha, in a child"),
              "libwebp");
+  struct codec_image big = tiled(&photo); /* 1024x1024: long enough for a child */
   struct codec_encode_opts fast = {
       .format = CODEC_WEBP, .quality = 90, .effort = 0, .effort_set = 1};
   const long first[] = {1, 0}; /* a short encode: it may be over by the second question */
-  ASSERT_STR(expect_encode_stops(&photo, fast, 1, first, "libwebp effort 0, in a child"),
-             "libwebp");
+  ASSERT_STR(expect_encode_stops(&big, fast, 1, first, "libwebp effort 0, in a child"), "libwebp");
   struct codec_encode_opts lossless = {.format = CODEC_WEBP, .lossless = 1};
-  ASSERT_STR(expect_encode_stops(&photo, lossless, 2, child_at, "libwebp lossless, in a child"),
+  ASSERT_STR(expect_encode_stops(&big, lossless, 2, child_at, "libwebp lossless, in a child"),
              "libwebp");
   codec_image_free(&photo), codec_image_free(&blur), codec_image_free(&rgba);
+  codec_image_free(&big);
   codec_image_free(&thumb);
 }
 

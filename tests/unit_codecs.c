@@ -17,8 +17,11 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 #include <jpeglib.h>
+#include <png.h>
 #include <turbojpeg.h>
 #include <zlib.h>
 
@@ -1893,7 +1896,284 @@ static void test_cancel_conversions(void) {
   codec_image_free(&rgb), codec_image_free(&img);
 }
 
+/* ---- how soon a stopped codec returns (BLURD_STOP_BENCH) ----
+ * Not a test: with BLURD_STOP_BENCH=SIDE, each decoder and encoder on a SIDE x SIDE image at its
+ * slowest settings, under a hook that says stop from a given moment on. Printed: the longest
+ * interval between the hook's questions before that moment, how long after it the call returned
+ * (the worker is free), and the process's CPU time in the 200 ms after (threads or children left
+ * running would show there). docs/engineering-notes.md, "Every stage stops at the deadline". */
+
+struct clock_hook { /* says stop from `at` (now_s()) on; notes the longest interval between asks */
+  pthread_mutex_t mu;
+  double at, last, gap;
+  long calls;
+};
+
+static int clock_stop(void *arg) {
+  struct clock_hook *h = arg;
+  double t = now_s();
+  pthread_mutex_lock(&h->mu);
+  if (t < h->at && t - h->last > h->gap) h->gap = t - h->last;
+  if (t < h->at) h->last = t;
+  h->calls++;
+  pthread_mutex_unlock(&h->mu);
+  return t >= h->at;
+}
+
+static double process_cpu_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void pool_for(void *pool, int n, void (*fn)(void *arg, int begin, int end), void *arg) {
+  cpu_parallel_for(pool, n, fn, arg);
+}
+
+/* One line of the table: img encoded with o (or, when img is NULL, buf decoded), stopped after
+ * delay seconds. */
+static void bench_stop(const char *what, const struct codec_image *img,
+                       const struct codec_encode_opts *o, const uint8_t *buf, size_t len,
+                       double delay) {
+  struct clock_hook h = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0};
+  struct codec_cancel hook = {clock_stop, &h};
+  struct codec_image out = {0};
+  uint8_t *file = NULL;
+  size_t n = 0;
+  h.last = now_s(), h.at = h.last + delay;
+  codec_cancel_set(&hook);
+  enum codec_status st =
+      img ? codec_encode(img, o, &file, &n, NULL, 0) : codec_decode(buf, len, NULL, &out, NULL, 0);
+  double back = now_s(), cpu0 = process_cpu_s();
+  codec_cancel_set(NULL);
+  usleep(200000);
+  double cpu = process_cpu_s() - cpu0;
+  fprintf(stderr,
+          "    %-46s %s: asked %6ld times, at most %6.1f ms apart; free %6.1f ms after; "
+          "%5.1f ms of CPU in the 200 ms after\n",
+          what, st == CODEC_CANCELLED ? "stopped" : "FINISHED", h.calls, h.gap * 1e3,
+          (back - h.at) * 1e3, cpu * 1e3);
+  free(file);
+  codec_image_free(&out);
+}
+
+/* side x side pixels of channels 8-bit samples: noise over gradients (smooth: gradients). */
+static struct codec_image bench_image(int side, int channels, int smooth) {
+  struct codec_image img = {
+      malloc((size_t)side * side * channels), side, side, channels, 8, CODEC_PNG, 1};
+  ASSERT(img.pixels != NULL);
+  for (int y = 0; y < side; y++)
+    for (int x = 0; x < side; x++)
+      for (int c = 0; c < channels; c++) {
+        unsigned noise = ((unsigned)(x * 7919 + y * 104729 + c * 31) * 2654435761u) >> 26;
+        img.pixels[((size_t)y * side + x) * channels + c] =
+            (uint8_t)((x * (c + 1) + y * (3 - c)) / (smooth ? 24 : 16) + (smooth ? 0 : noise));
+      }
+  return img;
+}
+
+static uint8_t *bench_file(const struct codec_image *img, struct codec_encode_opts o, size_t *len) {
+  uint8_t *file;
+  ASSERT_INT(codec_encode(img, &o, &file, len, NULL, 0), ==, CODEC_OK);
+  return file;
+}
+
+struct mem_file { /* libpng's output in memory */
+  uint8_t *p;
+  size_t len, cap;
+};
+
+static void mem_write(png_structp png, png_bytep data, size_t n) {
+  struct mem_file *m = png_get_io_ptr(png);
+  if (m->len + n > m->cap) m->cap = 2 * (m->len + n), m->p = realloc(m->p, m->cap);
+  ASSERT(m->p != NULL);
+  memcpy(m->p + m->len, data, n);
+  m->len += n;
+}
+
+/* img (8-bit RGBA) as an interlaced PNG, zlib level 1, written by libpng. */
+static uint8_t *interlaced_file(const struct codec_image *img, size_t *len) {
+  struct mem_file m = {NULL, 0, 0};
+  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+  png_infop info = png_create_info_struct(png);
+  ASSERT(png && info && !setjmp(png_jmpbuf(png)));
+  png_set_write_fn(png, &m, mem_write, NULL);
+  png_set_compression_level(png, 1);
+  png_set_IHDR(png, info, (png_uint_32)img->width, (png_uint_32)img->height, 8,
+               PNG_COLOR_TYPE_RGB_ALPHA, PNG_INTERLACE_ADAM7, 0, 0);
+  png_write_info(png, info);
+  for (int pass = png_set_interlace_handling(png); pass > 0; pass--)
+    for (int y = 0; y < img->height; y++)
+      png_write_row(png, img->pixels + (size_t)y * img->width * 4);
+  png_write_end(png, NULL);
+  png_destroy_write_struct(&png, &info);
+  *len = m.len;
+  return m.p;
+}
+
+/* img (8-bit RGB) as a progressive JPEG at quality 100, by TurboJPEG. */
+static uint8_t *progressive_file(const struct codec_image *img, size_t *len) {
+  tjhandle tj = tjInitCompress();
+  unsigned char *jpeg = NULL;
+  unsigned long n = 0;
+  ASSERT_INT(tjCompress2(tj, img->pixels, img->width, 0, img->height, TJPF_RGB, &jpeg, &n,
+                         TJSAMP_444, 100, TJFLAG_PROGRESSIVE),
+             ==, 0);
+  uint8_t *copy = malloc(n);
+  memcpy(copy, jpeg, n);
+  tjFree(jpeg), tjDestroy(tj);
+  *len = n;
+  return copy;
+}
+
+static void bench_stop_latency(int side) {
+  struct codec_image rgba = bench_image(side, 4, 0), rgb = bench_image(side, 3, 0),
+                     smooth = bench_image(side, 3, 1);
+  struct cpu_pool *pool = cpu_pool_new(2);
+  struct codec_encode_opts png9 = {.format = CODEC_PNG, .compression = 9},
+                           rle = {.format = CODEC_PNG, .compression = 2},
+                           rle_par = {.format = CODEC_PNG, .compression = 2},
+                           libpng = {.format = CODEC_PNG, .compression = 9, .png_libpng = 1},
+                           jpeg = {.format = CODEC_JPEG, .quality = 100},
+                           effort6 = {.format = CODEC_WEBP,
+                                      .quality = 100,
+                                      .effort = 6,
+                                      .effort_set = 1},
+                           lossless = {.format = CODEC_WEBP, .lossless = 1},
+                           vp8 = {.format = CODEC_WEBP, .quality = 100};
+  rle_par.parallel = pool_for, rle_par.parallel_ctx = pool;
+  fprintf(stderr, "  %dx%d, noise over gradients (RGBA unless said)\n", side, side);
+  bench_stop("PNG level 9, libdeflate", &rgba, &png9, NULL, 0, 2.0);
+  bench_stop("PNG level 2, run-length coder", &rgba, &rle, NULL, 0, 0.2);
+  bench_stop("PNG level 2, run-length coder, 2 threads", &rgba, &rle_par, NULL, 0, 0.2);
+  bench_stop("PNG level 9, libpng and zlib", &rgba, &libpng, NULL, 0, 1.0);
+  bench_stop("JPEG quality 100, RGB", &rgb, &jpeg, NULL, 0, 0.3);
+  bench_stop("JPEG quality 100, RGBA (8-bit copy first)", &rgba, &jpeg, NULL, 0, 0.05);
+  bench_stop("lossy WebP, libwebp effort 6, quality 100", &rgba, &effort6, NULL, 0, 1.0);
+  bench_stop("lossless WebP, libwebp", &rgba, &lossless, NULL, 0, 1.0);
+  bench_stop("lossy WebP, blurd's VP8 (smooth RGB)", &smooth, &vp8, NULL, 0, 0.2);
+  size_t len;
+  uint8_t *f = bench_file(&rgba, rle, &len);
+  bench_stop("decode: PNG, own path (inflate on a thread)", NULL, NULL, f, len, 0.05);
+  bench_stop("decode: PNG, own path (unfiltering)", NULL, NULL, f, len, 0.25);
+  free(f);
+  f = interlaced_file(&rgba, &len);
+  bench_stop("decode: interlaced PNG, libpng", NULL, NULL, f, len, 0.5);
+  free(f);
+  f = bench_file(&rgb, jpeg, &len);
+  bench_stop("decode: JPEG quality 100, RGB", NULL, NULL, f, len, 0.2);
+  free(f);
+  f = progressive_file(&rgb, &len);
+  bench_stop("decode: progressive JPEG, RGB", NULL, NULL, f, len, 0.5);
+  free(f);
+  f = bench_file(&rgba, effort6, &len);
+  bench_stop("decode: lossy WebP", NULL, NULL, f, len, 0.2);
+  free(f);
+  f = bench_file(&rgba, lossless, &len);
+  bench_stop("decode: lossless WebP", NULL, NULL, f, len, 0.2);
+  free(f);
+  cpu_pool_free(pool);
+  codec_image_free(&rgba), codec_image_free(&rgb), codec_image_free(&smooth);
+}
+
+/* ---- what the hooks cost when nothing stops (BLURD_STOP_COST) ----
+ * Not a test: with BLURD_STOP_COST=N, each codec N times on the 1080p photograph (RGBA: with an
+ * alpha ramp) without a hook and with one that never says stop, alternated; printed: the median
+ * CPU time (the process's and its children's) and wall time of each. */
+
+static double cpu_with_children_s(void) {
+  struct rusage self, kids;
+  getrusage(RUSAGE_SELF, &self);
+  getrusage(RUSAGE_CHILDREN, &kids);
+  return (double)(self.ru_utime.tv_sec + self.ru_stime.tv_sec + kids.ru_utime.tv_sec +
+                  kids.ru_stime.tv_sec) +
+         (double)(self.ru_utime.tv_usec + self.ru_stime.tv_usec + kids.ru_utime.tv_usec +
+                  kids.ru_stime.tv_usec) /
+             1e6;
+}
+
+static int never_stop(void *arg) {
+  (void)arg;
+  return 0;
+}
+
+static int cmp_dbl(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void cost_line(const char *what, const struct codec_image *img,
+                      const struct codec_encode_opts *o, const uint8_t *buf, size_t len, int n) {
+  double cpu[2][64], wall[2][64];
+  struct codec_cancel hook = {never_stop, NULL};
+  n = n > 64 ? 64 : n;
+  for (int i = 0; i < n; i++)
+    for (int h = 0; h < 2; h++) {
+      struct codec_image out = {0};
+      uint8_t *file = NULL;
+      size_t flen = 0;
+      codec_cancel_set(h ? &hook : NULL);
+      double c0 = cpu_with_children_s(), t0 = now_s();
+      enum codec_status st = img ? codec_encode(img, o, &file, &flen, NULL, 0)
+                                 : codec_decode(buf, len, NULL, &out, NULL, 0);
+      wall[h][i] = now_s() - t0, cpu[h][i] = cpu_with_children_s() - c0;
+      codec_cancel_set(NULL);
+      ASSERT_INT(st, ==, CODEC_OK);
+      free(file);
+      codec_image_free(&out);
+    }
+  for (int h = 0; h < 2; h++) qsort(cpu[h], (size_t)n, sizeof(double), cmp_dbl);
+  for (int h = 0; h < 2; h++) qsort(wall[h], (size_t)n, sizeof(double), cmp_dbl);
+  fprintf(stderr,
+          "    %-40s no hook %7.2f ms CPU, %7.2f ms wall; hook %7.2f ms CPU, %7.2f ms wall\n", what,
+          cpu[0][n / 2] * 1e3, wall[0][n / 2] * 1e3, cpu[1][n / 2] * 1e3, wall[1][n / 2] * 1e3);
+}
+
+static void hook_cost(int n) {
+  struct codec_image rgb = load("photo_1080p.jpg"), rgba = {0};
+  size_t px = (size_t)rgb.width * rgb.height;
+  rgba = (struct codec_image){malloc(px * 4), rgb.width, rgb.height, 4, 8, CODEC_PNG, 1};
+  for (size_t i = 0; i < px; i++) {
+    memcpy(rgba.pixels + 4 * i, rgb.pixels + 3 * i, 3);
+    rgba.pixels[4 * i + 3] = (uint8_t)(i % rgb.width / 8);
+  }
+  struct codec_encode_opts png6 = {.format = CODEC_PNG, .compression = 6},
+                           png2 = {.format = CODEC_PNG, .compression = 2},
+                           jpeg = {.format = CODEC_JPEG, .quality = 90},
+                           webp = {.format = CODEC_WEBP, .quality = 90},
+                           lossless = {.format = CODEC_WEBP, .lossless = 1};
+  fprintf(stderr, "  photo_1080p.jpg (1920x1080), medians of %d\n", n);
+  cost_line("PNG level 6 (libdeflate on a thread)", &rgb, &png6, NULL, 0, n);
+  cost_line("PNG level 2 (run-length coder)", &rgb, &png2, NULL, 0, n);
+  cost_line("JPEG quality 90", &rgb, &jpeg, NULL, 0, n);
+  cost_line("WebP effort 2, RGB (libwebp, in a child)", &rgb, &webp, NULL, 0, n);
+  cost_line("WebP effort 2, RGBA (libwebp, in a child)", &rgba, &webp, NULL, 0, n);
+  cost_line("lossless WebP, RGB (in a child)", &rgb, &lossless, NULL, 0, n);
+  size_t len;
+  uint8_t *f = bench_file(&rgb, png2, &len);
+  cost_line("decode: PNG (inflate on a thread)", NULL, NULL, f, len, n);
+  free(f);
+  f = bench_file(&rgb, jpeg, &len);
+  cost_line("decode: JPEG", NULL, NULL, f, len, n);
+  free(f);
+  f = bench_file(&rgb, webp, &len);
+  cost_line("decode: lossy WebP (incremental)", NULL, NULL, f, len, n);
+  free(f);
+  f = bench_file(&rgb, lossless, &len);
+  cost_line("decode: lossless WebP (incremental)", NULL, NULL, f, len, n);
+  free(f);
+  codec_image_free(&rgb), codec_image_free(&rgba);
+}
+
 int main(void) {
+  if (getenv("BLURD_STOP_BENCH")) { /* not a test: see bench_stop_latency */
+    bench_stop_latency(atoi(getenv("BLURD_STOP_BENCH")));
+    return 0;
+  }
+  if (getenv("BLURD_STOP_COST")) { /* not a test: see hook_cost */
+    hook_cost(atoi(getenv("BLURD_STOP_COST")));
+    return 0;
+  }
   camera = load("camera.png");
   astronaut = load("astronaut.png");
   coffee = load("coffee.png");
