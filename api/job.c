@@ -151,7 +151,7 @@ static enum api_error colour(struct image_job *j, struct worker *w, struct codec
   return e;
 }
 
-/* The operation on w's backend, under the job's cancel token (set by job_run): the filters'
+/* The operation on w's backend, under the job's cancel token (process_stoppable): the filters'
  * loops stop once the deadline has passed or the client has gone, and the job then answers as
  * still_wanted() would, whatever the compute made of its unfinished work (a lost GPU still stops
  * the process). */

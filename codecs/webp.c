@@ -28,7 +28,7 @@
  * Cancellation: blurd's VP8 encoder asks the thread's hook every macroblock row. libwebp's
  * encoder asks its progress hook only when its whole percent changes, and not at all while it
  * codes an alpha plane or writes its tokens, so an encode that may run CHILD_MS or longer
- * (predicted from the image's pixels and twice the slowest rates measured for its settings) runs
+ * (predicted from the image's pixels and twice the rates measured for its settings) runs
  * in a child process that is killed when the hook says stop (codec_run_child, stop.c); a shorter
  * one, which is over within CHILD_MS even if nothing stops it, runs here with the progress hook.
  * Both write the same bytes. */
@@ -48,13 +48,13 @@
  * 6. */
 #define WEBP_LOSSLESS_LEVEL 2
 
-/* Twice the slowest rates of libwebp's encoder measured on noise, in ns a pixel
- * (docs/engineering-notes.md, "Every stage stops at the deadline"): lossy by effort, what an alpha
- * plane adds to it by effort, and lossless. An encode predicted to take CHILD_MS or more runs in
- * a child process. */
-static const double ns_lossy[7] = {130, 160, 160, 260, 260, 310, 720};
+/* Rates of libwebp's encoder in ns a pixel, at least twice those measured on noise at quality 100
+ * (BLURD_STOP_BENCH in tests/unit_codecs.c prints them; docs/engineering-notes.md, "Every stage
+ * stops at the deadline"): lossy by effort, what an alpha plane adds to it by effort, and
+ * lossless. An encode predicted to take CHILD_MS or more runs in a child process. */
+static const double ns_lossy[7] = {150, 170, 180, 280, 280, 320, 740};
 static const double ns_alpha[7] = {180, 270, 280, 390, 650, 810, 18000};
-#define NS_LOSSLESS 340
+#define NS_LOSSLESS 380
 #define CHILD_MS    100
 
 /* A sentence for a libwebp decoder status other than OK, and its codec status. */
@@ -185,9 +185,9 @@ struct webp_job { /* one encode by libwebp, here or in a child process */
   int fd;       /* in the child: where the file goes */
 };
 
-/* libwebp's import of j's pixels, unless pic has them (lossy effort 2: the one-segment rule on
- * an RGBA image's luma), and its encode; pic.writer takes the file. Returns WebPEncode's answer:
- * 0 when it failed, pic.error_code saying why. */
+/* libwebp's import of j's pixels (unless pic has them), with lossy effort 2's one-segment rule
+ * for an RGBA image's luma, and its encode; pic.writer takes the file. Returns WebPEncode's
+ * answer: 0 when it failed, pic.error_code saying why. */
 static int libwebp_encode(struct webp_job *j) {
   WebPPicture *pic = &j->pic;
   if (!j->imported) {
@@ -201,11 +201,12 @@ static int libwebp_encode(struct webp_job *j) {
   return WebPEncode(&j->config, pic);
 }
 
-/* In the child: the file to the pipe. Returns 0, or 1 + libwebp's error code. */
+/* In the child: libwebp's writer, the file to the pipe. */
 static int to_pipe(const uint8_t *data, size_t n, const WebPPicture *pic) {
   return codec_write_all(((const struct webp_job *)pic->custom_ptr)->fd, data, n) == 0;
 }
 
+/* The child's work: the encode, its file to fd. Returns 0, or 1 + libwebp's error code. */
 static int child_encode(void *arg, int fd) {
   struct webp_job *j = arg;
   j->fd = fd;
@@ -265,7 +266,10 @@ static enum codec_status own_encode(struct webp_job *j, int width, int height,
                                     const struct codec_encode_opts *o, struct webp_out *e,
                                     char *msg, size_t msglen) {
   WebPPicture *pic = &j->pic;
-  if (!WebPPictureAlloc(pic)) return CODEC_NOMEM;
+  if (!WebPPictureAlloc(pic)) {
+    codec_msgf(msg, msglen, "out of memory encoding the WebP image");
+    return CODEC_NOMEM;
+  }
   int smooth = codec_webp_yuv(j->src, (size_t)j->stride, width, height, pic->y, pic->y_stride,
                               pic->u, pic->v, pic->uv_stride);
   if (smooth < 0) return CODEC_CANCELLED;

@@ -683,7 +683,7 @@ static void test_stages(void) {
     struct stage_case *c = &cases[i];
     if (only && !strstr(c->what, only)) continue;
     if (i == 0) c->img = gradient_png(2000, 2000, 1, &c->len);
-    if (i == 1) c->img = test_png(3000, 3000, 3, NOISE_STORED, &c->len);
+    if (i == 1) c->img = test_png(4000, 4000, 1, NOISE_STORED, &c->len);
     if (i == 2 || i == 3) c->img = test_png(3000, 3000, 4, NOISE_STORED, &c->len);
     if (i == 4) c->img = test_png(4000, 4000, 4, NOISE_STORED, &c->len);
     if (i == 5) c->img = test_png(big, big, 4, NOISE_REPEATING, &c->len);

@@ -23,6 +23,7 @@
 #include <jpeglib.h>
 #include <png.h>
 #include <turbojpeg.h>
+#include <webp/encode.h>
 #include <zlib.h>
 
 #include "../codecs/codecs.h"
@@ -2026,6 +2027,48 @@ static uint8_t *progressive_file(const struct codec_image *img, size_t *len) {
   return copy;
 }
 
+/* libwebp's progress hook alone, as libwebp calls it (the longest interval between calls, the
+ * encode's time): why a long encode runs in a child process. */
+static double webp_last, webp_gap;
+
+static int webp_progress(int percent, const WebPPicture *pic) {
+  double t = now_s();
+  (void)percent, (void)pic;
+  if (t - webp_last > webp_gap) webp_gap = t - webp_last;
+  webp_last = t;
+  return 1;
+}
+
+static int webp_discard(const uint8_t *data, size_t n, const WebPPicture *pic) {
+  (void)data, (void)n, (void)pic;
+  return 1;
+}
+
+static void bench_webp_progress(const char *what, const struct codec_image *img, int lossless,
+                                int method) {
+  WebPConfig config;
+  WebPPicture pic;
+  ASSERT(WebPConfigInit(&config) && WebPPictureInit(&pic));
+  if (lossless) ASSERT(WebPConfigLosslessPreset(&config, 2));
+  if (!lossless) ASSERT(WebPConfigPreset(&config, WEBP_PRESET_DEFAULT, 100));
+  if (!lossless) config.method = method;
+  pic.use_argb = lossless, pic.width = img->width, pic.height = img->height;
+  pic.writer = webp_discard, pic.progress_hook = webp_progress;
+  int stride = img->width * img->channels;
+  ASSERT(img->channels == 4 ? WebPPictureImportRGBA(&pic, img->pixels, stride)
+                            : WebPPictureImportRGB(&pic, img->pixels, stride));
+  double t0 = webp_last = now_s();
+  webp_gap = 0;
+  ASSERT(WebPEncode(&config, &pic));
+  webp_progress(100, &pic); /* to the end */
+  double took = now_s() - t0;
+  fprintf(
+      stderr,
+      "    %-46s libwebp's progress hook at most %7.1f ms apart in %7.1f ms (%5.0f ns a pixel)\n",
+      what, webp_gap * 1e3, took * 1e3, took * 1e9 / ((double)img->width * img->height));
+  WebPPictureFree(&pic);
+}
+
 static void bench_stop_latency(int side) {
   struct codec_image rgba = bench_image(side, 4, 0), rgb = bench_image(side, 3, 0),
                      smooth = bench_image(side, 3, 1);
@@ -2042,9 +2085,20 @@ static void bench_stop_latency(int side) {
                            lossless = {.format = CODEC_WEBP, .lossless = 1},
                            vp8 = {.format = CODEC_WEBP, .quality = 100};
   rle_par.parallel = pool_for, rle_par.parallel_ctx = pool;
+  struct codec_image small_rgba = bench_image(1000, 4, 0), small_rgb = bench_image(1000, 3, 0);
+  fprintf(stderr, "  1000x1000, noise over gradients, quality 100 (webp.c's rates: twice these)\n");
+  for (int effort = 0; effort <= 6; effort++)
+    for (int c = 3; c <= 4; c++) {
+      char what[64];
+      snprintf(what, sizeof(what), "lossy WebP, effort %d, %s", effort, c == 4 ? "RGBA" : "RGB");
+      bench_webp_progress(what, c == 4 ? &small_rgba : &small_rgb, 0, effort);
+    }
+  bench_webp_progress("lossless WebP, RGB", &small_rgb, 1, 0);
+  bench_webp_progress("lossless WebP, RGBA", &small_rgba, 1, 0);
+  codec_image_free(&small_rgba), codec_image_free(&small_rgb);
   fprintf(stderr, "  %dx%d, noise over gradients (RGBA unless said)\n", side, side);
   bench_stop("PNG level 9, libdeflate", &rgba, &png9, NULL, 0, 2.0);
-  bench_stop("PNG level 2, run-length coder", &rgba, &rle, NULL, 0, 0.2);
+  bench_stop("PNG level 2, run-length coder", &rgba, &rle, NULL, 0, 0.05);
   bench_stop("PNG level 2, run-length coder, 2 threads", &rgba, &rle_par, NULL, 0, 0.2);
   bench_stop("PNG level 9, libpng and zlib", &rgba, &libpng, NULL, 0, 1.0);
   bench_stop("JPEG quality 100, RGB", &rgb, &jpeg, NULL, 0, 0.3);
@@ -2146,6 +2200,16 @@ static void hook_cost(int n) {
   cost_line("PNG level 6 (libdeflate on a thread)", &rgb, &png6, NULL, 0, n);
   cost_line("PNG level 2 (run-length coder)", &rgb, &png2, NULL, 0, n);
   cost_line("JPEG quality 90", &rgb, &jpeg, NULL, 0, n);
+  double tj[64];
+  for (int i = 0; i < n && i < 64; i++) { /* TurboJPEG, as the encoder was */
+    size_t len;
+    double c0 = cpu_with_children_s();
+    free(turbojpeg_file(&rgb, 90, &len));
+    tj[i] = cpu_with_children_s() - c0;
+  }
+  qsort(tj, (size_t)(n < 64 ? n : 64), sizeof(double), cmp_dbl);
+  fprintf(stderr, "    %-40s %7.2f ms CPU\n", "JPEG quality 90 by tjCompress2",
+          tj[(n < 64 ? n : 64) / 2] * 1e3);
   cost_line("WebP effort 2, RGB (libwebp, in a child)", &rgb, &webp, NULL, 0, n);
   cost_line("WebP effort 2, RGBA (libwebp, in a child)", &rgba, &webp, NULL, 0, n);
   cost_line("lossless WebP, RGB (in a child)", &rgb, &lossless, NULL, 0, n);
