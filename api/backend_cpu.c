@@ -19,6 +19,8 @@ enum api_error backend_codec_error(enum codec_status s) {
     return API_UNSUPPORTED_IMAGE;
   case CODEC_NOMEM:
     return API_OUT_OF_MEMORY;
+  case CODEC_CANCELLED: /* the job's hook said stop: its token says why */
+    return op_cancelled() != API_OK ? op_cancelled() : API_DEADLINE_EXCEEDED;
   }
   return API_INTERNAL;
 }

@@ -6,7 +6,10 @@
  * would refuse at the headers is refused in the same words; a file nvJPEG fails on is decoded
  * again by libjpeg, whose verdict stands. An operation runs as its descriptor's GPU compute
  * (op->gpu), which launches through op_gpu_run: the image stays on the device from the decode to
- * the encode. A build without CUDA has none of this. */
+ * the encode. The job's cancel token (op_cancelled) is asked between the host-side steps: before
+ * a CPU decode after nvJPEG, before the host writes the file of the device's VP8 first pass, and
+ * after a download; the CPU codecs ask it themselves (codec_cancel_set), the kernels are not
+ * interrupted. A build without CUDA has none of this. */
 #include "api_int.h"
 
 #ifdef BLURD_CUDA
@@ -111,6 +114,8 @@ static enum api_error gpu_decode(void *state, const uint8_t *buf, size_t len,
     if (s == GPU_FATAL || s == GPU_NO_MEMORY) return gpu_error(w, s);
   }
   gpu_jpeg_expect(w->ctx, 0); /* the CPU decodes this one, and decides what it is */
+  enum api_error stop = op_cancelled();
+  if (stop != API_OK) return stop;
   return backend_host_decode(buf, len, lim, img, codec, msg, msglen);
 }
 
@@ -145,6 +150,7 @@ static int gpu_webp(struct gpu_worker *w, const struct codec_image *img,
                                       CODEC_WEBP_SMOOTH_STEP, CODEC_WEBP_SMOOTH_PER, &a);
   if (s == GPU_FATAL) return *e = gpu_error(w, s), 1;
   if (s != GPU_OK || !a.smooth) return 0; /* out of device or pinned memory: the host's path */
+  if ((*e = op_cancelled()) != API_OK) return 1;
   struct codec_vp8_mbs m = {img->width, img->height, quality, a.modes, a.levels, a.last, a.stats};
   enum codec_status c = codec_webp_from_vp8(&m, o, out, len, msg, msglen);
   if (c == CODEC_TOO_LARGE) return 0;
@@ -177,6 +183,7 @@ static enum api_error gpu_encode(void *state, const struct codec_image *img,
   void *pixels = NULL;
   struct gpu_times g = {0, 0, 0, 0};
   enum api_error e = gpu_error(w, gpu_download(w->ctx, w->img, &shape, &pixels, &g));
+  if (e == API_OK) e = op_cancelled();
   if (e != API_OK) return e;
   struct codec_image host = *img;
   host.pixels = pixels;
@@ -255,5 +262,6 @@ const struct backend_ops backend_gpu_ops = {.kind = "cuda",
                                             .to_host = gpu_to_host,
                                             .auto_method = gpu_auto_method,
                                             .worker_name = gpu_worker_name,
-                                            .keeps_images = 1};
+                                            .keeps_images = 1,
+                                            .leave_to_exit = 1};
 #endif

@@ -9,10 +9,12 @@
  * A JSON body comes to the job unparsed: its parameters and base64 image are read here first, on
  * the worker, so that no HTTP thread spends time or memory on a large body.
  * Between steps the job gives up early when the request's deadline has passed (503
- * deadline_exceeded) or the client has hung up (nobody would read the answer). Within the compute
- * the same two questions go to the filters themselves, through the cancel token the job sets for
- * its thread (struct cpu_cancel): their loops stop within milliseconds, and the job answers as it
- * would between steps; an unfinished result is never encoded. */
+ * deadline_exceeded) or the client has hung up (nobody would read the answer). Within every step
+ * the same two questions go to the work itself, through the cancel token the job sets for its
+ * thread around the whole of process() (struct cpu_cancel): the filters and the reference ask it
+ * (cpu_cancelled), and so do the decoders and encoders, through the codecs' hook
+ * (codec_cancel_set), which asks the same token. Their loops stop within milliseconds, and the
+ * job answers as it would between steps; an unfinished result is never encoded nor sent. */
 #include "api_int.h"
 
 #include <math.h>
@@ -61,6 +63,11 @@ static enum api_error still_wanted(const struct image_job *j) {
 static int job_client_gone(void *arg) {
   const struct image_job *j = arg;
   return j->client_gone(j->udata);
+}
+
+/* The codecs' hook (codec_cancel_set): the job's token, from any thread the codec uses. */
+static int codec_stop(void *token) {
+  return cpu_cancel_check(token) != CPU_RUNNING;
 }
 
 /* The stages of t as name/value pairs, in the order clients see them, with the codec of the
@@ -138,20 +145,18 @@ static enum api_error colour(struct image_job *j, struct worker *w, struct codec
   if (!j->icc || strcmp(op_choice(j->op->ep, j->params.bytes, "colorspace", "keep"), "srgb") != 0)
     return API_OK;
   enum api_error e = w->ops->to_host(w->state, in);
-  if (e == API_OK) codec_to_srgb(in, j->icc, j->icc_len);
+  if (e == API_OK && codec_to_srgb(in, j->icc, j->icc_len) < 0) e = op_cancelled();
   free(j->icc);
   j->icc = NULL, j->icc_len = 0;
   return e;
 }
 
-/* The operation on w's backend under the job's cancel token: the filters' loops stop once the
- * deadline has passed or the client has gone, and the job then answers as still_wanted() would,
- * whatever the compute made of its unfinished work (a lost GPU still stops the process). */
+/* The operation on w's backend, under the job's cancel token (process_stoppable): the filters'
+ * loops stop once the deadline has passed or the client has gone, and the job then answers as
+ * still_wanted() would, whatever the compute made of its unfinished work (a lost GPU still stops
+ * the process). */
 static enum api_error run_op(struct image_job *j, struct worker *w, struct op_io *io) {
-  struct cpu_cancel cancel = {j->deadline, j->client_gone ? job_client_gone : NULL, j, 0, 0, 0};
-  cpu_cancel_set(&cancel);
   enum api_error e = w->ops->run(w->state, j->op, j->params.bytes, io), c = op_cancelled();
-  cpu_cancel_set(NULL);
   return e == API_GPU_LOST || c == API_OK ? e : c;
 }
 
@@ -185,6 +190,26 @@ static enum api_error process(struct image_job *j, struct worker *w, struct code
   t0 = api_now_ms();
   e = w->ops->encode(w->state, r, &o, enc, enclen, &t->encoder, &t->st.download, msg, msglen);
   t->encode = api_now_ms() - t0; /* download included, when there is one */
+  return e;
+}
+
+/* process() under the job's cancel token, for the filters (cpu_cancel_set) and the codecs
+ * (codec_cancel_set) alike. A step that stopped for it answers with its reason, in the API's own
+ * words. */
+static enum api_error process_stoppable(struct image_job *j, struct worker *w,
+                                        struct codec_image *in, struct codec_image *out,
+                                        const struct codec_image **img, uint8_t **enc,
+                                        size_t *enclen, struct op_result *res, struct timing *t,
+                                        char *msg, size_t msglen) {
+  struct cpu_cancel token = {j->deadline, j->client_gone ? job_client_gone : NULL, j, 0, 0, 0};
+  struct codec_cancel hook = {codec_stop, &token};
+  cpu_cancel_set(&token);
+  codec_cancel_set(&hook);
+  enum api_error e = process(j, w, in, out, img, enc, enclen, res, t, msg, msglen);
+  if (e != API_OK && e != API_GPU_LOST && op_cancelled() != API_OK) e = op_cancelled();
+  codec_cancel_set(NULL);
+  cpu_cancel_set(NULL);
+  if (e == API_DEADLINE_EXCEEDED || e == API_CLIENT_GONE) msg[0] = 0;
   return e;
 }
 
@@ -248,7 +273,7 @@ static void job_run(struct job *job, struct worker *w) {
   enum api_error e = still_wanted(j);
   struct api_response *r = e == API_OK ? parse_body(j) : NULL;
   if (e == API_OK && !r)
-    e = process(j, w, &in, &out, &img, &enc, &enclen, &res, &t, msg, sizeof(msg));
+    e = process_stoppable(j, w, &in, &out, &img, &enc, &enclen, &res, &t, msg, sizeof(msg));
   if (e == API_GPU_LOST) api_fail(j->ctx); /* the process will stop and be restarted */
   if (!r)
     r = e == API_OK ? respond(j, img, &enc, enclen, &res, &t, w->ops->worker_name(w->state))

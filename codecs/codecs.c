@@ -2,7 +2,7 @@
  *
  * It probes and names formats and statuses, checks the arguments of codec_decode and
  * codec_encode, and hands the work to png.c, png_write.c, jpeg.c, webp.c or data.c; for JPEG with
- * a profile it adds the APP2 segments (icc.c) to TurboJPEG's file. The helpers those files share
+ * a profile it adds the APP2 segments (icc.c) to libjpeg's file. The helpers those files share
  * (the allocator, the sentences, the size check, the 8-bit conversion, format sniffing) live in
  * common.c, so the format files depend on common.c only and never call back into this file. */
 #include <limits.h>
@@ -162,7 +162,7 @@ static int options_ok(const struct codec_encode_opts *o, char *msg, size_t msgle
   return 0;
 }
 
-/* TurboJPEG's file, with o->icc inserted when there is one. */
+/* libjpeg's file (jpeg.c), with o->icc inserted when there is one. */
 static enum codec_status jpeg_with_icc(const struct codec_image *img,
                                        const struct codec_encode_opts *o, uint8_t **out,
                                        size_t *outlen, char *msg, size_t msglen) {

@@ -25,7 +25,8 @@ enum codec_format { CODEC_NONE = 0, CODEC_PNG, CODEC_JPEG, CODEC_WEBP, CODEC_RAW
   X(CORRUPT,     "the image data is corrupt or truncated")                    \
   X(TOO_LARGE,   "the image is larger than the configured limits")            \
   X(UNSUPPORTED, "the image uses a feature this service does not support")    \
-  X(NOMEM,       "out of memory")
+  X(NOMEM,       "out of memory")                                             \
+  X(CANCELLED,   "the work was stopped before it finished")
 /* clang-format on */
 
 enum codec_status {
@@ -49,6 +50,22 @@ struct codec_image {
   int orientation;          /* EXIF orientation found in the file (1..8), already applied */
 };
 
+/* A way to stop a decode or an encode part-way, given to codec_cancel_set. stop(arg) returns
+ * nonzero when the work should stop; it may be called from any thread the codec uses. */
+struct codec_cancel {
+  int (*stop)(void *arg);
+  void *arg;
+};
+
+/* Makes c the calling thread's cancellation hook (NULL: none), until it is set again; c must
+ * outlive its use. Every codec_decode, codec_encode, codec_webp_from_vp8 and codec_to_srgb the
+ * thread then runs asks it at least every few milliseconds of work, on whatever threads or
+ * processes the work runs (codecs/stop.c), and once it says stop frees what the call holds and
+ * returns CODEC_CANCELLED (codec_to_srgb: -1), never a result made from unfinished work. Work
+ * inside a library with no hook of its own is stopped from outside: libdeflate on a thread
+ * cancelled where it stands, libwebp's encoder in a child process that is killed. */
+void codec_cancel_set(const struct codec_cancel *c);
+
 /* Whether codec_decode reads the PNG file buf itself (libdeflate's inflate and blurd's unfilter:
  * 8- and 16-bit gray, gray+alpha, RGB and RGBA, not interlaced, no tRNS) rather than through
  * libpng's rows. */
@@ -67,7 +84,8 @@ const char *codec_status_msg(enum codec_status s);
 
 /* Decodes buf into out (zeroed first). On failure out holds no memory, and when msg is not NULL
  * it receives a sentence that says what was wrong (e.g. "width 20000 exceeds the limit of
- * 16384"). Returns CODEC_OK or the failure. */
+ * 16384"). Returns CODEC_OK or the failure: CODEC_CANCELLED when the thread's hook said stop
+ * (codec_cancel_set). */
 enum codec_status codec_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
                                struct codec_image *out, char *msg, size_t msglen);
 
@@ -124,8 +142,8 @@ struct codec_encode_opts {
  * scaled to 8 bits, and alpha is composited over white. WebP is 8-bit RGB or RGBA: 16-bit samples
  * are scaled to 8 bits, gray becomes RGB and alpha is kept; a lossless WebP holds every sample of
  * an 8-bit RGB or RGBA image exactly, transparent pixels' colours included. On success *out is a
- * malloc'd buffer owned by the caller, of *outlen bytes. Returns CODEC_OK, CODEC_NOMEM or
- * CODEC_UNSUPPORTED. */
+ * malloc'd buffer owned by the caller, of *outlen bytes. Returns CODEC_OK, CODEC_NOMEM,
+ * CODEC_UNSUPPORTED, or CODEC_CANCELLED when the thread's hook said stop (codec_cancel_set). */
 enum codec_status codec_encode(const struct codec_image *img, const struct codec_encode_opts *o,
                                uint8_t **out, size_t *outlen, char *msg, size_t msglen);
 
@@ -159,8 +177,9 @@ struct codec_vp8_mbs {
 };
 
 /* The lossy WebP file of a, with o->icc when given, as codec_encode would write it for the image
- * a was made from. Returns CODEC_OK, CODEC_NOMEM, or CODEC_TOO_LARGE when the modes' partition
- * passes VP8's 512 KiB (codec_encode then goes to libwebp). */
+ * a was made from. Returns CODEC_OK, CODEC_NOMEM, CODEC_CANCELLED (codec_cancel_set), or
+ * CODEC_TOO_LARGE when the modes' partition passes VP8's 512 KiB (codec_encode then goes to
+ * libwebp). */
 enum codec_status codec_webp_from_vp8(const struct codec_vp8_mbs *a,
                                       const struct codec_encode_opts *o, uint8_t **out,
                                       size_t *outlen, char *msg, size_t msglen);
@@ -193,7 +212,8 @@ enum codec_status codec_jpeg_insert_icc(const uint8_t *jpeg, size_t len, const u
 /* colorspace=srgb: converts img's samples in place from the profile icc to sRGB with Little CMS
  * (perceptual intent; alpha copied; gray images to a gray profile with sRGB's tone curve), so
  * the caller then drops the profile. Returns 1 when it converted, 0 when it left the pixels as
- * they are: no profile, one lcms2 cannot read, or one whose colour space is not the image's. */
+ * they are: no profile, one lcms2 cannot read, or one whose colour space is not the image's; -1
+ * when the thread's hook said stop (codec_cancel_set), with the pixels part converted. */
 int codec_to_srgb(struct codec_image *img, const uint8_t *icc, size_t icc_len);
 
 /* RAW and NPY through codec_encode write img's 8- or 16-bit samples as they are (little-endian;
@@ -259,10 +279,10 @@ void codec_image_free(struct codec_image *img);
  * Allocation-failure injection. After n more allocations made by codecs/ succeed, the next one
  * fails, once; a negative n disarms it. It counts the allocations of codecs/ itself, of libpng
  * and zlib inside the PNG codec, and the requests libjpeg makes through its memory manager while
- * decoding; not the memory manager's own setup, nor anything TurboJPEG allocates when encoding,
- * nor libwebp's own working memory (the WebP codec's pixel and output buffers are counted).
- * Returns the countdown before the call: -1 when nothing was armed or the failure has happened.
- * The countdown is shared by all threads, so arm it only in single-threaded tests. */
+ * decoding; not the memory manager's own setup, nor what libjpeg allocates when encoding (its file
+ * is counted), nor libwebp's own working memory (the WebP codec's pixel and output buffers are
+ * counted). Returns the countdown before the call: -1 when nothing was armed or the failure has
+ * happened. The countdown is shared by all threads, so arm it only in single-threaded tests. */
 long codec_test_fail_alloc(long n);
 
 #endif

@@ -23,7 +23,8 @@ enum codec_status codec_webp_decode(const uint8_t *buf, size_t len, const struct
 /* png_inflate.c: a copy of the PNG file buf whose pixel data libdeflate has inflated and stored
  * again uncompressed in one IDAT, for libpng to decode faster. Returns CODEC_OK with *out
  * (codec_malloc'd; codec_free it) of *outlen bytes, CODEC_UNSUPPORTED when the file should be
- * decoded as it is (interlaced, oversized, laid out or compressed unexpectedly), or CODEC_NOMEM. */
+ * decoded as it is (interlaced, oversized, laid out or compressed unexpectedly), CODEC_NOMEM, or
+ * CODEC_CANCELLED (the thread's hook said stop). */
 enum codec_status codec_png_rewrap(const uint8_t *buf, size_t len, uint8_t **out, size_t *outlen);
 
 /* Bytes libpng may allocate for one ancillary chunk (png.c); png.c's own path through the pixel
@@ -46,15 +47,17 @@ int codec_png_layout(const uint8_t *buf, size_t len, struct codec_png_layout *l)
 /* Inflates the joined IDAT data of buf (as l describes it) with libdeflate into raw, which must
  * receive exactly n bytes; zlib's Adler-32 after the stream is checked only when adler is set
  * (png.c's own path skips it as libpng does: skip_data_checksums). Returns CODEC_OK,
- * CODEC_NOMEM, or CODEC_CORRUPT with a sentence in msg (when not NULL) for a stream that is
- * damaged or inflates to fewer or more than n bytes. */
+ * CODEC_NOMEM, CODEC_CANCELLED (the thread's hook said stop: raw is then part written), or
+ * CODEC_CORRUPT with a sentence in msg (when not NULL) for a stream that is damaged or inflates
+ * to fewer or more than n bytes. */
 enum codec_status codec_png_inflate(const uint8_t *buf, const struct codec_png_layout *l, int adler,
                                     uint8_t *raw, size_t n, char *msg, size_t msglen);
 
 /* png_unfilter.c: undoes PNG's row filters in place. data holds CODEC_PNG_ROOM_ROWS * stride
  * bytes of room, then height rows, each a filter-type byte and stride filtered bytes of pixels of
  * bpp bytes (1..8); it receives height packed rows of stride bytes from its start. swap (16-bit
- * samples on a little-endian host) swaps each sample's two bytes. Returns CODEC_OK, or
+ * samples on a little-endian host) swaps each sample's two bytes. Returns CODEC_OK,
+ * CODEC_CANCELLED when the thread's hook said stop (it is asked every megabyte of rows), or
  * CODEC_CORRUPT with a sentence naming the row whose filter type is not 0..4 (the rows before it
  * are then undone, the rest not). codec_png_unfilter_c does the same in plain C, without SIMD: the
  * reference its tests compare with. */
@@ -117,7 +120,8 @@ int codec_webp_smooth(const uint8_t *y, int stride, int w, int h);
 /* Converts the w x h 8-bit RGB pixels rgb (rows stride bytes apart) to YUV 4:2:0 planes y, u and
  * v as libwebp lays them out, if the image is smooth (codec_webp_smooth of its luma): luma as
  * libwebp's, chroma from the plain mean of each 2x2 block (webp_yuv.c). Returns 1 when smooth and
- * every plane is filled; 0 as soon as it is not, with the planes partly written. */
+ * every plane is filled; 0 as soon as it is not, or -1 when the thread's hook said stop (asked
+ * every 64 rows), with the planes partly written. */
 int codec_webp_yuv(const uint8_t *rgb, size_t stride, int w, int h, uint8_t *y, int y_stride,
                    uint8_t *u, uint8_t *v, int uv_stride);
 /* Appends a lossy WebP file (RIFF, one VP8 key frame) of the w x h YUV 4:2:0 planes y, u and v
@@ -125,13 +129,15 @@ int codec_webp_yuv(const uint8_t *rgb, size_t stride, int w, int h, uint8_t *y, 
  * smooth images (vp8_enc.c), 16x16 predictors only. When recon is not NULL the loop filter is
  * off and *recon gets the reconstruction (codec_free it): Y, U and V planes of whole macroblocks,
  * rows 16 * ceil(w / 16) and half that apart, which any decoder's output equals. Returns
- * CODEC_OK, CODEC_NOMEM, or CODEC_TOO_LARGE when the modes' partition passes VP8's 512 KiB. */
+ * CODEC_OK, CODEC_NOMEM, CODEC_CANCELLED (the thread's hook, asked every macroblock row), or
+ * CODEC_TOO_LARGE when the modes' partition passes VP8's 512 KiB. */
 enum codec_status codec_vp8_encode(const uint8_t *y, int y_stride, const uint8_t *u,
                                    const uint8_t *v, int uv_stride, int w, int h, int quality,
                                    struct codec_buf *out, uint8_t **recon);
 /* codec_vp8_encode's first pass alone, into arrays laid out as struct codec_vp8_mbs's (levels
  * zero beyond each block's last) and, when stats is not NULL, its tokens' counts (VP8_PROBS * 2):
- * what the GPU's twin (gpu/vp8.cu) is compared with. Returns CODEC_OK or CODEC_NOMEM. */
+ * what the GPU's twin (gpu/vp8.cu) is compared with. Returns CODEC_OK, CODEC_NOMEM or
+ * CODEC_CANCELLED. */
 enum codec_status codec_vp8_analyse(const uint8_t *y, int y_stride, const uint8_t *u,
                                     const uint8_t *v, int uv_stride, int w, int h, int quality,
                                     uint8_t *modes, int16_t *levels, int8_t *last, uint32_t *stats);
@@ -146,7 +152,8 @@ enum codec_status codec_data_encode(const struct codec_image *img, enum codec_fo
 /* Converts width x height CMYK pixels (4 bytes each; inverted: Adobe's convention, 255 is no
  * ink) to 8-bit RGB in place, packed at 3 bytes a pixel from the start of pixels: through the
  * CMYK profile icc with lcms2 when there is one, else each channel (1 - C)(1 - K). Returns
- * CODEC_OK or CODEC_NOMEM (pixels then unchanged). */
+ * CODEC_OK, CODEC_NOMEM (pixels then unchanged) or CODEC_CANCELLED (the thread's hook said stop,
+ * which it asks every row: pixels then part converted). */
 enum codec_status codec_cmyk_to_rgb(uint8_t *pixels, size_t width, size_t height, int inverted,
                                     const uint8_t *icc, size_t icc_len);
 
@@ -161,7 +168,7 @@ int codec_exif_parse(const uint8_t *app1, size_t len);
 
 /* Rewrites img's pixels so that an image stored with EXIF orientation o (1..8) is upright;
  * orientations 5..8 swap width and height. Any other o leaves img alone. Returns CODEC_OK, or
- * CODEC_NOMEM with img unchanged. */
+ * CODEC_NOMEM or CODEC_CANCELLED (the thread's hook, asked every row) with img unchanged. */
 enum codec_status codec_orient(struct codec_image *img, int o);
 
 #endif

@@ -4,8 +4,10 @@
  * of them fail (codec_test_fail_alloc); the growing output buffer; codec_msgf() for sentences and
  * codec_check_size() for the limit check that must happen before any pixel buffer is allocated,
  * so every decoder words its failures alike; the conversion to 8-bit samples that the JPEG and
- * WebP encoders share; and codec_sniff, which icc.c and jpeg.c need as codecs.c does. Nothing
- * here calls a format file: codecs.c -> png.c, jpeg.c, ... -> common.c, one way. */
+ * WebP encoders share; codec_sniff, which icc.c and jpeg.c need as codecs.c does; and the thread's
+ * cancellation hook, which every loop of the codecs asks (stop.c stops the work of libraries
+ * that have none). Nothing here calls a format file: codecs.c -> png.c, jpeg.c, ... -> common.c,
+ * one way. */
 #include <limits.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -28,6 +30,21 @@ enum codec_format codec_sniff(const uint8_t *buf, size_t len) {
   if (len >= WEBP_MAGIC_LEN && memcmp(buf, "RIFF", 4) == 0 && memcmp(buf + 8, "WEBP", 4) == 0)
     return CODEC_WEBP;
   return CODEC_NONE;
+}
+
+static _Thread_local const struct codec_cancel *cancel_hook; /* codec_cancel_set's */
+
+void codec_cancel_set(const struct codec_cancel *c) {
+  cancel_hook = c;
+}
+
+const struct codec_cancel *codec_cancel_get(void) {
+  return cancel_hook;
+}
+
+int codec_stopped(void) {
+  const struct codec_cancel *c = cancel_hook;
+  return c && c->stop && c->stop(c->arg) != 0;
 }
 
 /* Allocations still to succeed before one fails; -1: none will (the service never arms it). */
@@ -162,14 +179,20 @@ static uint64_t sample_at(const uint8_t *p, int i, int depth) {
   return v;
 }
 
-uint8_t *codec_to_8bit(const struct codec_image *img, int colours, int keep_alpha, int *channels) {
+enum codec_status codec_to_8bit(const struct codec_image *img, int colours, int keep_alpha,
+                                uint8_t **out, int *channels) {
   int in_ch = img->channels, alpha = in_ch == 2 || in_ch == 4, gray = in_ch <= 2;
   int out_ch = colours + (alpha && keep_alpha);
   size_t npix = (size_t)img->width * (size_t)img->height, in_px = (size_t)in_ch * (img->depth / 8);
   uint64_t max = img->depth == 8 ? 255 : 65535, den = max * max;
-  uint8_t *dst = codec_malloc(npix * (size_t)out_ch);
-  if (dst == NULL) return NULL;
+  uint8_t *dst = *out = codec_malloc(npix * (size_t)out_ch);
+  if (dst == NULL) return CODEC_NOMEM;
   for (size_t i = 0; i < npix; i++) {
+    if (i % (size_t)img->width == 0 && codec_stopped()) { /* each row: at most 65535 pixels */
+      codec_free(dst);
+      *out = NULL;
+      return CODEC_CANCELLED;
+    }
     const uint8_t *p = img->pixels + i * in_px;
     uint64_t a = alpha ? sample_at(p, in_ch - 1, img->depth) : max;
     uint64_t w = keep_alpha ? max : a; /* the colour's weight against white */
@@ -181,5 +204,5 @@ uint8_t *codec_to_8bit(const struct codec_image *img, int colours, int keep_alph
     if (out_ch > colours) d[colours] = (uint8_t)((a * max * 255 + den / 2) / den);
   }
   *channels = out_ch;
-  return dst;
+  return CODEC_OK;
 }

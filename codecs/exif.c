@@ -125,6 +125,10 @@ enum codec_status codec_orient(struct codec_image *img, int o) {
   const uint8_t *src = img->pixels;
   uint8_t *d = dst;
   for (size_t y = 0; y < dh; y++) {
+    if (codec_stopped()) {
+      codec_free(dst);
+      return CODEC_CANCELLED;
+    }
     ptrdiff_t off = w.base + (ptrdiff_t)y * w.step_y;
     for (size_t x = 0; x < dw; x++, off += w.step_x, d += bpp) memcpy(d, src + off, bpp);
   }

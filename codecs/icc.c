@@ -9,7 +9,7 @@
  * is checked against the buffer before use.
  *
  * Writing: PNG and WebP embed the profile in their encoders; JPEG gets it here, in APP2
- * segments inserted after SOI (and JFIF's APP0), so the same function serves TurboJPEG's output
+ * segments inserted after SOI (and JFIF's APP0), so the same function serves libjpeg's output
  * and nvJPEG's. codec_to_srgb converts pixels to sRGB with lcms2 (perceptual intent, alpha
  * copied) for colorspace=srgb, and jpeg.c converts CMYK through codec_cmyk_to_rgb. */
 #include <lcms2.h>
@@ -206,12 +206,13 @@ int codec_to_srgb(struct codec_image *img, const uint8_t *icc, size_t icc_len) {
   if (out) cmsCloseProfile(out);
   if (t == NULL) return 0; /* a profile lcms2 cannot use is ignored, as a broken one is */
   size_t row = (size_t)img->width * (size_t)img->channels * (size_t)(img->depth / 8);
-  for (int y = 0; y < img->height; y++) {
+  int y = 0;
+  for (; y < img->height && !codec_stopped(); y++) {
     uint8_t *p = img->pixels + (size_t)y * row;
     cmsDoTransform(t, p, p, (cmsUInt32Number)img->width);
   }
   cmsDeleteTransform(t);
-  return 1;
+  return y == img->height ? 1 : -1;
 }
 
 /* CMYK to sRGB without a profile: each channel (1 - C)(1 - K), the usual naive formula. */
@@ -243,7 +244,8 @@ enum codec_status codec_cmyk_to_rgb(uint8_t *pixels, size_t width, size_t height
     return CODEC_NOMEM;
   }
   /* Row y of RGB ends where CMYK row y + 1 starts, so each row can be written in place. */
-  for (size_t y = 0; y < height; y++) {
+  size_t y = 0;
+  for (; y < height && !codec_stopped(); y++) {
     const uint8_t *src = pixels + y * width * 4;
     if (t)
       cmsDoTransform(t, src, row, (cmsUInt32Number)width);
@@ -253,5 +255,5 @@ enum codec_status codec_cmyk_to_rgb(uint8_t *pixels, size_t width, size_t height
   }
   codec_free(row);
   if (t) cmsDeleteTransform(t);
-  return CODEC_OK;
+  return y == height ? CODEC_OK : CODEC_CANCELLED;
 }

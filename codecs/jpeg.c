@@ -1,10 +1,12 @@
-/* jpeg.c: JPEG decode with the libjpeg API and encode with TurboJPEG (libjpeg-turbo 2.1), from
- * and to memory.
+/* jpeg.c: JPEG decode and encode with the libjpeg API (libjpeg-turbo 2.1), from and to memory.
  *
  * Decoding uses libjpeg itself, because TurboJPEG 2.1 cannot limit memory. libjpeg reports errors
  * by calling error_exit; here that records a status and a sentence and longjmps back into this
  * file (as png.c does with libpng), and every path ends in jpeg_destroy_decompress. State that
- * must survive a longjmp lives in struct jpeg_dec, owned by codec_jpeg_decode. The decoder reads
+ * must survive a longjmp lives in struct jpeg_dec, owned by codec_jpeg_decode. A progress
+ * monitor, which libjpeg calls for every row it hands out and every piece of input it absorbs,
+ * asks the thread's cancellation hook and stops the work through the same longjmp
+ * (CODEC_CANCELLED); the CMYK conversion and the turn upright ask it every row. The decoder reads
  * the header, reads the EXIF orientation and checks the upright width,
  * height and pixel count against the caller's limits before it allocates the pixels. Three more
  * limits bound what a hostile file can cost:
@@ -41,7 +43,12 @@
  * to 8 bits with rounding, alpha is composited over white and dropped, both in one step so there
  * is a single rounding (codec_to_8bit, shared with the WebP encoder). Chroma is 4:4:4 at quality 90
  * and above and 4:2:0 below, as libvips chooses. The output carries no EXIF, since the pixels are
- * already upright. */
+ * already upright. The compressor is set up as TurboJPEG's tjCompress2 sets it up (its
+ * setCompDefaults: baseline Huffman tables, the accurate integer DCT from quality 96, the fast one
+ * below), so the bytes are tjCompress2's (tests/unit_codecs.c compares them), but it is fed
+ * ENCODE_ROWS rows at a time, with a progress monitor that asks the thread's cancellation hook
+ * before each: TurboJPEG writes a whole image in one call, with no hook. The file grows in a
+ * codec_buf. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -49,7 +56,6 @@
 #include <string.h>
 #include <jpeglib.h>
 #include <jerror.h>
-#include <turbojpeg.h>
 
 #include "codecs_int.h"
 
@@ -57,6 +63,7 @@
 #define JPEG_MAX_SCANS      256   /* scans a multi-scan (progressive) file may have */
 #define JPEG_MAX_WARNINGS   0     /* libjpeg warnings tolerated; the next one is a corrupt file */
 #define JPEG_MAX_SIDE       65500 /* libjpeg's JPEG_MAX_DIMENSION */
+#define ENCODE_ROWS         16    /* rows fed to the compressor at a time: an MCU row at 4:2:0 */
 
 /* The allocation methods of libjpeg's memory manager, as it made them; the wrappers call them. */
 struct jpeg_alloc_methods {
@@ -67,31 +74,38 @@ struct jpeg_alloc_methods {
   void (*realize)(j_common_ptr);
 };
 
-/* One decode; cinfo.client_data points back here for the callbacks. */
+/* Where a callback that stops libjpeg jumps to: the first member of jpeg_dec and jpeg_enc, whose
+ * cinfo.client_data points back to them for the callbacks. */
+struct jpeg_fail {
+  jmp_buf jmp;
+  enum codec_status status;        /* set by the callback that jumped */
+  char text[JMSG_LENGTH_MAX + 96]; /* its sentence */
+};
+
+/* One decode. */
 struct jpeg_dec {
+  struct jpeg_fail fail; /* first */
   struct jpeg_decompress_struct cinfo;
   struct jpeg_error_mgr err;
   struct jpeg_progress_mgr progress;
   struct jpeg_alloc_methods mem;
-  jmp_buf jmp;
-  enum codec_status status;        /* set by the callback that jumped */
-  char text[JMSG_LENGTH_MAX + 96]; /* its sentence */
-  uint8_t *pixels;                 /* owned until handed to the caller's codec_image */
-  int adobe; /* an Adobe APP14 marker: CMYK samples are stored inverted (255: no ink) */
+  uint8_t *pixels; /* owned until handed to the caller's codec_image */
+  int adobe;       /* an Adobe APP14 marker: CMYK samples are stored inverted (255: no ink) */
 };
 
 static _Noreturn void bail(j_common_ptr cinfo, enum codec_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Records st and a sentence, then jumps back to decode_run's setjmp. */
+/* Records st and a sentence, then jumps back to the setjmp of decode_run, probe_run or
+ * compress_run. */
 static _Noreturn void bail(j_common_ptr cinfo, enum codec_status st, const char *fmt, ...) {
-  struct jpeg_dec *d = cinfo->client_data;
+  struct jpeg_fail *f = cinfo->client_data;
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(d->text, sizeof d->text, fmt, ap);
+  vsnprintf(f->text, sizeof f->text, fmt, ap);
   va_end(ap);
-  d->status = st;
-  longjmp(d->jmp, 1);
+  f->status = st;
+  longjmp(f->jmp, 1);
 }
 
 static void on_error_exit(j_common_ptr cinfo) {
@@ -126,11 +140,13 @@ static void on_output_message(j_common_ptr cinfo) {
   (void)cinfo; /* a server does not print libjpeg's messages on stderr */
 }
 
-/* While jpeg_start_decompress absorbs a multi-scan file, libjpeg calls this before each piece of
- * input it consumes, so it sees every new scan as soon as its header has been read. */
+/* libjpeg calls this for every jpeg_read_scanlines and, while it absorbs a multi-scan file,
+ * before each piece of input it consumes (an MCU row), so it sees every new scan as soon as its
+ * header has been read. */
 static void on_progress(j_common_ptr cinfo) {
   if (((j_decompress_ptr)cinfo)->input_scan_number > JPEG_MAX_SCANS)
     bail(cinfo, CODEC_CORRUPT, "the JPEG file has too many scans (more than %d)", JPEG_MAX_SCANS);
+  if (codec_stopped()) bail(cinfo, CODEC_CANCELLED, "%s", codec_status_msg(CODEC_CANCELLED));
 }
 
 /* The wrappers of libjpeg's allocation methods (see the top of this file). */
@@ -237,9 +253,9 @@ static enum codec_status decode_run(struct jpeg_dec *d, const uint8_t *buf, size
                                     char *msg, size_t msglen) {
   int o, channels;
   size_t nbytes;
-  if (setjmp(d->jmp)) {
-    codec_msgf(msg, msglen, "%s", d->text);
-    return d->status;
+  if (setjmp(d->fail.jmp)) {
+    codec_msgf(msg, msglen, "%s", d->fail.text);
+    return d->fail.status;
   }
   enum codec_status st = read_headers(d, buf, len, lim, &o, &channels, &nbytes, msg, msglen);
   if (st != CODEC_OK) return st;
@@ -317,9 +333,9 @@ static enum codec_status probe_run(struct jpeg_dec *d, const uint8_t *buf, size_
   int o, channels;
   size_t nbytes;
   j_decompress_ptr c = &d->cinfo;
-  if (setjmp(d->jmp)) {
-    codec_msgf(msg, msglen, "%s", d->text);
-    return d->status;
+  if (setjmp(d->fail.jmp)) {
+    codec_msgf(msg, msglen, "%s", d->fail.text);
+    return d->fail.status;
   }
   enum codec_status st = read_headers(d, buf, len, lim, &o, &channels, &nbytes, msg, msglen);
   if (st != CODEC_OK) return st;
@@ -355,7 +371,7 @@ enum codec_status codec_jpeg_probe(const uint8_t *buf, size_t len, const struct 
 }
 
 /* A decoded CMYK image (Adobe's inverted samples when adobe is set) to RGB, through the file's
- * CMYK profile when it has one. */
+ * CMYK profile when it has one. Returns CODEC_OK, CODEC_NOMEM or CODEC_CANCELLED. */
 static enum codec_status to_rgb(struct codec_image *img, const uint8_t *buf, size_t len,
                                 int adobe) {
   uint8_t *icc;
@@ -380,43 +396,105 @@ enum codec_status codec_jpeg_decode(const uint8_t *buf, size_t len, const struct
     codec_free(d.pixels);
     return st;
   }
-  out->pixels = d.pixels;
-  if (out->channels == 4 && to_rgb(out, buf, len, d.adobe) != CODEC_OK) {
-    codec_msgf(msg, msglen, "out of memory converting a %dx%d CMYK JPEG image to RGB", out->width,
-               out->height);
-    return CODEC_NOMEM; /* codec_decode frees out */
+  out->pixels = d.pixels; /* on failure from here, codec_decode frees it */
+  if (out->channels == 4 && (st = to_rgb(out, buf, len, d.adobe)) != CODEC_OK) {
+    if (st == CODEC_NOMEM)
+      codec_msgf(msg, msglen, "out of memory converting a %dx%d CMYK JPEG image to RGB", out->width,
+                 out->height);
+    return st;
   }
-  if (codec_orient(out, out->orientation) != CODEC_OK) {
+  if ((st = codec_orient(out, out->orientation)) == CODEC_NOMEM)
     codec_msgf(msg, msglen, "out of memory turning a %dx%d JPEG image upright", out->width,
                out->height);
-    return CODEC_NOMEM; /* codec_decode frees out */
-  }
-  return CODEC_OK;
+  return st;
 }
 
-static enum codec_status compress_with(tjhandle tj, const uint8_t *src,
-                                       const struct codec_image *img, int out_ch, int quality,
-                                       uint8_t **out, size_t *outlen, char *msg, size_t msglen) {
-  unsigned char *jpeg = NULL;
-  unsigned long jlen = 0;
-  int samp = out_ch == 1                         ? TJSAMP_GRAY
-             : quality >= CODEC_JPEG_FULL_CHROMA ? TJSAMP_444
-                                                 : TJSAMP_420;
-  if (tjCompress2(tj, src, img->width, 0, img->height, out_ch == 1 ? TJPF_GRAY : TJPF_RGB, &jpeg,
-                  &jlen, samp, quality, 0) != 0) {
-    codec_msgf(msg, msglen, "libjpeg could not write the image: %s", tjGetErrorStr2(tj));
-    tjFree(jpeg);
-    return CODEC_UNSUPPORTED;
+/* One encode, for the callbacks as struct jpeg_dec is for the decoder's. */
+struct jpeg_enc {
+  struct jpeg_fail fail; /* first */
+  struct jpeg_compress_struct cinfo;
+  struct jpeg_error_mgr err;
+  struct jpeg_progress_mgr progress;
+  struct jpeg_destination_mgr dest;
+  struct codec_buf file;         /* the file so far */
+  JOCTET stage[(size_t)1 << 14]; /* the compressor's output, before it goes into file */
+};
+
+static void on_compress_error(j_common_ptr cinfo) {
+  char text[JMSG_LENGTH_MAX];
+  (*cinfo->err->format_message)(cinfo, text);
+  if (cinfo->err->msg_code == JERR_OUT_OF_MEMORY)
+    bail(cinfo, CODEC_NOMEM, "out of memory encoding the JPEG image");
+  bail(cinfo, CODEC_UNSUPPORTED, "libjpeg could not write the image: %s", text);
+}
+
+/* Before each jpeg_write_scanlines, ENCODE_ROWS rows apart. */
+static void on_compress_progress(j_common_ptr cinfo) {
+  if (codec_stopped()) bail(cinfo, CODEC_CANCELLED, "%s", codec_status_msg(CODEC_CANCELLED));
+}
+
+/* The destination: the stage, emptied into the file whenever it is full, and at the end. */
+static void dest_init(j_compress_ptr cinfo) {
+  struct jpeg_enc *e = cinfo->client_data;
+  e->dest.next_output_byte = e->stage;
+  e->dest.free_in_buffer = sizeof e->stage;
+}
+
+static void dest_put(j_compress_ptr cinfo, size_t n) {
+  struct jpeg_enc *e = cinfo->client_data;
+  if (codec_buf_append(&e->file, e->stage, n) != CODEC_OK) ERREXIT1(cinfo, JERR_OUT_OF_MEMORY, 0);
+  dest_init(cinfo);
+}
+
+static boolean dest_empty(j_compress_ptr cinfo) {
+  dest_put(cinfo, sizeof((struct jpeg_enc *)cinfo->client_data)->stage);
+  return TRUE;
+}
+
+static void dest_term(j_compress_ptr cinfo) {
+  struct jpeg_enc *e = cinfo->client_data;
+  dest_put(cinfo, sizeof e->stage - e->dest.free_in_buffer);
+}
+
+/* tjCompress2's settings (setCompDefaults) for out_ch channels at quality, with TurboJPEG's
+ * sampling factors: 4:4:4 from CODEC_JPEG_FULL_CHROMA, else 4:2:0. */
+static void compress_settings(j_compress_ptr c, int out_ch, int quality) {
+  int f = out_ch == 1 || quality >= CODEC_JPEG_FULL_CHROMA ? 1 : 2;
+  c->in_color_space = out_ch == 1 ? JCS_GRAYSCALE : JCS_EXT_RGB;
+  c->input_components = out_ch;
+  jpeg_set_defaults(c);
+  jpeg_set_quality(c, quality, TRUE);
+  c->dct_method = quality >= 96 ? JDCT_ISLOW : JDCT_FASTEST;
+  jpeg_set_colorspace(c, out_ch == 1 ? JCS_GRAYSCALE : JCS_YCbCr);
+  c->comp_info[0].h_samp_factor = c->comp_info[0].v_samp_factor = f;
+  c->comp_info[1].h_samp_factor = c->comp_info[1].v_samp_factor = 1;
+  c->comp_info[2].h_samp_factor = c->comp_info[2].v_samp_factor = 1;
+}
+
+/* The encode proper; owns the setjmp. src: width x height pixels of out_ch 8-bit samples. */
+static enum codec_status compress_run(struct jpeg_enc *e, const uint8_t *src, int width, int height,
+                                      int out_ch, int quality) {
+  j_compress_ptr c = &e->cinfo;
+  if (setjmp(e->fail.jmp)) return e->fail.status;
+  jpeg_create_compress(c);
+  e->dest = (struct jpeg_destination_mgr){NULL, 0, dest_init, dest_empty, dest_term};
+  e->progress.progress_monitor = on_compress_progress;
+  c->dest = &e->dest;
+  c->progress = &e->progress;
+  c->image_width = (JDIMENSION)width;
+  c->image_height = (JDIMENSION)height;
+  compress_settings(c, out_ch, quality);
+  jpeg_start_compress(c, TRUE);
+  size_t stride = (size_t)width * (size_t)out_ch;
+  while (c->next_scanline < c->image_height) {
+    JSAMPROW rows[ENCODE_ROWS];
+    JDIMENSION n = c->image_height - c->next_scanline;
+    n = n < ENCODE_ROWS ? n : ENCODE_ROWS;
+    for (JDIMENSION i = 0; i < n; i++)
+      rows[i] = (JSAMPROW)(src + (size_t)(c->next_scanline + i) * stride);
+    jpeg_write_scanlines(c, rows, n);
   }
-  *out = codec_malloc(jlen); /* the caller frees with free(), not tjFree() */
-  if (*out == NULL) {
-    tjFree(jpeg);
-    codec_msgf(msg, msglen, "out of memory encoding the JPEG image");
-    return CODEC_NOMEM;
-  }
-  memcpy(*out, jpeg, jlen);
-  *outlen = jlen;
-  tjFree(jpeg);
+  jpeg_finish_compress(c);
   return CODEC_OK;
 }
 
@@ -429,19 +507,29 @@ enum codec_status codec_jpeg_encode(const struct codec_image *img, int quality, 
   }
   int out_ch = img->channels <= 2 ? 1 : 3;
   int direct = img->depth == 8 && (img->channels == 1 || img->channels == 3);
-  uint8_t *converted = direct ? NULL : codec_to_8bit(img, out_ch, 0, &out_ch);
-  if (!direct && converted == NULL) {
-    codec_msgf(msg, msglen, "out of memory converting the image for JPEG");
+  uint8_t *converted = NULL;
+  enum codec_status st = direct ? CODEC_OK : codec_to_8bit(img, out_ch, 0, &converted, &out_ch);
+  if (st == CODEC_NOMEM) codec_msgf(msg, msglen, "out of memory converting the image for JPEG");
+  if (st != CODEC_OK) return st;
+  struct jpeg_enc *e = codec_malloc(sizeof *e);
+  if (e == NULL) {
+    codec_free(converted);
+    codec_msgf(msg, msglen, "out of memory encoding the JPEG image");
     return CODEC_NOMEM;
   }
-  tjhandle tj = tjInitCompress();
-  enum codec_status st = CODEC_NOMEM;
-  if (tj == NULL)
-    codec_msgf(msg, msglen, "could not start the JPEG encoder");
-  else
-    st = compress_with(tj, direct ? img->pixels : converted, img, out_ch, quality, out, outlen, msg,
-                       msglen);
-  if (tj != NULL) tjDestroy(tj);
+  memset(e, 0, sizeof *e);
+  e->cinfo.err = jpeg_std_error(&e->err);
+  e->err.error_exit = on_compress_error;
+  e->err.output_message = on_output_message;
+  e->cinfo.client_data = e; /* jpeg_create_compress keeps err and client_data */
+  st = compress_run(e, direct ? img->pixels : converted, img->width, img->height, out_ch, quality);
+  jpeg_destroy_compress(&e->cinfo);
   codec_free(converted);
+  if (st == CODEC_OK)
+    codec_buf_take(&e->file, out, outlen);
+  else
+    codec_free(e->file.data);
+  if (st != CODEC_OK && st != CODEC_CANCELLED) codec_msgf(msg, msglen, "%s", e->fail.text);
+  codec_free(e);
   return st;
 }

@@ -24,7 +24,12 @@
  * Every allocation, libpng's and zlib's included (the *_struct_2 constructors get on_malloc and
  * on_free), goes through codec_malloc, so any failed allocation makes the call CODEC_NOMEM. Two
  * failures are survived: libpng drops an ancillary chunk it cannot allocate with a warning, and
- * the encoder keeps its larger buffer when the final shrinking realloc fails. */
+ * the encoder keeps its larger buffer when the final shrinking realloc fails.
+ *
+ * The thread's cancellation hook (codec_cancel_set) is asked after every row libpng reads or
+ * writes (its row callbacks), which then stops the work through the same longjmp as an error
+ * and returns CODEC_CANCELLED; on the direct path libdeflate's inflate runs where it can be
+ * stopped (codec_run_stoppable) and the unfilter asks every megabyte of rows. */
 #include <png.h>
 #include <setjmp.h>
 #include <stdio.h>
@@ -40,6 +45,7 @@
 struct png_ctx {
   int oom;       /* an allocation failed */
   int truncated; /* the read callback ran out of data */
+  int cancelled; /* the row callback stopped the work (codec_stopped) */
   char err[160]; /* libpng's last error text */
 };
 
@@ -88,6 +94,14 @@ static png_voidp on_malloc(png_structp png, png_alloc_size_t size) {
 static void on_free(png_structp png, png_voidp p) {
   (void)png;
   codec_free(p);
+}
+
+/* After each row libpng reads or writes: the work stops when the thread's hook says so. */
+static void on_row(png_structp png, png_uint_32 row, int pass) {
+  (void)row, (void)pass;
+  if (!codec_stopped()) return;
+  ((struct png_ctx *)png_get_error_ptr(png))->cancelled = 1;
+  png_error(png, "stopped");
 }
 
 static void on_read(png_structp png, png_bytep data, size_t n) {
@@ -194,8 +208,10 @@ static enum codec_status decode_rows(struct png_dec *d, uint32_t h, size_t strid
 /* The decode proper; owns the setjmp. On success d->pixels holds the image described in out. */
 static enum codec_status decode_run(struct png_dec *d, const struct codec_limits *lim,
                                     struct codec_image *out, char *msg, size_t msglen) {
-  if (setjmp(png_jmpbuf(d->png))) return d->ctx.oom ? CODEC_NOMEM : CODEC_CORRUPT;
+  if (setjmp(png_jmpbuf(d->png)))
+    return d->ctx.cancelled ? CODEC_CANCELLED : d->ctx.oom ? CODEC_NOMEM : CODEC_CORRUPT;
   png_set_read_fn(d->png, d, on_read);
+  png_set_read_status_fn(d->png, on_row);
   set_read_limits(d->png, lim);
   png_read_info(d->png, d->info);
   skip_data_checksums(d->png);
@@ -241,10 +257,9 @@ enum codec_status codec_png_decode(const uint8_t *buf, size_t len, const struct 
   int direct = direct_ok(buf, len, &layout);
   uint8_t *copy = NULL; /* the file with its pixel data inflated by libdeflate (png_inflate.c) */
   size_t copy_len = 0;
-  if (!direct && codec_png_rewrap(buf, len, &copy, &copy_len) == CODEC_NOMEM) {
-    codec_msgf(msg, msglen, "out of memory decoding the PNG image");
-    return CODEC_NOMEM;
-  }
+  st = direct ? CODEC_UNSUPPORTED : codec_png_rewrap(buf, len, &copy, &copy_len);
+  if (st == CODEC_NOMEM) codec_msgf(msg, msglen, "out of memory decoding the PNG image");
+  if (st == CODEC_NOMEM || st == CODEC_CANCELLED) return st;
   struct png_dec d = {
       .buf = copy ? copy : buf, .len = copy ? copy_len : len, .direct = direct ? &layout : NULL};
   d.png = png_create_read_struct_2(PNG_LIBPNG_VER_STRING, &d.ctx, on_error, on_warning, &d.ctx,
@@ -264,7 +279,7 @@ enum codec_status codec_png_decode(const uint8_t *buf, size_t len, const struct 
     return CODEC_OK;
   }
   codec_free(d.pixels);
-  if (d.ctx.err[0] == '\0') return st; /* decode_run wrote the sentence */
+  if (d.ctx.err[0] == '\0' || st == CODEC_CANCELLED) return st; /* decode_run wrote the sentence */
   if (st == CODEC_NOMEM)
     codec_msgf(msg, msglen, "out of memory decoding the PNG image");
   else if (d.ctx.truncated)
@@ -293,8 +308,10 @@ static enum codec_status encode_run(struct png_enc *e, const struct codec_image 
                                     int compression) {
   static const int colour[5] = {0, PNG_COLOR_TYPE_GRAY, PNG_COLOR_TYPE_GRAY_ALPHA,
                                 PNG_COLOR_TYPE_RGB, PNG_COLOR_TYPE_RGB_ALPHA};
-  if (setjmp(png_jmpbuf(e->png))) return e->ctx.oom ? CODEC_NOMEM : CODEC_UNSUPPORTED;
+  if (setjmp(png_jmpbuf(e->png)))
+    return e->ctx.cancelled ? CODEC_CANCELLED : e->ctx.oom ? CODEC_NOMEM : CODEC_UNSUPPORTED;
   png_set_write_fn(e->png, e, on_write, on_flush);
+  png_set_write_status_fn(e->png, on_row);
   png_set_compression_level(e->png, compression);
   png_set_IHDR(e->png, e->info, (uint32_t)img->width, (uint32_t)img->height, img->depth,
                colour[img->channels], PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
@@ -324,7 +341,7 @@ enum codec_status codec_png_encode(const struct codec_image *img, int compressio
     codec_free(e.file.data);
     if (st == CODEC_NOMEM)
       codec_msgf(msg, msglen, "out of memory encoding the PNG image");
-    else
+    else if (st != CODEC_CANCELLED)
       codec_msgf(msg, msglen, "libpng could not write the image: %s", e.ctx.err);
     return st;
   }

@@ -12,7 +12,9 @@
  * converts and checks the file as before; only the inflater changed. Anything unexpected (a
  * damaged or short stream, one that inflates to another size, chunks out of order, an
  * interlaced image, a filtered image over REWRAP_MAX bytes) leaves the file as it is, for libpng
- * to decode or refuse in its own words. */
+ * to decode or refuse in its own words. libdeflate inflates a whole stream in one call, with no
+ * hook: a large one runs where the thread's cancellation hook can stop it (codec_run_stoppable),
+ * and is then CODEC_CANCELLED. */
 #include <libdeflate.h>
 #include <string.h>
 
@@ -72,6 +74,21 @@ int codec_png_layout(const uint8_t *buf, size_t len, struct codec_png_layout *l)
 }
 
 /* The zlib header (RFC 1950): deflate, a window of at most 32 KiB, no preset dictionary. */
+/* One libdeflate inflate, run by codec_run_stoppable. */
+struct inflate_job {
+  struct libdeflate_decompressor *d;
+  const uint8_t *z; /* the deflate stream, after the zlib header */
+  size_t zlen;
+  uint8_t *raw; /* receives at most n bytes */
+  size_t n, used, got;
+  enum libdeflate_result r;
+};
+
+static void inflate_run(void *arg) {
+  struct inflate_job *j = arg;
+  j->r = libdeflate_deflate_decompress_ex(j->d, j->z, j->zlen, j->raw, j->n, &j->used, &j->got);
+}
+
 static int zlib_header_ok(const uint8_t *z, size_t n) {
   return n >= 2 && (z[0] & 15) == 8 && z[0] >> 4 <= 7 && !(z[1] & 0x20) &&
          (z[0] << 8 | z[1]) % 31 == 0;
@@ -90,17 +107,19 @@ enum codec_status codec_png_inflate(const uint8_t *buf, const struct codec_png_l
     }
     z = joined;
   }
-  struct libdeflate_decompressor *d = libdeflate_alloc_decompressor();
-  size_t used = 0, got = 0;
-  enum libdeflate_result r = LIBDEFLATE_BAD_DATA;
   int header = zlib_header_ok(z, l->zlen);
-  if (d && header) r = libdeflate_deflate_decompress_ex(d, z + 2, l->zlen - 2, raw, n, &used, &got);
+  struct inflate_job j = {
+      libdeflate_alloc_decompressor(), z + 2, l->zlen - 2, raw, n, 0, 0, LIBDEFLATE_BAD_DATA};
+  enum codec_status st = j.d && header ? codec_run_stoppable(inflate_run, &j, n) : CODEC_OK;
+  size_t used = j.used, got = j.got;
+  enum libdeflate_result r = j.r;
   if (r == LIBDEFLATE_SUCCESS && adler &&
       (l->zlen - 2 - used < 4 || codec_be32(z + 2 + used) != libdeflate_adler32(1, raw, got)))
     r = LIBDEFLATE_BAD_DATA;
-  if (d) libdeflate_free_decompressor(d);
+  if (j.d) libdeflate_free_decompressor(j.d);
   codec_free(joined);
-  if (d == NULL) return CODEC_NOMEM;
+  if (j.d == NULL) return CODEC_NOMEM;
+  if (st == CODEC_CANCELLED) return st;
   if (r == LIBDEFLATE_SUCCESS && got == n) return CODEC_OK;
   if (!header)
     codec_msgf(msg, msglen, "the PNG pixel data is corrupt: it does not start with a zlib header");
@@ -158,7 +177,7 @@ enum codec_status codec_png_rewrap(const uint8_t *buf, size_t len, uint8_t **out
   if (st != CODEC_OK) {
     codec_free(raw);
     codec_free(file);
-    return st == CODEC_NOMEM ? CODEC_NOMEM : CODEC_UNSUPPORTED;
+    return st == CODEC_NOMEM || st == CODEC_CANCELLED ? st : CODEC_UNSUPPORTED;
   }
   memcpy(file, buf, l.first);
   size_t at = l.first + stored_idat(file + l.first, raw, n);

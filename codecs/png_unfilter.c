@@ -339,8 +339,13 @@ static void paeth_together(uint8_t *out, const uint8_t *in, const uint8_t *prior
 
 static enum codec_status unfilter(uint8_t *data, size_t height, size_t stride, unsigned bpp,
                                   int swap, int plain_c, char *msg, size_t msglen) {
-  size_t swapped = 0; /* rows [0, swapped) are in host order */
+  size_t swapped = 0;                                    /* rows [0, swapped) are in host order */
+  size_t ask = (1u << 20) / (stride + 1) + 1, asked = 0; /* rows between questions to the hook */
   for (size_t y = 0; y < height;) {
+    if (y >= asked) {
+      if (codec_stopped()) return CODEC_CANCELLED;
+      asked = y + ask;
+    }
     uint8_t *out = data + y * stride, *in = data + ROOM_ROWS * stride + y * (stride + 1) + 1;
     const uint8_t *prior = y ? out - stride : NULL;
     int f = in[-1];

@@ -13,7 +13,10 @@
  * picks per row the one whose bytes, read as signed, have the smallest sum of magnitudes
  * (libpng's heuristic). A large image at levels 1 and 2 is filtered and compressed in parts on
  * the caller's threads when it gives them (deflate_parts). libdeflate allocates through
- * codec_malloc, so codec_test_fail_alloc() reaches its compressor too. */
+ * codec_malloc, so codec_test_fail_alloc() reaches its compressor too. The thread's
+ * cancellation hook is asked every row as the rows are filtered (on the helping threads too),
+ * before each of the run-length coder's blocks and parts, and while libdeflate compresses the
+ * whole buffer, which stop.c can stop (codec_run_stoppable). */
 #include <libdeflate.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -184,35 +187,40 @@ static const uint8_t *big_endian_row(const uint8_t *src, uint8_t *dst, size_t n,
   return dst;
 }
 
-/* Filters rows y0..y1 of img into out, row y0 first. Returns 0, or -1 when out of memory. */
-static int filter_rows(const struct codec_image *img, enum codec_png_filter f, uint8_t *out,
-                       size_t y0, size_t y1) {
+/* Filters rows y0..y1 of img into out, row y0 first, asking the thread's hook every row.
+ * Returns CODEC_OK, CODEC_NOMEM or CODEC_CANCELLED. */
+static enum codec_status filter_rows(const struct codec_image *img, enum codec_png_filter f,
+                                     uint8_t *out, size_t y0, size_t y1) {
   size_t n = (size_t)img->width * (size_t)img->channels * (size_t)(img->depth / 8);
   size_t bpp = (size_t)img->channels * (size_t)(img->depth / 8);
   uint8_t *work = codec_malloc(4 * n);
-  if (work == NULL) return -1;
+  if (work == NULL) return CODEC_NOMEM;
   uint8_t *rows[2] = {work, work + n}, *scratch = work + 2 * n, *zero = work + 3 * n;
   memset(zero, 0, n);
   const uint8_t *prev =
       y0 ? big_endian_row(img->pixels + (y0 - 1) * n, rows[(y0 - 1) & 1], n, img->depth) : zero;
-  for (size_t y = y0; y < y1; y++) {
+  size_t y = y0;
+  for (; y < y1 && !codec_stopped(); y++) {
     const uint8_t *cur = big_endian_row(img->pixels + y * n, rows[y & 1], n, img->depth);
     filter_one(f, out + (y - y0) * (n + 1), cur, prev, n, bpp, scratch);
     prev = cur;
   }
   codec_free(work);
-  return 0;
+  return y == y1 ? CODEC_OK : CODEC_CANCELLED;
 }
 
-/* The filtered image: height rows of a filter byte and the row's bytes; NULL when out of memory. */
-static uint8_t *filter_image(const struct codec_image *img, enum codec_png_filter f,
-                             size_t *total) {
+/* The filtered image into *raw: height rows of a filter byte and the row's bytes. Returns
+ * CODEC_OK, CODEC_NOMEM or CODEC_CANCELLED (*raw then NULL). */
+static enum codec_status filter_image(const struct codec_image *img, enum codec_png_filter f,
+                                      uint8_t **raw, size_t *total) {
   size_t n = (size_t)img->width * (size_t)img->channels * (size_t)(img->depth / 8);
   *total = (n + 1) * (size_t)img->height;
-  uint8_t *out = codec_malloc(*total);
-  if (out && filter_rows(img, f, out, 0, (size_t)img->height) == 0) return out;
+  uint8_t *out = *raw = codec_malloc(*total);
+  enum codec_status st = out ? filter_rows(img, f, out, 0, (size_t)img->height) : CODEC_NOMEM;
+  if (st == CODEC_OK) return st;
   codec_free(out);
-  return NULL;
+  *raw = NULL;
+  return st;
 }
 
 /* A large image at the run-length levels, with the caller's threads (o->parallel): its rows are
@@ -225,33 +233,44 @@ static uint8_t *filter_image(const struct codec_image *img, enum codec_png_filte
 struct parts {
   const struct codec_image *img;
   enum codec_png_filter f;
-  uint8_t *raw;      /* the filtered image */
-  size_t raw_len;    /* its bytes */
-  size_t band_rows;  /* rows a band filters */
+  const struct codec_cancel *cancel; /* the caller's hook, set on the threads that help */
+  uint8_t *raw;                      /* the filtered image */
+  size_t raw_len;                    /* its bytes */
+  size_t band_rows;                  /* rows a band filters */
   uint8_t *z;        /* the zlib stream: part k's blocks first written at 2 + k * slot */
   size_t slot;       /* codec_deflate_rle_part_bound(PART_BYTES) */
   size_t *zlen;      /* each part's bytes (0: not made) */
   int nparts, nomem; /* nomem: set (atomically) by a band that ran out of memory */
+  int stopped;       /* set (atomically) by a band or part that the hook stopped */
   int bands_done;    /* bands filtered (atomic): a pool that gives up on a batch skips some */
 };
 
 static void filter_bands(void *arg, int begin, int end) {
   struct parts *p = arg;
+  const struct codec_cancel *mine = codec_cancel_get();
+  codec_cancel_set(p->cancel);
   for (int k = begin; k < end; k++) {
     size_t y0 = (size_t)k * p->band_rows, y1 = y0 + p->band_rows;
     if (y1 > (size_t)p->img->height) y1 = (size_t)p->img->height;
-    if (filter_rows(p->img, p->f, p->raw + y0 * (p->raw_len / (size_t)p->img->height), y0, y1) != 0)
-      __atomic_store_n(&p->nomem, 1, __ATOMIC_RELAXED);
-    else
-      __atomic_add_fetch(&p->bands_done, 1, __ATOMIC_RELAXED);
+    enum codec_status st =
+        filter_rows(p->img, p->f, p->raw + y0 * (p->raw_len / (size_t)p->img->height), y0, y1);
+    if (st == CODEC_OK) __atomic_add_fetch(&p->bands_done, 1, __ATOMIC_RELAXED);
+    if (st == CODEC_NOMEM) __atomic_store_n(&p->nomem, 1, __ATOMIC_RELAXED);
+    if (st == CODEC_CANCELLED) __atomic_store_n(&p->stopped, 1, __ATOMIC_RELAXED);
   }
+  codec_cancel_set(mine);
 }
 
+/* Each part takes milliseconds: the hook is asked before each. */
 static void compress_parts(void *arg, int begin, int end) {
   struct parts *p = arg;
   for (int k = begin; k < end; k++) {
     size_t s = (size_t)k * PART_BYTES,
            e = s + PART_BYTES < p->raw_len ? s + PART_BYTES : p->raw_len;
+    if (p->cancel && p->cancel->stop && p->cancel->stop(p->cancel->arg)) {
+      __atomic_store_n(&p->stopped, 1, __ATOMIC_RELAXED);
+      return;
+    }
     p->zlen[k] = codec_deflate_rle_part(p->raw, s, e, k == p->nparts - 1, p->z + 2 + k * p->slot);
   }
 }
@@ -271,7 +290,8 @@ static size_t join_parts(const struct parts *p) {
 static enum codec_status deflate_parts(const struct codec_image *img, enum codec_png_filter f,
                                        const struct codec_encode_opts *o, size_t row, uint8_t **z,
                                        size_t *zlen) {
-  struct parts p = {.img = img, .f = f, .raw_len = row * (size_t)img->height};
+  struct parts p = {
+      .img = img, .f = f, .cancel = codec_cancel_get(), .raw_len = row * (size_t)img->height};
   p.band_rows = PART_BYTES / row ? PART_BYTES / row : 1;
   p.nparts = (int)((p.raw_len + PART_BYTES - 1) / PART_BYTES);
   p.slot = codec_deflate_rle_part_bound(PART_BYTES);
@@ -289,7 +309,9 @@ static enum codec_status deflate_parts(const struct codec_image *img, enum codec
   codec_free(p.raw);
   if (!made) codec_free(p.z);
   *z = made ? p.z : NULL;
-  return made ? CODEC_OK : CODEC_NOMEM; /* a band or part not made: out of memory, or skipped */
+  if (made) return CODEC_OK;
+  /* a band or part not made: stopped, or out of memory (a pool that gives up skips some) */
+  return p.stopped || codec_stopped() ? CODEC_CANCELLED : CODEC_NOMEM;
 }
 
 /* Writes a chunk (length, type, data, CRC) at p; returns the bytes written. */
@@ -361,12 +383,12 @@ static enum codec_status deflate_rle_rows(const struct codec_image *img, enum co
   *z = buf ? codec_malloc(codec_deflate_rle_bound(row * h)) : NULL;
   struct codec_rle *c = *z ? codec_rle_new(*z + 2) : NULL;
   uint32_t adler = 1;
-  int ok = c != NULL;
-  while (ok) {
+  enum codec_status st = c != NULL ? CODEC_OK : CODEC_NOMEM;
+  while (st == CODEC_OK) {
     if (y < h && have < CODEC_RLE_BLOCK) { /* fill past the block's end, at most a row past */
       size_t rows = (CODEC_RLE_BLOCK - have) / row + 1;
       rows = rows < h - y ? rows : h - y;
-      ok = filter_rows(img, f, buf + 1 + have, y, y + rows) == 0;
+      st = filter_rows(img, f, buf + 1 + have, y, y + rows);
       have += rows * row, y += rows;
       continue;
     }
@@ -380,15 +402,29 @@ static enum codec_status deflate_rle_rows(const struct codec_image *img, enum co
   }
   size_t n = c ? codec_rle_end(c, 0) : 0;
   codec_free(buf);
-  if (!ok) {
+  if (st != CODEC_OK) {
     codec_free(*z);
     *z = NULL;
-    return CODEC_NOMEM;
+    return st;
   }
   (*z)[0] = 0x78, (*z)[1] = 0x01; /* as codec_deflate_rle's */
   codec_put_be32(*z + 2 + n, adler);
   *zlen = 2 + n + 4;
   return CODEC_OK;
+}
+
+/* One libdeflate compress, run by codec_run_stoppable. */
+struct compress_job {
+  struct libdeflate_compressor *c;
+  const uint8_t *in;
+  size_t n;
+  uint8_t *out;
+  size_t bound, zlen; /* zlen: 0 until it is done */
+};
+
+static void compress_run(void *arg) {
+  struct compress_job *j = arg;
+  j->zlen = libdeflate_zlib_compress(j->c, j->in, j->n, j->out, j->bound);
 }
 
 /* Filters and compresses img; on success *z holds the zlib stream of *zlen bytes. */
@@ -399,18 +435,22 @@ static enum codec_status deflate_image(const struct codec_image *img, enum codec
   if (level == RLE && o->parallel && row * (size_t)img->height >= 2 * PART_BYTES)
     return deflate_parts(img, f, o, row, z, zlen);
   if (level == RLE) return deflate_rle_rows(img, f, row, z, zlen);
-  size_t raw_len, bound = 0;
-  uint8_t *raw = filter_image(img, f, &raw_len);
-  struct libdeflate_compressor *c = raw ? libdeflate_alloc_compressor(level) : NULL;
-  if (c) bound = libdeflate_zlib_compress_bound(c, raw_len);
-  *z = bound ? codec_malloc(bound) : NULL;
-  if (*z && c) *zlen = libdeflate_zlib_compress(c, raw, raw_len, *z, bound);
-  if (c) libdeflate_free_compressor(c);
+  struct compress_job j = {NULL, NULL, 0, NULL, 0, 0};
+  uint8_t *raw;
+  enum codec_status st = filter_image(img, f, &raw, &j.n);
+  j.in = raw;
+  if (st == CODEC_OK) j.c = libdeflate_alloc_compressor(level);
+  if (j.c) j.bound = libdeflate_zlib_compress_bound(j.c, j.n);
+  j.out = j.bound ? codec_malloc(j.bound) : NULL;
+  if (st == CODEC_OK) /* the bound always fits: only an allocation can fail */
+    st = j.out ? codec_run_stoppable(compress_run, &j, j.n) : CODEC_NOMEM;
+  if (j.c) libdeflate_free_compressor(j.c);
   codec_free(raw);
-  if (*z && *zlen > 0) return CODEC_OK;
-  codec_free(*z);
-  *z = NULL;
-  return CODEC_NOMEM; /* the bound always fits, so only an allocation can have failed */
+  if (st == CODEC_OK && j.zlen == 0) st = CODEC_NOMEM;
+  if (st != CODEC_OK) codec_free(j.out);
+  *z = st == CODEC_OK ? j.out : NULL;
+  *zlen = j.zlen;
+  return st;
 }
 
 enum codec_status codec_png_write(const struct codec_image *img, const struct codec_encode_opts *o,
@@ -430,6 +470,6 @@ enum codec_status codec_png_write(const struct codec_image *img, const struct co
   if (st == CODEC_OK && *out == NULL) st = CODEC_NOMEM;
   codec_free(z);
   codec_free(iccp);
-  if (st != CODEC_OK) codec_msgf(msg, msglen, "out of memory encoding the PNG image");
+  if (st == CODEC_NOMEM) codec_msgf(msg, msglen, "out of memory encoding the PNG image");
   return st;
 }

@@ -19,7 +19,8 @@
  *
  * The first pass (analyse_mb) is also gpu/vp8.cu's, on the GPU backend: its twin there gives the
  * same modes, levels and token counts, which codec_vp8_write turns into the same file
- * (codec_vp8_analyse gives the CPU's arrays for tests/gpu_codecs.c to compare). */
+ * (codec_vp8_analyse gives the CPU's arrays for tests/gpu_codecs.c to compare). Both passes ask
+ * the thread's cancellation hook every macroblock row and stop with CODEC_CANCELLED. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -330,6 +331,7 @@ struct enc {
   int q, level;                      /* the quantiser index, the loop filter's level */
   const struct codec_vp8_mbs *given; /* the first pass's arrays with their counts, or NULL */
   int oom;
+  int stopped; /* the thread's hook said stop (codec_stopped) */
 };
 
 /* The n x n block of plane pl at (x, y), its pixels past the image repeating the last ones. */
@@ -594,7 +596,7 @@ static void write_header(struct enc *e, struct bw *w, int q, int level) {
 static void write_tokens(struct enc *e, struct bw *w) {
   const int16_t *lv = e->lv;
   memset(e->nz_top, 0, (size_t)e->mbw * 9);
-  for (int my = 0; my < e->mbh; my++) {
+  for (int my = 0; my < e->mbh && !(e->stopped = codec_stopped()); my++) {
     memset(e->nz_left, 0, 9);
     for (int mx = 0; mx < e->mbw; mx++) {
       uint8_t *top = e->nz_top + 9 * mx, *left = e->nz_left;
@@ -687,6 +689,7 @@ static void enc_free(struct enc *e) {
 /* After every macroblock is accounted: the token probabilities, both partitions, and the file
  * appended to out. */
 static enum codec_status enc_finish(struct enc *e, struct codec_buf *out) {
+  if (e->stopped) return CODEC_CANCELLED;
   if (e->oom) return CODEC_NOMEM;
   struct bw hdr, tok;
   choose_probs(e);
@@ -695,7 +698,9 @@ static enum codec_status enc_finish(struct enc *e, struct codec_buf *out) {
   if (!hdr.oom) write_header(e, &hdr, e->q, e->level);
   if (!tok.oom) write_tokens(e, &tok);
   enum codec_status st = CODEC_OK;
-  if (hdr.oom || tok.oom)
+  if (e->stopped)
+    st = CODEC_CANCELLED;
+  else if (hdr.oom || tok.oom)
     st = CODEC_NOMEM;
   else if (hdr.n >= 1u << 19)
     st = CODEC_TOO_LARGE; /* the first partition's size field */
@@ -738,7 +743,7 @@ static uint8_t *first_pass(struct enc *e, const uint8_t *y, int y_stride, const 
   e->pl[1] = (struct plane){u, uv_stride, rec + yn, (int)cs};
   e->pl[2] = (struct plane){v, uv_stride, rec + yn + cn, (int)cs};
   if (rec == NULL) e->oom = 1;
-  for (int my = 0, i = 0; !e->oom && my < e->mbh; my++) {
+  for (int my = 0, i = 0; !e->oom && my < e->mbh && !(e->stopped = codec_stopped()); my++) {
     memset(e->nz_left, 0, 9);
     for (int mx = 0; mx < e->mbw; mx++, i++) {
       int16_t zz[25][16];
@@ -778,7 +783,7 @@ enum codec_status codec_vp8_analyse(const uint8_t *y, int y_stride, const uint8_
   struct enc *e = enc_new(w, h, quality, 0);
   if (e == NULL) return CODEC_NOMEM;
   codec_free(first_pass(e, y, y_stride, u, v, uv_stride, modes, levels, last));
-  enum codec_status st = e->oom ? CODEC_NOMEM : CODEC_OK;
+  enum codec_status st = e->stopped ? CODEC_CANCELLED : e->oom ? CODEC_NOMEM : CODEC_OK;
   if (stats != NULL) memcpy(stats, e->stats, sizeof e->stats);
   enc_free(e);
   return st;
@@ -792,7 +797,8 @@ enum codec_status codec_vp8_write(const struct codec_vp8_mbs *a, struct codec_bu
     memcpy(e->modes, a->modes, (size_t)e->mbw * (size_t)e->mbh);
     e->given = a;
   }
-  for (int my = 0, i = 0; !e->given && !e->oom && my < e->mbh; my++) {
+  for (int my = 0, i = 0; !e->given && !e->oom && my < e->mbh && !(e->stopped = codec_stopped());
+       my++) {
     memset(e->nz_left, 0, 9);
     for (int mx = 0; mx < e->mbw; mx++, i++) {
       int last[25];

@@ -5,9 +5,11 @@
  * before the pixel buffer is allocated (with codec_malloc). libwebp then decodes straight into
  * that buffer, as 8-bit RGB, or RGBA (not premultiplied) when the file has alpha. Lossy (VP8)
  * and lossless (VP8L) files, with or without an extended header (VP8X) and alpha (ALPH), all go
- * the same way. WebPDecode is told that it has the whole file, so a file cut short anywhere is
- * CODEC_CORRUPT, like bad data. EXIF and XMP are ignored: samples are passed through as stored,
- * and the EXIF orientation is not applied; an ICC profile is read from the bytes by icc.c.
+ * the same way: through libwebp's incremental decoder, fed the file a piece at a time (about a
+ * megapixel's worth, feed_bytes) with the thread's cancellation hook asked between pieces; its
+ * pixels are WebPDecode's. A file that ends before its image does is CODEC_CORRUPT, like bad
+ * data. EXIF and XMP are ignored: samples are passed through as stored, and the EXIF orientation
+ * is not applied; an ICC profile is read from the bytes by icc.c.
  *
  * Encoding takes 8-bit RGB or RGBA as it is; anything else is converted first (codec_to_8bit:
  * 16-bit samples scaled to 8 bits, gray repeated into RGB, alpha kept). Lossy output uses
@@ -21,7 +23,16 @@
  * so it decodes to exactly the samples it was given. An ICC profile is added with WebPMux (a VP8X
  * header and an ICCP chunk) after libwebp has written the file. The file grows in a codec_buf
  * (codec_realloc), so allocation-failure tests reach the encoder's output; libwebp's own working
- * memory is its own malloc's. */
+ * memory is its own malloc's.
+ *
+ * Cancellation: blurd's VP8 encoder asks the thread's hook every macroblock row. libwebp's
+ * encoder asks its progress hook only when its whole percent changes, and not at all while it
+ * codes an alpha plane or writes its tokens, so an encode that may run CHILD_MS or longer
+ * (predicted from the image's pixels and twice the rates measured for its settings) runs
+ * in a child process that is killed when the hook says stop (codec_run_child, stop.c); a shorter
+ * one, which is over within CHILD_MS even if nothing stops it, runs here with the progress hook.
+ * Both write the same bytes. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <webp/decode.h>
@@ -36,6 +47,15 @@
  * level 6 took 1,449,993 and 351,898 bytes. On the photograph itself 9 took 16 times as long as
  * 6. */
 #define WEBP_LOSSLESS_LEVEL 2
+
+/* Rates of libwebp's encoder in ns a pixel, at least twice those measured on noise at quality 100
+ * (BLURD_STOP_BENCH in tests/unit_codecs.c prints them; docs/engineering-notes.md, "Every stage
+ * stops at the deadline"): lossy by effort, what an alpha plane adds to it by effort, and
+ * lossless. An encode predicted to take CHILD_MS or more runs in a child process. */
+static const double ns_lossy[7] = {150, 170, 180, 280, 280, 320, 740};
+static const double ns_alpha[7] = {180, 270, 280, 390, 650, 810, 18000};
+#define NS_LOSSLESS 380
+#define CHILD_MS    100
 
 /* A sentence for a libwebp decoder status other than OK, and its codec status. */
 static enum codec_status decode_failure(VP8StatusCode vs, size_t len, char *msg, size_t msglen) {
@@ -65,6 +85,30 @@ int codec_webp_probe(const uint8_t *buf, size_t len, struct codec_shape *out) {
   return 0;
 }
 
+/* Bytes of the file fed to the incremental decoder at a time: about a megapixel's worth of it,
+ * from 4 to 64 KB, so that each piece decodes in milliseconds however well the file compresses. */
+static size_t feed_bytes(size_t len, uint64_t pixels) {
+  size_t n = (size_t)(len / (pixels / (1u << 20) + 1));
+  return n < 4096 ? 4096 : n > 65536 ? 65536 : n;
+}
+
+/* Decodes buf into config's output a piece at a time, asking the thread's hook before each
+ * piece; *stopped is set when it said stop. Returns libwebp's status, NOT_ENOUGH_DATA for a file
+ * that ends before its image. */
+static VP8StatusCode decode_pieces(const uint8_t *buf, size_t len, WebPDecoderConfig *config,
+                                   uint64_t pixels, int *stopped) {
+  WebPIDecoder *idec = WebPIDecode(NULL, 0, config);
+  if (idec == NULL) return VP8_STATUS_OUT_OF_MEMORY;
+  size_t step = feed_bytes(len, pixels), fed = 0;
+  VP8StatusCode vs = VP8_STATUS_SUSPENDED;
+  while (vs == VP8_STATUS_SUSPENDED && fed < len && !(*stopped = codec_stopped())) {
+    fed = len - fed > step ? fed + step : len;
+    vs = WebPIUpdate(idec, buf, fed); /* the file so far, in place: nothing is copied */
+  }
+  WebPIDelete(idec);
+  return vs == VP8_STATUS_SUSPENDED ? VP8_STATUS_NOT_ENOUGH_DATA : vs;
+}
+
 enum codec_status codec_webp_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
                                     struct codec_image *out, char *msg, size_t msglen) {
   WebPDecoderConfig config;
@@ -78,6 +122,11 @@ enum codec_status codec_webp_decode(const uint8_t *buf, size_t len, const struct
     codec_msgf(msg, msglen, "animated WebP is not supported; send a still image (one frame)");
     return CODEC_UNSUPPORTED;
   }
+  /* The file is what its RIFF header says, as WebPDecode takes it: the incremental decoder would
+   * finish an image whose last bytes are missing, where they make no pixel. */
+  size_t riff = (size_t)codec_be32((const uint8_t[4]){buf[7], buf[6], buf[5], buf[4]});
+  if (riff > len - 8) return decode_failure(VP8_STATUS_NOT_ENOUGH_DATA, len, msg, msglen);
+  len = riff + 8;
   int w = config.input.width, h = config.input.height, channels = config.input.has_alpha ? 4 : 3;
   size_t nbytes;
   enum codec_status st = codec_check_size((uint64_t)(w > 0 ? w : 0), (uint64_t)(h > 0 ? h : 0),
@@ -91,12 +140,12 @@ enum codec_status codec_webp_decode(const uint8_t *buf, size_t len, const struct
   config.output.colorspace = channels == 4 ? MODE_RGBA : MODE_RGB;
   config.output.is_external_memory = 1;
   config.output.u.RGBA = (WebPRGBABuffer){pixels, w * channels, nbytes};
-  vs = WebPDecode(buf, len, &config);
+  int stopped = 0;
+  vs = decode_pieces(buf, len, &config, (uint64_t)w * (uint64_t)h, &stopped);
   WebPFreeDecBuffer(&config.output); /* the pixels are ours: this frees nothing of them */
-  if (vs != VP8_STATUS_OK) {
-    codec_free(pixels);
-    return decode_failure(vs, len, msg, msglen);
-  }
+  if (stopped || vs != VP8_STATUS_OK) codec_free(pixels);
+  if (stopped) return CODEC_CANCELLED;
+  if (vs != VP8_STATUS_OK) return decode_failure(vs, len, msg, msglen);
   *out = (struct codec_image){pixels, w, h, channels, 8, CODEC_WEBP, 1};
   return CODEC_OK;
 }
@@ -113,81 +162,92 @@ static int on_write(const uint8_t *data, size_t n, const WebPPicture *pic) {
   return 0; /* WebPEncode stops with VP8_ENC_ERROR_BAD_WRITE */
 }
 
-/* Imports the 8-bit RGB or RGBA pixels src (rows stride bytes apart) into pic for lossy
- * output at libwebp's method, and applies the one-segment rule to config. libwebp's analysis pass
- * (a DCT histogram of every macroblock under each intra-16 and chroma predictor, to split the
- * image into four segments quantised apart) is about 30% of an effort-2 encode and is skipped
- * when there is one segment. On smooth images (blurs) one segment at a quality one lower gives
- * about the same size and PSNR (the 1080p photograph blurred at sigma 12: +2.5%, +0.17 dB) in 70%
- * of the time, where one segment at the same quality would be 7% larger; on detailed ones
+/* One segment, at a quality one lower: lossy effort 2's rule for a smooth image. libwebp's
+ * analysis pass (a DCT histogram of every macroblock under each intra-16 and chroma predictor, to
+ * split the image into four segments quantised apart) is about 30% of an effort-2 encode and is
+ * skipped when there is one segment. On smooth images (blurs) one segment at a quality one lower
+ * gives about the same size and PSNR (the 1080p photograph blurred at sigma 12: +2.5%, +0.17 dB)
+ * in 70% of the time, where one segment at the same quality would be 7% larger; on detailed ones
  * (photographs, pixelated images) the segments save 10 to 15% of the size, so they keep them.
  * Efforts 0 and 1 analyse whatever the segments (their mode choice needs it), and 3 to 6 are
- * asked for for size. A smooth RGB image is converted by codec_webp_yuv, in a third of the time
- * of libwebp's import, and *own set: vp8_enc.c codes it; an RGBA one by libwebp, with its alpha.
- * Returns 0 when libwebp fails (pic->error_code says why). */
-static int import_lossy(WebPPicture *pic, WebPConfig *config, const uint8_t *src, int channels,
-                        int stride, int *own) {
-  int smooth = 0, ok = 1;
-  if (channels == 3 && config->method == 2) {
-    if (!WebPPictureAlloc(pic)) return 0;
-    smooth = *own = codec_webp_yuv(src, (size_t)stride, pic->width, pic->height, pic->y,
-                                   pic->y_stride, pic->u, pic->v, pic->uv_stride);
-  }
-  if (!smooth) {
-    ok = channels == 4 ? WebPPictureImportRGBA(pic, src, stride)
-                       : WebPPictureImportRGB(pic, src, stride);
-    smooth = ok && channels == 4 && config->method == 2 &&
-             codec_webp_smooth(pic->y, pic->y_stride, pic->width, pic->height);
-  }
-  if (smooth) {
-    config->segments = 1;
-    config->quality = (float)CODEC_WEBP_SMOOTH_QUALITY((int)config->quality);
-  }
-  return ok;
+ * asked for for size. */
+static void one_segment(WebPConfig *config) {
+  config->segments = 1;
+  config->quality = (float)CODEC_WEBP_SMOOTH_QUALITY((int)config->quality);
 }
 
-/* Encodes the 8-bit RGB or RGBA pixels src (img's size, channels channels) into e. */
-static enum codec_status encode_run(const struct codec_image *img, const uint8_t *src, int channels,
-                                    const struct codec_encode_opts *o, struct webp_out *e,
-                                    char *msg, size_t msglen) {
+struct webp_job { /* one encode by libwebp, here or in a child process */
   WebPConfig config;
   WebPPicture pic;
-  int own = 0, ok = WebPConfigInit(&config) && WebPPictureInit(&pic);
-  if (ok && o->lossless) ok = WebPConfigLosslessPreset(&config, WEBP_LOSSLESS_LEVEL);
-  if (ok && !o->lossless) ok = WebPConfigPreset(&config, WEBP_PRESET_DEFAULT, (float)o->quality);
-  if (!ok) {
-    codec_msgf(msg, msglen, "libwebp's encoder does not match the headers it was built with");
-    return CODEC_UNSUPPORTED;
+  const uint8_t *src; /* 8-bit RGB or RGBA, rows stride bytes apart */
+  int channels, stride, lossless;
+  int imported; /* pic holds the image already (webp_yuv.c's planes) */
+  int fd;       /* in the child: where the file goes */
+};
+
+/* libwebp's import of j's pixels (unless pic has them), with lossy effort 2's one-segment rule
+ * for an RGBA image's luma, and its encode; pic.writer takes the file. Returns WebPEncode's
+ * answer: 0 when it failed, pic.error_code saying why. */
+static int libwebp_encode(struct webp_job *j) {
+  WebPPicture *pic = &j->pic;
+  if (!j->imported) {
+    int ok = j->channels == 4 ? WebPPictureImportRGBA(pic, j->src, j->stride)
+                              : WebPPictureImportRGB(pic, j->src, j->stride);
+    if (!ok) return 0;
+    if (!j->lossless && j->channels == 4 && j->config.method == 2 &&
+        codec_webp_smooth(pic->y, pic->y_stride, pic->width, pic->height))
+      one_segment(&j->config);
   }
-  config.exact = o->lossless; /* keep the colour under alpha 0, so lossless is exact */
-  if (!o->lossless) config.method = o->effort_set ? o->effort : CODEC_WEBP_EFFORT_DEFAULT;
-  pic.use_argb = o->lossless;
-  pic.width = img->width;
-  pic.height = img->height;
-  pic.writer = on_write;
-  pic.custom_ptr = e;
-  int stride = img->width * channels;
-  if (o->lossless)
-    ok = channels == 4 ? WebPPictureImportRGBA(&pic, src, stride)
-                       : WebPPictureImportRGB(&pic, src, stride);
-  else
-    ok = import_lossy(&pic, &config, src, channels, stride, &own);
-  if (ok && own) { /* blurd's encoder; libwebp's for a frame too large for it */
-    enum codec_status st =
-        codec_vp8_encode(pic.y, pic.y_stride, pic.u, pic.v, pic.uv_stride, img->width, img->height,
-                         (int)config.quality, &e->file, NULL);
-    if (st != CODEC_TOO_LARGE) {
-      WebPPictureFree(&pic);
-      if (st != CODEC_OK) codec_msgf(msg, msglen, "out of memory encoding the WebP image");
-      if (st == CODEC_OK && o->encoder) *o->encoder = "blurd-vp8";
-      return st;
-    }
+  return WebPEncode(&j->config, pic);
+}
+
+/* In the child: libwebp's writer, the file to the pipe. */
+static int to_pipe(const uint8_t *data, size_t n, const WebPPicture *pic) {
+  return codec_write_all(((const struct webp_job *)pic->custom_ptr)->fd, data, n) == 0;
+}
+
+/* The child's work: the encode, its file to fd. Returns 0, or 1 + libwebp's error code. */
+static int child_encode(void *arg, int fd) {
+  struct webp_job *j = arg;
+  j->fd = fd;
+  j->pic.writer = to_pipe, j->pic.custom_ptr = j, j->pic.progress_hook = NULL;
+  return libwebp_encode(j) ? 0 : 1 + (int)j->pic.error_code;
+}
+
+/* Here: libwebp asks this each time its percent changes. */
+static int on_progress(int percent, const WebPPicture *pic) {
+  (void)percent, (void)pic;
+  return !codec_stopped();
+}
+
+/* Whether j's encode may run CHILD_MS or more (its pixels at the rates above). */
+static int long_encode(const struct webp_job *j) {
+  int m = j->config.method < 0 ? 0 : j->config.method > 6 ? 6 : j->config.method;
+  double ns = j->lossless ? NS_LOSSLESS : ns_lossy[m] + (j->channels == 4 ? ns_alpha[m] : 0);
+  return (double)j->pic.width * j->pic.height * ns >= CHILD_MS * 1e6;
+}
+
+/* libwebp's encode of j into e, in a child process when it may run long and the thread has a
+ * hook, else here. */
+static enum codec_status run_libwebp(struct webp_job *j, struct webp_out *e, char *msg,
+                                     size_t msglen) {
+  int status = 0;
+  enum codec_status st =
+      long_encode(j) ? codec_run_child(child_encode, j, &e->file, &status) : CODEC_UNSUPPORTED;
+  enum WebPEncodingError err = VP8_ENC_OK;
+  if (st == CODEC_UNSUPPORTED) { /* here, stopped by its progress hook */
+    j->pic.progress_hook = codec_cancel_get() ? on_progress : NULL;
+    err = libwebp_encode(j) ? VP8_ENC_OK : j->pic.error_code;
+  } else if (st == CODEC_OK && status >= 128) {
+    codec_msgf(msg, msglen, "libwebp's encoder was stopped by signal %d", status - 128);
+    return status == 128 + SIGKILL ? CODEC_NOMEM : CODEC_UNSUPPORTED; /* SIGKILL: out of memory */
+  } else if (st == CODEC_OK && status > 0) {
+    err = (enum WebPEncodingError)(status - 1);
+  } else if (st != CODEC_OK) {
+    return st; /* cancelled, or out of memory for the file */
   }
-  if (ok) ok = WebPEncode(&config, &pic);
-  if (o->encoder) *o->encoder = "libwebp";
-  enum WebPEncodingError err = pic.error_code;
-  WebPPictureFree(&pic);
-  if (ok) return CODEC_OK;
+  if (err == VP8_ENC_OK) return CODEC_OK;
+  if (err == VP8_ENC_ERROR_USER_ABORT) return CODEC_CANCELLED;
   if (e->oom || err == VP8_ENC_ERROR_OUT_OF_MEMORY ||
       err == VP8_ENC_ERROR_BITSTREAM_OUT_OF_MEMORY) {
     codec_msgf(msg, msglen, "out of memory encoding the WebP image");
@@ -195,6 +255,62 @@ static enum codec_status encode_run(const struct codec_image *img, const uint8_t
   }
   codec_msgf(msg, msglen, "libwebp could not write the image (error %d)", (int)err);
   return CODEC_UNSUPPORTED;
+}
+
+/* Lossy effort 2 of a smooth RGB image: its planes by codec_webp_yuv (in a third of the time of
+ * libwebp's import) into j's picture (j->imported: the image is smooth and there), and blurd's
+ * own encoder into e. Returns CODEC_TOO_LARGE when the image is not smooth, or its frame too large
+ * for that encoder (libwebp then codes it), else the encoder's status (CODEC_CANCELLED too when
+ * the hook said stop during the conversion). */
+static enum codec_status own_encode(struct webp_job *j, int width, int height,
+                                    const struct codec_encode_opts *o, struct webp_out *e,
+                                    char *msg, size_t msglen) {
+  WebPPicture *pic = &j->pic;
+  if (!WebPPictureAlloc(pic)) {
+    codec_msgf(msg, msglen, "out of memory encoding the WebP image");
+    return CODEC_NOMEM;
+  }
+  int smooth = codec_webp_yuv(j->src, (size_t)j->stride, width, height, pic->y, pic->y_stride,
+                              pic->u, pic->v, pic->uv_stride);
+  if (smooth < 0) return CODEC_CANCELLED;
+  if (!(j->imported = smooth)) return CODEC_TOO_LARGE;
+  one_segment(&j->config);
+  enum codec_status st = codec_vp8_encode(pic->y, pic->y_stride, pic->u, pic->v, pic->uv_stride,
+                                          width, height, (int)j->config.quality, &e->file, NULL);
+  if (st == CODEC_NOMEM) codec_msgf(msg, msglen, "out of memory encoding the WebP image");
+  if (st == CODEC_OK && o->encoder) *o->encoder = "blurd-vp8";
+  return st;
+}
+
+/* Encodes the 8-bit RGB or RGBA pixels src (img's size, channels channels) into e. */
+static enum codec_status encode_run(const struct codec_image *img, const uint8_t *src, int channels,
+                                    const struct codec_encode_opts *o, struct webp_out *e,
+                                    char *msg, size_t msglen) {
+  struct webp_job j = {.src = src, .channels = channels, .lossless = o->lossless};
+  int ok = WebPConfigInit(&j.config) && WebPPictureInit(&j.pic);
+  if (ok && o->lossless) ok = WebPConfigLosslessPreset(&j.config, WEBP_LOSSLESS_LEVEL);
+  if (ok && !o->lossless) ok = WebPConfigPreset(&j.config, WEBP_PRESET_DEFAULT, (float)o->quality);
+  if (!ok) {
+    codec_msgf(msg, msglen, "libwebp's encoder does not match the headers it was built with");
+    return CODEC_UNSUPPORTED;
+  }
+  j.config.exact = o->lossless; /* keep the colour under alpha 0, so lossless is exact */
+  if (!o->lossless) j.config.method = o->effort_set ? o->effort : CODEC_WEBP_EFFORT_DEFAULT;
+  j.pic.use_argb = o->lossless;
+  j.pic.width = img->width;
+  j.pic.height = img->height;
+  j.pic.writer = on_write;
+  j.pic.custom_ptr = e;
+  j.stride = img->width * channels;
+  enum codec_status st = CODEC_TOO_LARGE;
+  if (!o->lossless && channels == 3 && j.config.method == 2)
+    st = own_encode(&j, img->width, img->height, o, e, msg, msglen);
+  if (st == CODEC_TOO_LARGE) { /* libwebp's */
+    if (o->encoder) *o->encoder = "libwebp";
+    st = run_libwebp(&j, e, msg, msglen);
+  }
+  WebPPictureFree(&j.pic);
+  return st;
 }
 
 /* Adds the ICC profile icc to the WebP file in e (WebPMux: a VP8X header and an ICCP chunk). */
@@ -239,14 +355,12 @@ enum codec_status codec_webp_encode(const struct codec_image *img,
   }
   int channels = img->channels;
   int direct = img->depth == 8 && (channels == 3 || channels == 4);
-  uint8_t *converted = direct ? NULL : codec_to_8bit(img, 3, 1, &channels);
-  if (!direct && converted == NULL) {
-    codec_msgf(msg, msglen, "out of memory converting the image for WebP");
-    return CODEC_NOMEM;
-  }
+  uint8_t *converted = NULL;
+  enum codec_status st = direct ? CODEC_OK : codec_to_8bit(img, 3, 1, &converted, &channels);
+  if (st == CODEC_NOMEM) codec_msgf(msg, msglen, "out of memory converting the image for WebP");
+  if (st != CODEC_OK) return st;
   struct webp_out e = {{NULL, 0, 0}, 0};
-  enum codec_status st =
-      encode_run(img, direct ? img->pixels : converted, channels, o, &e, msg, msglen);
+  st = encode_run(img, direct ? img->pixels : converted, channels, o, &e, msg, msglen);
   codec_free(converted);
   return finish(&e, st, o, out, outlen, msg, msglen);
 }
@@ -255,9 +369,10 @@ enum codec_status codec_webp_from_vp8(const struct codec_vp8_mbs *a,
                                       const struct codec_encode_opts *o, uint8_t **out,
                                       size_t *outlen, char *msg, size_t msglen) {
   struct webp_out e = {{NULL, 0, 0}, 0};
+  *out = NULL, *outlen = 0;
   struct codec_encode_opts eo = *o; /* a profile goes with an RGB image only, as codec_encode's */
   if (codec_icc_colours(o->icc, o->icc_len) != 3) eo.icc = NULL, eo.icc_len = 0;
-  enum codec_status st = codec_vp8_write(a, &e.file);
+  enum codec_status st = codec_vp8_write(a, &e.file); /* asks the thread's hook as it goes */
   if (st == CODEC_NOMEM) codec_msgf(msg, msglen, "out of memory encoding the WebP image");
   if (st == CODEC_OK && o->encoder) *o->encoder = "blurd-vp8";
   return finish(&e, st, &eo, out, outlen, msg, msglen);

@@ -9,7 +9,8 @@
  * averages in linear light through gamma tables: on a smooth image the two blocks' four pixels
  * are nearly equal and the planes differ by at most one level (tests/unit_codec_webp). The
  * conversion stops at the row where the image proves not smooth, and the caller then has
- * libwebp import it as usual; detailed images stop within their first rows. On x86-64 with AVX2
+ * libwebp import it as usual; detailed images stop within their first rows. The thread's
+ * cancellation hook is asked every 64 rows. On x86-64 with AVX2
  * sixteen pixels go at a time (SSSE3 shuffles split them into planes, 16-bit multiply-adds as in
  * libwebp's SSE2 code); elsewhere, and for the last columns, a plain loop computes the same
  * values. */
@@ -170,6 +171,7 @@ int codec_webp_yuv(const uint8_t *rgb, size_t stride, int w, int h, uint8_t *y, 
 #endif
   uint64_t left = (uint64_t)w * (uint64_t)h / CODEC_WEBP_SMOOTH_PER; /* as codec_webp_smooth */
   for (int r = 0; r < h; r += 2) {
+    if (r % 64 == 0 && codec_stopped()) return -1;
     const uint8_t *s0 = rgb + (size_t)r * stride, *s1 = r + 1 < h ? s0 + stride : s0;
     unsigned steps = luma_row(s0, w, y + (size_t)r * (size_t)y_stride, simd);
     if (r + 1 < h) steps += luma_row(s1, w, y + (size_t)(r + 1) * (size_t)y_stride, simd);

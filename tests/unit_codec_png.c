@@ -650,6 +650,169 @@ static void test_parallel_parts(void) {
   cpu_pool_free(pool);
 }
 
+/* ---- cancellation (codec_cancel_set) ---- */
+
+struct stopper { /* a hook that says stop from its call `at` on (0: never); counts its calls */
+  long at;
+  long calls; /* atomic: the pool's threads ask too */
+};
+
+static int stop_at(void *arg) {
+  struct stopper *s = arg;
+  long n = __atomic_add_fetch(&s->calls, 1, __ATOMIC_RELAXED);
+  return s->at > 0 && n >= s->at;
+}
+
+static enum codec_status encode_with(const struct codec_image *img,
+                                     const struct codec_encode_opts *o, struct stopper *s,
+                                     uint8_t **out, size_t *len) {
+  struct codec_cancel hook = {stop_at, s};
+  char msg[256] = "";
+  codec_cancel_set(s ? &hook : NULL);
+  enum codec_status st = codec_encode(img, o, out, len, msg, sizeof msg);
+  codec_cancel_set(NULL);
+  if (st != CODEC_OK && st != CODEC_CANCELLED) TEST_FAIL("encode: %d: %s", (int)st, msg);
+  return st;
+}
+
+static enum codec_status decode_with(const uint8_t *png, size_t len, struct stopper *s,
+                                     struct codec_image *img) {
+  struct codec_cancel hook = {stop_at, s};
+  char msg[256] = "";
+  codec_cancel_set(s ? &hook : NULL);
+  enum codec_status st = codec_decode(png, len, NULL, img, msg, sizeof msg);
+  codec_cancel_set(NULL);
+  if (st != CODEC_OK && st != CODEC_CANCELLED) TEST_FAIL("decode: %d: %s", (int)st, msg);
+  return st;
+}
+
+/* img encoded with o: with a hook that never says stop, the bytes of an encode without one and
+ * at least min_calls questions; with one that says stop at each call of at[] (0 ends it; -1: the
+ * last call of a whole encode), CODEC_CANCELLED and no output. */
+static void expect_encode_stops(const struct codec_image *img, const struct codec_encode_opts *o,
+                                long min_calls, const long *at, const char *what) {
+  uint8_t *plain, *hooked;
+  size_t plain_len, hooked_len;
+  struct stopper never = {0, 0};
+  ASSERT_INT(encode_with(img, o, NULL, &plain, &plain_len), ==, CODEC_OK);
+  ASSERT_INT(encode_with(img, o, &never, &hooked, &hooked_len), ==, CODEC_OK);
+  if (hooked_len != plain_len || memcmp(hooked, plain, plain_len) != 0)
+    TEST_FAIL("%s: other bytes with a hook that never stops", what);
+  if (never.calls < min_calls) TEST_FAIL("%s: the hook asked %ld times", what, never.calls);
+  for (; *at; at++) {
+    struct stopper s = {*at < 0 ? never.calls : *at, 0};
+    uint8_t *out = (uint8_t *)&s;
+    size_t len = 1;
+    if (encode_with(img, o, &s, &out, &len) != CODEC_CANCELLED)
+      TEST_FAIL("%s: not stopped at call %ld of %ld", what, s.at, never.calls);
+    ASSERT(out == NULL && len == 0);
+  }
+  free(plain), free(hooked);
+}
+
+/* The same for a decode of png: the pixels of a decode without a hook. */
+static void expect_decode_stops(const uint8_t *png, size_t len, long min_calls, const long *at,
+                                const char *what) {
+  struct codec_image plain, hooked;
+  struct stopper never = {0, 0};
+  ASSERT_INT(decode_with(png, len, NULL, &plain), ==, CODEC_OK);
+  ASSERT_INT(decode_with(png, len, &never, &hooked), ==, CODEC_OK);
+  ASSERT(memcmp(plain.pixels, hooked.pixels, image_bytes(&plain)) == 0);
+  if (never.calls < min_calls) TEST_FAIL("%s: the hook asked %ld times", what, never.calls);
+  for (; *at; at++) {
+    struct stopper s = {*at < 0 ? never.calls : *at, 0};
+    struct codec_image img;
+    if (decode_with(png, len, &s, &img) != CODEC_CANCELLED)
+      TEST_FAIL("%s: not stopped at call %ld of %ld", what, s.at, never.calls);
+    ASSERT(img.pixels == NULL);
+  }
+  codec_image_free(&plain), codec_image_free(&hooked);
+}
+
+/* Every level, filter strategy and libpng asks every row it filters and before each block of the
+ * run-length coder, and stops there; libdeflate's whole-buffer compress of 2 MB or more runs on a
+ * thread of its own that the hook stops, and writes the same bytes; the parallel path asks on the
+ * pool's threads. */
+static void test_cancel_encode(void) {
+  struct codec_image small = tiled_photo(300, 200, 3, 8), large = tiled_photo(1100, 700, 3, 8);
+  for (int level = 0; level <= 9; level++) {
+    struct codec_encode_opts o = {.format = CODEC_PNG, .compression = level};
+    const long at[] = {1, 100, -1, 0};
+    expect_encode_stops(&small, &o, small.height, at, "PNG encode");
+    o.png_filter = CODEC_PNG_FILTER_ADAPTIVE;
+    expect_encode_stops(&small, &o, small.height, at, "PNG encode, adaptive filter");
+  }
+  struct codec_encode_opts libpng = {.format = CODEC_PNG, .compression = 6, .png_libpng = 1};
+  const long rows_at[] = {1, 100, -1, 0};
+  expect_encode_stops(&small, &libpng, small.height, rows_at, "libpng's encode");
+  ASSERT_INT(image_bytes(&large) + large.height, >=, CODEC_STOP_THREAD_BYTES);
+  for (int level = 6; level <= 9; level += 3) { /* stopped in the filter, then in libdeflate */
+    struct codec_encode_opts o = {.format = CODEC_PNG, .compression = level};
+    const long at[] = {1, large.height + 2, 0};
+    expect_encode_stops(&large, &o, large.height + 1, at, "libdeflate on its thread");
+  }
+  struct cpu_pool *pool = cpu_pool_new(3);
+  struct codec_image big = tiled_photo(3000, 2000, 3, 8);
+  struct codec_encode_opts par = {.format = CODEC_PNG, .compression = 2};
+  par.parallel = pool_for, par.parallel_ctx = pool;
+  const long par_at[] = {1, 1000, 2002, 0}; /* in the bands, and in the parts */
+  expect_encode_stops(&big, &par, big.height + 5, par_at, "the parallel encode");
+  cpu_pool_free(pool);
+  codec_image_free(&big), codec_image_free(&small), codec_image_free(&large);
+}
+
+/* A copy of the PNG file png with a tRNS chunk (an RGB colour key) before its first IDAT: libpng's
+ * path, its pixel data inflated by codec_png_rewrap. */
+static uint8_t *with_trns(const uint8_t *png, size_t len, size_t *out_len) {
+  uint8_t chunk[18] = {0, 0, 0, 6, 't', 'R', 'N', 'S', 0, 1, 0, 2, 0, 3};
+  codec_put_be32(chunk + 14, (uint32_t)crc32(0, chunk + 4, 10));
+  size_t at = 33; /* after the signature and IHDR */
+  uint8_t *p = malloc(len + sizeof chunk);
+  memcpy(p, png, at);
+  memcpy(p + at, chunk, sizeof chunk);
+  memcpy(p + at + sizeof chunk, png + at, len - at);
+  *out_len = len + sizeof chunk;
+  return p;
+}
+
+/* The decoders: png.c's own path asks every megabyte of rows it unfilters and while libdeflate
+ * inflates (on a thread of its own from 2 MB); libpng's asks every row it reads (every pass of an
+ * interlaced file), after codec_png_rewrap's inflate, which the hook stops too. */
+static void test_cancel_decode(void) {
+  struct codec_image large = tiled_photo(1100, 700, 3, 8), small = tiled_photo(600, 400, 3, 8);
+  for (int i = 0; i < 2; i++) {
+    const struct codec_image *img = i ? &small : &large;
+    struct codec_encode_opts o = {.format = CODEC_PNG, .compression = 2};
+    uint8_t *png, *trns;
+    size_t len, trns_len;
+    char msg[256] = "";
+    ASSERT_INT(codec_encode(img, &o, &png, &len, msg, sizeof msg), ==, CODEC_OK);
+    ASSERT(codec_png_direct(png, len));
+    trns = with_trns(png, len, &trns_len);
+    ASSERT(!codec_png_direct(trns, trns_len));
+    if (i ==
+        0) { /* inflated on a thread: asked every few milliseconds, as many times as it takes */
+      const long at[] = {1, 2, 0};
+      expect_decode_stops(png, len, 2, at, "png.c's own path, inflating on a thread");
+      expect_decode_stops(trns, trns_len, img->height, at, "libpng after a rewrap on a thread");
+    } else {
+      const long direct_at[] = {1, -1, 0}, libpng_at[] = {1, 2, 100, -1, 0};
+      expect_decode_stops(png, len, 2, direct_at, "png.c's own path");
+      expect_decode_stops(trns, trns_len, img->height + 1, libpng_at, "libpng after the rewrap");
+    }
+    free(png), free(trns);
+  }
+  static const char *files[] = {"interlaced.png", "palette.png", "gray1.png"};
+  for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+    size_t n;
+    uint8_t *buf = fixture_bytes(files[f], &n);
+    const long at[] = {1, 10, -1, 0};
+    expect_decode_stops(buf, n, 16, at, files[f]);
+    free(buf);
+  }
+  codec_image_free(&large), codec_image_free(&small);
+}
+
 int main(void) {
   RUN(test_rewrap_cap);
   RUN(test_rewrap);
@@ -661,6 +824,8 @@ int main(void) {
   RUN(test_idat_chunks);
   RUN(test_bad_filter);
   RUN(test_parallel_parts);
+  RUN(test_cancel_encode);
+  RUN(test_cancel_decode);
   fprintf(stderr, "unit_codec_png: all tests passed\n");
   return 0;
 }

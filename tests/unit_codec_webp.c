@@ -500,6 +500,205 @@ static void test_smooth_size(void) {
   codec_image_free(&blur);
 }
 
+/* ---- cancellation (codec_cancel_set) ---- */
+
+struct stopper { /* a hook that says stop from its call `at` on (0: never); counts its calls */
+  long at;
+  long calls;
+};
+
+static int stop_at(void *arg) {
+  struct stopper *s = arg;
+  long n = __atomic_add_fetch(&s->calls, 1, __ATOMIC_RELAXED);
+  return s->at > 0 && n >= s->at;
+}
+
+static enum codec_status encode_with(const struct codec_image *img,
+                                     const struct codec_encode_opts *o, struct stopper *s,
+                                     uint8_t **out, size_t *len) {
+  struct codec_cancel hook = {stop_at, s};
+  char msg[256] = "";
+  codec_cancel_set(s ? &hook : NULL);
+  enum codec_status st = codec_encode(img, o, out, len, msg, sizeof msg);
+  codec_cancel_set(NULL);
+  if (st != CODEC_OK && st != CODEC_CANCELLED) TEST_FAIL("encode: %d: %s", (int)st, msg);
+  return st;
+}
+
+static enum codec_status decode_with(const uint8_t *buf, size_t len, struct stopper *s,
+                                     struct codec_image *img) {
+  struct codec_cancel hook = {stop_at, s};
+  char msg[256] = "";
+  codec_cancel_set(s ? &hook : NULL);
+  enum codec_status st = codec_decode(buf, len, NULL, img, msg, sizeof msg);
+  codec_cancel_set(NULL);
+  if (st != CODEC_OK && st != CODEC_CANCELLED) TEST_FAIL("decode: %d: %s", (int)st, msg);
+  return st;
+}
+
+/* img encoded with o: with a hook that never says stop, the bytes of an encode without one (which
+ * runs here, whatever its length) and at least min_calls questions; with one that says stop at
+ * each call of at[] (0 ends it; -1: the last of a whole encode), CODEC_CANCELLED and no output.
+ * Returns the encoder that wrote the file. */
+static const char *expect_encode_stops(const struct codec_image *img, struct codec_encode_opts o,
+                                       long min_calls, const long *at, const char *what) {
+  uint8_t *plain, *hooked;
+  size_t plain_len, hooked_len;
+  const char *encoder = NULL;
+  struct stopper never = {0, 0};
+  ASSERT_INT(encode_with(img, &o, NULL, &plain, &plain_len), ==, CODEC_OK);
+  o.encoder = &encoder;
+  ASSERT_INT(encode_with(img, &o, &never, &hooked, &hooked_len), ==, CODEC_OK);
+  if (hooked_len != plain_len || memcmp(hooked, plain, plain_len) != 0)
+    TEST_FAIL("%s: other bytes with a hook that never stops", what);
+  if (never.calls < min_calls) TEST_FAIL("%s: the hook asked %ld times", what, never.calls);
+  for (; *at; at++) {
+    struct stopper s = {*at < 0 ? never.calls : *at, 0};
+    uint8_t *out = (uint8_t *)&s;
+    size_t len = 1;
+    if (encode_with(img, &o, &s, &out, &len) != CODEC_CANCELLED)
+      TEST_FAIL("%s: not stopped at call %ld of %ld", what, s.at, never.calls);
+    ASSERT(out == NULL && len == 0);
+  }
+  fprintf(stderr, "    %s: %s, %ld questions\n", what, encoder, never.calls);
+  free(plain), free(hooked);
+  return encoder;
+}
+
+/* The image img with an alpha channel of a diagonal ramp. */
+static struct codec_image with_alpha(const struct codec_image *img) {
+  size_t n = (size_t)img->width * img->height;
+  struct codec_image a = {malloc(n * 4), img->width, img->height, 4, 8, CODEC_PNG, 1};
+  ASSERT(a.pixels != NULL);
+  for (size_t i = 0; i < n; i++) {
+    memcpy(a.pixels + 4 * i, img->pixels + 3 * i, 3);
+    a.pixels[4 * i + 3] = (uint8_t)((i % img->width + i / img->width) / 4);
+  }
+  return a;
+}
+
+/* img (RGB) repeated twice across and down. */
+static struct codec_image tiled(const struct codec_image *img) {
+  int w = img->width, h = img->height;
+  struct codec_image t = {malloc((size_t)4 * w * h * 3), 2 * w, 2 * h, 3, 8, CODEC_PNG, 1};
+  ASSERT(t.pixels != NULL);
+  for (int y = 0; y < 2 * h; y++)
+    for (int k = 0; k < 2; k++)
+      memcpy(t.pixels + ((size_t)y * 2 * w + (size_t)k * w) * 3,
+             img->pixels + (size_t)(y % h) * w * 3, (size_t)w * 3);
+  return t;
+}
+
+/* blurd's VP8 encoder asks every macroblock row of both its passes; libwebp's progress hook asks
+ * each time its percent changes, for an encode that is predicted short; a longer one runs in a
+ * child process, killed when the hook says stop, and writes the same bytes. */
+static void test_cancel_encode(void) {
+  struct codec_image photo = fixture_photo("astronaut.png"), blur = fixture_photo("astronaut.png");
+  box_blur(&blur, 8);
+  struct codec_image rgba = with_alpha(&photo);
+  struct codec_image thumb = {malloc(96 * 96 * 4), 96, 96, 4, 8, CODEC_PNG, 1};
+  for (int r = 0; r < 96; r++) memcpy(thumb.pixels + r * 96 * 4, rgba.pixels + r * 512 * 4, 96 * 4);
+  struct codec_encode_opts own = {.format = CODEC_WEBP, .quality = 90};
+  const long own_at[] = {1, 20, 40, -1, 0};
+  ASSERT_STR(expect_encode_stops(&blur, own, 64, own_at, "blurd-vp8"), "blurd-vp8");
+  struct codec_encode_opts here = {
+      .format = CODEC_WEBP, .quality = 90, .effort = 4, .effort_set = 1};
+  const long here_at[] = {1, 10, -1, 0};
+  ASSERT_STR(expect_encode_stops(&thumb, here, 20, here_at, "libwebp here"), "libwebp");
+  const long child_at[] = {1, 2, 0}; /* asked every few milliseconds while the child runs */
+  struct codec_encode_opts lossy = {
+      .format = CODEC_WEBP, .quality = 100, .effort = 4, .effort_set = 1};
+  ASSERT_STR(expect_encode_stops(&rgba, lossy, 2, child_at, "libwebp lossy, alpha, in a child"),
+             "libwebp");
+  struct codec_image big = tiled(&photo); /* 1024x1024: long enough for a child */
+  struct codec_encode_opts fast = {
+      .format = CODEC_WEBP, .quality = 90, .effort = 0, .effort_set = 1};
+  const long first[] = {1, 0}; /* a short encode: it may be over by the second question */
+  ASSERT_STR(expect_encode_stops(&big, fast, 1, first, "libwebp effort 0, in a child"), "libwebp");
+  struct codec_encode_opts lossless = {.format = CODEC_WEBP, .lossless = 1};
+  ASSERT_STR(expect_encode_stops(&big, lossless, 2, child_at, "libwebp lossless, in a child"),
+             "libwebp");
+  codec_image_free(&photo), codec_image_free(&blur), codec_image_free(&rgba);
+  codec_image_free(&big);
+  codec_image_free(&thumb);
+}
+
+/* The host's part of the GPU's lossy WebP (codec_webp_from_vp8) asks every macroblock row of the
+ * tokens it writes. */
+static void test_cancel_from_vp8(void) {
+  struct codec_image blur = fixture_photo("astronaut.png");
+  box_blur(&blur, 8);
+  int w = 512, h = 512, n = 32 * 32;
+  uint8_t *y, *u, *v, *modes = malloc((size_t)n), *f = NULL;
+  int16_t *levels = malloc((size_t)n * 400 * sizeof *levels);
+  int8_t *last = malloc((size_t)n * 25);
+  ASSERT_INT(own_planes(&blur, 0, 0, w, h, &y, &u, &v), ==, 1);
+  struct stopper s = {5, 0};
+  struct codec_cancel hook = {stop_at, &s};
+  codec_cancel_set(&hook); /* the first pass stops at its fifth row */
+  ASSERT_INT(codec_vp8_analyse(y, w, u, v, (w + 1) / 2, w, h, 89, modes, levels, last, NULL), ==,
+             CODEC_CANCELLED);
+  s = (struct stopper){0, 0};
+  ASSERT_INT(codec_vp8_analyse(y, w, u, v, (w + 1) / 2, w, h, 89, modes, levels, last, NULL), ==,
+             CODEC_OK);
+  ASSERT_INT(s.calls, ==, 32);
+  struct codec_vp8_mbs a = {w, h, 89, modes, levels, last, NULL};
+  struct codec_encode_opts o = {.format = CODEC_WEBP, .quality = 90};
+  size_t len = 1;
+  s = (struct stopper){0, 0};
+  ASSERT_INT(codec_webp_from_vp8(&a, &o, &f, &len, NULL, 0), ==, CODEC_OK);
+  ASSERT_INT(s.calls, ==, 64); /* the tokens counted, then written, a row at a time */
+  free(f);
+  for (long at = 1; at <= 64; at += 63) {
+    s = (struct stopper){at, 0};
+    f = (uint8_t *)&s;
+    ASSERT_INT(codec_webp_from_vp8(&a, &o, &f, &len, NULL, 0), ==, CODEC_CANCELLED);
+    ASSERT(f == NULL && len == 0);
+  }
+  codec_cancel_set(NULL);
+  free(y), free(u), free(v), free(modes), free(levels), free(last);
+  codec_image_free(&blur);
+}
+
+/* The decoder is fed the file a piece at a time and asks between pieces: its pixels are
+ * WebPDecode's, and it stops at any piece. */
+static void test_cancel_decode(void) {
+  struct codec_image photo = fixture_photo("astronaut.png");
+  struct codec_encode_opts lossless = {.format = CODEC_WEBP, .lossless = 1};
+  uint8_t *made;
+  size_t made_len;
+  ASSERT_INT(encode_with(&photo, &lossless, NULL, &made, &made_len), ==, CODEC_OK);
+  static const char *files[] = {"lossy.webp", "lossless.webp", "alpha_lossy.webp",
+                                "alpha_lossless.webp", NULL};
+  for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+    size_t len = made_len;
+    uint8_t *buf = files[f] ? fixture_bytes(files[f], &len) : made;
+    struct codec_image plain, hooked;
+    struct stopper never = {0, 0};
+    ASSERT_INT(decode_with(buf, len, NULL, &plain), ==, CODEC_OK);
+    ASSERT_INT(decode_with(buf, len, &never, &hooked), ==, CODEC_OK);
+    int w, h;
+    uint8_t *ref =
+        plain.channels == 4 ? WebPDecodeRGBA(buf, len, &w, &h) : WebPDecodeRGB(buf, len, &w, &h);
+    size_t n = (size_t)plain.width * plain.height * plain.channels;
+    ASSERT(ref != NULL && w == plain.width && h == plain.height);
+    ASSERT(memcmp(plain.pixels, ref, n) == 0 && memcmp(hooked.pixels, ref, n) == 0);
+    if (!files[f]) ASSERT_INT(never.calls, >=, (long)(len / 65536)); /* 64 KB pieces at most */
+    for (long at = 1; at <= never.calls; at += never.calls > 1 ? never.calls - 1 : 1) {
+      struct stopper s = {at, 0};
+      struct codec_image img;
+      ASSERT_INT(decode_with(buf, len, &s, &img), ==, CODEC_CANCELLED);
+      ASSERT(img.pixels == NULL);
+    }
+    fprintf(stderr, "    %s: %zu bytes in %ld pieces\n", files[f] ? files[f] : "a lossless 512x512",
+            len, never.calls);
+    WebPFree(ref), codec_image_free(&plain), codec_image_free(&hooked);
+    if (files[f]) free(buf);
+  }
+  free(made);
+  codec_image_free(&photo);
+}
+
 int main(void) {
   RUN(test_smooth_rule);
   RUN(test_yuv_planes);
@@ -509,6 +708,9 @@ int main(void) {
   RUN(test_own_alloc_failures);
   RUN(test_one_segment_alpha);
   RUN(test_smooth_size);
+  RUN(test_cancel_encode);
+  RUN(test_cancel_from_vp8);
+  RUN(test_cancel_decode);
   fprintf(stderr, "unit_codec_webp: all tests passed\n");
   return 0;
 }

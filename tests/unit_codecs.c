@@ -13,10 +13,17 @@
  * allocation of a decode or encode in turn; run under ASan or valgrind, that shows every failure
  * path is leak-free. Fixtures come from $BLURD_DATA, or tests/data when run from the repository
  * root. */
+#include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
 #include <jpeglib.h>
+#include <png.h>
 #include <turbojpeg.h>
+#include <webp/encode.h>
 #include <zlib.h>
 
 #include "../codecs/codecs.h"
@@ -1023,8 +1030,9 @@ static void test_alloc_failures_encode(void) {
     struct codec_encode_opts jpeg = {.format = CODEC_JPEG, .quality = 90};
     long n = encode_failing_each(&img, &png);
     if (n < 5) TEST_FAIL("%s: PNG encode made only %ld allocations", files[f], n);
-    n = encode_failing_each(&img, &jpeg); /* the 8-bit copy (but for gray1) and the output */
-    ASSERT_INT(n, ==, img.depth == 8 && img.channels == 1 ? 1 : 2);
+    n = encode_failing_each(&img, &jpeg); /* the 8-bit copy (but for gray1), the encoder's state
+                                             and the output's growth */
+    ASSERT_INT(n, >=, img.depth == 8 && img.channels == 1 ? 2 : 3);
     for (int lossless = 0; lossless < 2; lossless++) { /* the RGB(A) copy, the output's growth */
       struct codec_encode_opts webp = {
           .format = CODEC_WEBP, .quality = 80, .compression = 6, .lossless = lossless};
@@ -1584,7 +1592,652 @@ static void test_exif_damaged_jpeg(void) {
   free(orig);
 }
 
+/* ---- cancellation (codec_cancel_set) ---- */
+
+struct stopper { /* a hook that says stop from its call `at` on (0: never); counts its calls */
+  long at;
+  long calls; /* atomic: the PNG encoder's helpers ask too */
+};
+
+static int stop_at(void *arg) {
+  struct stopper *s = arg;
+  long n = __atomic_add_fetch(&s->calls, 1, __ATOMIC_RELAXED);
+  return s->at > 0 && n >= s->at;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* codec_encode under the hook s (NULL: none); the thread's hook is cleared after. */
+static enum codec_status encode_with(const struct codec_image *img,
+                                     const struct codec_encode_opts *o, struct stopper *s,
+                                     uint8_t **out, size_t *len) {
+  struct codec_cancel hook = {stop_at, s};
+  char msg[256];
+  codec_cancel_set(s ? &hook : NULL);
+  enum codec_status st = codec_encode(img, o, out, len, msg, sizeof msg);
+  codec_cancel_set(NULL);
+  if (st != CODEC_OK && st != CODEC_CANCELLED) TEST_FAIL("encode: %d: %s", (int)st, msg);
+  return st;
+}
+
+static enum codec_status decode_with(const uint8_t *buf, size_t len, struct stopper *s,
+                                     struct codec_image *img) {
+  struct codec_cancel hook = {stop_at, s};
+  char msg[256];
+  codec_cancel_set(s ? &hook : NULL);
+  enum codec_status st = codec_decode(buf, len, NULL, img, msg, sizeof msg);
+  codec_cancel_set(NULL);
+  if (st != CODEC_OK && st != CODEC_CANCELLED) TEST_FAIL("decode: %d: %s", (int)st, msg);
+  return st;
+}
+
+/* Encodes img with o: with a hook that never says stop, the bytes of an encode without one, the
+ * hook asked at least min_calls times; with one that says stop at its first call, at half its
+ * calls and at its last, CODEC_CANCELLED and no output. Returns the calls of a whole encode. */
+static long expect_encode_stops(const struct codec_image *img, const struct codec_encode_opts *o,
+                                long min_calls, const char *what) {
+  uint8_t *plain, *hooked;
+  size_t plain_len, hooked_len;
+  struct stopper never = {0, 0};
+  ASSERT_INT(encode_with(img, o, NULL, &plain, &plain_len), ==, CODEC_OK);
+  ASSERT_INT(encode_with(img, o, &never, &hooked, &hooked_len), ==, CODEC_OK);
+  if (hooked_len != plain_len || memcmp(hooked, plain, plain_len) != 0)
+    TEST_FAIL("%s: other bytes with a hook that never stops", what);
+  if (never.calls < min_calls) TEST_FAIL("%s: the hook asked %ld times", what, never.calls);
+  long at[3] = {1, never.calls / 2 > 1 ? never.calls / 2 : 1, never.calls};
+  for (int i = 0; i < 3; i++) {
+    struct stopper s = {at[i], 0};
+    uint8_t *out = (uint8_t *)&s;
+    size_t len = 1;
+    if (encode_with(img, o, &s, &out, &len) != CODEC_CANCELLED)
+      TEST_FAIL("%s: not stopped at call %ld of %ld", what, at[i], never.calls);
+    ASSERT(out == NULL && len == 0);
+  }
+  free(plain), free(hooked);
+  return never.calls;
+}
+
+/* The same for a decode of buf: the pixels of a decode without a hook. */
+static long expect_decode_stops(const uint8_t *buf, size_t len, long min_calls, const char *what) {
+  struct codec_image plain, hooked;
+  struct stopper never = {0, 0};
+  ASSERT_INT(decode_with(buf, len, NULL, &plain), ==, CODEC_OK);
+  ASSERT_INT(decode_with(buf, len, &never, &hooked), ==, CODEC_OK);
+  if (!same_image(&plain, &hooked))
+    TEST_FAIL("%s: other pixels with a hook that never stops", what);
+  if (never.calls < min_calls) TEST_FAIL("%s: the hook asked %ld times", what, never.calls);
+  long at[3] = {1, never.calls / 2 > 1 ? never.calls / 2 : 1, never.calls};
+  for (int i = 0; i < 3; i++) {
+    struct stopper s = {at[i], 0};
+    struct codec_image img;
+    if (decode_with(buf, len, &s, &img) != CODEC_CANCELLED)
+      TEST_FAIL("%s: not stopped at call %ld of %ld", what, at[i], never.calls);
+    ASSERT(img.pixels == NULL);
+  }
+  codec_image_free(&plain), codec_image_free(&hooked);
+  return never.calls;
+}
+
+/* tjCompress2's file of img (8-bit gray or RGB) at quality, as jpeg.c's encoder once was. */
+static uint8_t *turbojpeg_file(const struct codec_image *img, int quality, size_t *len) {
+  tjhandle tj = tjInitCompress();
+  unsigned char *jpeg = NULL;
+  unsigned long n = 0;
+  int samp = img->channels == 1                  ? TJSAMP_GRAY
+             : quality >= CODEC_JPEG_FULL_CHROMA ? TJSAMP_444
+                                                 : TJSAMP_420;
+  ASSERT(tj != NULL);
+  ASSERT_INT(tjCompress2(tj, img->pixels, img->width, 0, img->height,
+                         img->channels == 1 ? TJPF_GRAY : TJPF_RGB, &jpeg, &n, samp, quality, 0),
+             ==, 0);
+  uint8_t *copy = malloc(n);
+  memcpy(copy, jpeg, n);
+  tjFree(jpeg);
+  tjDestroy(tj);
+  *len = n;
+  return copy;
+}
+
+/* The top-left w x h of img, a copy. */
+static struct codec_image corner(const struct codec_image *img, int w, int h) {
+  size_t px = (size_t)img->channels * (size_t)(img->depth / 8), row = (size_t)w * px;
+  struct codec_image c = *img;
+  c.width = w, c.height = h;
+  c.pixels = malloc(row * (size_t)h);
+  for (int y = 0; y < h; y++)
+    memcpy(c.pixels + (size_t)y * row, img->pixels + (size_t)y * (size_t)img->width * px, row);
+  return c;
+}
+
+/* libjpeg's compressor fed ENCODE_ROWS rows at a time with a progress monitor writes tjCompress2's
+ * bytes, for gray and RGB, 4:2:0 and 4:4:4, both DCTs, odd sizes; it stops when the hook says so,
+ * which it asks every 16 rows. */
+static void test_cancel_jpeg_encode(void) {
+  struct codec_image gray = corner(&camera, 511, 301), rgb = corner(&astronaut, 509, 257);
+  static const int qualities[] = {1, 50, 89, 90, 95, 96, 100};
+  for (int i = 0; i < 2; i++) {
+    const struct codec_image *img = i ? &rgb : &gray;
+    for (size_t q = 0; q < sizeof qualities / sizeof qualities[0]; q++) {
+      struct codec_encode_opts o = {.format = CODEC_JPEG, .quality = qualities[q]};
+      uint8_t *mine;
+      size_t mine_len, tj_len;
+      uint8_t *tj = turbojpeg_file(img, qualities[q], &tj_len);
+      ASSERT_INT(encode_with(img, &o, NULL, &mine, &mine_len), ==, CODEC_OK);
+      if (mine_len != tj_len || memcmp(mine, tj, tj_len) != 0)
+        TEST_FAIL("%s at quality %d: %zu bytes, tjCompress2 %zu", i ? "RGB" : "gray", qualities[q],
+                  mine_len, tj_len);
+      free(mine), free(tj);
+      expect_encode_stops(img, &o, img->height / 16, "JPEG encode");
+    }
+  }
+  struct codec_encode_opts o = {.format = CODEC_JPEG, .quality = 90};
+  struct codec_image rgba16 = load("rgba16.png"); /* codec_to_8bit first, asked every row */
+  expect_encode_stops(&rgba16, &o, rgba16.height, "JPEG encode of 16-bit RGBA");
+  codec_image_free(&rgba16), codec_image_free(&gray), codec_image_free(&rgb);
+}
+
+/* The JPEG decoder asks the hook every row it hands out (and, for a progressive file, every MCU
+ * row it absorbs), as do the CMYK conversion and the turn upright. */
+static void test_cancel_jpeg_decode(void) {
+  static const char *files[] = {"photo_1080p.jpg", "progressive.jpg", "cmyk.jpg", "orient6.jpg"};
+  for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+    size_t len;
+    uint8_t *buf = fixture_bytes(files[f], &len);
+    struct codec_jpeg_info info;
+    ASSERT_INT(codec_jpeg_probe(buf, len, NULL, &info, NULL, 0), ==, CODEC_OK);
+    long calls = expect_decode_stops(buf, len, info.height, files[f]);
+    /* and again each row of the conversion, or of the turn upright */
+    if (strcmp(files[f], "cmyk.jpg") == 0 || strcmp(files[f], "orient6.jpg") == 0)
+      ASSERT_INT(calls, >=, info.height + (info.orientation >= 5 ? info.width : info.height));
+    free(buf);
+  }
+}
+
+/* A computation that would take seconds, stopped by the hook within milliseconds of it saying
+ * so (on a thread cancelled where it stands); small or without a hook it runs on the caller's
+ * thread to the end. */
+struct spin {
+  uint64_t rounds, x;
+};
+
+static void spin_run(void *arg) {
+  struct spin *s = arg;
+  uint64_t x = s->x;
+  for (uint64_t i = 0; i < s->rounds; i++) x = x * 6364136223846793005u + 1442695040888963407u;
+  s->x = x;
+}
+
+static int past_time(void *arg) {
+  return now_s() >= *(const double *)arg;
+}
+
+static void test_cancel_stoppable(void) {
+  struct spin s = {4000000000u, 1}; /* seconds of multiplies */
+  double at = now_s() + 0.05, t0 = now_s();
+  struct codec_cancel hook = {past_time, &at};
+  codec_cancel_set(&hook);
+  ASSERT_INT(codec_run_stoppable(spin_run, &s, CODEC_STOP_THREAD_BYTES), ==, CODEC_CANCELLED);
+  double took = now_s() - t0;
+  fprintf(stderr, "    stopped after %.3f s (the hook said stop at 0.050 s)\n", took);
+  ASSERT_DBL(took, <, 0.5);
+  struct spin small = {1000, 1}, threaded = {1000, 1};
+  at = now_s() + 100;
+  ASSERT_INT(codec_run_stoppable(spin_run, &small, 100), ==, CODEC_OK);
+  ASSERT_INT(codec_run_stoppable(spin_run, &threaded, CODEC_STOP_THREAD_BYTES), ==, CODEC_OK);
+  ASSERT(small.x != 1 && small.x == threaded.x);
+  at = 0; /* said stop already: the small one does not start */
+  small.x = 1;
+  ASSERT_INT(codec_run_stoppable(spin_run, &small, 100), ==, CODEC_CANCELLED);
+  ASSERT(small.x == 1);
+  codec_cancel_set(NULL);
+  ASSERT_INT(codec_run_stoppable(spin_run, &small, CODEC_STOP_THREAD_BYTES), ==, CODEC_OK);
+  ASSERT(small.x == threaded.x);
+}
+
+/* Child processes: the output comes back through the pipe with the exit status; one that would
+ * run for seconds is killed within milliseconds of the hook saying stop; one asleep on a lock
+ * another thread held at the fork is found stuck and its work left to the caller. */
+static pthread_mutex_t held = PTHREAD_MUTEX_INITIALIZER;
+
+static int child_writes(void *arg, int fd) {
+  const char *text = arg;
+  return codec_write_all(fd, text, strlen(text)) == 0 ? 7 : 1;
+}
+
+static int child_spins(void *arg, int fd) {
+  struct spin *s = arg;
+  (void)fd;
+  spin_run(s);
+  return (int)(s->x & 1);
+}
+
+static int child_locks(void *arg, int fd) {
+  (void)arg, (void)fd;
+  pthread_mutex_lock(&held); /* locked in the parent when it forked: never given */
+  return 0;
+}
+
+static int child_dies(void *arg, int fd) {
+  (void)arg, (void)fd;
+  raise(SIGUSR1);
+  return 0;
+}
+
+static void test_cancel_child(void) {
+  struct codec_buf out = {NULL, 0, 0};
+  double at = now_s() + 100;
+  int status = -1;
+  struct codec_cancel hook = {past_time, &at};
+  char text[] = "a file, as a child writes it";
+  ASSERT_INT(codec_run_child(child_writes, text, &out, &status), ==,
+             CODEC_UNSUPPORTED); /* no hook */
+  codec_cancel_set(&hook);
+  ASSERT_INT(codec_run_child(child_writes, text, &out, &status), ==, CODEC_OK);
+  ASSERT_INT(status, ==, 7);
+  ASSERT(out.len == strlen(text) && memcmp(out.data, text, out.len) == 0);
+  ASSERT_INT(codec_run_child(child_dies, NULL, &out, &status), ==, CODEC_OK);
+  ASSERT_INT(status, ==, 128 + SIGUSR1);
+  struct spin s = {4000000000u, 1};
+  double t0 = now_s();
+  at = t0 + 0.05;
+  ASSERT_INT(codec_run_child(child_spins, &s, &out, &status), ==, CODEC_CANCELLED);
+  double took = now_s() - t0;
+  ASSERT(out.len == strlen(text)); /* what was there stays */
+  fprintf(stderr, "    child killed after %.3f s (the hook said stop at 0.050 s)\n", took);
+  ASSERT_DBL(took, <, 0.5);
+  at = now_s() + 100;
+  pthread_mutex_lock(&held);
+  t0 = now_s();
+  ASSERT_INT(codec_run_child(child_locks, NULL, &out, &status), ==, CODEC_UNSUPPORTED);
+  took = now_s() - t0;
+  pthread_mutex_unlock(&held);
+  fprintf(stderr, "    a child asleep on an inherited lock given up after %.3f s\n", took);
+  ASSERT_DBL(took, <, 5);
+  codec_cancel_set(NULL);
+  free(out.data);
+}
+
+/* The 8-bit conversion, the turn upright, the CMYK conversion and the sRGB conversion ask the
+ * hook every row. */
+static void test_cancel_conversions(void) {
+  struct codec_image img = load("rgba16.png");
+  struct stopper s = {2, 0};
+  struct codec_cancel hook = {stop_at, &s};
+  uint8_t *out = (uint8_t *)&s;
+  int ch = -1;
+  codec_cancel_set(&hook);
+  ASSERT_INT(codec_to_8bit(&img, 3, 1, &out, &ch), ==, CODEC_CANCELLED);
+  ASSERT(out == NULL);
+  s = (struct stopper){0, 0};
+  ASSERT_INT(codec_to_8bit(&img, 3, 1, &out, &ch), ==, CODEC_OK);
+  ASSERT_INT(s.calls, ==, img.height);
+  free(out);
+  s = (struct stopper){3, 0};
+  uint8_t *before = img.pixels;
+  ASSERT_INT(codec_orient(&img, 6), ==, CODEC_CANCELLED);
+  ASSERT(img.pixels == before);
+  s = (struct stopper){3, 0};
+  uint8_t cmyk[4 * 8 * 8];
+  memset(cmyk, 100, sizeof cmyk);
+  ASSERT_INT(codec_cmyk_to_rgb(cmyk, 8, 8, 1, NULL, 0), ==, CODEC_CANCELLED);
+  size_t plen;
+  uint8_t *p3 = fixture_bytes("display_p3.icc", &plen);
+  struct codec_image rgb = corner(&astronaut, 64, 64);
+  s = (struct stopper){3, 0};
+  ASSERT_INT(codec_to_srgb(&rgb, p3, plen), ==, -1);
+  s = (struct stopper){0, 0};
+  ASSERT_INT(codec_to_srgb(&rgb, p3, plen), ==, 1);
+  ASSERT_INT(s.calls, ==, 64);
+  codec_cancel_set(NULL);
+  free(p3);
+  codec_image_free(&rgb), codec_image_free(&img);
+}
+
+/* ---- how soon a stopped codec returns (BLURD_STOP_BENCH) ----
+ * Not a test: with BLURD_STOP_BENCH=SIDE, each decoder and encoder on a SIDE x SIDE image at its
+ * slowest settings, under a hook that says stop from a given moment on. Printed: the longest
+ * interval between the hook's questions before that moment, how long after it the call returned
+ * (the worker is free), and the process's CPU time in the 200 ms after (threads or children left
+ * running would show there). docs/engineering-notes.md, "Every stage stops at the deadline". */
+
+struct clock_hook { /* says stop from `at` (now_s()) on; notes the longest interval between asks */
+  pthread_mutex_t mu;
+  double at, last, gap;
+  long calls;
+};
+
+static int clock_stop(void *arg) {
+  struct clock_hook *h = arg;
+  double t = now_s();
+  pthread_mutex_lock(&h->mu);
+  if (t < h->at && t - h->last > h->gap) h->gap = t - h->last;
+  if (t < h->at) h->last = t;
+  h->calls++;
+  pthread_mutex_unlock(&h->mu);
+  return t >= h->at;
+}
+
+static double process_cpu_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void pool_for(void *pool, int n, void (*fn)(void *arg, int begin, int end), void *arg) {
+  cpu_parallel_for(pool, n, fn, arg);
+}
+
+/* One line of the table: img encoded with o (or, when img is NULL, buf decoded), stopped after
+ * delay seconds. */
+static void bench_stop(const char *what, const struct codec_image *img,
+                       const struct codec_encode_opts *o, const uint8_t *buf, size_t len,
+                       double delay) {
+  struct clock_hook h = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0};
+  struct codec_cancel hook = {clock_stop, &h};
+  struct codec_image out = {0};
+  uint8_t *file = NULL;
+  size_t n = 0;
+  h.last = now_s(), h.at = h.last + delay;
+  codec_cancel_set(&hook);
+  enum codec_status st =
+      img ? codec_encode(img, o, &file, &n, NULL, 0) : codec_decode(buf, len, NULL, &out, NULL, 0);
+  double back = now_s(), cpu0 = process_cpu_s();
+  codec_cancel_set(NULL);
+  usleep(200000);
+  double cpu = process_cpu_s() - cpu0;
+  fprintf(stderr,
+          "    %-46s %s: asked %6ld times, at most %6.1f ms apart; free %6.1f ms after; "
+          "%5.1f ms of CPU in the 200 ms after\n",
+          what, st == CODEC_CANCELLED ? "stopped" : "FINISHED", h.calls, h.gap * 1e3,
+          (back - h.at) * 1e3, cpu * 1e3);
+  free(file);
+  codec_image_free(&out);
+}
+
+/* side x side pixels of channels 8-bit samples: noise over gradients (smooth: gradients). */
+static struct codec_image bench_image(int side, int channels, int smooth) {
+  struct codec_image img = {
+      malloc((size_t)side * side * channels), side, side, channels, 8, CODEC_PNG, 1};
+  ASSERT(img.pixels != NULL);
+  for (int y = 0; y < side; y++)
+    for (int x = 0; x < side; x++)
+      for (int c = 0; c < channels; c++) {
+        unsigned noise = ((unsigned)(x * 7919 + y * 104729 + c * 31) * 2654435761u) >> 26;
+        img.pixels[((size_t)y * side + x) * channels + c] =
+            (uint8_t)((x * (c + 1) + y * (3 - c)) / (smooth ? 24 : 16) + (smooth ? 0 : noise));
+      }
+  return img;
+}
+
+static uint8_t *bench_file(const struct codec_image *img, struct codec_encode_opts o, size_t *len) {
+  uint8_t *file;
+  ASSERT_INT(codec_encode(img, &o, &file, len, NULL, 0), ==, CODEC_OK);
+  return file;
+}
+
+struct mem_file { /* libpng's output in memory */
+  uint8_t *p;
+  size_t len, cap;
+};
+
+static void mem_write(png_structp png, png_bytep data, size_t n) {
+  struct mem_file *m = png_get_io_ptr(png);
+  if (m->len + n > m->cap) m->cap = 2 * (m->len + n), m->p = realloc(m->p, m->cap);
+  ASSERT(m->p != NULL);
+  memcpy(m->p + m->len, data, n);
+  m->len += n;
+}
+
+/* img (8-bit RGBA) as an interlaced PNG, zlib level 1, written by libpng. */
+static uint8_t *interlaced_file(const struct codec_image *img, size_t *len) {
+  struct mem_file m = {NULL, 0, 0};
+  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+  png_infop info = png_create_info_struct(png);
+  ASSERT(png && info && !setjmp(png_jmpbuf(png)));
+  png_set_write_fn(png, &m, mem_write, NULL);
+  png_set_compression_level(png, 1);
+  png_set_IHDR(png, info, (png_uint_32)img->width, (png_uint_32)img->height, 8,
+               PNG_COLOR_TYPE_RGB_ALPHA, PNG_INTERLACE_ADAM7, 0, 0);
+  png_write_info(png, info);
+  for (int pass = png_set_interlace_handling(png); pass > 0; pass--)
+    for (int y = 0; y < img->height; y++)
+      png_write_row(png, img->pixels + (size_t)y * img->width * 4);
+  png_write_end(png, NULL);
+  png_destroy_write_struct(&png, &info);
+  *len = m.len;
+  return m.p;
+}
+
+/* img (8-bit RGB) as a progressive JPEG at quality 100, by TurboJPEG. */
+static uint8_t *progressive_file(const struct codec_image *img, size_t *len) {
+  tjhandle tj = tjInitCompress();
+  unsigned char *jpeg = NULL;
+  unsigned long n = 0;
+  ASSERT_INT(tjCompress2(tj, img->pixels, img->width, 0, img->height, TJPF_RGB, &jpeg, &n,
+                         TJSAMP_444, 100, TJFLAG_PROGRESSIVE),
+             ==, 0);
+  uint8_t *copy = malloc(n);
+  memcpy(copy, jpeg, n);
+  tjFree(jpeg), tjDestroy(tj);
+  *len = n;
+  return copy;
+}
+
+/* libwebp's progress hook alone, as libwebp calls it (the longest interval between calls, the
+ * encode's time): why a long encode runs in a child process. */
+static double webp_last, webp_gap;
+
+static int webp_progress(int percent, const WebPPicture *pic) {
+  double t = now_s();
+  (void)percent, (void)pic;
+  if (t - webp_last > webp_gap) webp_gap = t - webp_last;
+  webp_last = t;
+  return 1;
+}
+
+static int webp_discard(const uint8_t *data, size_t n, const WebPPicture *pic) {
+  (void)data, (void)n, (void)pic;
+  return 1;
+}
+
+static void bench_webp_progress(const char *what, const struct codec_image *img, int lossless,
+                                int method) {
+  WebPConfig config;
+  WebPPicture pic;
+  ASSERT(WebPConfigInit(&config) && WebPPictureInit(&pic));
+  if (lossless) ASSERT(WebPConfigLosslessPreset(&config, 2));
+  if (!lossless) ASSERT(WebPConfigPreset(&config, WEBP_PRESET_DEFAULT, 100));
+  if (!lossless) config.method = method;
+  pic.use_argb = lossless, pic.width = img->width, pic.height = img->height;
+  pic.writer = webp_discard, pic.progress_hook = webp_progress;
+  int stride = img->width * img->channels;
+  ASSERT(img->channels == 4 ? WebPPictureImportRGBA(&pic, img->pixels, stride)
+                            : WebPPictureImportRGB(&pic, img->pixels, stride));
+  double t0 = webp_last = now_s();
+  webp_gap = 0;
+  ASSERT(WebPEncode(&config, &pic));
+  webp_progress(100, &pic); /* to the end */
+  double took = now_s() - t0;
+  fprintf(
+      stderr,
+      "    %-46s libwebp's progress hook at most %7.1f ms apart in %7.1f ms (%5.0f ns a pixel)\n",
+      what, webp_gap * 1e3, took * 1e3, took * 1e9 / ((double)img->width * img->height));
+  WebPPictureFree(&pic);
+}
+
+static void bench_stop_latency(int side) {
+  struct codec_image rgba = bench_image(side, 4, 0), rgb = bench_image(side, 3, 0),
+                     smooth = bench_image(side, 3, 1);
+  struct cpu_pool *pool = cpu_pool_new(2);
+  struct codec_encode_opts png9 = {.format = CODEC_PNG, .compression = 9},
+                           rle = {.format = CODEC_PNG, .compression = 2},
+                           rle_par = {.format = CODEC_PNG, .compression = 2},
+                           libpng = {.format = CODEC_PNG, .compression = 9, .png_libpng = 1},
+                           jpeg = {.format = CODEC_JPEG, .quality = 100},
+                           effort6 = {.format = CODEC_WEBP,
+                                      .quality = 100,
+                                      .effort = 6,
+                                      .effort_set = 1},
+                           lossless = {.format = CODEC_WEBP, .lossless = 1},
+                           vp8 = {.format = CODEC_WEBP, .quality = 100};
+  rle_par.parallel = pool_for, rle_par.parallel_ctx = pool;
+  struct codec_image small_rgba = bench_image(1000, 4, 0), small_rgb = bench_image(1000, 3, 0);
+  fprintf(stderr, "  1000x1000, noise over gradients, quality 100 (webp.c's rates: twice these)\n");
+  for (int effort = 0; effort <= 6; effort++)
+    for (int c = 3; c <= 4; c++) {
+      char what[64];
+      snprintf(what, sizeof(what), "lossy WebP, effort %d, %s", effort, c == 4 ? "RGBA" : "RGB");
+      bench_webp_progress(what, c == 4 ? &small_rgba : &small_rgb, 0, effort);
+    }
+  bench_webp_progress("lossless WebP, RGB", &small_rgb, 1, 0);
+  bench_webp_progress("lossless WebP, RGBA", &small_rgba, 1, 0);
+  codec_image_free(&small_rgba), codec_image_free(&small_rgb);
+  fprintf(stderr, "  %dx%d, noise over gradients (RGBA unless said)\n", side, side);
+  bench_stop("PNG level 9, libdeflate", &rgba, &png9, NULL, 0, 2.0);
+  bench_stop("PNG level 2, run-length coder", &rgba, &rle, NULL, 0, 0.05);
+  bench_stop("PNG level 2, run-length coder, 2 threads", &rgba, &rle_par, NULL, 0, 0.2);
+  bench_stop("PNG level 9, libpng and zlib", &rgba, &libpng, NULL, 0, 1.0);
+  bench_stop("JPEG quality 100, RGB", &rgb, &jpeg, NULL, 0, 0.3);
+  bench_stop("JPEG quality 100, RGBA (8-bit copy first)", &rgba, &jpeg, NULL, 0, 0.05);
+  bench_stop("lossy WebP, libwebp effort 6, quality 100", &rgba, &effort6, NULL, 0, 1.0);
+  bench_stop("lossless WebP, libwebp", &rgba, &lossless, NULL, 0, 1.0);
+  bench_stop("lossy WebP, blurd's VP8 (smooth RGB)", &smooth, &vp8, NULL, 0, 0.2);
+  size_t len;
+  uint8_t *f = bench_file(&rgba, rle, &len);
+  bench_stop("decode: PNG, own path (inflate on a thread)", NULL, NULL, f, len, 0.05);
+  bench_stop("decode: PNG, own path (unfiltering)", NULL, NULL, f, len, 0.25);
+  free(f);
+  f = interlaced_file(&rgba, &len);
+  bench_stop("decode: interlaced PNG, libpng", NULL, NULL, f, len, 0.5);
+  free(f);
+  f = bench_file(&rgb, jpeg, &len);
+  bench_stop("decode: JPEG quality 100, RGB", NULL, NULL, f, len, 0.2);
+  free(f);
+  f = progressive_file(&rgb, &len);
+  bench_stop("decode: progressive JPEG, RGB", NULL, NULL, f, len, 0.5);
+  free(f);
+  f = bench_file(&rgba, effort6, &len);
+  bench_stop("decode: lossy WebP", NULL, NULL, f, len, 0.2);
+  free(f);
+  f = bench_file(&rgba, lossless, &len);
+  bench_stop("decode: lossless WebP", NULL, NULL, f, len, 0.2);
+  free(f);
+  cpu_pool_free(pool);
+  codec_image_free(&rgba), codec_image_free(&rgb), codec_image_free(&smooth);
+}
+
+/* ---- what the hooks cost when nothing stops (BLURD_STOP_COST) ----
+ * Not a test: with BLURD_STOP_COST=N, each codec N times on the 1080p photograph (RGBA: with an
+ * alpha ramp) without a hook and with one that never says stop, alternated; printed: the median
+ * CPU time (the process's and its children's) and wall time of each. */
+
+static double cpu_with_children_s(void) {
+  struct rusage self, kids;
+  getrusage(RUSAGE_SELF, &self);
+  getrusage(RUSAGE_CHILDREN, &kids);
+  return (double)(self.ru_utime.tv_sec + self.ru_stime.tv_sec + kids.ru_utime.tv_sec +
+                  kids.ru_stime.tv_sec) +
+         (double)(self.ru_utime.tv_usec + self.ru_stime.tv_usec + kids.ru_utime.tv_usec +
+                  kids.ru_stime.tv_usec) /
+             1e6;
+}
+
+static int never_stop(void *arg) {
+  (void)arg;
+  return 0;
+}
+
+static int cmp_dbl(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void cost_line(const char *what, const struct codec_image *img,
+                      const struct codec_encode_opts *o, const uint8_t *buf, size_t len, int n) {
+  double cpu[2][64], wall[2][64];
+  struct codec_cancel hook = {never_stop, NULL};
+  n = n > 64 ? 64 : n;
+  for (int i = 0; i < n; i++)
+    for (int h = 0; h < 2; h++) {
+      struct codec_image out = {0};
+      uint8_t *file = NULL;
+      size_t flen = 0;
+      codec_cancel_set(h ? &hook : NULL);
+      double c0 = cpu_with_children_s(), t0 = now_s();
+      enum codec_status st = img ? codec_encode(img, o, &file, &flen, NULL, 0)
+                                 : codec_decode(buf, len, NULL, &out, NULL, 0);
+      wall[h][i] = now_s() - t0, cpu[h][i] = cpu_with_children_s() - c0;
+      codec_cancel_set(NULL);
+      ASSERT_INT(st, ==, CODEC_OK);
+      free(file);
+      codec_image_free(&out);
+    }
+  for (int h = 0; h < 2; h++) qsort(cpu[h], (size_t)n, sizeof(double), cmp_dbl);
+  for (int h = 0; h < 2; h++) qsort(wall[h], (size_t)n, sizeof(double), cmp_dbl);
+  fprintf(stderr,
+          "    %-40s no hook %7.2f ms CPU, %7.2f ms wall; hook %7.2f ms CPU, %7.2f ms wall\n", what,
+          cpu[0][n / 2] * 1e3, wall[0][n / 2] * 1e3, cpu[1][n / 2] * 1e3, wall[1][n / 2] * 1e3);
+}
+
+static void hook_cost(int n) {
+  struct codec_image rgb = load("photo_1080p.jpg"), rgba = {0};
+  size_t px = (size_t)rgb.width * rgb.height;
+  rgba = (struct codec_image){malloc(px * 4), rgb.width, rgb.height, 4, 8, CODEC_PNG, 1};
+  for (size_t i = 0; i < px; i++) {
+    memcpy(rgba.pixels + 4 * i, rgb.pixels + 3 * i, 3);
+    rgba.pixels[4 * i + 3] = (uint8_t)(i % rgb.width / 8);
+  }
+  struct codec_encode_opts png6 = {.format = CODEC_PNG, .compression = 6},
+                           png2 = {.format = CODEC_PNG, .compression = 2},
+                           jpeg = {.format = CODEC_JPEG, .quality = 90},
+                           webp = {.format = CODEC_WEBP, .quality = 90},
+                           lossless = {.format = CODEC_WEBP, .lossless = 1};
+  fprintf(stderr, "  photo_1080p.jpg (1920x1080), medians of %d\n", n);
+  cost_line("PNG level 6 (libdeflate on a thread)", &rgb, &png6, NULL, 0, n);
+  cost_line("PNG level 2 (run-length coder)", &rgb, &png2, NULL, 0, n);
+  cost_line("JPEG quality 90", &rgb, &jpeg, NULL, 0, n);
+  double tj[64];
+  for (int i = 0; i < n && i < 64; i++) { /* TurboJPEG, as the encoder was */
+    size_t len;
+    double c0 = cpu_with_children_s();
+    free(turbojpeg_file(&rgb, 90, &len));
+    tj[i] = cpu_with_children_s() - c0;
+  }
+  qsort(tj, (size_t)(n < 64 ? n : 64), sizeof(double), cmp_dbl);
+  fprintf(stderr, "    %-40s %7.2f ms CPU\n", "JPEG quality 90 by tjCompress2",
+          tj[(n < 64 ? n : 64) / 2] * 1e3);
+  cost_line("WebP effort 2, RGB (libwebp, in a child)", &rgb, &webp, NULL, 0, n);
+  cost_line("WebP effort 2, RGBA (libwebp, in a child)", &rgba, &webp, NULL, 0, n);
+  cost_line("lossless WebP, RGB (in a child)", &rgb, &lossless, NULL, 0, n);
+  size_t len;
+  uint8_t *f = bench_file(&rgb, png2, &len);
+  cost_line("decode: PNG (inflate on a thread)", NULL, NULL, f, len, n);
+  free(f);
+  f = bench_file(&rgb, jpeg, &len);
+  cost_line("decode: JPEG", NULL, NULL, f, len, n);
+  free(f);
+  f = bench_file(&rgb, webp, &len);
+  cost_line("decode: lossy WebP (incremental)", NULL, NULL, f, len, n);
+  free(f);
+  f = bench_file(&rgb, lossless, &len);
+  cost_line("decode: lossless WebP (incremental)", NULL, NULL, f, len, n);
+  free(f);
+  codec_image_free(&rgb), codec_image_free(&rgba);
+}
+
 int main(void) {
+  if (getenv("BLURD_STOP_BENCH")) { /* not a test: see bench_stop_latency */
+    bench_stop_latency(atoi(getenv("BLURD_STOP_BENCH")));
+    return 0;
+  }
+  if (getenv("BLURD_STOP_COST")) { /* not a test: see hook_cost */
+    hook_cost(atoi(getenv("BLURD_STOP_COST")));
+    return 0;
+  }
   camera = load("camera.png");
   astronaut = load("astronaut.png");
   coffee = load("coffee.png");
@@ -1624,6 +2277,11 @@ int main(void) {
   RUN(test_exif_parser);
   RUN(test_exif_in_jpeg);
   RUN(test_exif_damaged_jpeg);
+  RUN(test_cancel_jpeg_encode);
+  RUN(test_cancel_jpeg_decode);
+  RUN(test_cancel_stoppable);
+  RUN(test_cancel_child);
+  RUN(test_cancel_conversions);
   codec_image_free(&camera);
   codec_image_free(&astronaut);
   codec_image_free(&coffee);
