@@ -4,6 +4,7 @@
 #include "test.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <curl/curl.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -301,18 +302,41 @@ long server_hwm_kb(const struct server *s) {
   return status_kb(s, "VmHWM:");
 }
 
-double server_cpu_s(const struct server *s) {
+/* The CPU seconds of process pid from /proc/PID/stat (fields 14 to 17: its threads' user and
+ * system time, then its waited-for children's, in clock ticks), *sys the system part, and *ppid
+ * its parent's pid. -1 when it is gone. */
+static double stat_cpu_s(pid_t pid, int children, pid_t *ppid, double *sys) {
   char path[64], buf[1024];
-  unsigned long ut = 0, st = 0;
-  snprintf(path, sizeof(path), "/proc/%d/stat", (int)s->pid);
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
   FILE *f = fopen(path, "r");
   size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
   if (f) fclose(f);
   buf[n] = 0;
-  const char *p = strrchr(buf, ')'); /* the fields after the command's name */
-  if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+  char *p = strrchr(buf, ')');
+  int parent = 0;
+  unsigned long long t[4] = {0, 0, 0, 0};
+  if (!p || sscanf(p + 1, " %*c %d %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu %llu %llu %llu",
+                   &parent, &t[0], &t[1], &t[2], &t[3]) != 5)
     return -1;
-  return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+  double tick = (double)sysconf(_SC_CLK_TCK);
+  if (ppid) *ppid = parent;
+  *sys += (double)(t[1] + (children ? t[3] : 0)) / tick;
+  return (double)(t[0] + t[1] + (children ? t[2] + t[3] : 0)) / tick;
+}
+
+double server_cpu_s(const struct server *s, double *sys) {
+  double mine = 0, other = 0, child_sys = 0, total = stat_cpu_s(s->pid, 1, NULL, sys ? sys : &mine);
+  DIR *d = opendir("/proc");
+  ASSERT(d && total >= 0);
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    pid_t pid = (pid_t)atoi(e->d_name), ppid = 0;
+    double t = pid > 0 && pid != s->pid ? stat_cpu_s(pid, 0, &ppid, &other) : -1;
+    if (t >= 0 && ppid == s->pid) total += t, child_sys += other;
+    other = 0;
+  }
+  closedir(d);
+  if (sys) *sys += child_sys;
+  return total;
 }
 
 int server_close_wait(const struct server *s) {

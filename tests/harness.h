@@ -32,8 +32,10 @@ void server_start_env(struct server *s, const char *const *args, const char *con
 long server_rss_kb(const struct server *s);
 /* Peak resident memory of the server in kB (VmHWM), or -1. */
 long server_hwm_kb(const struct server *s);
-/* The server's CPU time in seconds (user and system, /proc/PID/stat), or -1. */
-double server_cpu_s(const struct server *s);
+/* The server's CPU seconds: its threads', its waited-for children's, and those of the children it
+ * still has (blurd runs libwebp's long encodes in child processes); *sys (may be NULL) gets the
+ * system part added. */
+double server_cpu_s(const struct server *s, double *sys);
 /* How many of the server port's sockets are in CLOSE_WAIT (/proc/net/tcp). */
 int server_close_wait(const struct server *s);
 /* The value of series ("name" or "name{labels}") in the server's /metrics, or -1. */

@@ -373,45 +373,6 @@ static int fin_on_close(void *arg, curl_socket_t fd, curlsocktype purpose) {
   return CURL_SOCKOPT_OK;
 }
 
-/* The CPU seconds of process pid from /proc/PID/stat (fields 14 to 17: its threads' user and
- * system time, then its waited-for children's, in clock ticks), *sys the system part, and *ppid
- * its parent's pid. -1 when it is gone. */
-static double stat_cpu_s(pid_t pid, int children, pid_t *ppid, double *sys) {
-  char path[64], buf[1024];
-  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-  FILE *f = fopen(path, "r");
-  size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
-  if (f) fclose(f);
-  buf[n] = 0;
-  char *p = strrchr(buf, ')');
-  int parent = 0;
-  unsigned long long t[4] = {0, 0, 0, 0};
-  if (!p || sscanf(p + 1, " %*c %d %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu %llu %llu %llu",
-                   &parent, &t[0], &t[1], &t[2], &t[3]) != 5)
-    return -1;
-  double tick = (double)sysconf(_SC_CLK_TCK);
-  if (ppid) *ppid = parent;
-  *sys += (double)(t[1] + (children ? t[3] : 0)) / tick;
-  return (double)(t[0] + t[1] + (children ? t[2] + t[3] : 0)) / tick;
-}
-
-/* The server's CPU seconds (*sys: the system part): its threads', its waited-for children's, and
- * those of the children it still has (blurd runs libwebp's long encodes in child processes). */
-static double server_cpu_s(const struct server *s, double *sys) {
-  double other = 0, child_sys = 0, total = stat_cpu_s(s->pid, 1, NULL, sys);
-  DIR *d = opendir("/proc");
-  ASSERT(d && total >= 0);
-  for (struct dirent *e; (e = readdir(d)) != NULL;) {
-    pid_t pid = (pid_t)atoi(e->d_name), ppid = 0;
-    double t = pid > 0 && pid != s->pid ? stat_cpu_s(pid, 0, &ppid, &other) : -1;
-    if (t >= 0 && ppid == s->pid) total += t, child_sys += other;
-    other = 0;
-  }
-  closedir(d);
-  *sys += child_sys;
-  return total;
-}
-
 struct raw_post { /* a raw image body POSTed on its own thread */
   const struct server *s;
   const char *path;

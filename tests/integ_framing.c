@@ -405,10 +405,10 @@ static void test_half_close(void) {
   const char *env[] = {"BLURD_MAX_COST=0", NULL};
   server_start_env(&s, args, env);
   int fd = raw_connect(&s);
-  double c0 = server_cpu_s(&s);
+  double c0 = server_cpu_s(&s, NULL);
   post_raw(fd, "/variance?method=naive&radius=120&psnr=false", "image/jpeg", img, len);
   usleep(1000 * 1000);
-  double c1 = server_cpu_s(&s);
+  double c1 = server_cpu_s(&s, NULL);
   ASSERT_DBL(c1 - c0, >, 0.3); /* the job runs (minutes of work) */
   ASSERT(shutdown(fd, SHUT_WR) == 0);
   read_until_closed(fd, 2.0, &raw);
@@ -416,9 +416,9 @@ static void test_half_close(void) {
   ASSERT(raw.closed);
   ASSERT_INT(raw.len, ==, 0);
   usleep(200 * 1000);
-  double c2 = server_cpu_s(&s);
+  double c2 = server_cpu_s(&s, NULL);
   usleep(1000 * 1000);
-  double c3 = server_cpu_s(&s);
+  double c3 = server_cpu_s(&s, NULL);
   fprintf(stderr,
           "    CPU %.2f s in the second before the half-close, %.3f s in the second after\n",
           c1 - c0, c3 - c2);

@@ -377,11 +377,12 @@ static void test_warm_start(void) {
     usleep(100000);
   }
   for (int i = 0; i < 11; i++) {
-    double cpu0 = server_cpu_s(&s);
+    double cpu0 = server_cpu_s(&s, NULL);
     ASSERT(http_post_form(&s, "/blur?sigma=12", "image", img, len, NULL, NULL, &r) == 0);
     ASSERT_INT(r.status, ==, 200);
     char desc[64], timing[512];
-    cost[i] = gpu ? http_stage(&r, "total", desc, sizeof(desc)) : 1e3 * (server_cpu_s(&s) - cpu0);
+    cost[i] =
+        gpu ? http_stage(&r, "total", desc, sizeof(desc)) : 1e3 * (server_cpu_s(&s, NULL) - cpu0);
     if (i < 2 && http_header(&r, "Server-Timing", timing, sizeof(timing)))
       fprintf(stderr, "    request %d: %s\n", i + 1, timing);
     http_resp_free(&r);
