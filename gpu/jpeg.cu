@@ -122,7 +122,8 @@ struct dec_req { /* one decode waiting for a batch thread */
 
 /* A batch thread with its decode state and stream. With two, while one waits for its batch the
  * other gathers and decodes the next (docs/engineering-notes.md, "two decoder threads"). */
-#define JPEG_THREADS_MAX 4
+#define JPEG_THREADS_MAX  4
+#define SINGLE_STATES_MAX 32 /* single-image decoder states of a device, at most */
 
 struct dec_lane {
   struct gpu_jpeg *j;
@@ -154,16 +155,47 @@ struct gpu_jpeg {
   int expecting; /* contexts that may still submit for their current job */
   int stop;
   struct gpu_jpeg_stats stats;
+  /* Single-image decodes (images the batched decoder does not take) share a few states, made as
+   * they are first needed: a state costs the process's exit about 25 ms in the driver, so one per
+   * context would make the exit of a server with many workers take seconds. */
+  nvj_state single[SINGLE_STATES_MAX];
+  int nsingle, single_cap;  /* made; the most, half the device's contexts */
+  unsigned single_free;     /* bit i: single[i] is made and not in use */
+  pthread_cond_t single_cv; /* a state came back */
 };
 
 struct jpeg_ctx { /* a context's nvJPEG states */
   struct gpu_jpeg *j;
-  nvj_stream js;   /* header parse for the batched decoder's support check */
-  nvj_state state; /* single-image decodes on j->h */
+  nvj_stream js; /* header parse for the batched decoder's support check */
   nvj_encoder enc;
   nvj_encoder_params params;
   int expecting; /* counted in j->expecting */
 };
+
+/* Takes a single-image decoder state of j into *k, making one while fewer than single_cap are
+ * made, else waiting for one to come back. *k is -1 when none could be made. */
+static nvj_status single_take(struct gpu_jpeg *j, int *k) {
+  nvj_status e = NVJ_STATUS_SUCCESS;
+  pthread_mutex_lock(&j->mu);
+  while (!j->single_free && j->nsingle >= j->single_cap) pthread_cond_wait(&j->single_cv, &j->mu);
+  if (j->single_free) {
+    *k = __builtin_ctz(j->single_free);
+    j->single_free &= ~(1u << *k);
+  } else if ((e = nvj.nvjpegJpegStateCreate(j->h, &j->single[j->nsingle])) == NVJ_STATUS_SUCCESS) {
+    *k = j->nsingle++;
+  } else {
+    *k = -1;
+  }
+  pthread_mutex_unlock(&j->mu);
+  return e;
+}
+
+static void single_give(struct gpu_jpeg *j, int k) {
+  pthread_mutex_lock(&j->mu);
+  j->single_free |= 1u << k;
+  pthread_cond_signal(&j->single_cv);
+  pthread_mutex_unlock(&j->mu);
+}
 
 /* Decodes n requests of one output format in one call; a failed batch image by image. */
 static void decode_group(struct dec_lane *l, struct dec_req **r, int n) {
@@ -251,7 +283,7 @@ static int make_locks(struct gpu_jpeg *j) {
   if (pthread_condattr_init(&a) != 0) return -1;
   pthread_condattr_setclock(&a, CLOCK_MONOTONIC); /* gather's deadlines */
   int rc = pthread_mutex_init(&j->mu, NULL) || pthread_cond_init(&j->work, &a) ||
-           pthread_cond_init(&j->done, NULL);
+           pthread_cond_init(&j->done, NULL) || pthread_cond_init(&j->single_cv, NULL);
   pthread_condattr_destroy(&a);
   return rc ? -1 : 0;
 }
@@ -304,6 +336,8 @@ struct gpu_jpeg *gpu_jpeg_new(int dev, int batch_wait_us, int max_batch, int thr
   j->dev = dev;
   j->wait_ms = batch_wait_us / 1e3;
   j->max_batch = max_batch > 0 ? max_batch : 1;
+  j->single_cap =
+      (j->max_batch + 1) / 2 < SINGLE_STATES_MAX ? (j->max_batch + 1) / 2 : SINGLE_STATES_MAX;
   j->threads = threads < 1 ? 1 : threads > JPEG_THREADS_MAX ? JPEG_THREADS_MAX : threads;
   int ok = cudaSetDevice(dev) == cudaSuccess && open_decoder(j, err, errlen) == 0;
   for (int i = 0; ok && i < j->threads; i++) ok = start_lane(j, &j->lane[i]) == 0;
@@ -326,6 +360,7 @@ void gpu_jpeg_free(struct gpu_jpeg *j) {
       if (j->lane[i].started) pthread_join(j->lane[i].thread, NULL);
     pthread_cond_destroy(&j->work);
     pthread_cond_destroy(&j->done);
+    pthread_cond_destroy(&j->single_cv);
     pthread_mutex_destroy(&j->mu);
   }
   cudaSetDevice(j->dev);
@@ -338,6 +373,7 @@ void gpu_jpeg_free(struct gpu_jpeg *j) {
     free(l->lens);
     free(l->dsts);
   }
+  for (int i = 0; i < j->nsingle; i++) nvj.nvjpegJpegStateDestroy(j->single[i]);
   if (j->batch_h) nvj.nvjpegDestroy(j->batch_h);
   if (j->h) nvj.nvjpegDestroy(j->h);
   free(j);
@@ -383,7 +419,6 @@ enum gpu_status gpu_ctx_jpeg(struct gpu_ctx *ctx, struct gpu_jpeg *j) {
   ctx->jpeg = jc;
   CUDA_TRY(ctx, cudaSetDevice(ctx->dev));
   nvj_status e = nvj.nvjpegJpegStreamCreate(j->batch_h, &jc->js);
-  if (e == NVJ_STATUS_SUCCESS) e = nvj.nvjpegJpegStateCreate(j->h, &jc->state);
   if (e == NVJ_STATUS_SUCCESS) e = nvj.nvjpegEncoderStateCreate(j->h, &jc->enc, ctx->s);
   if (e == NVJ_STATUS_SUCCESS) e = nvj.nvjpegEncoderParamsCreate(j->h, &jc->params, ctx->s);
   enum gpu_status st = e == NVJ_STATUS_SUCCESS ? warm_up(ctx) : GPU_ERROR;
@@ -400,7 +435,6 @@ void jpeg_ctx_free(struct gpu_ctx *ctx) {
   gpu_jpeg_expect(ctx, 0);
   if (jc->params) nvj.nvjpegEncoderParamsDestroy(jc->params);
   if (jc->enc) nvj.nvjpegEncoderStateDestroy(jc->enc);
-  if (jc->state) nvj.nvjpegJpegStateDestroy(jc->state);
   if (jc->js) nvj.nvjpegJpegStreamDestroy(jc->js);
   free(jc);
   ctx->jpeg = NULL;
@@ -514,9 +548,13 @@ static nvj_status decode_into(struct gpu_ctx *ctx, const struct gpu_jpeg_src *sr
   jc->j->stats.single++;
   pthread_mutex_unlock(&jc->j->mu);
   *codec = "nvjpeg-hybrid";
-  nvj_status e = nvj.nvjpegDecode(jc->j->h, jc->state, src->data, src->len, fmt, &img, ctx->s);
+  int k;
+  nvj_status e = single_take(jc->j, &k);
+  if (e == NVJ_STATUS_SUCCESS)
+    e = nvj.nvjpegDecode(jc->j->h, jc->j->single[k], src->data, src->len, fmt, &img, ctx->s);
   if (e == NVJ_STATUS_SUCCESS && cudaStreamSynchronize(ctx->s) != cudaSuccess)
     e = NVJ_STATUS_EXECUTION_FAILED;
+  if (k >= 0) single_give(jc->j, k);
   return e;
 }
 
