@@ -249,10 +249,12 @@ const char *op_choice(const struct endpoint *ep, const void *params, const char 
  * "input" is input. No ICC profile. */
 struct codec_encode_opts op_output(const struct endpoint *ep, const void *params,
                                    enum codec_format input);
-/* The budget of one request: API_OK when ep's estimate for params and the image (its header) is
- * within ctx's --max-cost (or there is none, or the header cannot be read: the decoder will say
- * why), else API_TOO_EXPENSIVE with a sentence in msg and the estimate in *estimate_s. The
- * estimate is ep's cost (the filter and the PSNR) plus the answer's encode (op_encode_s). */
+/* The budget of one request, from its image's header: API_IMAGE_TOO_LARGE when the image
+ * passes ctx's --max-width, --max-height or --max-pixels (whatever its cost); else API_OK when
+ * ep's estimate for params and the image is within ctx's --max-cost (or there is none, or the
+ * header cannot be read: the decoder will say why); else API_TOO_EXPENSIVE. msg then holds a
+ * sentence; *estimate_s is the estimate (0 when not made): ep's cost (the filter and the PSNR)
+ * plus the answer's encode (op_encode_s). */
 enum api_error op_budget(const struct api_ctx *ctx, const struct endpoint *ep, const void *params,
                          const uint8_t *image, size_t len, double *estimate_s, char *msg,
                          size_t msglen);

@@ -183,7 +183,7 @@ static void test_budget(void) {
   ctx.cfg.max_cost = 30; /* a header that cannot be read: the decoder will say why */
   ASSERT_INT(op_budget(&ctx, &api_variance_endpoint, &vp, png, 20, &est, msg, sizeof(msg)), ==,
              API_OK);
-  /* the encode counts at most the pixel limit's worth: larger images never decode */
+  /* the encode's part */
   static union {
     max_align_t align;
     unsigned char bytes[OP_PARAMS_MAX];
@@ -194,9 +194,28 @@ static void test_budget(void) {
   ctx.cfg.max_pixels = 0; /* none: 48 MP of RGB at 380 ns */
   op_budget(&ctx, &api_convert_endpoint, cp.bytes, png, sizeof(png), &est, msg, sizeof(msg));
   ASSERT_DBL(fabs(est - 48e6 * 380e-9), <, 1e-6);
-  ctx.cfg.max_pixels = 40000000;
-  op_budget(&ctx, &api_convert_endpoint, cp.bytes, png, sizeof(png), &est, msg, sizeof(msg));
-  ASSERT_DBL(fabs(est - 40e6 * 380e-9), <, 1e-6);
+  /* an image past the pixel or side limits is refused for that, whatever its cost */
+  ctx.cfg.max_pixels = 40000000; /* 48 MP */
+  ASSERT_INT(
+      op_budget(&ctx, &api_convert_endpoint, cp.bytes, png, sizeof(png), &est, msg, sizeof(msg)),
+      ==, API_IMAGE_TOO_LARGE);
+  ASSERT(strstr(msg, "48000000 pixels (8000x6000)") && strstr(msg, "--max-pixels"));
+  ASSERT_DBL(est, ==, 0);
+  ctx.cfg.max_cost = 0; /* without a budget too */
+  ASSERT_INT(
+      op_budget(&ctx, &api_convert_endpoint, cp.bytes, png, sizeof(png), &est, msg, sizeof(msg)),
+      ==, API_IMAGE_TOO_LARGE);
+  ctx.cfg.max_pixels = 0, ctx.cfg.max_width = 7999;
+  ASSERT_INT(
+      op_budget(&ctx, &api_convert_endpoint, cp.bytes, png, sizeof(png), &est, msg, sizeof(msg)),
+      ==, API_IMAGE_TOO_LARGE);
+  ASSERT(strstr(msg, "8000 pixels wide") && strstr(msg, "--max-width"));
+  ctx.cfg.max_width = 0, ctx.cfg.max_height = 5999;
+  ASSERT_INT(
+      op_budget(&ctx, &api_convert_endpoint, cp.bytes, png, sizeof(png), &est, msg, sizeof(msg)),
+      ==, API_IMAGE_TOO_LARGE);
+  ASSERT(strstr(msg, "6000 pixels high") && strstr(msg, "--max-height"));
+  ctx.cfg.max_height = 0;
   struct codec_shape s;
   ASSERT_INT(codec_probe(png, sizeof(png), &s), ==, 0);
   ASSERT_INT(s.width, ==, 8000);

@@ -135,19 +135,37 @@ double op_encode_s(const struct codec_encode_opts *o, const struct codec_shape *
   return px * ns * 1e-9;
 }
 
+/* API_IMAGE_TOO_LARGE, with a sentence in msg, when the image of shape s passes ctx's limits on
+ * its width, height or pixels (as the decoder would find, before any cost is counted). */
+static enum api_error image_limits(const struct api_ctx *ctx, const struct codec_shape *s,
+                                   char *msg, size_t msglen) {
+  const struct api_config *c = &ctx->cfg;
+  uint64_t px = (uint64_t)s->width * (uint64_t)s->height;
+  if (c->max_width && (uint32_t)s->width > c->max_width)
+    snprintf(msg, msglen, "The image is %d pixels wide; the limit (--max-width) is %u.", s->width,
+             c->max_width);
+  else if (c->max_height && (uint32_t)s->height > c->max_height)
+    snprintf(msg, msglen, "The image is %d pixels high; the limit (--max-height) is %u.", s->height,
+             c->max_height);
+  else if (c->max_pixels && px > c->max_pixels)
+    snprintf(msg, msglen, "The image has %llu pixels (%dx%d); the limit (--max-pixels) is %llu.",
+             (unsigned long long)px, s->width, s->height, (unsigned long long)c->max_pixels);
+  else
+    return API_OK;
+  return API_IMAGE_TOO_LARGE;
+}
+
 enum api_error op_budget(const struct api_ctx *ctx, const struct endpoint *ep, const void *params,
                          const uint8_t *image, size_t len, double *estimate_s, char *msg,
                          size_t msglen) {
   struct codec_shape shape;
   double limit = ctx->cfg.max_cost;
   *estimate_s = 0;
-  if (limit <= 0 || codec_probe(image, len, &shape) != 0) return API_OK;
-  /* only an image within the pixel limit decodes, and so gets encoded: an image over it is not
-   * refused for its encode, and gets the decoder's 422 image_too_large */
+  if (codec_probe(image, len, &shape) != 0) return API_OK;
+  enum api_error e = image_limits(ctx, &shape, msg, msglen);
+  if (e != API_OK || limit <= 0) return e;
   struct codec_encode_opts out = op_output(ep, params, codec_sniff(image, len));
-  double px = (double)shape.width * shape.height, most = (double)ctx->cfg.max_pixels;
-  double encode = op_encode_s(&out, &shape) * (most > 0 && px > most ? most / px : 1);
-  *estimate_s = (ep->cost ? ep->cost(params, &shape) : 0) + encode;
+  *estimate_s = (ep->cost ? ep->cost(params, &shape) : 0) + op_encode_s(&out, &shape);
   if (*estimate_s <= limit) return API_OK;
   snprintf(msg, msglen,
            "This request would take about %.1f s of one CPU core (%s on a %dx%d image of %d "
