@@ -272,20 +272,21 @@ double op_request_s(const uint8_t *image, size_t len, const struct codec_shape *
   return ns * 1e-9;
 }
 
-/* API_IMAGE_TOO_LARGE, with a sentence in msg, when the image of shape s passes ctx's limits on
- * its width, height or pixels (as the decoder would find, before any cost is counted). */
+/* API_IMAGE_TOO_LARGE, with a sentence in msg (the decoder's words, and the flag), when the image
+ * of shape s passes ctx's limits on its width, height or pixels, before any cost is counted. */
 static enum api_error image_limits(const struct api_ctx *ctx, const struct codec_shape *s,
                                    char *msg, size_t msglen) {
   const struct api_config *c = &ctx->cfg;
   uint64_t px = (uint64_t)s->width * (uint64_t)s->height;
   if (c->max_width && (uint32_t)s->width > c->max_width)
-    snprintf(msg, msglen, "The image is %d pixels wide; the limit (--max-width) is %u.", s->width,
+    snprintf(msg, msglen, "The image's width %d exceeds the limit of %u (--max-width).", s->width,
              c->max_width);
   else if (c->max_height && (uint32_t)s->height > c->max_height)
-    snprintf(msg, msglen, "The image is %d pixels high; the limit (--max-height) is %u.", s->height,
-             c->max_height);
+    snprintf(msg, msglen, "The image's height %d exceeds the limit of %u (--max-height).",
+             s->height, c->max_height);
   else if (c->max_pixels && px > c->max_pixels)
-    snprintf(msg, msglen, "The image has %llu pixels (%dx%d); the limit (--max-pixels) is %llu.",
+    snprintf(msg, msglen,
+             "The image's pixel count %llu (%dx%d) exceeds the limit of %llu (--max-pixels).",
              (unsigned long long)px, s->width, s->height, (unsigned long long)c->max_pixels);
   else
     return API_OK;
