@@ -241,6 +241,10 @@ struct cpu_blur op_blur_cpu(const struct blur_params *p, int width, int height);
  * the PSNR's reference included when psnr: the filter stage and the reference stage of the cost
  * model (its constants: api/ops/cost_table.h; docs/operations.md, "Limits and costs"). */
 double op_blur_s(const struct cpu_blur *b, int psnr, int width, int height, int channels);
+/* Seconds of CPU that a region's box of width x height x channels costs beyond its blur (cut out
+ * of the image, blended back), and that copying the input first costs when boxes overlap. */
+double op_region_box_s(int width, int height, int channels);
+double op_region_copy_s(int width, int height, int channels);
 /* Whether the request gave parameter name of ep (given: its mask, struct endpoint). */
 int op_given(const struct endpoint *ep, unsigned given, const char *name);
 /* The value of ep's int (or enum) parameter name in params, or def when ep has none. */

@@ -9,7 +9,7 @@
 # file in a temporary folder: noise (the slowest content for the codecs) and, for the codecs,
 # smooth noise (blurred at sigma 3), from 128x128 to 16000x1000, 8 and 16 bits, gray to RGBA,
 # stored PNGs and their JPEG and WebP. A request's cost is the growth of the server's utime +
-# stime (/proc/PID/stat) across it: the mean over as many requests as MIN_CPU seconds (0.3) take,
+# stime, its waited-for children's included (/proc/PID/stat), across it: the mean over as many requests as MIN_CPU seconds (0.3) take,
 # the first left out unless it takes a second or more. Every point is measured in each of ROUNDS
 # passes (2) and their mean taken, so that what else the machine runs weighs less. Each term is
 # a least-squares fit, in relative error and with no negative constant, of the model's formula
@@ -162,8 +162,10 @@ class Server:
             self.post(BASE, warm)
 
     def cpu(self):
+        """utime + stime of all its threads and of the children it waited for (a codec may run
+        in one)."""
         f = open(f"/proc/{self.p.pid}/stat").read().rsplit(")", 1)[1].split()
-        return (int(f[11]) + int(f[12])) / TCK
+        return (int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])) / TCK
 
     def post(self, path, body):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=3600)
@@ -476,14 +478,17 @@ def calibrate_blur():
     # base per sample (the error sums, the rounding into the image) and per line
     pts = [(f"method=separable&sigma={s}", w, w, c) for s, w, c in
            [(1, 1000, 3), (4, 1000, 3), (12, 1000, 3), (40, 1000, 3), (100, 1000, 3),
-            (12, 2000, 3), (12, 1000, 4), (4, 256, 3), (1, 256, 4), (8, 2000, 4)]]
+            (12, 2000, 3), (12, 1000, 4), (4, 256, 3), (1, 256, 4), (8, 2000, 4), (2, 3000, 4),
+            (12, 4000, 3)]]
     rows = blur_rows(pts, lambda q, w, h, c: [w * h * c, (w + h) * c, w * h if c in (2, 4) else 0,
+                                              w * h * c * ramp(w * h * c, L3 / 8, L3),
                                               w * h * c * strips_features(radius(sigmas(q)[0], 4),
                                                                           radius(sigmas(q)[1], 4), w, h)[1]],
                      "/blur?{}&psnr=true&format=png&compression=0")
-    T["REFERENCE_NS_SAMPLE"], T["REFERENCE_NS_LINE"], T["REFERENCE_NS_ALPHA"] = fitted(
-        "the exact reference", [(f[:3], y, k + T["STRIPS_NS_TAP"] * f[3]) for f, y, k in rows],
-        ["ns/sample", "ns/line", "ns/pixel with alpha"])
+    (T["REFERENCE_NS_SAMPLE"], T["REFERENCE_NS_LINE"], T["REFERENCE_NS_ALPHA"],
+     T["REFERENCE_MEM_NS_SAMPLE"]) = fitted(
+        "the exact reference", [(f[:4], y, k + T["STRIPS_NS_TAP"] * f[4]) for f, y, k in rows],
+        ["ns/sample", "ns/line", "ns/pixel with alpha", "ns/sample out of cache"])
 
     for m in ["yvv", "deriche", "yvv2way"]:
         pts = [(f"method={m}&sigma={s}", w, w, 3) for s in [2, 20, 100] for w in [256, 1000, 2000]]
@@ -530,17 +535,19 @@ def calibrate_regions_sharpen():
     rows = []
     for n, s, w, c, side, f in [(64, 2, 1000, 4, 1000, 0), (64, 8, 2000, 3, 250, 0), (16, 20, 2000, 3, 500, 0),
                                 (8, 4, 2000, 3, 100, 0), (1, 2, 1000, 3, 1000, 0), (32, 8, 3000, 3, 300, 0),
-                                (16, 20, 2000, 3, 200, 16), (8, 8, 3000, 4, 300, 32)]:
+                                (16, 20, 2000, 3, 200, 16), (8, 8, 3000, 4, 300, 32),
+                                (8, 2, 3000, 4, 3000, 0)]:
         img = image(w, w, c)
         regions = [((i * 397) % (w - side + 1), (i * 211) % (w - side + 1), side, side) for i in range(n)]
         q = ";".join(",".join(map(str, r)) for r in regions)
         boxes, overlap = region_boxes(regions, w, w, radius(s, 4) + 16 + f, f)
         y = measure(BLUR.format(f"method=yvv&sigma={s}&feather={f}&regions={q}"), img) * 1e9
         blur = sum(blur_model_ns("yvv", s, bw, bh, c) for bw, bh in boxes)
-        rows.append(([sum(bw * bh * c for bw, bh in boxes), n, samples(img) if overlap else 0], y,
+        rows.append(([sum(bw * bh * c for bw, bh in boxes), n, samples(img) if overlap else 0,
+                      sum(bw * bh * c * ramp(bw * bh * c, L3 / 8, L3) for bw, bh in boxes)], y,
                      base(img) + blur))
-    T["REGION_NS_SAMPLE"], T["REGION_NS"], T["REGION_COPY_NS_SAMPLE"] = fitted(
-        "regions", rows, ["ns/box sample", "ns/region", "ns/sample copied"])
+    T["REGION_NS_SAMPLE"], T["REGION_NS"], T["REGION_COPY_NS_SAMPLE"], T["REGION_MEM_NS_SAMPLE"] = fitted(
+        "regions", rows, ["ns/box sample", "ns/region", "ns/sample copied", "ns/box sample out of cache"])
     rows = []
     for q, w, c in [("sigma=1&method=yvv", 1000, 3), ("sigma=2&method=yvv&luma=true", 1000, 3),
                     ("sigma=2&method=yvv", 2000, 4), ("sigma=5&method=yvv", 256, 3)]:
@@ -643,11 +650,15 @@ DOC = [
                       "COST_L3_BYTES (log-linear between)."),
     ("SEP_NS_SAMPLE", "separable in single-precision tiles (sep.c, radii up to 64), then in strips "
                       "of doubles (image.c), the PSNR's exact reference (those strips at truncate 4, "
-                      "per tap STRIPS_NS_TAP), yvv, deriche, yvv2way and pyramid: per sample, per "
-                      "tap or multiply-add, per line (a row or a column of a channel), per pixel "
-                      "with alpha."),
+                      "per tap STRIPS_NS_TAP; REFERENCE_MEM_NS_SAMPLE more per sample as the image "
+                      "grows from COST_L3_BYTES / 8 to COST_L3_BYTES samples, its planes of doubles "
+                      "fresh pages), yvv, deriche, yvv2way and pyramid: per sample, per tap or "
+                      "multiply-add, per line (a row or a column of a channel), per pixel with "
+                      "alpha."),
     ("REGION_NS_SAMPLE", "Regions: per sample of the boxes beyond their blur (cut out, blended "
-                         "back), per region, per sample of the input copied when boxes overlap."),
+                         "back), per region, per sample of the input copied when boxes overlap; "
+                         "REGION_MEM_NS_SAMPLE more per sample of a box as it grows from "
+                         "COST_L3_BYTES / 8 to COST_L3_BYTES samples."),
     ("UNSHARP_NS_SAMPLE", "/sharpen's mask, per sample."),
     ("VAR_EXACT_NS_PIXEL", "/variance per pixel: exact; a colour image's luma; naive, koenig and "
                            "welford per pixel and per pixel of the window; pairwise and threewise "

@@ -3,7 +3,8 @@
  * the cache, the exact reference, regions, an O(r^2) variance, a large kernel, WebP and PNG at
  * their slowest settings on the content they are slowest on), each estimated by the model
  * (op_budget, the code the server runs on the request's header) and measured as the server's CPU
- * time: utime + stime of all its threads (/proc/PID/stat) across the request. Each must agree
+ * time: utime + stime of all its threads and of the children it waited for (/proc/PID/stat)
+ * across the request. Each must agree
  * within 2x either way. CPU time, not wall time: other processes on the machine delay the answer,
  * not its work. The model's constants are measured by scripts/cost-calibration.sh
  * (api/ops/cost_table.h) on one machine; on a much faster or slower one this test fails and says by
@@ -51,7 +52,8 @@ static double estimate(const char *name, const char *query, const char *params, 
   return est;
 }
 
-/* The server's CPU time so far in seconds: user and system, all its threads. */
+/* The server's CPU time so far in seconds: user and system, all its threads, and the children
+ * it has waited for (a codec may run in one). */
 static double server_cpu(void) {
   char path[64], buf[1024];
   snprintf(path, sizeof(path), "/proc/%d/stat", (int)srv.pid);
@@ -62,9 +64,10 @@ static double server_cpu(void) {
   buf[n] = 0;
   char *p = strrchr(buf, ')'); /* the name may hold spaces; the fields follow it */
   unsigned long long utime = 0, stime = 0;
-  ASSERT(p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime,
-                     &stime) == 2);
-  return (double)(utime + stime) / sysconf(_SC_CLK_TCK);
+  long long cutime = 0, cstime = 0;
+  ASSERT(p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %lld %lld",
+                     &utime, &stime, &cutime, &cstime) == 4);
+  return (double)(utime + stime + cutime + cstime) / sysconf(_SC_CLK_TCK);
 }
 
 /* A multipart form of the image and the params JSON (caller frees). */

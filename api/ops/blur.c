@@ -4,7 +4,6 @@
  * on each backend: cpu_blur_image on the CPU box by box, gpu_blur_resident and gpu_blur_regions on
  * the device, where the image stays. */
 #include "../api_int.h"
-#include "cost_table.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -124,16 +123,14 @@ static double blur_cost(const void *params, const struct codec_shape *s) {
   char msg[8];
   if (p->regions.n == 0) return op_blur_s(&b, p->psnr, s->width, s->height, s->channels);
   if (blur_regions_of(p, &b, s->width, s->height, r, msg, 0) != API_OK) return 0; /* a 400 */
-  double ns = boxes_overlap(r, p->regions.n, p->feather)
-                  ? (double)s->width * s->height * s->channels * COST_REGION_COPY_NS_SAMPLE
-                  : 0,
-         seconds = 0;
+  double seconds = boxes_overlap(r, p->regions.n, p->feather)
+                       ? op_region_copy_s(s->width, s->height, s->channels)
+                       : 0;
   for (int i = 0; i < p->regions.n; i++) {
     int w = r[i].box[2], h = r[i].box[3];
-    seconds += op_blur_s(&b, p->psnr, w, h, s->channels);
-    ns += (double)w * h * s->channels * COST_REGION_NS_SAMPLE + COST_REGION_NS;
+    seconds += op_blur_s(&b, p->psnr, w, h, s->channels) + op_region_box_s(w, h, s->channels);
   }
-  return seconds + ns * 1e-9;
+  return seconds;
 }
 
 const struct endpoint api_blur_endpoint = {"/blur",    blur_params,  OP_NPARAMS(blur_params),

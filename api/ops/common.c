@@ -72,13 +72,15 @@ struct terms { /* a blur's cost: ns per sample, per line (a row or a column of a
 };
 
 /* The exact reference (image.c's strips of doubles at CPU_TRUNCATE), its error sums and its
- * rounding. */
-static struct terms reference(const struct cpu_blur *b, int w, int h) {
-  return (struct terms){COST_REFERENCE_NS_SAMPLE +
-                            COST_STRIPS_NS_TAP *
-                                (strip_taps(cpu_gauss_radius(b->sigma_x, CPU_TRUNCATE), w) +
-                                 strip_taps(cpu_gauss_radius(b->sigma_y, CPU_TRUNCATE), h)),
-                        COST_REFERENCE_NS_LINE, COST_REFERENCE_NS_ALPHA};
+ * rounding, on a w x h image of samples samples: dearer a sample as they grow from an eighth of
+ * the last-level cache to all of it (its planes of doubles, fresh pages each time). */
+static struct terms reference(const struct cpu_blur *b, int w, int h, double samples) {
+  return (struct terms){
+      COST_REFERENCE_NS_SAMPLE +
+          COST_REFERENCE_MEM_NS_SAMPLE * ramp(samples, COST_L3_BYTES / 8.0, COST_L3_BYTES) +
+          COST_STRIPS_NS_TAP * (strip_taps(cpu_gauss_radius(b->sigma_x, CPU_TRUNCATE), w) +
+                                strip_taps(cpu_gauss_radius(b->sigma_y, CPU_TRUNCATE), h)),
+      COST_REFERENCE_NS_LINE, COST_REFERENCE_NS_ALPHA};
 }
 
 /* pyramid along a line of n samples whose sigma is sigma: cpu_pyramid_line's multiply-adds per
@@ -121,13 +123,26 @@ static struct terms filter(const struct cpu_blur *b, int w, int h) {
 }
 
 double op_blur_s(const struct cpu_blur *b, int psnr, int width, int height, int channels) {
-  struct terms t = {0, 0, 0}, r = psnr ? reference(b, width, height) : t;
+  double px = (double)width * height, alpha = channels == 2 || channels == 4 ? px : 0;
+  struct terms t = {0, 0, 0}, r = psnr ? reference(b, width, height, px * channels) : t;
   if (!(psnr && cpu_separable_exact(b))) /* else the reference is the filter */
     t = filter(b, width, height);
-  double px = (double)width * height, alpha = channels == 2 || channels == 4 ? px : 0;
   return (px * channels * (t.sample + r.sample) +
           (double)(width + height) * channels * (t.line + r.line) + alpha * (t.alpha + r.alpha)) *
          1e-9;
+}
+
+double op_region_box_s(int width, int height, int channels) {
+  double samples = (double)width * height * channels;
+  return (samples *
+              (COST_REGION_NS_SAMPLE +
+               COST_REGION_MEM_NS_SAMPLE * ramp(samples, COST_L3_BYTES / 8.0, COST_L3_BYTES)) +
+          COST_REGION_NS) *
+         1e-9;
+}
+
+double op_region_copy_s(int width, int height, int channels) {
+  return (double)width * height * channels * COST_REGION_COPY_NS_SAMPLE * 1e-9;
 }
 
 struct cpu_blur op_blur_of(const struct blur_params *p, int width, int height,

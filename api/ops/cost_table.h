@@ -25,11 +25,11 @@
 #define COST_DECODE_PNG_NS_SAMPLE 0.1297
 #define COST_DECODE_PNG_NS_BYTE 0
 #define COST_DECODE_PNG_NS_ALPHA 0.8539
-#define COST_DECODE_JPEG_NS_SAMPLE 0.1113
+#define COST_DECODE_JPEG_NS_SAMPLE 0.1115
 #define COST_DECODE_JPEG_NS_BYTE 4.81
 #define COST_DECODE_JPEG_NS_ALPHA 0
-#define COST_DECODE_WEBP_NS_SAMPLE 0.9348
-#define COST_DECODE_WEBP_NS_BYTE 19.53
+#define COST_DECODE_WEBP_NS_SAMPLE 0.9344
+#define COST_DECODE_WEBP_NS_BYTE 19.54
 #define COST_DECODE_WEBP_NS_ALPHA 0
 #define COST_DECODE_WEBPLL_NS_SAMPLE 2.946
 #define COST_DECODE_WEBPLL_NS_BYTE 0
@@ -77,9 +77,11 @@
 #define COST_FIR_COL_MEM_NS_TAP 0.5204
 
 /* separable in single-precision tiles (sep.c, radii up to 64), then in strips of doubles
- * (image.c), the PSNR's exact reference (those strips at truncate 4, per tap STRIPS_NS_TAP),
- * yvv, deriche, yvv2way and pyramid: per sample, per tap or multiply-add, per line (a row or a
- * column of a channel), per pixel with alpha. */
+ * (image.c), the PSNR's exact reference (those strips at truncate 4, per tap STRIPS_NS_TAP;
+ * REFERENCE_MEM_NS_SAMPLE more per sample as the image grows from COST_L3_BYTES / 8 to
+ * COST_L3_BYTES samples, its planes of doubles fresh pages), yvv, deriche, yvv2way and pyramid:
+ * per sample, per tap or multiply-add, per line (a row or a column of a channel), per pixel
+ * with alpha. */
 #define COST_SEP_NS_SAMPLE 0.1368
 #define COST_SEP_NS_TAP 0.02111
 #define COST_SEP_NS_LINE 3.934
@@ -88,9 +90,10 @@
 #define COST_STRIPS_NS_TAP 0.04917
 #define COST_STRIPS_NS_LINE 152.4
 #define COST_STRIPS_NS_ALPHA 0
-#define COST_REFERENCE_NS_SAMPLE 1.834
-#define COST_REFERENCE_NS_LINE 160.5
-#define COST_REFERENCE_NS_ALPHA 6.627
+#define COST_REFERENCE_NS_SAMPLE 1.81
+#define COST_REFERENCE_NS_LINE 164.3
+#define COST_REFERENCE_NS_ALPHA 6.607
+#define COST_REFERENCE_MEM_NS_SAMPLE 0.3712
 #define COST_YVV_NS_SAMPLE 2.074
 #define COST_YVV_NS_LINE 44.45
 #define COST_YVV_NS_ALPHA 4.456
@@ -106,10 +109,12 @@
 #define COST_PYRAMID_NS_ALPHA 5.433
 
 /* Regions: per sample of the boxes beyond their blur (cut out, blended back), per region, per
- * sample of the input copied when boxes overlap. */
+ * sample of the input copied when boxes overlap; REGION_MEM_NS_SAMPLE more per sample of a box
+ * as it grows from COST_L3_BYTES / 8 to COST_L3_BYTES samples. */
 #define COST_REGION_NS_SAMPLE 0.2071
 #define COST_REGION_NS 0
 #define COST_REGION_COPY_NS_SAMPLE 0
+#define COST_REGION_MEM_NS_SAMPLE 2.296
 
 /* /sharpen's mask, per sample. */
 #define COST_UNSHARP_NS_SAMPLE 8.093
