@@ -7,19 +7,20 @@
 #
 # It starts BLURD --backend cpu on 127.0.0.1 and sends it requests one at a time, every image a
 # file in a temporary folder: noise (the slowest content for the codecs) and, for the codecs,
-# smooth noise (blurred at sigma 3), from 128x128 to 16000x1000, 8 and 16 bits, gray to RGBA,
-# stored PNGs and their JPEG and WebP. A request's cost is the growth of the server's utime +
-# stime, its waited-for children's included (/proc/PID/stat), across it: the mean over as many requests as MIN_CPU seconds (0.3) take,
-# the first left out unless it takes a second or more. Every point is measured in each of ROUNDS
-# passes (2) and their mean taken, so that what else the machine runs weighs less. Each term is
-# a least-squares fit, in relative error and with no negative constant, of the model's formula
+# smooth noise (blurred at sigma 3; for 16-bit PNG, widened from 8 bits), from 128x128 to
+# 16000x1000 and 5000x5000, 8 and 16 bits, gray to RGBA, stored PNGs and their JPEG and WebP. A
+# request's cost is the growth of the server's utime + stime, its waited-for children's included
+# (/proc/PID/stat), across it: the mean over as many requests as MIN_CPU seconds (0.3) take, the
+# first left out unless it takes a second or more. Every point is measured in each of ROUNDS
+# passes (2) and their mean taken, so that what else the machine runs weighs less. Each term is a
+# least-squares fit, in relative error and with no negative constant, of the model's formula
 # (mirrored below from api/ops/) to its points, what is known of them already (the request, or the
 # same image's /convert?format=png&compression=0) counted as known; each fit prints its constants
-# and the range of model / measured over its points. The terms and the points:
-# docs/operations.md ("Limits and costs") and docs/engineering-notes.md ("Cost model, measured over
-# the parameter space"). About an hour on two cores. COST_CACHE=FILE keeps the measurements in
-# FILE and reuses them on the next run (to refit, or to add a pass); ONLY=NAME runs the request's
-# and the decoders' steps and the one whose name ends in NAME (io, decode, encode, blur, sharpen,
+# and the range of model / measured over its points. The terms and the points: docs/operations.md
+# ("Limits and costs") and docs/engineering-notes.md ("Cost model, measured over the parameter
+# space"). About 20 minutes a pass on two cores. COST_CACHE=FILE keeps the measurements in FILE
+# and reuses them on the next run (to refit, or to add a pass); ONLY=NAME runs the request's and
+# the decoders' steps and the one whose name ends in NAME (io, decode, encode, blur, sharpen,
 # variance, others), and writes no table.
 set -eu
 BIN=${1:-build/blurd}
