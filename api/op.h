@@ -234,9 +234,17 @@ struct cpu_blur op_blur_of(const struct blur_params *p, int width, int height,
  * computes it exactly and measures it in the same pass (env->measures_itself): the image and its
  * PSNR then cost what the reference alone costs after any other method. */
 struct cpu_blur op_blur_resolve(struct op_env *env, const struct blur_params *p, struct op_io *io);
-/* ns per sample of blur b on a width x height image, the PSNR reference included when psnr (the
- * cost model of /blur and /sharpen, docs/engineering-notes.md "Cost model"). */
-double op_blur_ns(const struct cpu_blur *b, int psnr, int width, int height);
+/* The blur the CPU backend runs for p on a width x height image: op_blur_resolve's choice there
+ * (auto with the PSNR, no regions and the default truncate is separable measuring itself). */
+struct cpu_blur op_blur_cpu(const struct blur_params *p, int width, int height);
+/* Seconds of CPU that blur b takes on the CPU on a width x height image of channels channels,
+ * the PSNR's reference included when psnr: the filter stage and the reference stage of the cost
+ * model (its constants: api/ops/cost_table.h; docs/operations.md, "Limits and costs"). */
+double op_blur_s(const struct cpu_blur *b, int psnr, int width, int height, int channels);
+/* Seconds of CPU that a region's box of width x height x channels costs beyond its blur (cut out
+ * of the image, blended back), and that copying the input first costs when boxes overlap. */
+double op_region_box_s(int width, int height, int channels);
+double op_region_copy_s(int width, int height, int channels);
 /* Whether the request gave parameter name of ep (given: its mask, struct endpoint). */
 int op_given(const struct endpoint *ep, unsigned given, const char *name);
 /* The value of ep's int (or enum) parameter name in params, or def when ep has none. */
@@ -249,15 +257,20 @@ const char *op_choice(const struct endpoint *ep, const void *params, const char 
  * "input" is input. No ICC profile. */
 struct codec_encode_opts op_output(const struct endpoint *ep, const void *params,
                                    enum codec_format input);
-/* The budget of one request: API_OK when ep's estimate for params and the image (its header) is
- * within ctx's --max-cost (or there is none, or the header cannot be read: the decoder will say
- * why), else API_TOO_EXPENSIVE with a sentence in msg and the estimate in *estimate_s. The
- * estimate is ep's cost (the filter and the PSNR) plus the answer's encode (op_encode_s). */
+/* The budget of one request, from its image's header: API_IMAGE_TOO_LARGE when the image
+ * passes ctx's --max-width, --max-height or --max-pixels (whatever its cost); else API_OK when
+ * the estimate (op_request_s, ep's cost, op_encode_s) is within ctx's --max-cost (or there is
+ * none, or the header cannot be read: the decoder will say why); else API_TOO_EXPENSIVE. msg
+ * then holds a sentence; *estimate_s is the estimate in seconds of CPU (0 when not made). */
 enum api_error op_budget(const struct api_ctx *ctx, const struct endpoint *ep, const void *params,
                          const uint8_t *image, size_t len, double *estimate_s, char *msg,
                          size_t msglen);
-/* Seconds of one core that encoding an answer of s's size with o costs at most, by the cost
- * model (noise, the slowest content; scripts/cost-calibration.sh). */
+/* Seconds of CPU that the request of the image file image (len bytes, shape s) costs whatever its
+ * operation: the request, the upload, the decode, the answer's buffers and a stored PNG of it
+ * written and sent (the cost model's base). */
+double op_request_s(const uint8_t *image, size_t len, const struct codec_shape *s);
+/* Seconds of CPU that encoding an answer of s's shape with o adds to a stored PNG's, by the cost
+ * model: the slower of noise and smooth content measured. */
 double op_encode_s(const struct codec_encode_opts *o, const struct codec_shape *s);
 /* Region i of rg clipped to a width x height image into rect (x0, y0, x1, y1); API_BAD_PARAMETER
  * with a sentence when nothing is left. */

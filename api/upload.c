@@ -130,6 +130,7 @@ struct api_response *upload_check(struct api_ctx *ctx, const struct endpoint *ep
                               "The upload is neither a PNG, a JPEG nor a WebP file.");
   enum api_error e = op_budget(ctx, ep, params, image, len, &estimate, msg, sizeof(msg));
   if (e == API_OK) return NULL;
+  if (e != API_TOO_EXPENSIVE) return api_error_response(e, msg); /* past the image limits */
   /* one decimal, as in the sentence */
   return response_error(e, msg,
                         json_pack("{s:f, s:f}", "estimate_s", round(estimate * 10) / 10,

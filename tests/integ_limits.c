@@ -1,6 +1,7 @@
 /* Integration tests of the request limits against the real binary (issue 33): the cost budget
  * (--max-cost, 422 too_expensive before decoding: an O(r^2) variance radius, fir at a large sigma
- * and truncate, 64 regions over a large RGBA image; a 31x31 kernel on 0.25 MP runs), JSON bodies
+ * and truncate, 64 regions over a large RGBA image; a 31x31 kernel on 0.25 MP runs), an image
+ * past the size limits refused as image_too_large from its header whatever its cost, JSON bodies
  * bounded in values and bytes outside the image and parsed off the HTTP threads, multipart's
  * quoted parameters and empty body, parameter messages, and the demo page's assets open with a
  * key set. Every attack asserts its status, that /healthz answers within a second meanwhile,
@@ -163,6 +164,57 @@ static void test_cost_budget(void) {
   /* nothing was decoded: a 3000x3000 RGBA image alone is 36 MB (the GPU backend starts at about
    * 190 MB, the CPU one at 7) */
   ASSERT_DBL(hwm - before, <, 100);
+}
+
+/* A PNG of only a header (IHDR, an empty IDAT, IEND: 65 bytes) that says width x height, RGB. */
+static size_t header_png(uint8_t *out, uint32_t width, uint32_t height) {
+  static const uint8_t idat[] = {
+      0, 0, 0, 10, 'I', 'D', 'A', 'T', 0x78, 0x9c,
+      3, 0, 0, 0,  0,   1,   0,   0,   0,    0}; /* an empty zlib stream; the CRC is not read */
+  static const uint8_t iend[] = {0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xae, 0x42, 0x60, 0x82};
+  uint8_t ihdr[25] = {0, 0, 0, 13, 'I', 'H', 'D', 'R'};
+  for (int i = 0; i < 4; i++) {
+    ihdr[8 + i] = (uint8_t)(width >> (24 - 8 * i));
+    ihdr[12 + i] = (uint8_t)(height >> (24 - 8 * i));
+  }
+  ihdr[16] = 8, ihdr[17] = 2; /* 8-bit RGB; the CRC (21..24) is not read before the limits */
+  memcpy(out, "\x89PNG\r\n\x1a\n", 8);
+  memcpy(out + 8, ihdr, sizeof(ihdr));
+  memcpy(out + 33, idat, sizeof(idat));
+  memcpy(out + 53, iend, sizeof(iend));
+  return 65;
+}
+
+/* An image past --max-width, --max-height or --max-pixels gets 422 image_too_large, from its
+ * header and whatever its cost: the limit it passes, and no estimate. Its cost would be far past
+ * the budget (a 100000x100000 blur at sigma 300 with the PSNR); within the limits that cost is
+ * what refuses it. */
+static void test_image_limits(void) {
+  static const struct {
+    uint32_t w, h;
+    const char *path, *code, *flag;
+  } cases[] = {
+      {100000, 100000, "/blur?sigma=300", "image_too_large", "--max-width"},
+      {100, 20000, "/variance?method=welford&radius=127", "image_too_large", "--max-height"},
+      {8000, 6000, "/convert?format=webp&effort=6", "image_too_large", "--max-pixels"},
+      {8000, 5000, "/blur?method=fir&sigma=300&truncate=8", "too_expensive", "--max-cost"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    uint8_t png[80];
+    size_t len = header_png(png, cases[i].w, cases[i].h);
+    struct http_resp r;
+    ASSERT_INT(http_request(&srv, "POST", cases[i].path, "image/png", NULL, png, len, &r), ==, 0);
+    fprintf(stderr, "    %ux%u %s: %ld %s in %.1f ms\n", cases[i].w, cases[i].h, cases[i].path,
+            r.status, cases[i].code, r.seconds * 1000);
+    http_expect_error(&r, 422, cases[i].code);
+    json_t *j = json_loads(r.body, 0, NULL), *err = json_object_get(j, "error");
+    ASSERT(strstr(json_string_value(json_object_get(err, "message")), cases[i].flag));
+    ASSERT_INT(json_object_get(err, "estimate_s") != NULL, ==,
+               strcmp(cases[i].code, "too_expensive") == 0);
+    ASSERT_DBL(r.seconds, <, 0.05); /* from the header: nothing decoded */
+    json_decref(j);
+    http_resp_free(&r);
+  }
 }
 
 static void test_within_budget(void) {
@@ -371,6 +423,7 @@ int main(int argc, char **argv) {
   const char *const args[] = {"--workers", "2", NULL};
   server_start(&srv, args);
   RUN_IF(test_cost_budget);
+  RUN_IF(test_image_limits);
   RUN_IF(test_within_budget);
   RUN_IF(test_json_bodies);
   RUN_IF(test_multipart);

@@ -131,9 +131,9 @@ static void test_cost_model(void) {
   const struct endpoint *b = &api_blur_endpoint, *v = &api_variance_endpoint;
   /* the issue's costly cases (seconds of one core; the default budget is 30) */
   double welford = cost(v, "radius=127&method=welford", 500, 500, 3);
-  ASSERT_DBL(welford, >, 60); /* 79 s measured on two cores' worth in the issue, 69 s model */
+  ASSERT_DBL(welford, >, 30);
   ASSERT_DBL(cost(b, "sigma=300&truncate=8&method=fir", 6000, 4000, 3), >, 100);
-  ASSERT_DBL(cost(b, "sigma=300&truncate=8&method=fir", 1920, 1080, 3), <, 10); /* 4.2 s */
+  ASSERT_DBL(cost(b, "sigma=300&truncate=8&method=fir", 1920, 1080, 3), <, 10);
   char q[2048] = "sigma=20&regions=";
   for (int i = 0; i < 64; i++) strcat(q, i ? ";0,0,3000,3000" : "0,0,3000,3000");
   ASSERT_DBL(cost(b, q, 3000, 3000, 4), >, 30);
@@ -146,7 +146,7 @@ static void test_cost_model(void) {
   ASSERT_DBL(cost(&api_contrast_endpoint, "radius=127", 8000, 5000, 4), <, 2);
   ASSERT_DBL(cost(&api_sharpen_endpoint, "sigma=50", 8000, 5000, 4), <, 30);
   ASSERT_DBL(cost(&api_convert_endpoint, "", 8000, 5000, 4), ==, 0);
-  /* a 31x31 kernel on 0.25 MP: about half a second (0.47 s measured at 2 MP per 4.4 s) */
+  /* a 31x31 kernel on 0.25 MP: about half a second */
   char k[4096] = "kernel=[";
   for (int i = 0; i < 961; i++) strcat(k, i ? ",1" : "1");
   strcat(k, "]");
@@ -183,7 +183,8 @@ static void test_budget(void) {
   ctx.cfg.max_cost = 30; /* a header that cannot be read: the decoder will say why */
   ASSERT_INT(op_budget(&ctx, &api_variance_endpoint, &vp, png, 20, &est, msg, sizeof(msg)), ==,
              API_OK);
-  /* the encode counts at most the pixel limit's worth: larger images never decode */
+  /* the estimate is the request's (upload, decode, a stored PNG's answer), the operation's and
+   * what the answer's format adds; /convert has no operation of its own */
   static union {
     max_align_t align;
     unsigned char bytes[OP_PARAMS_MAX];
@@ -191,12 +192,36 @@ static void test_budget(void) {
   ASSERT_INT(params_parse(&api_convert_endpoint, "format=webp&effort=6", NULL, 0, cp.bytes, msg,
                           sizeof(msg)),
              ==, API_OK);
-  ctx.cfg.max_pixels = 0; /* none: 48 MP of RGB at 380 ns */
-  op_budget(&ctx, &api_convert_endpoint, cp.bytes, png, sizeof(png), &est, msg, sizeof(msg));
-  ASSERT_DBL(fabs(est - 48e6 * 380e-9), <, 1e-6);
-  ctx.cfg.max_pixels = 40000000;
-  op_budget(&ctx, &api_convert_endpoint, cp.bytes, png, sizeof(png), &est, msg, sizeof(msg));
-  ASSERT_DBL(fabs(est - 40e6 * 380e-9), <, 1e-6);
+  struct codec_shape shape = {8000, 6000, 3, 8};
+  struct codec_encode_opts webp = op_output(&api_convert_endpoint, cp.bytes, CODEC_PNG);
+  ctx.cfg.max_cost = 1;
+  ASSERT_INT(
+      op_budget(&ctx, &api_convert_endpoint, cp.bytes, png, sizeof(png), &est, msg, sizeof(msg)),
+      ==, API_TOO_EXPENSIVE);
+  ASSERT_NEAR(est, op_request_s(png, sizeof(png), &shape) + op_encode_s(&webp, &shape), 1e-9);
+  ASSERT_DBL(op_encode_s(&webp, &shape), >, 10 * op_request_s(png, sizeof(png), &shape));
+  /* an image past the pixel or side limits is refused for that, whatever its cost */
+  ctx.cfg.max_pixels = 40000000; /* 48 MP */
+  ASSERT_INT(
+      op_budget(&ctx, &api_convert_endpoint, cp.bytes, png, sizeof(png), &est, msg, sizeof(msg)),
+      ==, API_IMAGE_TOO_LARGE);
+  ASSERT(strstr(msg, "pixel count 48000000 (8000x6000) exceeds") && strstr(msg, "--max-pixels"));
+  ASSERT_DBL(est, ==, 0);
+  ctx.cfg.max_cost = 0; /* without a budget too */
+  ASSERT_INT(
+      op_budget(&ctx, &api_convert_endpoint, cp.bytes, png, sizeof(png), &est, msg, sizeof(msg)),
+      ==, API_IMAGE_TOO_LARGE);
+  ctx.cfg.max_pixels = 0, ctx.cfg.max_width = 7999;
+  ASSERT_INT(
+      op_budget(&ctx, &api_convert_endpoint, cp.bytes, png, sizeof(png), &est, msg, sizeof(msg)),
+      ==, API_IMAGE_TOO_LARGE);
+  ASSERT(strstr(msg, "width 8000 exceeds the limit of 7999 (--max-width)"));
+  ctx.cfg.max_width = 0, ctx.cfg.max_height = 5999;
+  ASSERT_INT(
+      op_budget(&ctx, &api_convert_endpoint, cp.bytes, png, sizeof(png), &est, msg, sizeof(msg)),
+      ==, API_IMAGE_TOO_LARGE);
+  ASSERT(strstr(msg, "height 6000 exceeds the limit of 5999 (--max-height)"));
+  ctx.cfg.max_height = 0;
   struct codec_shape s;
   ASSERT_INT(codec_probe(png, sizeof(png), &s), ==, 0);
   ASSERT_INT(s.width, ==, 8000);
@@ -214,10 +239,10 @@ static double enc(enum codec_format f, int level, int effort, int lossless, int 
 }
 
 static void test_encode_cost(void) {
-  ASSERT_DBL(enc(CODEC_WEBP, 6, 6, 0, 4, 8), >, 30); /* 11.5 s measured for 4 MP of noise */
+  ASSERT_DBL(enc(CODEC_WEBP, 6, 6, 0, 4, 8), >, 30); /* lossy WebP's alpha at effort 6 */
   ASSERT_DBL(enc(CODEC_WEBP, 6, 6, 0, 3, 8), <, 30);
   ASSERT_DBL(enc(CODEC_WEBP, 6, -1, 0, 4, 8), <, 10); /* the default effort */
-  ASSERT_DBL(enc(CODEC_PNG, 9, -1, 0, 4, 16), >, 30); /* 6.4 s for 4 MP of smooth RGBA */
+  ASSERT_DBL(enc(CODEC_PNG, 9, -1, 0, 4, 16), >, 30); /* libdeflate's search on smooth images */
   ASSERT_DBL(enc(CODEC_PNG, 9, -1, 0, 4, 8), >, 2 * enc(CODEC_PNG, 9, -1, 0, 2, 8) - 1e-9);
   ASSERT_DBL(enc(CODEC_PNG, 2, -1, 0, 4, 16), <, 2);
   ASSERT_DBL(enc(CODEC_JPEG, 6, -1, 0, 3, 8), <, 2);

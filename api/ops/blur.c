@@ -73,35 +73,64 @@ static enum api_error blur_check(void *params, char *msg, size_t msglen) {
   return API_OK;
 }
 
-/* ---- the cost ---- */
+/* ---- the regions' boxes, and the cost ---- */
 
-/* with regions: copying each box out and blending it back, per sample */
-#define NS_REGION_COPY 2.0
+struct region { /* a region, clipped: its box (x, y, width, height: the region grown by the
+                   filter's reach and the feather, within the image) and itself (x0, y0, x1, y1) */
+  int box[4];
+  int rect[4];
+};
 
-/* Pixels /blur filters: the whole image, or the sum of the regions' boxes (each region clipped,
- * grown by the filter's reach and the feather, clipped again), as the compute cuts them. */
-static double blur_area(const struct blur_params *p, const struct cpu_blur *b,
-                        const struct codec_shape *s) {
-  if (p->regions.n == 0) return (double)s->width * s->height;
+/* The regions of p clipped to a w x h image, with their boxes for blur b; a region outside the
+ * image is a 400 (a sentence in msg). */
+static enum api_error blur_regions_of(const struct blur_params *p, const struct cpu_blur *b, int w,
+                                      int h, struct region *r, char *msg, size_t msglen) {
   int rx = cpu_blur_reach(b, p->sigma_x) + p->feather,
       ry = cpu_blur_reach(b, p->sigma_y) + p->feather;
-  double area = 0;
-  char msg[8];
   for (int i = 0; i < p->regions.n; i++) {
-    int rect[4], box[4];
-    if (op_region_rect(&p->regions, i, s->width, s->height, rect, msg, 0) != API_OK)
-      continue; /* outside: a 400 later */
-    cpu_region_box(s->width, s->height, rx, ry, rect, box);
-    area += (double)box[2] * box[3];
+    enum api_error e = op_region_rect(&p->regions, i, w, h, r[i].rect, msg, msglen);
+    if (e != API_OK) return e;
+    cpu_region_box(w, h, rx, ry, r[i].rect, r[i].box);
   }
-  return area;
+  return API_OK;
 }
 
+/* Whether a later region's box reads pixels that an earlier region's blend changes (its
+ * rectangle grown by feather, within its box): only then must the boxes be cut from a copy of
+ * the input. */
+static int boxes_overlap(const struct region *r, int n, int feather) {
+  for (int i = 0; i < n; i++) {
+    const int *b = r[i].box, *q = r[i].rect;
+    int x0 = q[0] - feather > b[0] ? q[0] - feather : b[0];
+    int y0 = q[1] - feather > b[1] ? q[1] - feather : b[1];
+    int x1 = q[2] + feather < b[0] + b[2] ? q[2] + feather : b[0] + b[2];
+    int y1 = q[3] + feather < b[1] + b[3] ? q[3] + feather : b[1] + b[3];
+    for (int k = i + 1; k < n; k++) {
+      const int *c = r[k].box;
+      if (c[0] < x1 && x0 < c[0] + c[2] && c[1] < y1 && y0 < c[1] + c[3]) return 1;
+    }
+  }
+  return 0;
+}
+
+/* Seconds of CPU of /blur's filter on an image of shape s by the cost model: the whole image's
+ * blur; or each region's box blurred alone (its taps bounded by the box's size), cut out and
+ * blended back, and the input copied first when the boxes overlap, as blur_cpu_regions does. */
 static double blur_cost(const void *params, const struct codec_shape *s) {
   const struct blur_params *p = params;
-  struct cpu_blur b = op_blur_of(p, s->width, s->height, cpu_auto_method);
-  double ns = op_blur_ns(&b, p->psnr, s->width, s->height) + (p->regions.n ? NS_REGION_COPY : 0);
-  return blur_area(p, &b, s) * s->channels * ns * 1e-9;
+  struct cpu_blur b = op_blur_cpu(p, s->width, s->height);
+  struct region r[API_REGIONS_MAX];
+  char msg[8];
+  if (p->regions.n == 0) return op_blur_s(&b, p->psnr, s->width, s->height, s->channels);
+  if (blur_regions_of(p, &b, s->width, s->height, r, msg, 0) != API_OK) return 0; /* a 400 */
+  double seconds = boxes_overlap(r, p->regions.n, p->feather)
+                       ? op_region_copy_s(s->width, s->height, s->channels)
+                       : 0;
+  for (int i = 0; i < p->regions.n; i++) {
+    int w = r[i].box[2], h = r[i].box[3];
+    seconds += op_blur_s(&b, p->psnr, w, h, s->channels) + op_region_box_s(w, h, s->channels);
+  }
+  return seconds;
 }
 
 const struct endpoint api_blur_endpoint = {"/blur",    blur_params,  OP_NPARAMS(blur_params),
@@ -111,7 +140,8 @@ const struct endpoint api_blur_endpoint = {"/blur",    blur_params,  OP_NPARAMS(
 /* ---- /methods ---- */
 
 /* ns per sample of method name at sigma on a 1920x1080 RGB image, from the endpoint's cost
- * function (the filter, and the PSNR reference when psnr). */
+ * function (the filter, and the PSNR reference when psnr; not the request's upload, decode and
+ * encode, which any method pays). */
 static double method_ns(const char *name, double sigma, int psnr) {
   static const struct codec_shape hd = {1920, 1080, 3, 8};
   struct blur_params p;
@@ -135,8 +165,9 @@ static json_t *method_cost(const char *name) {
   }
   return json_pack("{s:o, s:o, s:s}", "ns_per_sample_at_sigma", ns,
                    "ns_per_sample_at_sigma_with_psnr", psnr, "rule",
-                   "on 1920x1080 RGB at the default truncate; a request whose estimate passes "
-                   "limits.max_cost_s gets 422 too_expensive");
+                   "the filter and the PSNR's reference on 1920x1080 RGB at the default "
+                   "truncate; a request's estimate adds its upload, decode and encode, and one "
+                   "past limits.max_cost_s gets 422 too_expensive");
 }
 
 static void blur_methods(const struct api_ctx *ctx, json_t *list) {
@@ -167,25 +198,6 @@ static void blur_result(json_t *o, const void *params, const struct op_result *r
 
 /* ---- the compute ---- */
 
-struct region { /* a region, clipped: its box (x, y, width, height: the region grown by the
-                   filter's reach and the feather, within the image) and itself (x0, y0, x1, y1) */
-  int box[4];
-  int rect[4];
-};
-
-/* The regions of p clipped to io's image, with their boxes for blur b. */
-static enum api_error blur_regions_of(const struct blur_params *p, const struct cpu_blur *b,
-                                      struct op_io *io, struct region *r) {
-  int rx = cpu_blur_reach(b, p->sigma_x) + p->feather,
-      ry = cpu_blur_reach(b, p->sigma_y) + p->feather, w = io->in->width, h = io->in->height;
-  for (int i = 0; i < p->regions.n; i++) {
-    enum api_error e = op_region_rect(&p->regions, i, w, h, r[i].rect, io->msg, io->msglen);
-    if (e != API_OK) return e;
-    cpu_region_box(w, h, rx, ry, r[i].rect, r[i].box);
-  }
-  return API_OK;
-}
-
 /* X-PSNR over the regions' boxes. */
 static double regions_psnr(const struct cpu_accuracy *acc, const struct region *r, int n,
                            const struct codec_image *img) {
@@ -202,24 +214,6 @@ static size_t largest_box(const struct cpu_image *img, const struct region *r, i
     most = cpu_image_bytes(&box) > most ? cpu_image_bytes(&box) : most;
   }
   return most;
-}
-
-/* Whether a later region's box reads pixels that an earlier region's blend changes (its
- * rectangle grown by feather, within its box): only then must the boxes be cut from a copy of
- * the input. */
-static int boxes_overlap(const struct region *r, int n, int feather) {
-  for (int i = 0; i < n; i++) {
-    const int *b = r[i].box, *q = r[i].rect;
-    int x0 = q[0] - feather > b[0] ? q[0] - feather : b[0];
-    int y0 = q[1] - feather > b[1] ? q[1] - feather : b[1];
-    int x1 = q[2] + feather < b[0] + b[2] ? q[2] + feather : b[0] + b[2];
-    int y1 = q[3] + feather < b[1] + b[3] ? q[3] + feather : b[1] + b[3];
-    for (int k = i + 1; k < n; k++) {
-      const int *c = r[k].box;
-      if (c[0] < x1 && x0 < c[0] + c[2] && c[1] < y1 && y0 < c[1] + c[3]) return 1;
-    }
-  }
-  return 0;
 }
 
 /* The pixels of box r of img, copied to box->data. */
@@ -260,7 +254,7 @@ static enum api_error blur_cpu_regions(struct op_env *env, const struct blur_par
   struct region r[API_REGIONS_MAX];
   struct cpu_accuracy acc[API_REGIONS_MAX];
   int n = p->regions.n;
-  enum api_error e = blur_regions_of(p, b, io, r);
+  enum api_error e = blur_regions_of(p, b, io->in->width, io->in->height, r, io->msg, io->msglen);
   if (e != API_OK) return e;
   double t0 = api_now_ms();
   struct cpu_image img = op_image(io->in), src = img;
@@ -331,7 +325,7 @@ static enum api_error blur_gpu(struct op_env *env, const void *params, struct op
     return e;
   }
   struct regions_arg a = {.b = &b, .n = p->regions.n, .feather = p->feather};
-  enum api_error e = blur_regions_of(p, &b, io, r);
+  enum api_error e = blur_regions_of(p, &b, io->in->width, io->in->height, r, io->msg, io->msglen);
   for (int i = 0; e == API_OK && i < a.n; i++) {
     memcpy(a.r[i].box, r[i].box, sizeof(a.r[i].box));
     memcpy(a.r[i].rect, r[i].rect, sizeof(a.r[i].rect));

@@ -1,7 +1,9 @@
-/* What the operation descriptors share: the blur's method and coefficient choices and its cost
- * model (for /blur and /sharpen), the clipping of a region, the /methods entry, and the images a
- * compute starts from. No descriptor is here: each is in its own file beside this one. */
+/* What the operation descriptors share: the blur's method and coefficient choices, the cost model
+ * (a request's own part, a blur's for /blur and /sharpen, an answer's encode) and the budget that
+ * holds a request to it, the clipping of a region, the /methods entry, and the images a compute
+ * starts from. No descriptor is here: each is in its own file beside this one. */
 #include "../api_int.h"
+#include "cost_table.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -21,49 +23,126 @@ const char *const op_coeff_choices[] = {
         NULL,
 };
 
-/* ---- the cost model of a blur ----
- * ns per sample measured with scripts/cost-calibration.sh on the 2-core build machine
- * (docs/engineering-notes.md, "Cost model"): the filter stage and the PSNR reference. The
- * constants are the slowest of the repeats' minima, rounded up. */
-#define NS_FIR_BASE 9.0   /* fir family: per sample, plus NS_FIR_TAP per tap of an axis */
-#define NS_FIR_TAP  0.40  /* the taps of an axis: 2 ceil(truncate sigma) + 1, at most its size */
-#define NS_SEP_BASE 1.0   /* separable, in doubles: per sample */
-#define NS_SEP_TAP  0.044 /* separable: per tap of an axis */
-#define NS_REF_BASE 3.0   /* the PSNR reference (separable at CPU_TRUNCATE), and the SSE */
-#define NS_REF_TAP  0.071 /* the reference: per tap of an axis */
-#define NS_YVV      2.5   /* yvv, yvv_blocked */
-#define NS_DERICHE  3.5
-#define NS_YVV2WAY  4.0
-#define NS_PYRAMID  12.0
+/* ---- the cost model ----
+ * Seconds of CPU (user and system, every thread) that a request costs the server, with the
+ * constants that scripts/cost-calibration.sh measured and fitted (cost_table.h): the request and
+ * its stored-PNG round trip (op_request_s), the operation (each descriptor's cost, built from the
+ * terms here for a blur), and what the answer's format adds (op_encode_s). The terms and how they
+ * were measured: docs/operations.md, "Limits and costs". */
 
-/* Taps of the Gaussian of sigma cut at truncate sigmas along an axis of n pixels: past the
- * image's size the edge is replicated and the sums cost no more. */
-static double axis_taps(double sigma, double truncate, int n) {
-  double t = 2 * ceil(truncate * sigma) + 1;
-  return t < n ? t : n;
+/* 0 up to lo, 1 from hi, linear in log x between: how far a working set of x bytes has left a
+ * cache of lo to hi bytes. */
+static double ramp(double x, double lo, double hi) {
+  return x <= lo ? 0 : x >= hi ? 1 : log(x / lo) / log(hi / lo);
 }
 
-double op_blur_ns(const struct cpu_blur *b, int psnr, int width, int height) {
-  double tx = axis_taps(b->sigma_x, b->truncate, width),
-         ty = axis_taps(b->sigma_y, b->truncate, height), ns;
-  if (cpu_method_is_fir(b->method))
-    ns = NS_FIR_BASE + NS_FIR_TAP * (tx + ty) / 2;
-  else if (b->method == CPU_SEPARABLE)
-    ns = NS_SEP_BASE + NS_SEP_TAP * (tx + ty) / 2;
-  else if (b->method == CPU_DERICHE)
-    ns = NS_DERICHE;
-  else if (b->method == CPU_YVV2WAY)
-    ns = NS_YVV2WAY;
-  else if (b->method == CPU_PYRAMID)
-    ns = NS_PYRAMID;
-  else
-    ns = NS_YVV;
-  if (psnr)
-    ns += NS_REF_BASE + NS_REF_TAP *
-                            (axis_taps(b->sigma_x, CPU_TRUNCATE, width) +
-                             axis_taps(b->sigma_y, CPU_TRUNCATE, height)) /
-                            2;
-  return ns;
+/* Taps that a line of n samples takes on average from a kernel of radius r whose taps past the
+ * ends fall on the edge samples (fir.c's loops). */
+static double clipped_taps(int r, int n) {
+  double s =
+      r >= n - 1 ? (double)n * (n - 1) / 2 : (double)r * (r + 1) / 2 + (double)(n - 1 - r) * r;
+  return 1 + 2 * s / n;
+}
+
+/* image.c's strips of doubles: clipped_taps, but one multiply per symmetric pair of taps away
+ * from the edges. */
+static double strip_taps(int r, int n) {
+  return clipped_taps(r, n) - (n > 2 * r ? (double)(n - 2 * r) * r / n : 0);
+}
+
+/* The fir family (fir.c): a row pass, then a column pass whose per-tap cost grows once its rows
+ * of 64-bit sums (the kernel's height times the image's width) outgrow the last-level cache. */
+static double fir_ns(int rx, int ry, int w, int h) {
+  double rows = (2.0 * ry + 1 < h ? 2.0 * ry + 1 : h) * w * 8;
+  double m = ramp(rows, COST_L3_BYTES / 2.0, COST_L3_BYTES), ty = clipped_taps(ry, h);
+  return COST_FIR_NS_SAMPLE + COST_FIR_ROW_NS_TAP * clipped_taps(rx, w) +
+         ty * (COST_FIR_COL_NS_TAP * (1 - m) + COST_FIR_COL_MEM_NS_TAP * m);
+}
+
+/* separable in sep.c's single-precision tiles (radii up to CPU_SEP_RADIUS_MAX): a band of rows
+ * filters 2 ry rows more along x, and every tap is taken, past the edges too. */
+static double sep_ns(int rx, int ry) {
+  double band = 8 * ry > 64 ? 8 * ry : 64;
+  return COST_SEP_NS_SAMPLE + COST_SEP_NS_TAP * (2.0 * rx + 2 * ry + 2) * (1 + 2 * ry / band);
+}
+
+struct terms { /* a blur's cost: ns per sample, per line (a row or a column of a channel), and
+                  per pixel with alpha (premultiplied, then divided by alpha) */
+  double sample, line, alpha;
+};
+
+/* The exact reference (image.c's strips of doubles at CPU_TRUNCATE), its error sums and its
+ * rounding, on a w x h image of samples samples: dearer a sample as they grow from an eighth of
+ * the last-level cache to all of it (its planes of doubles, fresh pages each time). */
+static struct terms reference(const struct cpu_blur *b, int w, int h, double samples) {
+  return (struct terms){
+      COST_REFERENCE_NS_SAMPLE +
+          COST_REFERENCE_MEM_NS_SAMPLE * ramp(samples, COST_L3_BYTES / 8.0, COST_L3_BYTES) +
+          COST_STRIPS_NS_TAP * (strip_taps(cpu_gauss_radius(b->sigma_x, CPU_TRUNCATE), w) +
+                                strip_taps(cpu_gauss_radius(b->sigma_y, CPU_TRUNCATE), h)),
+      COST_REFERENCE_NS_LINE, COST_REFERENCE_NS_ALPHA};
+}
+
+/* pyramid along a line of n samples whose sigma is sigma: cpu_pyramid_line's multiply-adds per
+ * sample (the reduction by k over the line and the kernel's margin, the reduced Gaussian in
+ * symmetric pairs, the expansion). */
+static double pyramid_ops(double sigma, double truncate, int n) {
+  struct cpu_pyramid p;
+  cpu_pyramid_params(sigma, truncate, &p);
+  double m = (n + p.k - 1) / p.k, e = p.radius + 1;
+  return ((m + 2 * e) * 2 * p.k + (m + 2) * e + 3.0 * n) / n;
+}
+
+/* sep.c's tiles take radii up to cpu_int.h's CPU_SEP_RADIUS_MAX; wider kernels, the strips. */
+#define SEP_RADIUS_MAX 64
+
+/* The filter of blur b alone on a w x h image on the CPU. */
+static struct terms filter(const struct cpu_blur *b, int w, int h) {
+  int rx = cpu_gauss_radius(b->sigma_x, b->truncate),
+      ry = cpu_gauss_radius(b->sigma_y, b->truncate);
+  int sep = b->method == CPU_SEPARABLE || b->method == CPU_PYRAMID;
+  struct cpu_pyramid p;
+  cpu_pyramid_params(b->sigma_x > b->sigma_y ? b->sigma_x : b->sigma_y, b->truncate, &p);
+  if (cpu_method_is_fir(b->method)) return (struct terms){fir_ns(rx, ry, w, h), 0, 0};
+  if (b->method == CPU_PYRAMID && p.k > 1)
+    return (struct terms){COST_PYRAMID_NS_SAMPLE +
+                              COST_PYRAMID_NS_OP * (pyramid_ops(b->sigma_x, b->truncate, w) +
+                                                    pyramid_ops(b->sigma_y, b->truncate, h)),
+                          COST_PYRAMID_NS_LINE, COST_PYRAMID_NS_ALPHA};
+  if (sep && rx <= SEP_RADIUS_MAX && ry <= SEP_RADIUS_MAX)
+    return (struct terms){sep_ns(rx, ry), COST_SEP_NS_LINE, COST_SEP_NS_ALPHA};
+  if (sep)
+    return (struct terms){COST_STRIPS_NS_SAMPLE +
+                              COST_STRIPS_NS_TAP * (strip_taps(rx, w) + strip_taps(ry, h)),
+                          COST_STRIPS_NS_LINE, COST_STRIPS_NS_ALPHA};
+  if (b->method == CPU_DERICHE)
+    return (struct terms){COST_DERICHE_NS_SAMPLE, COST_DERICHE_NS_LINE, COST_DERICHE_NS_ALPHA};
+  if (b->method == CPU_YVV2WAY)
+    return (struct terms){COST_YVV2WAY_NS_SAMPLE, COST_YVV2WAY_NS_LINE, COST_YVV2WAY_NS_ALPHA};
+  return (struct terms){COST_YVV_NS_SAMPLE, COST_YVV_NS_LINE, COST_YVV_NS_ALPHA};
+}
+
+double op_blur_s(const struct cpu_blur *b, int psnr, int width, int height, int channels) {
+  double px = (double)width * height, alpha = channels == 2 || channels == 4 ? px : 0;
+  struct terms t = {0, 0, 0}, r = psnr ? reference(b, width, height, px * channels) : t;
+  if (!(psnr && cpu_separable_exact(b))) /* else the reference is the filter */
+    t = filter(b, width, height);
+  return (px * channels * (t.sample + r.sample) +
+          (double)(width + height) * channels * (t.line + r.line) + alpha * (t.alpha + r.alpha)) *
+         1e-9;
+}
+
+double op_region_box_s(int width, int height, int channels) {
+  double samples = (double)width * height * channels;
+  return (samples *
+              (COST_REGION_NS_SAMPLE +
+               COST_REGION_MEM_NS_SAMPLE * ramp(samples, COST_L3_BYTES / 8.0, COST_L3_BYTES)) +
+          COST_REGION_NS) *
+         1e-9;
+}
+
+double op_region_copy_s(int width, int height, int channels) {
+  return (double)width * height * channels * COST_REGION_COPY_NS_SAMPLE * 1e-9;
 }
 
 struct cpu_blur op_blur_of(const struct blur_params *p, int width, int height,
@@ -71,6 +150,13 @@ struct cpu_blur op_blur_of(const struct blur_params *p, int width, int height,
   struct cpu_blur b = {p->method, p->sigma_x, p->sigma_y, p->truncate, p->coeffs};
   double sigma = p->sigma_x > p->sigma_y ? p->sigma_x : p->sigma_y;
   if (p->method == METHOD_AUTO) b.method = auto_method(sigma, width, height);
+  return b;
+}
+
+struct cpu_blur op_blur_cpu(const struct blur_params *p, int width, int height) {
+  struct cpu_blur b = op_blur_of(p, width, height, cpu_auto_method), s = b;
+  s.method = CPU_SEPARABLE;
+  if (p->method == METHOD_AUTO && p->psnr && p->regions.n == 0 && cpu_separable_exact(&s)) b = s;
   return b;
 }
 
@@ -109,30 +195,117 @@ struct codec_encode_opts op_output(const struct endpoint *ep, const void *params
   return o;
 }
 
-/* ---- the cost model of an encode ----
- * The encode stage of /convert on the 2-core build machine, one core, 2000x2000 RGB and RGBA
- * images of noise and of smooth noise (blurred at sigma 12), the slower of the two, rounded up
- * (scripts/cost-calibration.sh, 2026-11-26): PNG per byte of samples (the smooth image at levels
- * 7 to 9, where libdeflate's search takes up to 400 ns a byte), WebP and JPEG per pixel (lossy
- * WebP's alpha plane at effort 6: 2.5 us a pixel of noise). */
-#define NS_JPEG          20.0
-#define NS_WEBP_LOSSLESS 200.0
-static const double ns_png_byte[10] = {3, 5, 2.5, 9, 10, 10, 11, 21, 60, 440}; /* by level */
-static const double ns_webp[7] = {80, 95, 110, 150, 150, 170, 380};            /* by effort */
-static const double ns_webp_alpha[7] = {40, 50, 50, 50, 60, 60, 2500};         /* plus, alpha */
+/* ---- the cost model: the request, its decode and its answer's encode ---- */
+
+#define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* y at x along the curve through (xs[i], ys[i]), xs ascending: linear between them, flat past
+ * the ends. */
+static double interpolate(const double *xs, const double *ys, int n, double x) {
+  if (x <= xs[0]) return ys[0];
+  for (int i = 1; i < n; i++)
+    if (x <= xs[i]) return ys[i - 1] + (ys[i] - ys[i - 1]) * (x - xs[i - 1]) / (xs[i] - xs[i - 1]);
+  return ys[n - 1];
+}
+
+/* y at pixels along the curve through the cost model's WebP sizes (COST_WEBP_SIZES, ascending),
+ * linear in the logarithm of the pixels between them, flat past the ends. */
+static double by_size(const double *ys, double pixels) {
+  static const double sizes[] = COST_WEBP_SIZES;
+  double logs[NELEM(sizes)];
+  for (int i = 0; i < NELEM(sizes); i++) logs[i] = log(sizes[i]);
+  return interpolate(logs, ys, NELEM(sizes), log(pixels > 1 ? pixels : 1));
+}
 
 double op_encode_s(const struct codec_encode_opts *o, const struct codec_shape *s) {
-  double px = (double)s->width * s->height, ns = NS_JPEG;
-  int level = o->compression < 0 || o->compression > 9 ? 9 : o->compression;
+  static const double png[] = COST_PNG_NS_BYTE, png16[] = COST_PNG16_NS_BYTE,
+                      jpeg_q[] = COST_JPEG_QUALITY, jpeg[] = COST_JPEG_NS_SAMPLE,
+                      webp_q[] = COST_WEBP_QUALITY, lossless[] = COST_WEBP_LOSSLESS_NS_PIXEL;
+  static const double webp[][NELEM(webp_q)] = COST_WEBP_NS_PIXEL,
+                      alpha[][NELEM(lossless)] = COST_WEBP_ALPHA_NS_PIXEL;
+  double px = (double)s->width * s->height;
+  int a = s->channels == 2 || s->channels == 4;
   int effort = o->effort_set ? o->effort : CODEC_WEBP_EFFORT_DEFAULT;
-  effort = effort < 0 || effort > 6 ? 6 : effort;
-  if (o->format == CODEC_RAW || o->format == CODEC_NPY) ns = 0;
-  if (o->format == CODEC_PNG) ns = ns_png_byte[level] * s->channels * (s->depth == 16 ? 2 : 1);
-  if (o->format == CODEC_WEBP)
-    ns = o->lossless
-             ? NS_WEBP_LOSSLESS
-             : ns_webp[effort] + (s->channels == 2 || s->channels == 4 ? ns_webp_alpha[effort] : 0);
-  return px * ns * 1e-9;
+  effort = effort < 0 ? 0 : effort >= NELEM(webp) ? NELEM(webp) - 1 : effort;
+  switch (o->format) {
+  case CODEC_PNG: {
+    int level = o->compression < 0 || o->compression > 9 ? 9 : o->compression;
+    return px * s->channels * (s->depth / 8) * (s->depth == 16 ? png16 : png)[level] * 1e-9;
+  }
+  case CODEC_JPEG: /* colour (alpha dropped) in three samples a pixel, gray in one */
+    return px * (s->channels >= 3 ? 3 : 1) * interpolate(jpeg_q, jpeg, NELEM(jpeg_q), o->quality) *
+           1e-9;
+  case CODEC_WEBP:
+    if (o->lossless) return px * by_size(lossless, px) * 1e-9;
+    return px *
+           (interpolate(webp_q, webp[effort], NELEM(webp_q), o->quality) +
+            (a ? by_size(alpha[effort], px) : 0)) *
+           1e-9;
+  default: /* raw and npy: a copy, less than a stored PNG's */
+    return 0;
+  }
+}
+
+/* Whether the WebP file buf holds a lossless (VP8L) image: its first chunk, or past an extended
+ * header (VP8X) and its ALPH or other chunks the first image chunk. Its decode costs otherwise
+ * than a lossy one's. */
+static int webp_lossless(const uint8_t *buf, size_t len) {
+  for (size_t at = 12; at + 8 <= len;) {
+    if (memcmp(buf + at, "VP8L", 4) == 0) return 1;
+    if (memcmp(buf + at, "VP8 ", 4) == 0) return 0;
+    uint32_t n = buf[at + 4] | buf[at + 5] << 8 | buf[at + 6] << 16 | (uint32_t)buf[at + 7] << 24;
+    if (n > len - at - 8) break;
+    at += 8 + (size_t)n + (n & 1);
+  }
+  return 0;
+}
+
+double op_request_s(const uint8_t *image, size_t len, const struct codec_shape *s) {
+  double px = (double)s->width * s->height, samples = px * s->channels,
+         bytes = samples * (s->depth / 8), alpha = s->channels == 2 || s->channels == 4 ? px : 0;
+  double ns = COST_REQUEST_NS +
+              bytes * (COST_IO_NS_BYTE +
+                       COST_IO_MEM_NS_BYTE * ramp(bytes, COST_L3_BYTES / 8.0, COST_L3_BYTES));
+  switch (codec_sniff(image, len)) {
+  case CODEC_PNG:
+    ns += samples * COST_DECODE_PNG_NS_SAMPLE + (double)len * COST_DECODE_PNG_NS_BYTE +
+          alpha * COST_DECODE_PNG_NS_ALPHA;
+    break;
+  case CODEC_JPEG:
+    ns += samples * COST_DECODE_JPEG_NS_SAMPLE + (double)len * COST_DECODE_JPEG_NS_BYTE;
+    break;
+  case CODEC_WEBP:
+    ns += webp_lossless(image, len)
+              ? samples * COST_DECODE_WEBPLL_NS_SAMPLE + (double)len * COST_DECODE_WEBPLL_NS_BYTE +
+                    alpha * COST_DECODE_WEBPLL_NS_ALPHA
+              : samples * COST_DECODE_WEBP_NS_SAMPLE + (double)len * COST_DECODE_WEBP_NS_BYTE +
+                    alpha * COST_DECODE_WEBP_NS_ALPHA;
+    break;
+  default:
+    break;
+  }
+  return ns * 1e-9;
+}
+
+/* API_IMAGE_TOO_LARGE, with a sentence in msg (the decoder's words, and the flag), when the image
+ * of shape s passes ctx's limits on its width, height or pixels, before any cost is counted. */
+static enum api_error image_limits(const struct api_ctx *ctx, const struct codec_shape *s,
+                                   char *msg, size_t msglen) {
+  const struct api_config *c = &ctx->cfg;
+  uint64_t px = (uint64_t)s->width * (uint64_t)s->height;
+  if (c->max_width && (uint32_t)s->width > c->max_width)
+    snprintf(msg, msglen, "The image's width %d exceeds the limit of %u (--max-width).", s->width,
+             c->max_width);
+  else if (c->max_height && (uint32_t)s->height > c->max_height)
+    snprintf(msg, msglen, "The image's height %d exceeds the limit of %u (--max-height).",
+             s->height, c->max_height);
+  else if (c->max_pixels && px > c->max_pixels)
+    snprintf(msg, msglen,
+             "The image's pixel count %llu (%dx%d) exceeds the limit of %llu (--max-pixels).",
+             (unsigned long long)px, s->width, s->height, (unsigned long long)c->max_pixels);
+  else
+    return API_OK;
+  return API_IMAGE_TOO_LARGE;
 }
 
 enum api_error op_budget(const struct api_ctx *ctx, const struct endpoint *ep, const void *params,
@@ -141,13 +314,12 @@ enum api_error op_budget(const struct api_ctx *ctx, const struct endpoint *ep, c
   struct codec_shape shape;
   double limit = ctx->cfg.max_cost;
   *estimate_s = 0;
-  if (limit <= 0 || codec_probe(image, len, &shape) != 0) return API_OK;
-  /* only an image within the pixel limit decodes, and so gets encoded: an image over it is not
-   * refused for its encode, and gets the decoder's 422 image_too_large */
+  if (codec_probe(image, len, &shape) != 0) return API_OK;
+  enum api_error e = image_limits(ctx, &shape, msg, msglen);
+  if (e != API_OK || limit <= 0) return e;
   struct codec_encode_opts out = op_output(ep, params, codec_sniff(image, len));
-  double px = (double)shape.width * shape.height, most = (double)ctx->cfg.max_pixels;
-  double encode = op_encode_s(&out, &shape) * (most > 0 && px > most ? most / px : 1);
-  *estimate_s = (ep->cost ? ep->cost(params, &shape) : 0) + encode;
+  *estimate_s = op_request_s(image, len, &shape) + (ep->cost ? ep->cost(params, &shape) : 0) +
+                op_encode_s(&out, &shape);
   if (*estimate_s <= limit) return API_OK;
   snprintf(msg, msglen,
            "This request would take about %.1f s of one CPU core (%s on a %dx%d image of %d "

@@ -1,6 +1,7 @@
 /* POST /contrast: local contrast enhancement (Wallis statistical differencing) on luma, colour
  * kept. cpu_contrast_image on the CPU, gpu_contrast_resident on the device. */
 #include "../api_int.h"
+#include "cost_table.h"
 
 #include <stdio.h>
 
@@ -22,11 +23,11 @@ static const struct param_spec contrast_params[] = {
     OP_OUTPUT_PARAMS(struct contrast_params),
 };
 
-#define NS_CONTRAST 36.0 /* per pixel at any radius (running sums) */
-
+/* Seconds of CPU by the cost model: per pixel and per sample, at any radius (running sums). */
 static double contrast_cost(const void *params, const struct codec_shape *s) {
   (void)params;
-  return (double)s->width * s->height * NS_CONTRAST * 1e-9;
+  return (double)s->width * s->height *
+         (COST_CONTRAST_NS_PIXEL + COST_CONTRAST_NS_SAMPLE * s->channels) * 1e-9;
 }
 
 const struct endpoint api_contrast_endpoint = {

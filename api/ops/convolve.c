@@ -2,6 +2,7 @@
  * border, per channel, alpha copied. Its check builds the kernel to run from kernel, normalize and
  * bias; cpu_convolve_image on the CPU, gpu_convolve_resident on the device, the same bytes. */
 #include "../api_int.h"
+#include "cost_table.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -55,13 +56,14 @@ static enum api_error conv_check(void *params, char *msg, size_t msglen) {
   return API_OK;
 }
 
-#define NS_CONV_BASE 5.0 /* per sample, plus NS_CONV_TAP per kernel weight */
-#define NS_CONV_TAP  0.73
-
+/* Seconds of CPU by the cost model: per colour sample (alpha is copied), and per weight of the
+ * kernel for each. */
 static double conv_cost(const void *params, const struct codec_shape *s) {
   const struct conv_params *p = params;
-  double k = p->conv.size;
-  return (double)s->width * s->height * s->channels * (NS_CONV_BASE + NS_CONV_TAP * k * k) * 1e-9;
+  double k = p->conv.size,
+         colour = s->channels == 2 || s->channels == 4 ? s->channels - 1 : s->channels;
+  return (double)s->width * s->height * colour * (COST_CONV_NS_SAMPLE + COST_CONV_NS_TAP * k * k) *
+         1e-9;
 }
 
 const struct endpoint api_convolve_endpoint = {"/convolve", conv_params, OP_NPARAMS(conv_params),

@@ -5,6 +5,7 @@
  * gpu_pixelate_resident on the device, the same bytes. docs/development.md walks through this
  * file as the example of adding an operation. */
 #include "../api_int.h"
+#include "cost_table.h"
 
 #include <stdio.h>
 
@@ -16,9 +17,8 @@ struct pixelate_params {
   int lossless, effort, colorspace; /* as in blur_params */
 };
 
-#define OFF(field)  offsetof(struct pixelate_params, field)
-#define BLOCK_MAX   1024 /* a 32x18 mosaic of an 8K frame; larger is one flat colour anyway */
-#define NS_PIXELATE 2.0  /* per sample: 1.72 ns at most, measured (docs/engineering-notes.md) */
+#define OFF(field) offsetof(struct pixelate_params, field)
+#define BLOCK_MAX  1024 /* a 32x18 mosaic of an 8K frame; larger is one flat colour anyway */
 
 static const struct param_spec pixelate_params[] = {
     {"block", PT_INT, 2, BLOCK_MAX, NULL, "16", OFF(block),
@@ -42,18 +42,24 @@ static enum api_error pixelate_check(void *params, char *msg, size_t msglen) {
   return API_BAD_PARAMETER;
 }
 
-/* Every sample is read once and written once, whatever the block; with regions, only the
- * regions grown by the feather. */
+/* Seconds of CPU by the cost model: every sample is read once and written once, whatever the
+ * block. With regions, the mosaic of the regions grown by the feather, the input copied under it,
+ * and every block tested against every region (cpu_pixelate). */
 static double pixelate_cost(const void *params, const struct codec_shape *s) {
   const struct pixelate_params *p = params;
-  double area = p->regions.n ? 0 : (double)s->width * s->height;
+  double samples = (double)s->width * s->height * s->channels, area = 0;
   char msg[8];
+  if (p->regions.n == 0) return samples * COST_PIXELATE_NS_SAMPLE * 1e-9;
   for (int i = 0; i < p->regions.n; i++) {
     int r[4];
     if (op_region_rect(&p->regions, i, s->width, s->height, r, msg, 0) == API_OK)
       area += (double)(r[2] - r[0] + 2 * p->feather) * (r[3] - r[1] + 2 * p->feather);
   }
-  return area * s->channels * NS_PIXELATE * 1e-9;
+  double blocks =
+      (double)((s->width + p->block - 1) / p->block) * ((s->height + p->block - 1) / p->block);
+  return (area * s->channels * COST_PIXELATE_REGION_NS_SAMPLE +
+          samples * COST_PIXELATE_COPY_NS_SAMPLE + blocks * p->regions.n * COST_PIXELATE_NS_TEST) *
+         1e-9;
 }
 
 static const struct endpoint api_pixelate_endpoint = {

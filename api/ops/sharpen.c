@@ -3,6 +3,7 @@
  * the CPU: cpu_blur_image, then cpu_unsharp_image; on the device: gpu_sharpen_resident, the image
  * never leaving it before the encode. */
 #include "../api_int.h"
+#include "cost_table.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -41,13 +42,13 @@ static enum api_error sharpen_check(void *params, char *msg, size_t msglen) {
   return API_OK;
 }
 
-#define NS_UNSHARP 5.0 /* in + amount (in - blurred), per sample */
-
+/* Seconds of CPU of the filter by the cost model: the blur, as /blur's on the whole image, and
+ * the mask per sample. */
 static double sharpen_cost(const void *params, const struct codec_shape *s) {
   const struct blur_params *p = params;
-  struct cpu_blur b = op_blur_of(p, s->width, s->height, cpu_auto_method);
-  double ns = op_blur_ns(&b, p->psnr, s->width, s->height) + NS_UNSHARP;
-  return (double)s->width * s->height * s->channels * ns * 1e-9;
+  struct cpu_blur b = op_blur_cpu(p, s->width, s->height);
+  return op_blur_s(&b, p->psnr, s->width, s->height, s->channels) +
+         (double)s->width * s->height * s->channels * COST_UNSHARP_NS_SAMPLE * 1e-9;
 }
 
 const struct endpoint api_sharpen_endpoint = {

@@ -4,6 +4,7 @@
  * the CPU and gpu_variance_resident on the device; /methods gives each method's cost per pixel and
  * the largest radius the budget admits. */
 #include "../api_int.h"
+#include "cost_table.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -56,37 +57,39 @@ static enum api_error var_check(void *params, char *msg, size_t msglen) {
   return API_BAD_PARAMETER;
 }
 
-/* ---- the cost (ns per pixel, docs/engineering-notes.md "Cost model") ---- */
+/* ---- the cost (cost_table.h; docs/operations.md, "Limits and costs") ---- */
 
-#define NS_VAR_LUMA    3.0  /* luma of a colour image */
-#define NS_VAR_O1      10.0 /* naive and koenig: per pixel, plus NS_VAR_TAP per window pixel */
-#define NS_VAR_TAP     1.05
-#define NS_WELFORD_TAP 4.3  /* welford: per window pixel */
-#define NS_VAR_MERGE   40.0 /* pairwise, threewise: per pixel at any radius (log r merges) */
-#define NS_VAR_EXACT   22.0 /* exact: per pixel at any radius; also the PSNR reference */
-
-/* ns per pixel of method m at radius r. */
+/* ns per pixel of method m at radius r, from the luma plane: the O(r^2) methods per pixel of the
+ * window, the merging ones per doubling of the radius, exact at any radius. */
 static double var_ns(int m, int r) {
-  double w = (2.0 * r + 1) * (2.0 * r + 1); /* pixels of the window */
+  double w = (2.0 * r + 1) * (2.0 * r + 1), doublings = log2(r + 1.0);
   switch (m) {
   case CPU_VAR_NAIVE:
+    return COST_VAR_NAIVE_NS_PIXEL + COST_VAR_NAIVE_NS_TAP * w;
   case CPU_VAR_KOENIG:
-    return NS_VAR_O1 + NS_VAR_TAP * w;
+    return COST_VAR_KOENIG_NS_PIXEL + COST_VAR_KOENIG_NS_TAP * w;
   case CPU_VAR_WELFORD:
-    return NS_WELFORD_TAP * w;
+    return COST_VAR_WELFORD_NS_PIXEL + COST_VAR_WELFORD_NS_TAP * w;
   case CPU_VAR_PAIRWISE:
+    return COST_VAR_PAIRWISE_NS_PIXEL + COST_VAR_PAIRWISE_NS_LOG * doublings;
   case CPU_VAR_THREEWISE:
-    return NS_VAR_MERGE;
+    return COST_VAR_THREEWISE_NS_PIXEL + COST_VAR_THREEWISE_NS_LOG * doublings;
   default:
-    return NS_VAR_EXACT;
+    return COST_VAR_EXACT_NS_PIXEL;
   }
 }
 
+/* ns per pixel of the PSNR's reference (an exact map) and its comparison, for method m. */
+static double var_psnr_ns(int m) {
+  return m == CPU_VAR_EXACT ? 0 : COST_VAR_PSNR_NS_PIXEL;
+}
+
+/* Seconds of CPU by the cost model: a colour image's luma, the map, the PSNR. */
 static double var_cost(const void *params, const struct codec_shape *s) {
   const struct var_params *p = params;
   int m = p->method == VAR_AUTO ? CPU_VAR_EXACT : p->method;
-  double ns = var_ns(m, p->radius) + (s->channels > 1 ? NS_VAR_LUMA : 0) +
-              (p->psnr && m != CPU_VAR_EXACT ? NS_VAR_EXACT : 0);
+  double ns = var_ns(m, p->radius) + (s->channels > 1 ? COST_VAR_LUMA_NS_PIXEL : 0) +
+              (p->psnr ? var_psnr_ns(m) : 0);
   return (double)s->width * s->height * ns * 1e-9;
 }
 
@@ -98,7 +101,7 @@ const struct endpoint api_variance_endpoint = {
 /* The largest radius of method m whose estimate (psnr on, the default) for an image of pixels is
  * within the budget: 0 when none is, CPU_VAR_RADIUS_MAX when all are. */
 static int var_max_radius(const struct api_ctx *ctx, int m, double pixels) {
-  double extra = m == CPU_VAR_EXACT ? 0 : var_ns(CPU_VAR_EXACT, 1), limit = ctx->cfg.max_cost;
+  double extra = var_psnr_ns(m), limit = ctx->cfg.max_cost;
   int r = 0;
   while (r < CPU_VAR_RADIUS_MAX &&
          (limit <= 0 || (var_ns(m, r + 1) + extra) * pixels * 1e-9 <= limit))
@@ -115,15 +118,17 @@ static json_t *var_cost_entry(const struct api_ctx *ctx, int m) {
   char key[32];
   for (int i = 0; i < 4; i++) {
     snprintf(key, sizeof(key), "%d", radii[i]);
-    json_object_set_new(ns, key, json_real(var_ns(m, radii[i])));
+    json_object_set_new(ns, key, json_real(round(var_ns(m, radii[i]) * 100) / 100));
   }
   for (int i = 0; i < 3; i++) {
     snprintf(key, sizeof(key), "%gMP", mp[i]);
     json_object_set_new(maxr, key, json_integer(var_max_radius(ctx, m, mp[i] * 1e6)));
   }
   return json_pack("{s:o, s:o, s:s}", "ns_per_pixel_at_radius", ns, "max_radius", maxr, "rule",
-                   "requests whose estimate (the ns per pixel times the pixels, plus the PSNR "
-                   "reference) passes limits.max_cost_s get 422 too_expensive");
+                   "the map from the luma, in ns per pixel; max_radius: the largest radius whose "
+                   "map and PSNR reference (the default) are within limits.max_cost_s, beyond "
+                   "which a request gets 422 too_expensive (its estimate adds its upload, decode "
+                   "and encode)");
 }
 
 /* The methods, with the map's normalisation and scaling. */
