@@ -139,7 +139,7 @@ void api_log(struct api_ctx *ctx, const char *level, const char *source, const c
   (void)n; /* a full disk loses log lines, not requests */
 }
 
-void api_refused(struct api_ctx *ctx, enum api_error e) {
+void api_refused(struct api_ctx *ctx, enum err e) {
   metrics_refused(ctx->metrics, e);
 }
 

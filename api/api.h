@@ -11,60 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Errors: enum name, HTTP status, code for clients, default sentence. */
-/* clang-format off */
-#define API_ERRORS(X)                                                                             \
-  X(BAD_PARAMETER,       400, "invalid_parameter",     "A parameter has an invalid value.")        \
-  X(MISSING_PARAMETER,   400, "missing_parameter",     "A required parameter is missing.")         \
-  X(UNKNOWN_PARAMETER,   400, "unknown_parameter",     "The request has a parameter this endpoint does not know.") \
-  X(CONFLICTING_PARAMETER, 400, "conflicting_parameter", "A parameter has different values in the query string and in params or the JSON body.") \
-  X(UNKNOWN_METHOD,      400, "unknown_method",        "The method is not one this service offers.") \
-  X(BAD_JSON,            400, "invalid_json",          "The params field or the JSON body is not a valid JSON object.") \
-  X(BAD_MULTIPART,       400, "invalid_multipart",     "The multipart/form-data body is malformed.") \
-  X(MISSING_IMAGE,       400, "missing_image",         "The request carries no image.")             \
-  X(BAD_IMAGE_ENCODING,  400, "invalid_image_encoding", "The image in the JSON body is not valid base64.") \
-  X(INVALID_REQUEST,     400, "invalid_request",       "The request is not valid HTTP/1.1, or its headers do not say unambiguously where its body ends.") \
-  X(UNAUTHORIZED,        401, "unauthorized",          "This endpoint needs the API key, as 'Authorization: Bearer KEY' or 'X-API-Key: KEY'.") \
-  X(NOT_FOUND,           404, "not_found",             "There is no such endpoint.")                \
-  X(METHOD_NOT_ALLOWED,  405, "method_not_allowed",    "This endpoint does not accept that HTTP method.") \
-  X(NOT_ACCEPTABLE,      406, "not_acceptable",        "The Accept header accepts neither the result's image type nor application/json.") \
-  X(REQUEST_TIMEOUT,     408, "request_timeout",       "The request did not arrive in time; the connection is closed.") \
-  X(BODY_TOO_LARGE,      413, "body_too_large",        "The request body is larger than the configured limit.") \
-  X(URI_TOO_LONG,        414, "uri_too_long",          "The request line is longer than this service takes.") \
-  X(UNSUPPORTED_MEDIA,   415, "unsupported_media_type", "The upload is neither PNG, JPEG nor WebP.") \
-  X(EXPECTATION_FAILED,  417, "expectation_failed",    "The only expectation this service meets is Expect: 100-continue.") \
-  X(UNDECODABLE,         422, "undecodable_image",     "The image is corrupt or truncated.")        \
-  X(IMAGE_TOO_LARGE,     422, "image_too_large",       "The image is larger than the configured limits.") \
-  X(UNSUPPORTED_IMAGE,   422, "unsupported_image",     "The image uses a feature this service does not support.") \
-  X(TOO_EXPENSIVE,       422, "too_expensive",         "The request would take more work than the service allows (--max-cost); use a faster method, smaller parameters or a smaller image.") \
-  X(TOO_MANY_CONNECTIONS_FROM_ADDRESS, 429, "too_many_connections_from_address", "This address has as many connections open as the service allows; retry shortly.") \
-  X(HEADERS_TOO_LARGE,   431, "headers_too_large",     "The request's headers are larger than this service takes.") \
-  X(INTERNAL,            500, "internal_error",        "Something went wrong inside the service.")  \
-  X(NOT_IMPLEMENTED,     501, "not_implemented",       "The only Transfer-Encoding this service takes is chunked.") \
-  X(QUEUE_FULL,          503, "queue_full",            "The job queue is full; retry shortly.")     \
-  X(BUFFER_FULL,         503, "buffer_full",           "The service holds as many request and response bytes as it allows; retry shortly.") \
-  X(TOO_MANY_CONNECTIONS, 503, "too_many_connections", "The service has as many connections open as it allows; retry shortly.") \
-  X(OUT_OF_MEMORY,       503, "out_of_memory",         "The service ran out of memory for this request; retry shortly.") \
-  X(SHUTTING_DOWN,       503, "shutting_down",         "The service is shutting down.")   \
-  X(DEADLINE_EXCEEDED,   503, "deadline_exceeded",     "The request took longer than the service allows; retry later.") \
-  X(HTTP_VERSION,        505, "http_version_not_supported", "This service speaks HTTP/1.1 and HTTP/1.0.") \
-  X(CLIENT_GONE,         499, "client_closed_request", "The client closed the connection before the answer.") \
-  X(GPU_ERROR,           503, "gpu_error",             "The GPU could not run this request; retry shortly.") \
-  X(GPU_LOST,            503, "gpu_lost",              "The GPU failed; the service is restarting.")
-/* clang-format on */
+#include "../base/errors.h"
 
-enum api_error {
-  API_OK = 0,
-#define X(e, status, code, msg) API_##e,
-  API_ERRORS(X)
-#undef X
-      API_NERRORS
-};
-
-/* HTTP status of e (200 for API_OK). */
-int api_error_status(enum api_error e);
-/* snake_case code of e ("queue_full"). */
-const char *api_error_code(enum api_error e);
 
 enum api_backend_kind { API_BACKEND_AUTO, API_BACKEND_CPU, API_BACKEND_GPU };
 
@@ -101,9 +49,10 @@ struct api_config {
   const char *access_log; /* path of the JSON-lines access log; "-": stderr; NULL or "off": none */
   const char *api_key;    /* requests outside the open routes must carry it; NULL or "": none */
   const char *cors_origins; /* comma-separated origins allowed by CORS, or "*"; NULL or "": none */
-  /* Called once, from a worker, when the GPU fails for good (a sticky CUDA error): the process
-   * must stop and be restarted. May be NULL. */
-  void (*on_fatal)(void *arg);
+  /* Called once, from any thread, when the process must stop and be restarted: status 70 when the
+   * GPU failed for good (a sticky CUDA error), 1 when the backend chosen after the start could not
+   * start. May be NULL. */
+  void (*on_fatal)(void *arg, int status);
   void *on_fatal_arg;
 };
 
@@ -186,7 +135,7 @@ int api_leave_to_exit(const struct api_ctx *ctx);
 int api_warming(struct api_ctx *ctx);
 /* Counts a connection refused before its request was read (over a connection limit, or while
  * draining), answered with e, for /metrics. */
-void api_refused(struct api_ctx *ctx, enum api_error e);
+void api_refused(struct api_ctx *ctx, enum err e);
 /* Writes one JSON line {"time", "level", "source", "message"} to the access log (nothing when it
  * is off), e.g. level "warn", source "libmicrohttpd": messages of the libraries the server runs
  * on. message may hold any bytes (they are escaped); it is cut at 600 bytes. Any thread. */
@@ -211,10 +160,10 @@ void api_observe(struct api_ctx *ctx, const struct api_request *req, const struc
 
 /* Called by the server with each piece of an admitted request's body as it arrives, in order,
  * before api_handle: checks what can be checked while the body streams in (a JSON body's size,
- * element count and depth outside its image). Returns API_OK to go on, or an error with a
+ * element count and depth outside its image). Returns ERR_OK to go on, or an error with a
  * sentence in msg: the server then stores no more of the body, reads it to its end, and answers
  * api_error_response(e, msg) instead of calling api_handle. */
-enum api_error api_body_chunk(struct api_ctx *ctx, struct api_request *req, const uint8_t *data,
+enum err api_body_chunk(struct api_ctx *ctx, struct api_request *req, const uint8_t *data,
                               size_t n, char *msg, size_t msglen);
 
 /* Whether a request for uri with this method is a probe (GET or HEAD of /healthz, /readyz or
@@ -231,7 +180,7 @@ struct api_response *api_handle(struct api_ctx *ctx, const struct api_request *r
                                 api_done_fn done, void *udata);
 
 /* A JSON error response for e; msg may be NULL for e's default sentence. */
-struct api_response *api_error_response(enum api_error e, const char *msg);
+struct api_response *api_error_response(enum err e, const char *msg);
 /* Frees resp and its body; resp may be NULL. */
 void api_response_free(struct api_response *resp);
 /* Adds a header; returns -1 when there is no room. */

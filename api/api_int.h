@@ -13,6 +13,7 @@
 
 #include "../codecs/codecs.h"
 #include "../cpu/cpu.h"
+#include "../engine/engine.h"
 
 #include <jansson.h>
 
@@ -42,9 +43,9 @@ struct endpoint {
   int given_offset; /* where params_parse stores an unsigned mask of the parameters the request
                        gave (bit i: params[i]), or -1 */
   /* Checks that need several parameters (threewise's radius) and derives values from them,
-   * after every parameter is parsed. Returns API_OK, or an error with a sentence in msg. NULL:
+   * after every parameter is parsed. Returns ERR_OK, or an error with a sentence in msg. NULL:
    * nothing to check. */
-  enum api_error (*check)(void *params, char *msg, size_t msglen);
+  enum err (*check)(void *params, char *msg, size_t msglen);
   /* The request's estimated work in seconds of one CPU core for an image of shape s (from its
    * header): the filter stage and the PSNR reference, not the decode or encode, from the
    * per-sample times measured in docs/engineering-notes.md. NULL: no filter (/convert). */
@@ -67,31 +68,24 @@ extern const char *const params_format_choices[];
 extern const char *const params_bool_choices[];
 extern const char *const params_colorspace_choices[]; /* colorspace: keep, srgb */
 
-struct stage_times { /* milliseconds; negative when the backend has no such stage */
-  double filter;     /* the method itself (on a GPU: upload and kernels) */
-  double reference;  /* exact reference and PSNR */
-  double upload;     /* host to device, when the image was decoded on the host */
-  double kernel;     /* device compute, CUDA events */
-  double download;   /* device to host, when a host encoder needs the pixels */
-};
 
 #define PARAMS_JSON_MAX 16384 /* bytes of the params field */
 
 /* Parses the query string (percent-encoded, without '?') and the optional JSON object text of
- * the params field into out, the endpoint's parameter struct, filling defaults. Returns API_OK,
+ * the params field into out, the endpoint's parameter struct, filling defaults. Returns ERR_OK,
  * or an error with a sentence in msg. */
 /* ep's parameter called name, or NULL. */
 const struct param_spec *params_spec(const struct endpoint *ep, const char *name);
-enum api_error params_parse(const struct endpoint *ep, const char *query, const char *json,
+enum err params_parse(const struct endpoint *ep, const char *query, const char *json,
                             size_t json_len, void *out, char *msg, size_t msglen);
 /* params_parse with the JSON object already parsed: obj (borrowed; NULL: none), whose every key
  * must be a parameter; where names it in messages ("params", "the JSON body"). */
-enum api_error params_parse_object(const struct endpoint *ep, const char *query, json_t *obj,
+enum err params_parse_object(const struct endpoint *ep, const char *query, json_t *obj,
                                    const char *where, void *out, char *msg, size_t msglen);
-/* Parses text as a JSON object (duplicate keys refused) into *out (new reference). Returns API_OK,
- * or API_BAD_JSON with a sentence in msg that begins with what ("The JSON body") and gives
+/* Parses text as a JSON object (duplicate keys refused) into *out (new reference). Returns ERR_OK,
+ * or ERR_BAD_JSON with a sentence in msg that begins with what ("The JSON body") and gives
  * jansson's line and column. */
-enum api_error params_load_json(const char *what, const char *text, size_t len, json_t **out,
+enum err params_load_json(const char *what, const char *text, size_t len, json_t **out,
                                 char *msg, size_t msglen);
 /* The endpoint's parameters that apply to method m (all of them when m < 0) as a JSON array
  * for /methods (new reference). */
@@ -129,9 +123,9 @@ struct bodyscan {     /* zeroed at the start of a body */
   int8_t match;       /* bytes of "image" the key matches so far; -1: not it */
 };
 
-/* Feeds the next n bytes of a JSON body to s. Returns API_OK, or API_BODY_TOO_LARGE (bytes) or
- * API_BAD_JSON (values, depth) with a sentence in msg. */
-enum api_error bodyscan_feed(struct bodyscan *s, const uint8_t *data, size_t n, char *msg,
+/* Feeds the next n bytes of a JSON body to s. Returns ERR_OK, or ERR_BODY_TOO_LARGE (bytes) or
+ * ERR_BAD_JSON (values, depth) with a sentence in msg. */
+enum err bodyscan_feed(struct bodyscan *s, const uint8_t *data, size_t n, char *msg,
                              size_t msglen);
 
 /* ---- multipart/form-data ---- */
@@ -145,145 +139,21 @@ struct mp_part {
 #define MP_MAX_PARTS 8
 
 /* Splits body into parts using the boundary in content_type. Part data point into body; names
- * are malloc'd: release them with multipart_free(). Returns API_OK or API_BAD_MULTIPART with a
+ * are malloc'd: release them with multipart_free(). Returns ERR_OK or ERR_BAD_MULTIPART with a
  * sentence in msg. */
-enum api_error multipart_parse(const char *content_type, const uint8_t *body, size_t len,
+enum err multipart_parse(const char *content_type, const uint8_t *body, size_t len,
                                struct mp_part *parts, int *nparts, char *msg, size_t msglen);
 void multipart_free(struct mp_part *parts, int nparts);
-
-/* ---- backend: a job queue and workers ---- */
-
-/* The API error for a codec status. */
-enum api_error backend_codec_error(enum codec_status s);
-
-/* A backend runs a job's steps on its workers: decode, an operation, encode. Each backend fills
- * these few verbs (backend_cpu.c, backend_gpu.c); the queue and its workers (queue.c) know no
- * more of it. The CPU backend works on host buffers. A backend with keeps_images (CUDA) keeps a
- * job's image on its device from one step to the next: a codec_image whose pixel pointer is NULL
- * is then the worker's image, valid until its next job. */
-struct backend_ops {
-  const char *kind; /* "cpu" or "cuda" */
-  /* Sets up worker index's state (a stream, buffers). Returns 0, or -1 with err filled. */
-  int (*worker_new)(void *shared, int index, void **state, char *err, size_t errlen);
-  void (*worker_free)(void *state);
-  /* Called on the worker's thread around each job; may be NULL. */
-  void (*job_begin)(void *state);
-  void (*job_end)(void *state);
-  /* Decodes buf into img with codec_decode's checks, limits and sentences; the pixels may stay
-   * on the device (img->pixels NULL). *codec: the decoder that ran ("nvjpeg-hw", "libpng"). */
-  enum api_error (*decode)(void *state, const uint8_t *buf, size_t len,
-                           const struct codec_limits *lim, struct codec_image *img,
-                           const char **codec, char *msg, size_t msglen);
-  /* Runs op's compute for this backend (op->cpu or op->gpu) with params on io. Errors as
-   * op_compute_fn's. */
-  enum api_error (*run)(void *state, const struct api_op *op, const void *params, struct op_io *io);
-  /* Encodes img, wherever its pixels are, into *out (malloc'd; the caller frees) of *len bytes;
-   * *codec: the encoder that ran; *download: ms to bring a device image to a host encoder, or -1.
-   */
-  enum api_error (*encode)(void *state, const struct codec_image *img,
-                           const struct codec_encode_opts *o, uint8_t **out, size_t *len,
-                           const char **codec, double *download, char *msg, size_t msglen);
-  /* Gives img host pixels: when they are on the device, a copy in a new malloc'd buffer (the
-   * caller frees it). */
-  enum api_error (*to_host)(void *state, struct codec_image *img);
-  /* The method `auto` stands for on this backend, for this sigma and image size. */
-  enum cpu_method (*auto_method)(double sigma, int width, int height);
-  /* The name clients see in X-Backend for work done by this worker. */
-  const char *(*worker_name)(void *state);
-  int keeps_images;  /* images stay on the device between steps (see above) */
-  int leave_to_exit; /* the process's exit frees its workers faster than worker_free would */
-};
-
-extern const struct backend_ops backend_cpu_ops; /* backend_cpu.c */
-/* The CPU backend's shared state: a pool of n threads (NULL when it cannot start). */
-void *backend_cpu_shared(int n);
-void backend_cpu_shared_free(void *shared);
-
-/* The host codecs every backend uses for what stays on the host (backend_cpu.c): the codec's
- * name for format f ("libpng"), and codec_decode and codec_encode with the api's errors. */
-const char *backend_host_codec(enum codec_format f);
-enum api_error backend_host_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
-                                   struct codec_image *img, const char **codec, char *msg,
-                                   size_t msglen);
-enum api_error backend_host_encode(const struct codec_image *img, const struct codec_encode_opts *o,
-                                   uint8_t **out, size_t *len, const char **codec, char *msg,
-                                   size_t msglen);
-
-#ifdef BLURD_CUDA
-/* The GPU backend (backend_gpu.c) as the queue starts it: what every GPU worker shares. */
-struct backend_gpu_shared {
-  int ndev;               /* visible devices; worker i uses device i % ndev */
-  long fault_at;          /* tests only (BLURD_TEST_GPU_FAULT=N): GPU job N faults; 0: never */
-  long jobs;              /* GPU jobs started (atomic) */
-  struct gpu_jpeg **jpeg; /* ndev JPEG decoders when JPEG runs on the GPU, else NULL */
-};
-extern const struct backend_ops backend_gpu_ops;
-/* Device bytes GPU worker state holds, as of its last job (for /metrics). */
-size_t backend_gpu_worker_bytes(void *state);
-#endif
-
-struct worker {
-  const struct backend_ops *ops;
-  void *state; /* ops' per-worker state */
-  int index;
-};
-
-struct job;
-typedef void (*job_fn)(struct job *job, struct worker *w);
-
-struct job {
-  job_fn run;      /* called once on a worker thread; owns the job from then on */
-  double t_queued; /* api_now_ms() at submission */
-};
-
-struct backend;
-
-struct backend *backend_new(const struct api_config *cfg, char *err, size_t errlen);
-/* Queues job. Returns 0, or -1 when the queue is full (the job is not taken). */
-int backend_submit(struct backend *b, struct job *job);
-/* Runs the jobs still queued, joins the workers and frees b; b may be NULL. */
-void backend_free(struct backend *b);
-const char *backend_name(const struct backend *b);
-/* Whether the exit frees b's workers faster than backend_free (backend_ops.leave_to_exit). */
-int backend_leave_to_exit(const struct backend *b);
-/* Workers still warming up (they take jobs once warm). */
-int backend_warming(struct backend *b);
-/* Workers made and warm, which take jobs: at first fewer than backend_stats' workers, the later
- * ones being made after the backend is ready (queue.c). */
-int backend_workers_ready(struct backend *b);
-/* Jobs waiting, jobs running, queue capacity, workers. */
-void backend_stats(struct backend *b, int *queued, int *running, int *capacity, int *workers);
-/* GPU memory of device index dev (0 .. devices-1): bytes the workers' contexts hold, and the
- * device's used and total bytes (all processes). Returns 0, or -1 when there is no such device
- * (always for the CPU backend). */
-int backend_gpu_memory(struct backend *b, int dev, size_t *held, size_t *used, size_t *total);
-/* The devices the backend uses, as a JSON array (new reference); empty for the CPU. */
-json_t *backend_devices(struct backend *b);
-/* The codecs the backend runs, for /readyz and /methods (new reference): the JPEG decoder and
- * encoder, PNG's, whether JPEG runs on the GPU, and if not, why. */
-json_t *backend_codecs(struct backend *b);
-/* Whether JPEG is decoded and encoded on the GPU; *decoder: the JPEG decoder's name. */
-int backend_gpu_codecs(struct backend *b, const char **decoder);
-
-#define BATCH_BUCKETS 8 /* GPU_JPEG_BATCH_BUCKETS (queue.c checks that they agree) */
-
-struct batch_stats { /* JPEG decode batches of one device (gpu_jpeg_stats) */
-  unsigned long long batches, images, single;
-  unsigned long long hist[BATCH_BUCKETS]; /* batches of size <= 1, 2, 4, ... 64, then more */
-};
-
-/* The decode batches of device dev. Returns 0, or -1 when the device decodes no JPEG. */
-int backend_batch_stats(struct backend *b, int dev, struct batch_stats *s);
 
 /* ---- jobs ---- */
 
 /* Queues the image job of req on ctx's backend: decode, op's compute, encode. The response goes
  * to done(udata). owned: NULL when image lies in req's body, else image's malloc'd buffer, which
- * the job frees (on API_OK only: otherwise it stays the caller's). params: op's parameters,
+ * the job frees (on ERR_OK only: otherwise it stays the caller's). params: op's parameters,
  * copied (op->params_size bytes); NULL when image is a JSON body not yet parsed: the job parses
- * it first, on its worker (upload_json). Returns API_OK, or API_QUEUE_FULL / API_SHUTTING_DOWN /
- * API_OUT_OF_MEMORY (nothing was queued). */
-enum api_error job_submit(struct api_ctx *ctx, const struct api_request *req, const uint8_t *image,
+ * it first, on its worker (upload_json). Returns ERR_OK, or ERR_QUEUE_FULL / ERR_SHUTTING_DOWN /
+ * ERR_OUT_OF_MEMORY (nothing was queued). */
+enum err job_submit(struct api_ctx *ctx, const struct api_request *req, const uint8_t *image,
                           size_t len, uint8_t *owned, const struct api_op *op, const void *params,
                           api_done_fn done, void *udata);
 
@@ -302,8 +172,8 @@ struct upload { /* where the image and the params are in the body */
 /* Does the media type of content_type (before any ';') equal type? */
 int upload_media_is(const char *content_type, const char *type);
 /* Finds the image and the params in req's body, by its Content-Type, into u (zeroed first; free
- * it with upload_free). Returns API_OK, or an error with a sentence in msg. */
-enum api_error upload_read(const struct api_request *req, struct upload *u, char *msg,
+ * it with upload_free). Returns ERR_OK, or an error with a sentence in msg. */
+enum err upload_read(const struct api_request *req, struct upload *u, char *msg,
                            size_t msglen);
 void upload_free(struct upload *u);
 /* The checks of an upload once its parameters are in params (ep's struct): it carries an image,
@@ -324,10 +194,10 @@ struct api_response *upload_json(struct api_ctx *ctx, const struct endpoint *ep,
 /* The q-value, in thousandths (0..1000), that the Accept header accept (NULL: none) gives to the
  * media type type ("image/png"): that of the most specific range that matches it. */
 int api_accept_q(const char *accept, const char *type);
-/* Which answer an image endpoint whose result is of image_type gives under accept: API_OK with
- * *json 0 for the image (also on a tie) or 1 for the JSON object; API_NOT_ACCEPTABLE, with a
+/* Which answer an image endpoint whose result is of image_type gives under accept: ERR_OK with
+ * *json 0 for the image (also on a tie) or 1 for the JSON object; ERR_NOT_ACCEPTABLE, with a
  * sentence in msg, when neither is acceptable. */
-enum api_error api_negotiate(const char *accept, const char *image_type, int *json, char *msg,
+enum err api_negotiate(const char *accept, const char *image_type, int *json, char *msg,
                              size_t msglen);
 
 /* ---- metrics ---- */
@@ -343,7 +213,7 @@ void metrics_stage(struct metrics *m, const char *stage, double ms);
 /* Requests admitted and not yet answered: delta +1 or -1. */
 void metrics_in_flight(struct metrics *m, int delta);
 /* A connection refused unread, answered with e. */
-void metrics_refused(struct metrics *m, enum api_error e);
+void metrics_refused(struct metrics *m, enum err e);
 /* GET /metrics: the Prometheus text exposition of ctx. */
 struct api_response *metrics_response(struct api_ctx *ctx);
 
@@ -359,7 +229,7 @@ void access_log_close(int fd);
 
 struct api_ctx {
   struct api_config cfg;
-  struct backend *backend;
+  struct engine *engine;
   struct metrics *metrics;
   int log_fd;        /* the access log, or -1 */
   uint64_t id_seed;  /* random, per process: generated request ids differ between runs */
@@ -368,10 +238,12 @@ struct api_ctx {
   char *cors;        /* owned copy of the allowed origins, or NULL */
   int draining;      /* atomic */
   int failed;        /* atomic: the GPU is lost */
+  struct blur_params warm[ENGINE_WARM_MAX]; /* the warm-up's blurs (engine_config.warm_ops) */
 };
 
-/* Marks the GPU as lost and tells the server (once). */
-void api_fail(struct api_ctx *ctx);
+/* The engine's on_fatal: the process must stop with status (70: the GPU is lost, after which
+ * /readyz answers 503); tells the server, once. */
+void api_fail(void *ctx, int status);
 
 /* ---- routes ---- */
 
@@ -452,7 +324,7 @@ struct api_response *web_answer(struct api_ctx *ctx, const struct route *r,
 struct api_response *response_empty(int status);
 /* api_error_response with the members of the object fields (stolen; may be NULL) added to the
  * error object ("estimate_s": 212.4). */
-struct api_response *response_error(enum api_error e, const char *msg, json_t *fields);
+struct api_response *response_error(enum err e, const char *msg, json_t *fields);
 /* A response with a JSON body (takes a reference to body's ownership: body is decref'd). */
 struct api_response *response_json(int status, json_t *body);
 /* Base64 (RFC 4648, padded) of data as a new NUL-terminated string, or NULL. */
@@ -460,11 +332,11 @@ char *base64_encode(const uint8_t *data, size_t len);
 /* Decodes the image string of a JSON body, s[0..len): standard base64 (RFC 4648: A-Z, a-z, 0-9,
  * '+', '/'), after an optional data: URL prefix ("data:image/png;base64,"). The '=' padding may
  * be left out, but when present it must be complete and end the string; line breaks (CR, LF, as
- * in MIME's 76-column lines) are skipped; any other character is an error. Returns API_OK with
+ * in MIME's 76-column lines) are skipped; any other character is an error. Returns ERR_OK with
  * the bytes in *out (malloc'd, of 3/4 of the base64's length; the caller frees it; NULL when
- * there are none) and their count in *outlen; API_BAD_IMAGE_ENCODING with a sentence in msg that
- * gives the byte offset in s and the character where it broke; or API_OUT_OF_MEMORY. */
-enum api_error base64_decode(const char *s, size_t len, uint8_t **out, size_t *outlen, char *msg,
+ * there are none) and their count in *outlen; ERR_BAD_IMAGE_ENCODING with a sentence in msg that
+ * gives the byte offset in s and the character where it broke; or ERR_OUT_OF_MEMORY. */
+enum err base64_decode(const char *s, size_t len, uint8_t **out, size_t *outlen, char *msg,
                              size_t msglen);
 
 #endif

@@ -20,31 +20,31 @@ enum {            /* where the scanner is */
 _Static_assert(sizeof(struct bodyscan) <= sizeof(((struct api_request *)0)->body_scan),
                "struct bodyscan must fit in api_request.body_scan");
 
-static enum api_error too_deep(char *msg, size_t msglen) {
+static enum err too_deep(char *msg, size_t msglen) {
   snprintf(msg, msglen,
            "The JSON body nests arrays and objects more than %d deep; the parameters need 3.",
            BODYSCAN_DEPTH_MAX);
-  return API_BAD_JSON;
+  return ERR_BAD_JSON;
 }
 
-static enum api_error too_many(char *msg, size_t msglen) {
+static enum err too_many(char *msg, size_t msglen) {
   snprintf(msg, msglen,
            "The JSON body has more than %d values outside its image; the largest request (a "
            "%dx%d kernel) needs %d.",
            BODYSCAN_VALUES_MAX, CPU_CONV_MAX, CPU_CONV_MAX, CPU_CONV_MAX * (CPU_CONV_MAX + 1) + 2);
-  return API_BAD_JSON;
+  return ERR_BAD_JSON;
 }
 
-static enum api_error too_large(char *msg, size_t msglen) {
+static enum err too_large(char *msg, size_t msglen) {
   snprintf(msg, msglen,
            "The JSON body has more than %d bytes outside its 'image' string; send the image in "
            "'image' and only parameters besides.",
            BODYSCAN_BYTES_MAX);
-  return API_BODY_TOO_LARGE;
+  return ERR_BODY_TOO_LARGE;
 }
 
 /* A value starts with c (not a blank, ',', ':' or a closing bracket). */
-static enum api_error value_start(struct bodyscan *s, int c, char *msg, size_t msglen) {
+static enum err value_start(struct bodyscan *s, int c, char *msg, size_t msglen) {
   if (++s->values > BODYSCAN_VALUES_MAX) return too_many(msg, msglen);
   s->key = 0;
   if (c == '"') {
@@ -60,7 +60,7 @@ static enum api_error value_start(struct bodyscan *s, int c, char *msg, size_t m
     s->state = BS_SCALAR;
   }
   s->image_next = 0;
-  return API_OK;
+  return ERR_OK;
 }
 
 /* A key string ends: whether it is the top-level "image" is known from its bytes. */
@@ -70,21 +70,21 @@ static void key_end(struct bodyscan *s) {
 }
 
 /* One byte outside a string. */
-static enum api_error structural(struct bodyscan *s, int c, char *msg, size_t msglen) {
+static enum err structural(struct bodyscan *s, int c, char *msg, size_t msglen) {
   if (c == ' ' || c == '\t' || c == '\r' || c == '\n') {
     if (s->state == BS_SCALAR) s->state = BS_AFTER;
-    return API_OK;
+    return ERR_OK;
   }
   if (c == ',' || c == ':' || c == ']' || c == '}') {
     if (c == ']' || c == '}') s->depth -= s->depth > 0;
     s->key = c == ',' && s->depth > 0 && (s->objects >> (s->depth - 1) & 1);
     s->state = c == ',' || c == ':' ? BS_VALUE : BS_AFTER;
-    return API_OK;
+    return ERR_OK;
   }
-  if (s->state == BS_SCALAR) return API_OK;
+  if (s->state == BS_SCALAR) return ERR_OK;
   if (s->key && c == '"') { /* a key: not a value */
     s->state = BS_STRING, s->in_key = 1, s->match = 0;
-    return API_OK;
+    return ERR_OK;
   }
   return value_start(s, c, msg, msglen);
 }
@@ -124,7 +124,7 @@ static size_t string_bytes(struct bodyscan *s, const uint8_t *p, size_t n) {
   return i;
 }
 
-enum api_error bodyscan_feed(struct bodyscan *s, const uint8_t *data, size_t n, char *msg,
+enum err bodyscan_feed(struct bodyscan *s, const uint8_t *data, size_t n, char *msg,
                              size_t msglen) {
   size_t i = 0;
   while (i < n) {
@@ -136,8 +136,8 @@ enum api_error bodyscan_feed(struct bodyscan *s, const uint8_t *data, size_t n, 
       continue;
     }
     if (++s->bytes > BODYSCAN_BYTES_MAX) return too_large(msg, msglen);
-    enum api_error e = structural(s, data[i++], msg, msglen);
-    if (e != API_OK) return e;
+    enum err e = structural(s, data[i++], msg, msglen);
+    if (e != ERR_OK) return e;
   }
-  return API_OK;
+  return ERR_OK;
 }

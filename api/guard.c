@@ -58,7 +58,7 @@ static int origin_allowed(const struct api_ctx *ctx, const char *origin) {
 /* The answer to a CORS preflight (OPTIONS with Access-Control-Request-Method). */
 static struct api_response *preflight(struct api_ctx *ctx, const struct api_request *req,
                                       const struct route *r) {
-  if (!r) return api_error_response(API_NOT_FOUND, NULL);
+  if (!r) return api_error_response(ERR_NOT_FOUND, NULL);
   struct api_response *resp = response_empty(204);
   if (!resp || !origin_allowed(ctx, req->origin)) return resp; /* the browser will refuse */
   api_response_header(resp, "Access-Control-Allow-Methods", "%s",
@@ -78,7 +78,7 @@ struct api_response *api_admit(struct api_ctx *ctx, const struct api_request *re
   if (ctx->cors && strcmp(req->method, "OPTIONS") == 0 && req->origin && req->cors_method)
     return preflight(ctx, req, r); /* browsers send preflights without credentials */
   if (!ctx->api_key || (r && r->flags & ROUTE_OPEN) || has_key(ctx, req)) return NULL;
-  struct api_response *resp = api_error_response(API_UNAUTHORIZED, NULL);
+  struct api_response *resp = api_error_response(ERR_UNAUTHORIZED, NULL);
   if (resp) api_response_header(resp, "WWW-Authenticate", "Bearer realm=\"blurd\"");
   return resp;
 }

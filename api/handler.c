@@ -19,17 +19,17 @@ struct api_response *handler_healthz(ROUTE_ARGS) {
 struct api_response *handler_readyz(ROUTE_ARGS) {
   ROUTE_UNUSED;
   int queued, running, cap, workers;
-  backend_stats(ctx->backend, &queued, &running, &cap, &workers);
+  engine_stats(ctx->engine, &queued, &running, &cap, &workers);
   int failed = api_failed(ctx), draining = __atomic_load_n(&ctx->draining, __ATOMIC_SEQ_CST);
-  int warming = backend_warming(ctx->backend);
+  int warming = engine_warming(ctx->engine);
   int ready = !failed && !draining && !warming && workers > 0;
   const char *status = failed ? "gpu_lost" : draining ? "draining" : warming ? "warming" : "ready";
   return response_json(ready ? 200 : 503,
                        json_pack("{s:b, s:s, s:s, s:o, s:o, s:i, s:i, s:{s:i, s:i}, s:i}", "ready",
-                                 ready, "status", status, "backend", backend_name(ctx->backend),
-                                 "devices", backend_devices(ctx->backend), "codecs",
-                                 backend_codecs(ctx->backend), "workers", workers, "workers_ready",
-                                 backend_workers_ready(ctx->backend), "queue", "depth", queued,
+                                 ready, "status", status, "backend", engine_name(ctx->engine),
+                                 "devices", engine_devices(ctx->engine), "codecs",
+                                 engine_codecs(ctx->engine), "workers", workers, "workers_ready",
+                                 engine_workers_ready(ctx->engine), "queue", "depth", queued,
                                  "capacity", cap, "running", running));
 }
 
@@ -46,8 +46,8 @@ struct api_response *handler_methods(ROUTE_ARGS) {
   const struct api_config *c = &ctx->cfg;
   return response_json(
       200, json_pack("{s:s, s:o, s:o, s:o, s:{s:I, s:I, s:I, s:I, s:f, s:s}}", "backend",
-                     backend_name(ctx->backend), "devices", backend_devices(ctx->backend), "codecs",
-                     backend_codecs(ctx->backend), "methods", list, "limits", "max_body_bytes",
+                     engine_name(ctx->engine), "devices", engine_devices(ctx->engine), "codecs",
+                     engine_codecs(ctx->engine), "methods", list, "limits", "max_body_bytes",
                      (json_int_t)c->max_body, "max_pixels", (json_int_t)c->max_pixels, "max_width",
                      (json_int_t)c->max_width, "max_height", (json_int_t)c->max_height,
                      "max_cost_s", c->max_cost, "cost",
@@ -61,21 +61,21 @@ struct api_response *handler_methods(ROUTE_ARGS) {
  * thread nothing. */
 struct api_response *handler_image(ROUTE_ARGS) {
   char msg[512] = "";
-  if (api_failed(ctx)) return api_error_response(API_GPU_LOST, NULL);
+  if (api_failed(ctx)) return api_error_response(ERR_GPU_LOST, NULL);
   if (upload_media_is(req->content_type, "application/json")) {
-    enum api_error e =
+    enum err e =
         job_submit(ctx, req, req->body, req->body_len, NULL, r->op, NULL, done, udata);
-    return e == API_OK ? NULL : api_error_response(e, NULL);
+    return e == ERR_OK ? NULL : api_error_response(e, NULL);
   }
   struct upload u;
   void *p = calloc(1, r->op->params_size); /* large (a custom kernel): not on the stack */
-  if (!p) return api_error_response(API_OUT_OF_MEMORY, NULL);
+  if (!p) return api_error_response(ERR_OUT_OF_MEMORY, NULL);
   struct api_response *resp = NULL;
-  enum api_error e = upload_read(req, &u, msg, sizeof(msg));
-  if (e == API_OK) e = params_parse(r->ep, query, u.json, u.json_len, p, msg, sizeof(msg));
-  if (e == API_OK) resp = upload_check(ctx, r->ep, p, u.image, u.len);
-  if (e == API_OK && !resp) e = job_submit(ctx, req, u.image, u.len, NULL, r->op, p, done, udata);
+  enum err e = upload_read(req, &u, msg, sizeof(msg));
+  if (e == ERR_OK) e = params_parse(r->ep, query, u.json, u.json_len, p, msg, sizeof(msg));
+  if (e == ERR_OK) resp = upload_check(ctx, r->ep, p, u.image, u.len);
+  if (e == ERR_OK && !resp) e = job_submit(ctx, req, u.image, u.len, NULL, r->op, p, done, udata);
   upload_free(&u);
   free(p);
-  return resp ? resp : e == API_OK ? NULL : api_error_response(e, msg);
+  return resp ? resp : e == ERR_OK ? NULL : api_error_response(e, msg);
 }

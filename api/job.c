@@ -1,20 +1,10 @@
-/* The image job: runs on a backend worker, off the HTTP threads, and only orchestrates: it decodes
- * the upload, runs the job's operation (its descriptor's compute for the worker's backend, op.h)
- * and encodes the result, checking the request's deadline between the steps, then builds the
- * response with the stage times, the PSNR and the operation's own fields and hands it to the
- * server's callback. No pixel is computed here: the computes live in cpu/ and gpu/. The backend
- * decodes and encodes (its verbs say with which codec), and may keep the pixels on its device
- * between steps: an image whose pixels are NULL is the worker's. Each step is timed here, so every
- * backend reports the same names.
- * A JSON body comes to the job unparsed: its parameters and base64 image are read here first, on
- * the worker, so that no HTTP thread spends time or memory on a large body.
- * Between steps the job gives up early when the request's deadline has passed (503
- * deadline_exceeded) or the client has hung up (nobody would read the answer). Within every step
- * the same two questions go to the work itself, through the cancel token the job sets for its
- * thread around the whole of process() (struct cpu_cancel): the filters and the reference ask it
- * (cpu_cancelled), and so do the decoders and encoders, through the codecs' hook
- * (codec_cancel_set), which asks the same token. Their loops stop within milliseconds, and the
- * job answers as it would between steps; an unfinished result is never encoded nor sent. */
+/* The image job of a request: queued on the engine, it runs on a worker thread, off the HTTP
+ * threads. A JSON body comes to it unparsed: its parameters and base64 image are read here first,
+ * on the worker, so that no HTTP thread spends time or memory on a large body. Then the engine's
+ * pipeline (engine_image_run) decodes, runs the operation's compute and encodes, asking this file
+ * only how to encode once the upload's format is known (the output parameters, and the Accept
+ * header, which may ask for the JSON object instead: a 406 costs no filtering); and this file
+ * answers with the stage times, the PSNR and the operation's own fields. */
 #include "api_int.h"
 
 #include <math.h>
@@ -23,13 +13,11 @@
 #include <string.h>
 
 struct image_job {
-  struct job base; /* first: the backend sees a struct job */
+  struct job base; /* first: the engine sees a struct job */
   struct api_ctx *ctx;
   const uint8_t *image; /* the upload: in the server's request, or in owned */
   size_t len;
   uint8_t *owned; /* the image decoded from a JSON body's base64, freed with the job; or NULL */
-  uint8_t *icc;   /* the upload's ICC profile, to go out with the result; or NULL */
-  size_t icc_len;
   const struct api_op *op;
   int json;           /* image is a JSON body to parse first, with op's parameters */
   const char *query;  /* the request's query string (without '?'), for json */
@@ -47,27 +35,16 @@ struct image_job {
   } params;
 };
 
-struct timing { /* stage times of one job, ms; negative when not applicable */
-  double queue, decode, encode, total;
-  struct stage_times st;
-  const char *decoder, *encoder; /* the codecs that ran, or NULL */
+struct timing { /* stage times of one job as clients see them, ms; negative when not applicable */
+  double queue, total;
+  struct engine_timing e; /* the pipeline's */
 };
 
-/* Whether the job should stop before its next stage. */
-static enum api_error still_wanted(const struct image_job *j) {
-  if (j->deadline > 0 && api_now_ms() > j->deadline) return API_DEADLINE_EXCEEDED;
-  if (j->client_gone && j->client_gone(j->udata)) return API_CLIENT_GONE;
-  return API_OK;
-}
-
-static int job_client_gone(void *arg) {
-  const struct image_job *j = arg;
-  return j->client_gone(j->udata);
-}
-
-/* The codecs' hook (codec_cancel_set): the job's token, from any thread the codec uses. */
-static int codec_stop(void *token) {
-  return cpu_cancel_check(token) != CPU_RUNNING;
+/* Whether the job should stop before it starts. */
+static enum err still_wanted(const struct image_job *j) {
+  if (j->deadline > 0 && api_now_ms() > j->deadline) return ERR_DEADLINE_EXCEEDED;
+  if (j->client_gone && j->client_gone(j->udata)) return ERR_CLIENT_GONE;
+  return ERR_OK;
 }
 
 /* The stages of t as name/value pairs, in the order clients see them, with the codec of the
@@ -75,9 +52,10 @@ static int codec_stop(void *token) {
 static int stages(const struct timing *t, const char **names, double *ms, const char **desc) {
   const char *n[] = {"queue",  "decode",    "upload", "kernel", "download",
                      "filter", "reference", "encode", "total"};
-  double v[] = {t->queue,     t->decode,       t->st.upload, t->st.kernel, t->st.download,
-                t->st.filter, t->st.reference, t->encode,    t->total};
-  const char *d[] = {NULL, t->decoder, NULL, NULL, NULL, NULL, NULL, t->encoder, NULL};
+  const struct stage_times *st = &t->e.st;
+  double v[] = {t->queue,   t->e.decode,   st->upload,  st->kernel, st->download,
+                st->filter, st->reference, t->e.encode, t->total};
+  const char *d[] = {NULL, t->e.decoder, NULL, NULL, NULL, NULL, NULL, t->e.encoder, NULL};
   int k = 0;
   for (int i = 0; i < 9; i++)
     if (v[i] >= 0) names[k] = n[i], desc[k] = d[i], ms[k++] = v[i];
@@ -131,86 +109,18 @@ static json_t *json_body(const struct image_job *j, const struct codec_image *im
   return o;
 }
 
-/* How the result is encoded (op_output), with the upload's ICC profile when it is kept. */
-static struct codec_encode_opts encode_opts(const struct image_job *j, enum codec_format input) {
-  struct codec_encode_opts o = op_output(j->op->ep, j->params.bytes, input);
-  o.icc = j->icc, o.icc_len = j->icc_len;
-  return o;
+/* engine_image_job.output: how the answer is encoded (op_output), and whether it is the image or
+ * the JSON object (api_negotiate: a 406 when neither is acceptable). */
+static enum err job_output(void *arg, enum codec_format in, struct codec_encode_opts *o, char *msg,
+                           size_t msglen) {
+  struct image_job *j = arg;
+  *o = op_output(j->op->ep, j->params.bytes, in);
+  return api_negotiate(j->accept, codec_mime(o->format), &j->want_json, msg, msglen);
 }
 
-/* The upload's ICC profile into the job (read from the file's bytes, whichever decoder ran); with
- * colorspace=srgb, in's pixels converted to sRGB on the host and the profile dropped. */
-static enum api_error colour(struct image_job *j, struct worker *w, struct codec_image *in) {
-  if (codec_icc_read(j->image, j->len, &j->icc, &j->icc_len) != CODEC_OK) return API_OUT_OF_MEMORY;
-  if (!j->icc || strcmp(op_choice(j->op->ep, j->params.bytes, "colorspace", "keep"), "srgb") != 0)
-    return API_OK;
-  enum api_error e = w->ops->to_host(w->state, in);
-  if (e == API_OK && codec_to_srgb(in, j->icc, j->icc_len) < 0) e = op_cancelled();
-  free(j->icc);
-  j->icc = NULL, j->icc_len = 0;
-  return e;
-}
-
-/* The operation on w's backend, under the job's cancel token (process_stoppable): the filters'
- * loops stop once the deadline has passed or the client has gone, and the job then answers as
- * still_wanted() would, whatever the compute made of its unfinished work (a lost GPU still stops
- * the process). */
-static enum api_error run_op(struct image_job *j, struct worker *w, struct op_io *io) {
-  enum api_error e = w->ops->run(w->state, j->op, j->params.bytes, io), c = op_cancelled();
-  return e == API_GPU_LOST || c == API_OK ? e : c;
-}
-
-/* Decodes, runs the operation and encodes; on success *enc holds the encoded image and *img the
- * pixels it came from (out, or in for an operation with no compute). */
-static enum api_error process(struct image_job *j, struct worker *w, struct codec_image *in,
-                              struct codec_image *out, const struct codec_image **img,
-                              uint8_t **enc, size_t *enclen, struct op_result *res,
-                              struct timing *t, char *msg, size_t msglen) {
-  const struct api_config *cfg = &j->ctx->cfg;
-  struct codec_limits lim = {cfg->max_width, cfg->max_height, cfg->max_pixels};
-  int compute = j->op->cpu || j->op->gpu;
-  struct op_io io = {in, out, res, &t->st, msg, msglen};
-  enum api_error e = still_wanted(j);
-  if (e != API_OK) return e;
-  double t0 = api_now_ms();
-  e = w->ops->decode(w->state, j->image, j->len, &lim, in, &t->decoder, msg, msglen);
-  if (e == API_OK) e = colour(j, w, in);
-  t->decode = api_now_ms() - t0; /* the profile read and colour conversion included */
-  if (e == API_OK) e = still_wanted(j);
-  if (e == API_OK) /* before the compute: a 406 costs no filtering */
-    e = api_negotiate(j->accept, codec_mime(encode_opts(j, in->format).format), &j->want_json, msg,
-                      msglen);
-  if (e == API_OK && compute) e = run_op(j, w, &io);
-  if (e == API_OK) e = still_wanted(j);
-  if (e != API_OK) return e;
-  struct codec_encode_opts o = encode_opts(j, in->format);
-  struct codec_image *r = compute ? out : in;
-  r->format = o.format;
-  *img = r;
-  t0 = api_now_ms();
-  e = w->ops->encode(w->state, r, &o, enc, enclen, &t->encoder, &t->st.download, msg, msglen);
-  t->encode = api_now_ms() - t0; /* download included, when there is one */
-  return e;
-}
-
-/* process() under the job's cancel token, for the filters (cpu_cancel_set) and the codecs
- * (codec_cancel_set) alike. A step that stopped for it answers with its reason, in the API's own
- * words. */
-static enum api_error process_stoppable(struct image_job *j, struct worker *w,
-                                        struct codec_image *in, struct codec_image *out,
-                                        const struct codec_image **img, uint8_t **enc,
-                                        size_t *enclen, struct op_result *res, struct timing *t,
-                                        char *msg, size_t msglen) {
-  struct cpu_cancel token = {j->deadline, j->client_gone ? job_client_gone : NULL, j, 0, 0, 0};
-  struct codec_cancel hook = {codec_stop, &token};
-  cpu_cancel_set(&token);
-  codec_cancel_set(&hook);
-  enum api_error e = process(j, w, in, out, img, enc, enclen, res, t, msg, msglen);
-  if (e != API_OK && e != API_GPU_LOST && op_cancelled() != API_OK) e = op_cancelled();
-  codec_cancel_set(NULL);
-  cpu_cancel_set(NULL);
-  if (e == API_DEADLINE_EXCEEDED || e == API_CLIENT_GONE) msg[0] = 0;
-  return e;
+static int job_client_gone(void *arg) {
+  const struct image_job *j = arg;
+  return j->client_gone(j->udata);
 }
 
 static struct api_response *respond(struct image_job *j, const struct codec_image *img,
@@ -263,39 +173,47 @@ static struct api_response *parse_body(struct image_job *j) {
 
 static void job_run(struct job *job, struct worker *w) {
   struct image_job *j = (struct image_job *)job;
-  struct timing t = {api_now_ms() - job->t_queued, -1, -1, -1, {-1, -1, -1, -1, -1}, NULL, NULL};
-  struct codec_image in = {0}, out = {0};
-  const struct codec_image *img = NULL;
-  uint8_t *enc = NULL;
-  size_t enclen = 0;
-  struct op_result res = {NULL, 0, 0, NAN, 0, 0, 0, 0};
-  char msg[256] = "";
-  enum api_error e = still_wanted(j);
-  struct api_response *r = e == API_OK ? parse_body(j) : NULL;
-  if (e == API_OK && !r)
-    e = process_stoppable(j, w, &in, &out, &img, &enc, &enclen, &res, &t, msg, sizeof(msg));
-  if (e == API_GPU_LOST) api_fail(j->ctx); /* the process will stop and be restarted */
+  const struct api_config *cfg = &j->ctx->cfg;
+  struct timing t = {api_now_ms() - job->t_queued, -1, {-1, -1, {-1, -1, -1, -1, -1}, NULL, NULL}};
+  struct engine_image img = {0};
+  int compute = 0;
+  for (int b = 0; b < ENGINE_NBACKENDS; b++) compute |= j->op->compute[b] != NULL;
+  struct engine_image_job spec = {
+      j->image,
+      j->len,
+      {cfg->max_width, cfg->max_height, cfg->max_pixels},
+      compute ? j->op->compute : NULL,
+      j->params.bytes,
+      strcmp(op_choice(j->op->ep, j->params.bytes, "colorspace", "keep"), "srgb") == 0,
+      j->deadline,
+      j->client_gone ? job_client_gone : NULL,
+      j,
+      job_output};
+  enum err e = still_wanted(j);
+  struct api_response *r = e == ERR_OK ? parse_body(j) : NULL;
+  if (e == ERR_OK && !r) {
+    spec.image = j->image, spec.len = j->len; /* a JSON body's image, decoded from base64 */
+    e = engine_image_run(w, &spec, &img);
+  }
+  t.e = img.t;
   if (!r)
-    r = e == API_OK ? respond(j, img, &enc, enclen, &res, &t, w->ops->worker_name(w->state))
-                    : api_error_response(e, msg[0] ? msg : NULL);
-  if (!r) r = api_error_response(API_OUT_OF_MEMORY, NULL);
-  if (j->trace && res.method) j->trace->algorithm = res.method;
+    r = e == ERR_OK ? respond(j, img.img, &img.enc, img.len, &img.res, &t, engine_worker_name(w))
+                    : api_error_response(e, img.msg[0] ? img.msg : NULL);
+  if (!r) r = api_error_response(ERR_OUT_OF_MEMORY, NULL);
+  if (j->trace && img.res.method) j->trace->algorithm = img.res.method;
   note_stages(j, &t);
-  free(enc);
-  codec_image_free(&out);
-  codec_image_free(&in);
+  engine_image_free(&img);
   free(j->owned);
-  free(j->icc);
   j->done(j->udata, r);
   free(j);
 }
 
-enum api_error job_submit(struct api_ctx *ctx, const struct api_request *req, const uint8_t *image,
+enum err job_submit(struct api_ctx *ctx, const struct api_request *req, const uint8_t *image,
                           size_t len, uint8_t *owned, const struct api_op *op, const void *params,
                           api_done_fn done, void *udata) {
   const char *q = strchr(req->uri, '?');
   struct image_job *j = calloc(1, sizeof(*j));
-  if (!j) return API_OUT_OF_MEMORY;
+  if (!j) return ERR_OUT_OF_MEMORY;
   *j = (struct image_job){.base = {job_run, 0},
                           .ctx = ctx,
                           .image = image,
@@ -312,9 +230,9 @@ enum api_error job_submit(struct api_ctx *ctx, const struct api_request *req, co
                           .done = done,
                           .udata = udata};
   if (params) memcpy(j->params.bytes, params, op->params_size);
-  if (backend_submit(ctx->backend, &j->base) != 0) {
+  if (engine_submit(ctx->engine, &j->base) != 0) {
     free(j);
-    return ctx->draining ? API_SHUTTING_DOWN : API_QUEUE_FULL;
+    return ctx->draining ? ERR_SHUTTING_DOWN : ERR_QUEUE_FULL;
   }
-  return API_OK;
+  return ERR_OK;
 }

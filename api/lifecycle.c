@@ -1,5 +1,5 @@
 /* The api context's life cycle: api_new makes what the api keeps (metrics, the access log, the
- * request id seed, the API key and CORS origins, the backend), api_free releases it. Apart from
+ * request id seed, the API key and CORS origins, the engine), api_free releases it. Apart from
  * the rest of the api, so that the files it starts (metrics, the access log, the backend) can
  * ask the context's state (ctx.c) without importing its making. */
 #include "api_int.h"
@@ -35,6 +35,34 @@ static int setup(struct api_ctx *ctx, const struct api_config *cfg, char *err, s
   return 0;
 }
 
+/* The engine's settings from the api's: the workers, the queue, the codecs, and the warm-up,
+ * which blurs at sigma 12 as a first request would (without the PSNR first, on a device: its
+ * method's kernels load too). */
+static struct engine_config engine_settings(struct api_ctx *ctx, const struct api_config *cfg) {
+  static const enum engine_choice choice[] = {
+      [API_BACKEND_AUTO] = ENGINE_AUTO, [API_BACKEND_CPU] = ENGINE_ONLY_CPU,
+      [API_BACKEND_GPU] = ENGINE_ONLY_GPU};
+  static const enum engine_gpu_codecs codecs[] = {[API_GPU_CODECS_AUTO] = ENGINE_GPU_CODECS_AUTO,
+                                                   [API_GPU_CODECS_ON] = ENGINE_GPU_CODECS_ON,
+                                                   [API_GPU_CODECS_OFF] = ENGINE_GPU_CODECS_OFF};
+  struct engine_config e = {.backend = choice[cfg->backend],
+                            .workers = cfg->workers,
+                            .queue = cfg->queue,
+                            .gpu_codecs = codecs[cfg->gpu_codecs],
+                            .jpeg_batch_wait_us = cfg->jpeg_batch_wait_us,
+                            .jpeg_decoders = cfg->jpeg_decoders,
+                            .on_fatal = api_fail,
+                            .on_fatal_arg = ctx};
+  memcpy(e.warm, cfg->warm, sizeof(e.warm));
+  char msg[256];
+  static const char *const queries[ENGINE_WARM_MAX] = {"sigma=12&psnr=false", "sigma=12"};
+  for (int k = 0; k < ENGINE_WARM_MAX; k++)
+    if (params_parse(&api_blur_endpoint, queries[k], NULL, 0, &ctx->warm[k], msg, sizeof(msg)) ==
+        ERR_OK)
+      e.warm_ops[e.nwarm_ops++] = (struct engine_warm){op_blur.compute, &ctx->warm[k], k == 0};
+  return e;
+}
+
 struct api_ctx *api_new(const struct api_config *cfg, char *err, size_t errlen) {
   struct api_ctx *ctx = calloc(1, sizeof(*ctx));
   if (!ctx) {
@@ -43,7 +71,8 @@ struct api_ctx *api_new(const struct api_config *cfg, char *err, size_t errlen) 
   }
   ctx->cfg = *cfg;
   ctx->log_fd = -1;
-  if (setup(ctx, cfg, err, errlen) != 0 || !(ctx->backend = backend_new(cfg, err, errlen))) {
+  struct engine_config ec = engine_settings(ctx, cfg);
+  if (setup(ctx, cfg, err, errlen) != 0 || !(ctx->engine = engine_new(&ec, err, errlen))) {
     api_free(ctx);
     return NULL;
   }
@@ -52,7 +81,7 @@ struct api_ctx *api_new(const struct api_config *cfg, char *err, size_t errlen) 
 
 void api_free(struct api_ctx *ctx) {
   if (!ctx) return;
-  backend_free(ctx->backend);
+  engine_free(ctx->engine);
   metrics_free(ctx->metrics);
   access_log_close(ctx->log_fd);
   free(ctx->api_key);

@@ -40,7 +40,7 @@ struct metrics {
   const char *stage[STAGES]; /* stage names, interned (atomic) */
   struct histogram hist[STAGES];
   uint64_t dropped;              /* observations that found no free slot (atomic) */
-  uint64_t refused[API_NERRORS]; /* connections refused unread, by answer (atomic) */
+  uint64_t refused[ERR_COUNT]; /* connections refused unread, by answer (atomic) */
   int in_flight;                 /* admitted requests not yet answered (atomic) */
 };
 
@@ -99,8 +99,8 @@ void metrics_stage(struct metrics *m, const char *stage, double ms) {
   __atomic_add_fetch(&m->hist[s].sum_ns, (uint64_t)(ms * 1e6 + 0.5), __ATOMIC_RELAXED);
 }
 
-void metrics_refused(struct metrics *m, enum api_error e) {
-  if (e > API_OK && e < API_NERRORS) __atomic_add_fetch(&m->refused[e], 1, __ATOMIC_RELAXED);
+void metrics_refused(struct metrics *m, enum err e) {
+  if (e > ERR_OK && e < ERR_COUNT) __atomic_add_fetch(&m->refused[e], 1, __ATOMIC_RELAXED);
 }
 
 void metrics_in_flight(struct metrics *m, int delta) {
@@ -203,9 +203,9 @@ static void put_gauge(struct text *t, const char *name, const char *help, double
 
 static void render_gauges(struct text *t, struct api_ctx *ctx) {
   int queued, running, cap, workers;
-  backend_stats(ctx->backend, &queued, &running, &cap, &workers);
+  engine_stats(ctx->engine, &queued, &running, &cap, &workers);
   int ready = !api_failed(ctx) && !__atomic_load_n(&ctx->draining, __ATOMIC_SEQ_CST) &&
-              !backend_warming(ctx->backend);
+              !engine_warming(ctx->engine);
   put_gauge(t, "blurd_queue_depth", "Jobs waiting for a worker.", queued);
   put_gauge(t, "blurd_queue_capacity", "Jobs that may wait for a worker.", cap);
   put_gauge(t, "blurd_jobs_running", "Jobs on a worker now.", running);
@@ -216,10 +216,10 @@ static void render_gauges(struct text *t, struct api_ctx *ctx) {
   put_family(t, "blurd_connections_refused_total", "counter",
              "Connections answered before their request was read: over --max-conns, over "
              "--max-conns-per-ip, or while draining.");
-  static const enum api_error refusals[] = {
-      API_TOO_MANY_CONNECTIONS, API_TOO_MANY_CONNECTIONS_FROM_ADDRESS, API_SHUTTING_DOWN};
+  static const enum err refusals[] = {
+      ERR_TOO_MANY_CONNECTIONS, ERR_TOO_MANY_CONNECTIONS_FROM_ADDRESS, ERR_SHUTTING_DOWN};
   for (size_t i = 0; i < sizeof(refusals) / sizeof(refusals[0]); i++)
-    put(t, "blurd_connections_refused_total{reason=\"%s\"} %llu\n", api_error_code(refusals[i]),
+    put(t, "blurd_connections_refused_total{reason=\"%s\"} %llu\n", err_code(refusals[i]),
         (unsigned long long)__atomic_load_n(&ctx->metrics->refused[refusals[i]], __ATOMIC_RELAXED));
   put_family(t, "blurd_metrics_dropped_total", "counter",
              "Observations not recorded because a metrics table was full.");
@@ -231,7 +231,7 @@ static void render_gauges(struct text *t, struct api_ctx *ctx) {
 static void render_gpu(struct text *t, struct api_ctx *ctx) {
   size_t held[MAX_DEVICES], used[MAX_DEVICES], total[MAX_DEVICES];
   int n = 0;
-  while (n < MAX_DEVICES && backend_gpu_memory(ctx->backend, n, &held[n], &used[n], &total[n]) == 0)
+  while (n < MAX_DEVICES && engine_device_memory(ctx->engine, n, &held[n], &used[n], &total[n]) == 0)
     n++;
   if (n == 0) return;
   static const char *const names[] = {"blurd_gpu_memory_used_bytes",
@@ -251,22 +251,22 @@ static void render_gpu(struct text *t, struct api_ctx *ctx) {
 /* Where JPEG runs, and the sizes of the GPU's decode batches by device. */
 static void render_codecs(struct text *t, struct api_ctx *ctx) {
   const char *decoder;
-  int gpu = backend_gpu_codecs(ctx->backend, &decoder);
+  int gpu = engine_device_codecs(ctx->engine, &decoder);
   put_gauge(t, "blurd_gpu_codecs", "1 when JPEG is decoded and encoded on the GPU (nvJPEG).", gpu);
   put_family(t, "blurd_codecs_info", "gauge", "The codecs that run (always 1).");
   put(t, "blurd_codecs_info{jpeg_decode=\"");
   put_label(t, decoder);
   put(t, "\",jpeg_encode=\"%s\",png=\"libpng\",webp=\"libwebp\"} 1\n",
       gpu ? "nvjpeg" : "libjpeg-turbo");
-  struct batch_stats b;
-  if (backend_batch_stats(ctx->backend, 0, &b) != 0) return;
+  struct engine_batch_stats b;
+  if (engine_batch_stats(ctx->engine, 0, &b) != 0) return;
   put_family(t, "blurd_jpeg_decode_batch_size", "histogram",
              "JPEG files per batched GPU decode, by device (sum: files, count: batches).");
-  for (int d = 0; d < MAX_DEVICES && backend_batch_stats(ctx->backend, d, &b) == 0; d++) {
+  for (int d = 0; d < MAX_DEVICES && engine_batch_stats(ctx->engine, d, &b) == 0; d++) {
     unsigned long long cum = 0;
-    for (int i = 0; i < BATCH_BUCKETS; i++) {
+    for (int i = 0; i < ENGINE_BATCH_BUCKETS; i++) {
       cum += b.hist[i];
-      if (i < BATCH_BUCKETS - 1)
+      if (i < ENGINE_BATCH_BUCKETS - 1)
         put(t, "blurd_jpeg_decode_batch_size_bucket{device=\"%d\",le=\"%d\"} %llu\n", d, 1 << i,
             cum);
       else
@@ -278,14 +278,14 @@ static void render_codecs(struct text *t, struct api_ctx *ctx) {
   put_family(t, "blurd_jpeg_decode_single_total", "counter",
              "JPEG files the GPU decoded alone, outside a batch (progressive files on a hardware "
              "decoder), by device.");
-  for (int d = 0; d < MAX_DEVICES && backend_batch_stats(ctx->backend, d, &b) == 0; d++)
+  for (int d = 0; d < MAX_DEVICES && engine_batch_stats(ctx->engine, d, &b) == 0; d++)
     put(t, "blurd_jpeg_decode_single_total{device=\"%d\"} %llu\n", d, b.single);
 }
 
 static void render_info(struct text *t, struct api_ctx *ctx) {
   put_family(t, "blurd_backend_info", "gauge", "The backend that runs the jobs (always 1).");
   put(t, "blurd_backend_info{backend=\"");
-  put_label(t, backend_name(ctx->backend));
+  put_label(t, engine_name(ctx->engine));
   put(t, "\"} 1\n");
   put_family(t, "blurd_build_info", "gauge",
              "The backends compiled in and the compiler (always 1).");
@@ -366,7 +366,7 @@ struct api_response *metrics_response(struct api_ctx *ctx) {
   struct api_response *r = t.oom ? NULL : calloc(1, sizeof(*r));
   if (!r) {
     free(t.p);
-    return api_error_response(API_OUT_OF_MEMORY, NULL);
+    return api_error_response(ERR_OUT_OF_MEMORY, NULL);
   }
   r->status = 200;
   r->content_type = "text/plain; version=0.0.4; charset=utf-8";

@@ -112,9 +112,9 @@ static const uint8_t *next_delim(const uint8_t *p, const uint8_t *end, const cha
   return NULL;
 }
 
-static enum api_error fail(char *msg, size_t msglen, const char *why) {
+static enum err fail(char *msg, size_t msglen, const char *why) {
   snprintf(msg, msglen, "The multipart/form-data body is malformed: %s.", why);
-  return API_BAD_MULTIPART;
+  return ERR_BAD_MULTIPART;
 }
 
 void multipart_free(struct mp_part *parts, int nparts) {
@@ -124,7 +124,7 @@ void multipart_free(struct mp_part *parts, int nparts) {
   }
 }
 
-enum api_error multipart_parse(const char *content_type, const uint8_t *body, size_t len,
+enum err multipart_parse(const char *content_type, const uint8_t *body, size_t len,
                                struct mp_part *parts, int *nparts, char *msg, size_t msglen) {
   char b[MAX_BOUNDARY + 1], delim[MAX_BOUNDARY + 5];
   *nparts = 0;
@@ -140,7 +140,7 @@ enum api_error multipart_parse(const char *content_type, const uint8_t *body, si
   else
     return fail(msg, msglen, "the boundary never appears");
   for (;;) {
-    if (end - p >= 2 && p[0] == '-' && p[1] == '-') return API_OK; /* closing delimiter */
+    if (end - p >= 2 && p[0] == '-' && p[1] == '-') return ERR_OK; /* closing delimiter */
     while (p < end && (*p == ' ' || *p == '\t')) p++;
     if (end - p < 2 || p[0] != '\r' || p[1] != '\n')
       return fail(msg, msglen, "a boundary is not followed by a line break");

@@ -79,14 +79,14 @@ int api_accept_q(const char *accept, const char *type) {
   return q;
 }
 
-enum api_error api_negotiate(const char *accept, const char *image_type, int *json, char *msg,
+enum err api_negotiate(const char *accept, const char *image_type, int *json, char *msg,
                              size_t msglen) {
   int qi = api_accept_q(accept, image_type), qj = api_accept_q(accept, "application/json");
   *json = qj > qi;
-  if (qi > 0 || qj > 0) return API_OK;
+  if (qi > 0 || qj > 0) return ERR_OK;
   snprintf(msg, msglen,
            "Accept '%.80s' accepts neither %s (the result's type: the upload's, or the format "
            "parameter's) nor application/json.",
            accept, image_type);
-  return API_NOT_ACCEPTABLE;
+  return ERR_NOT_ACCEPTABLE;
 }

@@ -85,45 +85,6 @@ struct conv_params { /* POST /convolve */
  * checks every descriptor's params_size against it. */
 #define OP_PARAMS_MAX sizeof(struct conv_params)
 
-/* ---- what a compute gets and gives ---- */
-
-struct op_result {         /* what the compute tells the client besides the pixels */
-  const char *method;      /* X-Method (the method that ran, auto resolved), or NULL */
-  double sigma_x, sigma_y; /* X-Sigma (x,y) of a blur; 0 for other operations */
-  double psnr;             /* dB, INFINITY when identical; NAN when not measured */
-  double scale;            /* /variance: X-Scale; 0 otherwise */
-  double min, mean, max;   /* /variance: the map's statistics, unscaled */
-};
-
-struct op_io {             /* one compute's images and reports */
-  struct codec_image *in;  /* decoded; pixels NULL: on the worker's device */
-  struct codec_image *out; /* zeroed on entry; the compute's result, pixels NULL when on the
-                              device (the caller frees host pixels) */
-  struct op_result *res;
-  struct stage_times *t; /* filled by the compute; -1 for stages it has not */
-  char *msg;             /* a sentence for an error the compute returns, or left "" */
-  size_t msglen;
-};
-
-/* A worker's backend as a compute sees it (queue.c makes one per job from the worker). */
-struct op_env {
-  struct cpu_pool *pool; /* the CPU backend's fork-join pool; NULL on the GPU */
-  void *gpu;             /* the GPU backend's worker (backend_gpu.c); NULL on the CPU */
-  enum cpu_method (*auto_method)(double sigma, int width, int height); /* the backend's auto */
-  /* Whether the backend computes blur b of img exactly and measures its PSNR in the same pass
-   * (separable at the default truncate: cpu_separable_exact; on the GPU 8-bit gray or RGB up to
-   * sigma 40, gpu_separable_exact); NULL: never. */
-  int (*measures_itself)(struct op_env *env, const struct cpu_blur *b,
-                         const struct codec_image *img);
-};
-
-/* An operation's compute on one backend: io->in to io->out, accuracy and metadata in io->res.
- * The CPU function and the GPU function of an operation have this one signature. Returns
- * API_OK; API_BAD_PARAMETER with a sentence (what only the image decides, such as a region
- * outside it); API_OUT_OF_MEMORY or API_GPU_ERROR (this job failed, the service carries on);
- * or API_GPU_LOST (the process must restart). */
-typedef enum api_error (*op_compute_fn)(struct op_env *env, const void *params, struct op_io *io);
-
 struct op_field {   /* a field an operation adds to the JSON result */
   const char *name; /* "radius" */
   const char *type; /* its JSON schema type: "integer", "number", "string" */
@@ -143,7 +104,8 @@ struct api_op {
   struct op_field fields[OP_FIELDS_MAX]; /* its JSON result fields, up to a NULL name */
   /* Sets those fields in the JSON result o from the parameters and the result. */
   void (*result)(json_t *o, const void *params, const struct op_result *res);
-  op_compute_fn cpu, gpu; /* the compute on each backend; both NULL: none (/convert) */
+  op_compute_fn compute[ENGINE_NBACKENDS]; /* by backend (the CPU's serves where one is missing);
+                                              all NULL: none (/convert) */
 };
 
 /* Every operation, in the order of the routes, NULL-terminated (api/ops/table.c). */
@@ -257,12 +219,12 @@ const char *op_choice(const struct endpoint *ep, const void *params, const char 
  * "input" is input. No ICC profile. */
 struct codec_encode_opts op_output(const struct endpoint *ep, const void *params,
                                    enum codec_format input);
-/* The budget of one request, from its image's header: API_IMAGE_TOO_LARGE when the image
- * passes ctx's --max-width, --max-height or --max-pixels (whatever its cost); else API_OK when
+/* The budget of one request, from its image's header: ERR_IMAGE_TOO_LARGE when the image
+ * passes ctx's --max-width, --max-height or --max-pixels (whatever its cost); else ERR_OK when
  * the estimate (op_request_s, ep's cost, op_encode_s) is within ctx's --max-cost (or there is
- * none, or the header cannot be read: the decoder will say why); else API_TOO_EXPENSIVE. msg
+ * none, or the header cannot be read: the decoder will say why); else ERR_TOO_EXPENSIVE. msg
  * then holds a sentence; *estimate_s is the estimate in seconds of CPU (0 when not made). */
-enum api_error op_budget(const struct api_ctx *ctx, const struct endpoint *ep, const void *params,
+enum err op_budget(const struct api_ctx *ctx, const struct endpoint *ep, const void *params,
                          const uint8_t *image, size_t len, double *estimate_s, char *msg,
                          size_t msglen);
 /* Seconds of CPU that the request of the image file image (len bytes, shape s) costs whatever its
@@ -272,34 +234,9 @@ double op_request_s(const uint8_t *image, size_t len, const struct codec_shape *
 /* Seconds of CPU that encoding an answer of s's shape with o adds to a stored PNG's, by the cost
  * model: the slower of noise and smooth content measured. */
 double op_encode_s(const struct codec_encode_opts *o, const struct codec_shape *s);
-/* Region i of rg clipped to a width x height image into rect (x0, y0, x1, y1); API_BAD_PARAMETER
+/* Region i of rg clipped to a width x height image into rect (x0, y0, x1, y1); ERR_BAD_PARAMETER
  * with a sentence when nothing is left. */
-enum api_error op_region_rect(const struct api_regions *rg, int i, int width, int height,
+enum err op_region_rect(const struct api_regions *rg, int i, int width, int height,
                               int rect[4], char *msg, size_t msglen);
-/* API_OK while the job on the calling thread should go on; API_DEADLINE_EXCEEDED or
- * API_CLIENT_GONE once its cancel token (cpu_cancelled) says it should stop. Computes and backends
- * ask it between the steps of a job. */
-enum api_error op_cancelled(void);
-/* The shape of img as a cpu_image (its pixels, NULL when on the device). */
-struct cpu_image op_image(const struct codec_image *img);
-/* A host buffer for io->out of in's shape (the CPU computes write there). */
-enum api_error op_host_output(struct op_io *io);
-
-/* ---- the GPU backend's verbs for the GPU computes (backend_gpu.c) ---- */
-
-#ifdef BLURD_CUDA
-#include "../gpu/gpu.h"
-
-/* A launch on the worker's device, from its input image (shape img) to its output image. */
-typedef enum gpu_status (*op_gpu_launch)(struct gpu_ctx *ctx, const void *arg,
-                                         const struct cpu_image *img, struct cpu_accuracy *acc,
-                                         struct gpu_times *t);
-/* Runs launch with arg on env's device: uploads io->in first when its pixels are on the host,
- * checks the job's deadline between the upload and the launch, and leaves the result on the
- * device as io->out (io->in's shape; the launch's caller adjusts it when it differs). Fills
- * io->t (filter = upload + kernels). acc: the launch's accuracy, or NULL. */
-enum api_error op_gpu_run(struct op_env *env, struct op_io *io, op_gpu_launch launch,
-                          const void *arg, struct cpu_accuracy *acc);
-#endif
 
 #endif

@@ -63,34 +63,34 @@ static void list_choices(const char *const *choices, char *buf, size_t len) {
     n += snprintf(buf + n, len - n, "%s%s", i ? ", " : "", choices[i]);
 }
 
-static enum api_error bad_value(const struct param_spec *s, const char *got, char *msg,
+static enum err bad_value(const struct param_spec *s, const char *got, char *msg,
                                 size_t msglen) {
   char choices[256];
   switch (s->type) {
   case PT_NUMBER:
     snprintf(msg, msglen, "%s must be a number from %g to %g; got '%.64s'.", s->name, s->min,
              s->max, got);
-    return API_BAD_PARAMETER;
+    return ERR_BAD_PARAMETER;
   case PT_INT:
     snprintf(msg, msglen, "%s must be a whole number from %g to %g; got '%.64s'.", s->name, s->min,
              s->max, got);
-    return API_BAD_PARAMETER;
+    return ERR_BAD_PARAMETER;
   default:
     list_choices(s->choices, choices, sizeof(choices));
     if (strcmp(s->name, "method") == 0) {
       snprintf(msg, msglen, "Unknown method '%.64s'; valid methods: %s.", got, choices);
-      return API_UNKNOWN_METHOD;
+      return ERR_UNKNOWN_METHOD;
     }
     snprintf(msg, msglen, "%s must be one of %s; got '%.64s'.", s->name, choices, got);
-    return API_BAD_PARAMETER;
+    return ERR_BAD_PARAMETER;
   }
 }
 
 /* bad_value's sentence for a JSON value of the wrong type, which names the type given ("got a
  * boolean") in place of a quoted value. */
-static enum api_error wrong_type(const struct param_spec *s, const char *type, char *msg,
+static enum err wrong_type(const struct param_spec *s, const char *type, char *msg,
                                  size_t msglen) {
-  enum api_error e = bad_value(s, "", msg, msglen);
+  enum err e = bad_value(s, "", msg, msglen);
   char *q = strstr(msg, "; got ''.");
   if (q) snprintf(q, msglen - (size_t)(q - msg), "; got %s.", type);
   q = strstr(msg, "method ''");
@@ -99,7 +99,7 @@ static enum api_error wrong_type(const struct param_spec *s, const char *type, c
 }
 
 /* Fills k from the JSON array a: an array of rows, or size*size numbers row by row. */
-static enum api_error kernel_from_json(const json_t *a, struct api_kernel *k, char *msg,
+static enum err kernel_from_json(const json_t *a, struct api_kernel *k, char *msg,
                                        size_t msglen) {
   size_t n = json_array_size(a), side = n;
   int rows = json_is_array(json_array_get(a, 0));
@@ -109,13 +109,13 @@ static enum api_error kernel_from_json(const json_t *a, struct api_kernel *k, ch
              "kernel has %zu numbers, not a square number: send size*size numbers (9 for 3x3) or "
              "an array of rows.",
              n);
-    return API_BAD_PARAMETER;
+    return ERR_BAD_PARAMETER;
   }
   if (side % 2 == 0 || side > CPU_CONV_MAX) {
     size_t cols = rows ? json_array_size(json_array_get(a, 0)) : side;
     snprintf(msg, msglen, "kernel must be square with an odd side from 1 to %d; got %zux%zu.",
              CPU_CONV_MAX, side, cols);
-    return API_BAD_PARAMETER;
+    return ERR_BAD_PARAMETER;
   }
   for (size_t i = 0; i < side * side; i++) {
     const json_t *row = json_array_get(a, i / side);
@@ -123,29 +123,29 @@ static enum api_error kernel_from_json(const json_t *a, struct api_kernel *k, ch
     if (rows && json_array_size(row) != side) {
       snprintf(msg, msglen, "kernel must be square: row %zu has %zu numbers, expected %zu.",
                i / side + 1, json_array_size(row), side);
-      return API_BAD_PARAMETER;
+      return ERR_BAD_PARAMETER;
     }
     if (!json_is_number(v) || !(fabs(json_number_value(v)) <= KERNEL_WEIGHT_MAX)) {
       snprintf(msg, msglen,
                "kernel weights must be numbers from %g to %g; row %zu, column %zu is not.",
                -KERNEL_WEIGHT_MAX, KERNEL_WEIGHT_MAX, i / side + 1, i % side + 1);
-      return API_BAD_PARAMETER;
+      return ERR_BAD_PARAMETER;
     }
     k->w[i] = json_number_value(v);
   }
   k->named = -1;
   k->size = (int)side;
-  return API_OK;
+  return ERR_OK;
 }
 
 /* Parses text as a kernel: one of s's names, or a JSON array. */
-static enum api_error kernel_from_text(const struct param_spec *s, const char *text,
+static enum err kernel_from_text(const struct param_spec *s, const char *text,
                                        struct api_kernel *k, char *msg, size_t msglen) {
   char names[256];
   if (text[strspn(text, " \t\r\n")] == '[') {
     json_error_t err;
     json_t *a = json_loads(text, 0, &err);
-    enum api_error e = API_BAD_PARAMETER;
+    enum err e = ERR_BAD_PARAMETER;
     if (a)
       e = kernel_from_json(a, k, msg, msglen);
     else
@@ -157,68 +157,68 @@ static enum api_error kernel_from_text(const struct param_spec *s, const char *t
   for (int i = 0; s->choices[i]; i++)
     if (strcmp(text, s->choices[i]) == 0) {
       *k = (struct api_kernel){.named = i};
-      return API_OK;
+      return ERR_OK;
     }
   list_choices(s->choices, names, sizeof(names));
   snprintf(msg, msglen,
            "kernel must be one of %s, or a JSON array of numbers (an odd square up to %dx%d); "
            "got '%.64s'.",
            names, CPU_CONV_MAX, CPU_CONV_MAX, text);
-  return API_BAD_PARAMETER;
+  return ERR_BAD_PARAMETER;
 }
 
 /* Stores rectangle i of rg from its four numbers v[], checking them. */
-static enum api_error region_set(struct api_regions *rg, int i, const double *v, char *msg,
+static enum err region_set(struct api_regions *rg, int i, const double *v, char *msg,
                                  size_t msglen) {
   for (int k = 0; k < 4; k++)
     if (!(fabs(v[k]) <= API_REGION_COORD) || v[k] != floor(v[k])) {
       snprintf(msg, msglen,
                "regions: rectangle %d must be four whole numbers x, y, w, h from -%d to %d.", i + 1,
                API_REGION_COORD, API_REGION_COORD);
-      return API_BAD_PARAMETER;
+      return ERR_BAD_PARAMETER;
     }
   if (v[2] < 1 || v[3] < 1) {
     snprintf(msg, msglen,
              "regions: rectangle %d is %gx%g; its width and height must be at least 1 pixel.",
              i + 1, v[2], v[3]);
-    return API_BAD_PARAMETER;
+    return ERR_BAD_PARAMETER;
   }
   for (int k = 0; k < 4; k++) rg->r[i][k] = (int)v[k];
-  return API_OK;
+  return ERR_OK;
 }
 
-static enum api_error region_count(size_t n, char *msg, size_t msglen) {
-  if (n >= 1 && n <= API_REGIONS_MAX) return API_OK;
+static enum err region_count(size_t n, char *msg, size_t msglen) {
+  if (n >= 1 && n <= API_REGIONS_MAX) return ERR_OK;
   snprintf(msg, msglen, "regions has %zu rectangles; give 1 to %d.", n, API_REGIONS_MAX);
-  return API_BAD_PARAMETER;
+  return ERR_BAD_PARAMETER;
 }
 
 /* Fills rg from the JSON array a of [x, y, w, h] arrays. */
-static enum api_error regions_from_json(const json_t *a, struct api_regions *rg, char *msg,
+static enum err regions_from_json(const json_t *a, struct api_regions *rg, char *msg,
                                         size_t msglen) {
-  enum api_error e = region_count(json_array_size(a), msg, msglen);
-  for (size_t i = 0; e == API_OK && i < json_array_size(a); i++) {
+  enum err e = region_count(json_array_size(a), msg, msglen);
+  for (size_t i = 0; e == ERR_OK && i < json_array_size(a); i++) {
     const json_t *r = json_array_get(a, i);
     double v[4];
     if (!json_is_array(r) || json_array_size(r) != 4) {
       snprintf(msg, msglen, "regions: rectangle %zu must be an array [x, y, w, h].", i + 1);
-      return API_BAD_PARAMETER;
+      return ERR_BAD_PARAMETER;
     }
     for (int k = 0; k < 4; k++)
       v[k] = json_is_number(json_array_get(r, k)) ? json_number_value(json_array_get(r, k)) : NAN;
     e = region_set(rg, (int)i, v, msg, msglen);
   }
-  rg->n = e == API_OK ? (int)json_array_size(a) : 0;
+  rg->n = e == ERR_OK ? (int)json_array_size(a) : 0;
   return e;
 }
 
 /* Parses text as regions: a JSON array, or x,y,w,h;x,y,w,h. */
-static enum api_error regions_from_text(const char *text, struct api_regions *rg, char *msg,
+static enum err regions_from_text(const char *text, struct api_regions *rg, char *msg,
                                         size_t msglen) {
   if (text[strspn(text, " \t\r\n")] == '[') {
     json_error_t err;
     json_t *a = json_loads(text, 0, &err);
-    enum api_error e = API_BAD_PARAMETER;
+    enum err e = ERR_BAD_PARAMETER;
     if (json_is_array(a))
       e = regions_from_json(a, rg, msg, msglen);
     else if (a)
@@ -232,8 +232,8 @@ static enum api_error regions_from_text(const char *text, struct api_regions *rg
   size_t n = 0;
   for (const char *t = text; *t;) { /* rectangles separated by ';', numbers by ',' */
     double v[4] = {0};
-    enum api_error e = region_count(n + 1, msg, msglen);
-    for (int k = 0; e == API_OK && k < 4; k++) {
+    enum err e = region_count(n + 1, msg, msglen);
+    for (int k = 0; e == ERR_OK && k < 4; k++) {
       char *end = (char *)t;
       errno = 0;
       if (isdigit((unsigned char)*t) || *t == '-') v[k] = strtod(t, &end);
@@ -242,19 +242,19 @@ static enum api_error regions_from_text(const char *text, struct api_regions *rg
                  "regions must be x,y,w,h;x,y,w,h (whole numbers) or a JSON array of [x, y, w, "
                  "h]; rectangle %zu is not.",
                  n + 1);
-        return API_BAD_PARAMETER;
+        return ERR_BAD_PARAMETER;
       }
       t = *end ? end + 1 : end;
     }
-    if (e == API_OK) e = region_set(rg, (int)n++, v, msg, msglen);
-    if (e != API_OK) return e;
+    if (e == ERR_OK) e = region_set(rg, (int)n++, v, msg, msglen);
+    if (e != ERR_OK) return e;
   }
   rg->n = (int)n;
   return region_count(n, msg, msglen);
 }
 
 /* Parses text as a value of s. */
-static enum api_error parse_text(const struct param_spec *s, const char *text, struct pval *v,
+static enum err parse_text(const struct param_spec *s, const char *text, struct pval *v,
                                  char *msg, size_t msglen) {
   char *end;
   errno = 0;
@@ -267,13 +267,13 @@ static enum api_error parse_text(const struct param_spec *s, const char *text, s
     v->num = strtod(text, &end);
     if (end == text || *end || errno || !isfinite(v->num) || v->num < s->min || v->num > s->max)
       return bad_value(s, text, msg, msglen);
-    return API_OK;
+    return ERR_OK;
   case PT_INT: {
     long l = strtol(text, &end, 10);
     if (end == text || *end || errno || l < s->min || l > s->max)
       return bad_value(s, text, msg, msglen);
     v->i = (int)l;
-    return API_OK;
+    return ERR_OK;
   }
   case PT_KERNEL:
     return kernel_from_text(s, text, &v->k, msg, msglen);
@@ -287,32 +287,32 @@ static enum api_error parse_text(const struct param_spec *s, const char *text, s
     for (int i = 0; s->choices[i]; i++)
       if (strcmp(text, s->choices[i]) == 0) {
         v->i = i;
-        return API_OK;
+        return ERR_OK;
       }
     return bad_value(s, text, msg, msglen);
   }
-  return API_INTERNAL;
+  return ERR_INTERNAL;
 }
 
 /* Parses a JSON value as a value of s: numbers for numbers, booleans for booleans, and strings
  * for anything (as in a query string). */
-static enum api_error parse_json(const struct param_spec *s, json_t *j, struct pval *v, char *msg,
+static enum err parse_json(const struct param_spec *s, json_t *j, struct pval *v, char *msg,
                                  size_t msglen) {
   char text[64];
   if (json_is_string(j)) return parse_text(s, json_string_value(j), v, msg, msglen);
   if (s->type == PT_KERNEL && json_is_array(j)) return kernel_from_json(j, &v->k, msg, msglen);
   if (s->type == PT_KERNEL) {
     snprintf(msg, msglen, "kernel must be a kernel's name or a JSON array of numbers.");
-    return API_BAD_PARAMETER;
+    return ERR_BAD_PARAMETER;
   }
   if (s->type == PT_REGIONS && json_is_array(j)) return regions_from_json(j, &v->rg, msg, msglen);
   if (s->type == PT_REGIONS) {
     snprintf(msg, msglen, "regions must be a JSON array of [x, y, w, h] arrays.");
-    return API_BAD_PARAMETER;
+    return ERR_BAD_PARAMETER;
   }
   if (json_is_boolean(j) && s->type == PT_BOOL) {
     v->i = json_is_true(j);
-    return API_OK;
+    return ERR_OK;
   }
   if (json_is_integer(j)) {
     snprintf(text, sizeof(text), "%" JSON_INTEGER_FORMAT, json_integer_value(j));
@@ -349,7 +349,7 @@ const struct param_spec *params_spec(const struct endpoint *ep, const char *name
   return NULL;
 }
 
-static enum api_error unknown(const struct endpoint *ep, const char *name, const char *where,
+static enum err unknown(const struct endpoint *ep, const char *name, const char *where,
                               char *msg, size_t msglen) {
   char names[256];
   size_t n = 0;
@@ -358,7 +358,7 @@ static enum api_error unknown(const struct endpoint *ep, const char *name, const
     n += snprintf(names + n, sizeof(names) - n, "%s%s", i ? ", " : "", ep->params[i].name);
   snprintf(msg, msglen, "Unknown parameter '%.64s' in %s; %s accepts: %s.", name, where, ep->path,
            names);
-  return API_UNKNOWN_PARAMETER;
+  return ERR_UNKNOWN_PARAMETER;
 }
 
 #define MAX_QUERY_PARAMS 32
@@ -377,7 +377,7 @@ static void query_free(struct query *q) {
   q->n = 0;
 }
 
-static enum api_error query_parse(const struct endpoint *ep, const char *qs, struct query *q,
+static enum err query_parse(const struct endpoint *ep, const char *qs, struct query *q,
                                   char *msg, size_t msglen) {
   q->n = 0;
   while (qs && *qs) {
@@ -387,29 +387,29 @@ static enum api_error query_parse(const struct endpoint *ep, const char *qs, str
     if (len > 0) {
       if (q->n == MAX_QUERY_PARAMS) {
         snprintf(msg, msglen, "The query string has more than %d parameters.", MAX_QUERY_PARAMS);
-        return API_BAD_PARAMETER;
+        return ERR_BAD_PARAMETER;
       }
       q->key[q->n] = params_unescape(qs, klen);
       q->value[q->n] = eq ? params_unescape(eq + 1, len - klen - 1) : strdup("");
       q->n++;
       if (!q->key[q->n - 1] || !q->value[q->n - 1]) {
         snprintf(msg, msglen, "The query string has a malformed percent escape.");
-        return API_BAD_PARAMETER;
+        return ERR_BAD_PARAMETER;
       }
       const char *k = q->key[q->n - 1];
       if (!params_spec(ep, k)) return unknown(ep, k, "the query string", msg, msglen);
       for (int i = 0; i < q->n - 1; i++)
         if (strcmp(q->key[i], k) == 0) {
           snprintf(msg, msglen, "%.64s appears more than once in the query string.", k);
-          return API_BAD_PARAMETER;
+          return ERR_BAD_PARAMETER;
         }
     }
     qs += len + (qs[len] == '&');
   }
-  return API_OK;
+  return ERR_OK;
 }
 
-enum api_error params_load_json(const char *what, const char *text, size_t len, json_t **out,
+enum err params_load_json(const char *what, const char *text, size_t len, json_t **out,
                                 char *msg, size_t msglen) {
   json_error_t err;
   json_t *j = json_loadb(text ? text : "", len, JSON_REJECT_DUPLICATES, &err); /* empty body */
@@ -422,7 +422,7 @@ enum api_error params_load_json(const char *what, const char *text, size_t len, 
   else
     *out = j;
   if (!*out) json_decref(j);
-  return *out ? API_OK : API_BAD_JSON;
+  return *out ? ERR_OK : ERR_BAD_JSON;
 }
 
 static int same_value(const struct param_spec *s, const struct pval *a, const struct pval *b) {
@@ -437,39 +437,39 @@ static int same_value(const struct param_spec *s, const struct pval *a, const st
 
 /* Resolves one parameter from its two sources and its default; *given says whether the request
  * had it. */
-static enum api_error resolve(const struct param_spec *s, const struct query *q, json_t *json,
+static enum err resolve(const struct param_spec *s, const struct query *q, json_t *json,
                               const char *where, void *out, int *given, char *msg, size_t msglen) {
   static const struct pval zero;
   struct pval qv = zero, jv = zero;
   const char *qtext = NULL;
   json_t *jval = json ? json_object_get(json, s->name) : NULL;
-  enum api_error e;
+  enum err e;
   for (int i = 0; i < q->n; i++)
     if (strcmp(q->key[i], s->name) == 0) qtext = q->value[i];
   *given = qtext || jval;
-  if (qtext && (e = parse_text(s, qtext, &qv, msg, msglen)) != API_OK) return e;
-  if (jval && (e = parse_json(s, jval, &jv, msg, msglen)) != API_OK) return e;
+  if (qtext && (e = parse_text(s, qtext, &qv, msg, msglen)) != ERR_OK) return e;
+  if (jval && (e = parse_json(s, jval, &jv, msg, msglen)) != ERR_OK) return e;
   if (qtext && jval && !same_value(s, &qv, &jv)) {
     snprintf(msg, msglen,
              "%s is '%.32s' in the query string but has another value in %s; give it once.",
              s->name, qtext, where);
-    return API_CONFLICTING_PARAMETER;
+    return ERR_CONFLICTING_PARAMETER;
   }
   if (!qtext && !jval) {
     if (!s->def) {
       snprintf(msg, msglen, "%s is required: %s", s->name, s->doc);
-      return API_MISSING_PARAMETER;
+      return ERR_MISSING_PARAMETER;
     }
-    if (*s->def && (e = parse_text(s, s->def, &qv, msg, msglen)) != API_OK) return API_INTERNAL;
+    if (*s->def && (e = parse_text(s, s->def, &qv, msg, msglen)) != ERR_OK) return ERR_INTERNAL;
   }
   store(s, jval && !qtext ? &jv : &qv, out);
-  return API_OK;
+  return ERR_OK;
 }
 
 /* A parameter given for a method it does not apply to is a mistake worth a 400. */
-static enum api_error check_applies(const struct endpoint *ep, const int *given, const void *out,
+static enum err check_applies(const struct endpoint *ep, const int *given, const void *out,
                                     char *msg, size_t msglen) {
-  if (ep->method_param < 0) return API_OK;
+  if (ep->method_param < 0) return ERR_OK;
   const struct param_spec *mp = &ep->params[ep->method_param];
   int m = *(const int *)((const char *)out + mp->offset);
   for (int i = 0; m < ep->nmethods && i < ep->nparams; i++) {
@@ -480,44 +480,44 @@ static enum api_error check_applies(const struct endpoint *ep, const int *given,
     for (int k = 0; k < ep->nmethods && n < msglen; k++)
       if (s->methods >> k & 1) n += (size_t)snprintf(msg + n, msglen - n, " %s", mp->choices[k]);
     if (n < msglen) snprintf(msg + n, msglen - n, ".");
-    return API_BAD_PARAMETER;
+    return ERR_BAD_PARAMETER;
   }
-  return API_OK;
+  return ERR_OK;
 }
 
-enum api_error params_parse_object(const struct endpoint *ep, const char *query, json_t *obj,
+enum err params_parse_object(const struct endpoint *ep, const char *query, json_t *obj,
                                    const char *where, void *out, char *msg, size_t msglen) {
   struct query q;
   int given[MAX_PARAMS] = {0};
   const char *key;
   json_t *val;
-  enum api_error e = query_parse(ep, query, &q, msg, msglen);
+  enum err e = query_parse(ep, query, &q, msg, msglen);
   json_object_foreach(obj, key, val) {
-    if (e == API_OK && !params_spec(ep, key)) e = unknown(ep, key, where, msg, msglen);
+    if (e == ERR_OK && !params_spec(ep, key)) e = unknown(ep, key, where, msg, msglen);
   }
-  for (int i = 0; e == API_OK && i < ep->nparams; i++)
+  for (int i = 0; e == ERR_OK && i < ep->nparams; i++)
     e = resolve(&ep->params[i], &q, obj, where, out, &given[i], msg, msglen);
-  if (e == API_OK) e = check_applies(ep, given, out, msg, msglen);
+  if (e == ERR_OK) e = check_applies(ep, given, out, msg, msglen);
   unsigned mask = 0;
   for (int i = 0; i < ep->nparams; i++) mask |= (unsigned)given[i] << i;
-  if (e == API_OK && ep->given_offset >= 0)
+  if (e == ERR_OK && ep->given_offset >= 0)
     memcpy((char *)out + ep->given_offset, &mask, sizeof(mask));
-  if (e == API_OK && ep->check) e = ep->check(out, msg, msglen);
+  if (e == ERR_OK && ep->check) e = ep->check(out, msg, msglen);
   query_free(&q);
   return e;
 }
 
-enum api_error params_parse(const struct endpoint *ep, const char *query, const char *json,
+enum err params_parse(const struct endpoint *ep, const char *query, const char *json,
                             size_t json_len, void *out, char *msg, size_t msglen) {
   json_t *j = NULL;
   if (json && json_len > PARAMS_JSON_MAX) {
     snprintf(msg, msglen, "The params field has %zu bytes; the limit is %d.", json_len,
              PARAMS_JSON_MAX);
-    return API_BAD_JSON;
+    return ERR_BAD_JSON;
   }
-  enum api_error e =
-      json ? params_load_json("The params field", json, json_len, &j, msg, msglen) : API_OK;
-  if (e == API_OK) e = params_parse_object(ep, query, j, "params", out, msg, msglen);
+  enum err e =
+      json ? params_load_json("The params field", json, json_len, &j, msg, msglen) : ERR_OK;
+  if (e == ERR_OK) e = params_parse_object(ep, query, j, "params", out, msg, msglen);
   json_decref(j);
   return e;
 }

@@ -10,29 +10,6 @@
 #include <strings.h>
 #include <time.h>
 
-static const struct {
-  int status;
-  const char *code;
-  const char *msg;
-} errors[] = {{200, "ok", "OK."},
-#define X(e, status, code, msg) {status, code, msg},
-              API_ERRORS(X)
-#undef X
-};
-
-int api_error_status(enum api_error e) {
-  return (unsigned)e < sizeof(errors) / sizeof(errors[0]) ? errors[e].status : 500;
-}
-
-const char *api_error_code(enum api_error e) {
-  return (unsigned)e < sizeof(errors) / sizeof(errors[0]) ? errors[e].code : "internal_error";
-}
-
-static const char *error_msg(enum api_error e) {
-  return (unsigned)e < sizeof(errors) / sizeof(errors[0]) ? errors[e].msg
-                                                          : errors[API_INTERNAL].msg;
-}
-
 double api_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -61,21 +38,21 @@ struct api_response *response_json(int status, json_t *body) {
   return r;
 }
 
-struct api_response *api_error_response(enum api_error e, const char *msg) {
+struct api_response *api_error_response(enum err e, const char *msg) {
   return response_error(e, msg, NULL);
 }
 
-struct api_response *response_error(enum api_error e, const char *msg, json_t *fields) {
-  if (e == API_OK) e = API_INTERNAL;
-  int status = api_error_status(e);
+struct api_response *response_error(enum err e, const char *msg, json_t *fields) {
+  if (e == ERR_OK) e = ERR_INTERNAL;
+  int status = err_status(e);
   /* A message may quote the request (a key, a value cut at 64 bytes), which need not be valid
    * UTF-8, and json_pack refuses what is not: keep it ASCII, '?' for anything else. */
   char text[512];
-  snprintf(text, sizeof(text), "%s", msg && *msg ? msg : error_msg(e));
+  snprintf(text, sizeof(text), "%s", msg && *msg ? msg : err_message(e));
   for (char *c = text; *c; c++)
     if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e) *c = '?';
   json_t *body = json_pack("{s:{s:i, s:s, s:s}}", "error", "status", status, "code",
-                           api_error_code(e), "message", text);
+                           err_code(e), "message", text);
   if (body && fields) json_object_update(json_object_get(body, "error"), fields);
   json_decref(fields);
   struct api_response *r = response_json(status, body);
@@ -125,23 +102,23 @@ enum { B64_BAD = -1, B64_SKIP = -2, B64_PAD = -3 };
 
 /* The length of s's data: URL prefix ("data:image/png;base64,"), 0 when s has none. The media
  * type there is not read: the bytes decide the format, as for every upload. */
-static enum api_error data_prefix(const char *s, size_t len, size_t *skip, char *msg,
+static enum err data_prefix(const char *s, size_t len, size_t *skip, char *msg,
                                   size_t msglen) {
   *skip = 0;
-  if (len < 5 || strncasecmp(s, "data:", 5) != 0) return API_OK;
+  if (len < 5 || strncasecmp(s, "data:", 5) != 0) return ERR_OK;
   const char *comma = memchr(s, ',', len);
   if (!comma || comma - s < 12 || strncasecmp(comma - 7, ";base64", 7) != 0) {
     snprintf(msg, msglen,
              "The image is a data: URL without ';base64,' before its data: send "
              "'data:image/png;base64,...' or the base64 alone.");
-    return API_BAD_IMAGE_ENCODING;
+    return ERR_BAD_IMAGE_ENCODING;
   }
   *skip = (size_t)(comma - s) + 1;
-  return API_OK;
+  return ERR_OK;
 }
 
 /* The error for byte c at offset at, which is no base64 character. */
-static enum api_error bad_char(unsigned char c, size_t at, char *msg, size_t msglen) {
+static enum err bad_char(unsigned char c, size_t at, char *msg, size_t msglen) {
   char what[16];
   if (c > ' ' && c < 0x7f)
     snprintf(what, sizeof(what), "'%c'", c);
@@ -154,12 +131,12 @@ static enum api_error bad_char(unsigned char c, size_t at, char *msg, size_t msg
            c == ' '               ? "; was it a '+' that URL decoding turned into a space?"
            : c == '-' || c == '_' ? "; that is base64url's alphabet: send standard base64."
                                   : ".");
-  return API_BAD_IMAGE_ENCODING;
+  return ERR_BAD_IMAGE_ENCODING;
 }
 
 /* The end of the base64: k characters (0..3) of a last group, that began at byte group, then
  * pads '=' from byte pad_at. */
-static enum api_error base64_end(int k, size_t group, size_t pads, size_t pad_at, char *msg,
+static enum err base64_end(int k, size_t group, size_t pads, size_t pad_at, char *msg,
                                  size_t msglen) {
   if (k == 1)
     snprintf(msg, msglen,
@@ -178,12 +155,12 @@ static enum api_error base64_end(int k, size_t group, size_t pads, size_t pad_at
         "characters takes %d, or none.",
         pad_at, pads, k, 4 - k);
   else
-    return API_OK;
-  return API_BAD_IMAGE_ENCODING;
+    return ERR_OK;
+  return ERR_BAD_IMAGE_ENCODING;
 }
 
 /* Decodes s[from, len) into out (room for 3/4 of that); *n: the bytes written. */
-static enum api_error base64_run(const char *s, size_t from, size_t len, uint8_t *out, size_t *n,
+static enum err base64_run(const char *s, size_t from, size_t len, uint8_t *out, size_t *n,
                                  char *msg, size_t msglen) {
   signed char t[256];
   memset(t, B64_BAD, sizeof(t));
@@ -204,7 +181,7 @@ static enum api_error base64_run(const char *s, size_t from, size_t len, uint8_t
                "The image is not valid base64: '%c' at byte %zu follows the padding '=' at byte "
                "%zu; '=' may only end it.",
                s[i], i, pad_at);
-      return API_BAD_IMAGE_ENCODING;
+      return ERR_BAD_IMAGE_ENCODING;
     }
     if (k == 0) group = i;
     acc = acc << 6 | (uint32_t)v;
@@ -212,29 +189,29 @@ static enum api_error base64_run(const char *s, size_t from, size_t len, uint8_t
     out[o++] = (uint8_t)(acc >> 16), out[o++] = (uint8_t)(acc >> 8), out[o++] = (uint8_t)acc;
     k = 0, acc = 0;
   }
-  enum api_error e = base64_end(k, group, pads, pad_at, msg, msglen);
+  enum err e = base64_end(k, group, pads, pad_at, msg, msglen);
   if (k == 2) out[o++] = (uint8_t)(acc >> 4);
   if (k == 3) out[o++] = (uint8_t)(acc >> 10), out[o++] = (uint8_t)(acc >> 2);
   *n = o;
   return e;
 }
 
-enum api_error base64_decode(const char *s, size_t len, uint8_t **out, size_t *outlen, char *msg,
+enum err base64_decode(const char *s, size_t len, uint8_t **out, size_t *outlen, char *msg,
                              size_t msglen) {
   size_t from, n = 0;
   *out = NULL;
   *outlen = 0;
-  enum api_error e = data_prefix(s, len, &from, msg, msglen);
-  if (e != API_OK) return e;
+  enum err e = data_prefix(s, len, &from, msg, msglen);
+  if (e != ERR_OK) return e;
   size_t chars = len - from, cap = chars / 4 * 3 + chars % 4 * 3 / 4; /* 3/4, no overflow */
   uint8_t *buf = cap ? malloc(cap) : NULL;
-  if (cap && !buf) return API_OUT_OF_MEMORY;
+  if (cap && !buf) return ERR_OUT_OF_MEMORY;
   e = base64_run(s, from, len, buf, &n, msg, msglen);
-  if (e != API_OK || n == 0) {
+  if (e != ERR_OK || n == 0) {
     free(buf);
     return e;
   }
   *out = buf;
   *outlen = n;
-  return API_OK;
+  return ERR_OK;
 }

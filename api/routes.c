@@ -94,12 +94,12 @@ int api_is_probe(const char *method, const char *uri) {
   return r && r->flags & ROUTE_PROBE && (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0);
 }
 
-enum api_error api_body_chunk(struct api_ctx *ctx, struct api_request *req, const uint8_t *data,
+enum err api_body_chunk(struct api_ctx *ctx, struct api_request *req, const uint8_t *data,
                               size_t n, char *msg, size_t msglen) {
   struct bodyscan *s = (struct bodyscan *)req->body_scan;
   (void)ctx;
   if (s->mode == 0) s->mode = upload_media_is(req->content_type, "application/json") ? 1 : 2;
-  return s->mode == 1 ? bodyscan_feed(s, data, n, msg, msglen) : API_OK;
+  return s->mode == 1 ? bodyscan_feed(s, data, n, msg, msglen) : ERR_OK;
 }
 
 struct api_response *api_handle(struct api_ctx *ctx, const struct api_request *req,
@@ -107,12 +107,12 @@ struct api_response *api_handle(struct api_ctx *ctx, const struct api_request *r
   const char *q = strchr(req->uri, '?');
   const struct route *r = route_find(req->uri);
   if (req->trace) req->trace->endpoint = r ? r->path : NULL;
-  if (!r) return api_error_response(API_NOT_FOUND, NULL);
+  if (!r) return api_error_response(ERR_NOT_FOUND, NULL);
   int get = strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0;
   if (strcmp(req->method, r->method) != 0 && !(get && strcmp(r->method, "GET") == 0)) {
     char msg[128];
     snprintf(msg, sizeof(msg), "%s takes %s, not %.16s.", r->path, r->method, req->method);
-    struct api_response *resp = api_error_response(API_METHOD_NOT_ALLOWED, msg);
+    struct api_response *resp = api_error_response(ERR_METHOD_NOT_ALLOWED, msg);
     if (resp)
       api_response_header(resp, "Allow", "%s", strcmp(r->method, "GET") ? r->method : "GET, HEAD");
     return resp;

@@ -17,39 +17,39 @@ int upload_media_is(const char *content_type, const char *type) {
 }
 
 /* A JSON body: its image is taken out of the object, and the rest are parameters. */
-static enum api_error read_json(const uint8_t *body, size_t len, struct upload *u, char *msg,
+static enum err read_json(const uint8_t *body, size_t len, struct upload *u, char *msg,
                                 size_t msglen) {
-  enum api_error e =
+  enum err e =
       params_load_json("The JSON body", (const char *)body, len, &u->object, msg, msglen);
-  if (e != API_OK) return e;
+  if (e != ERR_OK) return e;
   u->base64 = json_incref(json_object_get(u->object, "image"));
   json_object_del(u->object, "image");
-  return API_OK;
+  return ERR_OK;
 }
 
 /* The image of a JSON body, decoded from its base64 string into u->owned (the one copy of it). */
-static enum api_error json_image(struct upload *u, char *msg, size_t msglen) {
+static enum err json_image(struct upload *u, char *msg, size_t msglen) {
   static const char *const types[] = {"an object", "an array", "a string", "a number",
                                       "a number",  "true",     "false",    "null"};
   if (!u->base64) {
     snprintf(msg, msglen,
              "The JSON body has no 'image': send the image as a base64 string in it, "
              "{\"image\": \"iVBORw0KGgo...\", ...}.");
-    return API_MISSING_IMAGE;
+    return ERR_MISSING_IMAGE;
   }
   if (!json_is_string(u->base64)) {
     snprintf(msg, msglen, "The JSON body's 'image' is %s: send the image as a base64 string.",
              types[json_typeof(u->base64)]);
-    return API_MISSING_IMAGE;
+    return ERR_MISSING_IMAGE;
   }
-  enum api_error e = base64_decode(json_string_value(u->base64), json_string_length(u->base64),
+  enum err e = base64_decode(json_string_value(u->base64), json_string_length(u->base64),
                                    &u->owned, &u->len, msg, msglen);
   json_decref(u->base64);
   u->base64 = NULL;
   u->image = u->owned;
-  if (e == API_OK && u->len == 0) {
+  if (e == ERR_OK && u->len == 0) {
     snprintf(msg, msglen, "The JSON body's 'image' is empty: send the image as a base64 string.");
-    e = API_MISSING_IMAGE;
+    e = ERR_MISSING_IMAGE;
   }
   return e;
 }
@@ -62,14 +62,14 @@ void upload_free(struct upload *u) {
   u->owned = NULL;
 }
 
-static enum api_error find_fields(const struct mp_part *parts, int n, struct upload *u, char *msg,
+static enum err find_fields(const struct mp_part *parts, int n, struct upload *u, char *msg,
                                   size_t msglen) {
   for (int i = 0; i < n; i++) {
     const char *name = parts[i].name;
     if (strcmp(name, "image") == 0 || strcmp(name, "file") == 0) {
       if (u->image) {
         snprintf(msg, msglen, "The form has more than one image field; send one 'image'.");
-        return API_BAD_MULTIPART;
+        return ERR_BAD_MULTIPART;
       }
       u->image = parts[i].data;
       u->len = parts[i].len;
@@ -81,22 +81,22 @@ static enum api_error find_fields(const struct mp_part *parts, int n, struct upl
                "Unexpected form field '%.64s'; the form takes 'image' (or 'file') and "
                "optionally 'params'.",
                name);
-      return API_BAD_MULTIPART;
+      return ERR_BAD_MULTIPART;
     }
   }
-  return API_OK;
+  return ERR_OK;
 }
 
 /* Finds the image and the params in req's body, by its Content-Type. */
-enum api_error upload_read(const struct api_request *req, struct upload *u, char *msg,
+enum err upload_read(const struct api_request *req, struct upload *u, char *msg,
                            size_t msglen) {
   const char *ct = req->content_type;
   memset(u, 0, sizeof(*u));
   if (upload_media_is(ct, "multipart/form-data")) {
     struct mp_part parts[MP_MAX_PARTS];
     int n = 0;
-    enum api_error e = multipart_parse(ct, req->body, req->body_len, parts, &n, msg, msglen);
-    if (e == API_OK) e = find_fields(parts, n, u, msg, msglen);
+    enum err e = multipart_parse(ct, req->body, req->body_len, parts, &n, msg, msglen);
+    if (e == ERR_OK) e = find_fields(parts, n, u, msg, msglen);
     multipart_free(parts, n);
     return e;
   }
@@ -105,15 +105,15 @@ enum api_error upload_read(const struct api_request *req, struct upload *u, char
       upload_media_is(ct, "application/octet-stream")) {
     u->image = req->body;
     u->len = req->body_len;
-    return API_OK;
+    return ERR_OK;
   }
-  if (!ct && req->body_len == 0) return API_OK; /* no image: reported by the caller */
+  if (!ct && req->body_len == 0) return ERR_OK; /* no image: reported by the caller */
   snprintf(msg, msglen,
            "Content-Type '%.64s' is not accepted: send multipart/form-data with an 'image' "
            "field, the raw image as image/png, image/jpeg or image/webp, or application/json "
            "with the image in base64.",
            ct ? ct : "(none)");
-  return API_UNSUPPORTED_MEDIA;
+  return ERR_UNSUPPORTED_MEDIA;
 }
 
 struct api_response *upload_check(struct api_ctx *ctx, const struct endpoint *ep,
@@ -122,15 +122,15 @@ struct api_response *upload_check(struct api_ctx *ctx, const struct endpoint *ep
   double estimate;
   if (!image || len == 0)
     return api_error_response(
-        API_MISSING_IMAGE,
+        ERR_MISSING_IMAGE,
         "The request carries no image: send it in the form field 'image', or as the raw body "
         "with Content-Type image/png, image/jpeg or image/webp.");
   if (codec_sniff(image, len) == CODEC_NONE)
-    return api_error_response(API_UNSUPPORTED_MEDIA,
+    return api_error_response(ERR_UNSUPPORTED_MEDIA,
                               "The upload is neither a PNG, a JPEG nor a WebP file.");
-  enum api_error e = op_budget(ctx, ep, params, image, len, &estimate, msg, sizeof(msg));
-  if (e == API_OK) return NULL;
-  if (e != API_TOO_EXPENSIVE) return api_error_response(e, msg); /* past the image limits */
+  enum err e = op_budget(ctx, ep, params, image, len, &estimate, msg, sizeof(msg));
+  if (e == ERR_OK) return NULL;
+  if (e != ERR_TOO_EXPENSIVE) return api_error_response(e, msg); /* past the image limits */
   /* one decimal, as in the sentence */
   return response_error(e, msg,
                         json_pack("{s:f, s:f}", "estimate_s", round(estimate * 10) / 10,
@@ -146,13 +146,13 @@ struct api_response *upload_json(struct api_ctx *ctx, const struct endpoint *ep,
   memset(&u, 0, sizeof(u));
   /* The server checks the body as it streams in (api_body_chunk); checked again here, at memory
    * speed, so that jansson never sees a body past the limits whatever called api_handle. */
-  enum api_error e = bodyscan_feed(&scan, body, body_len, msg, sizeof(msg));
-  if (e == API_OK) e = read_json(body, body_len, &u, msg, sizeof(msg));
-  if (e == API_OK)
+  enum err e = bodyscan_feed(&scan, body, body_len, msg, sizeof(msg));
+  if (e == ERR_OK) e = read_json(body, body_len, &u, msg, sizeof(msg));
+  if (e == ERR_OK)
     e = params_parse_object(ep, query, u.object, "the JSON body", params, msg, sizeof(msg));
-  if (e == API_OK) e = json_image(&u, msg, sizeof(msg));
+  if (e == ERR_OK) e = json_image(&u, msg, sizeof(msg));
   struct api_response *r =
-      e != API_OK ? api_error_response(e, msg) : upload_check(ctx, ep, params, u.image, u.len);
+      e != ERR_OK ? api_error_response(e, msg) : upload_check(ctx, ep, params, u.image, u.len);
   if (!r) *owned = u.owned, *len = u.len, u.owned = NULL;
   upload_free(&u);
   return r;

@@ -25,11 +25,11 @@ struct api_response *web_answer(struct api_ctx *ctx, const struct route *r,
                                 void *udata) {
   (void)ctx, (void)req, (void)query, (void)done, (void)udata;
   const struct web_asset *a = find_asset(r->path);
-  if (!a) return api_error_response(API_NOT_FOUND, "This build has no such page file.");
+  if (!a) return api_error_response(ERR_NOT_FOUND, "This build has no such page file.");
   struct api_response *resp = calloc(1, sizeof(*resp));
   if (!resp || !(resp->body = malloc(a->len ? a->len : 1))) {
     free(resp);
-    return api_error_response(API_OUT_OF_MEMORY, NULL);
+    return api_error_response(ERR_OUT_OF_MEMORY, NULL);
   }
   memcpy(resp->body, a->data, a->len);
   resp->len = a->len;

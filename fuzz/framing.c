@@ -5,7 +5,7 @@
  * control characters or surrounding white space, Host once on HTTP/1.1, and at most one of a
  * Content-Length and chunked; every refusal is one of the statuses the server answers, with a
  * sentence; and a chunked body decodes to the same bytes, end and error whether it is fed at once
- * or in pieces of 1 to 7 bytes. Returns the parser's api_error (API_OK: accepted). */
+ * or in pieces of 1 to 7 bytes. Returns the parser's api_error (ERR_OK: accepted). */
 #include "fuzz.h"
 
 #include "../server/http1.h"
@@ -15,7 +15,7 @@
 
 /* Decodes a chunked body from in[0..n) in pieces of at most step bytes (0: at once) into out
  * (cap bytes); returns the error, with the body's length in *len and whether it ended in *done. */
-static enum api_error dechunk(const uint8_t *in, size_t n, size_t step, uint8_t *out, size_t cap,
+static enum err dechunk(const uint8_t *in, size_t n, size_t step, uint8_t *out, size_t cap,
                               size_t *len, int *done) {
   struct http1_chunked c = {0};
   char msg[200];
@@ -24,8 +24,8 @@ static enum api_error dechunk(const uint8_t *in, size_t n, size_t step, uint8_t 
   while (at < n && !*done) {
     size_t avail = step && n - at > step ? step : n - at, used = 0, k = 0;
     const uint8_t *data;
-    enum api_error e = http1_chunk(&c, in + at, avail, &used, &data, &k, done, msg, sizeof(msg));
-    if (e != API_OK) {
+    enum err e = http1_chunk(&c, in + at, avail, &used, &data, &k, done, msg, sizeof(msg));
+    if (e != ERR_OK) {
       FUZZ_CHECK(msg[0] != 0);
       return e;
     }
@@ -35,7 +35,7 @@ static enum api_error dechunk(const uint8_t *in, size_t n, size_t step, uint8_t 
     *len += k;
     at += used;
   }
-  return API_OK;
+  return ERR_OK;
 }
 
 static int is_token(const char *s) {
@@ -58,9 +58,9 @@ int fuzz_framing(const uint8_t *data, size_t size) {
   FUZZ_CHECK(head != NULL);
   memcpy(head, data, end);
   head[end] = 0;
-  enum api_error e = http1_parse_head(head, end, &rq, msg, sizeof(msg));
-  if (e != API_OK) {
-    int status = api_error_status(e);
+  enum err e = http1_parse_head(head, end, &rq, msg, sizeof(msg));
+  if (e != ERR_OK) {
+    int status = err_status(e);
     FUZZ_CHECK(status == 400 || status == 414 || status == 431 || status == 501 || status == 417 ||
                status == 505);
     FUZZ_CHECK(msg[0] != 0);
@@ -85,10 +85,10 @@ int fuzz_framing(const uint8_t *data, size_t size) {
     uint8_t *a = malloc(n + 1), *b = malloc(n + 1);
     int da, db;
     FUZZ_CHECK(a != NULL && b != NULL);
-    enum api_error ea = dechunk(data + end, n, 0, a, n, &la, &da);
-    enum api_error eb = dechunk(data + end, n, 1 + n % 7, b, n, &lb, &db);
+    enum err ea = dechunk(data + end, n, 0, a, n, &la, &da);
+    enum err eb = dechunk(data + end, n, 1 + n % 7, b, n, &lb, &db);
     FUZZ_CHECK(ea == eb && la == lb && da == db && la <= n);
-    FUZZ_CHECK(ea != API_OK || memcmp(a, b, la) == 0);
+    FUZZ_CHECK(ea != ERR_OK || memcmp(a, b, la) == 0);
     free(a);
     free(b);
   }

@@ -78,7 +78,7 @@ static struct api_response *wait_done(struct handler_wait *w) {
     ts.tv_nsec %= 1000000000;
     if (pthread_cond_timedwait(&w->cv, &w->mu, &ts) != ETIMEDOUT || w->done) continue;
     int queued, running, capacity, workers;
-    backend_stats(handler_ctx->backend, &queued, &running, &capacity, &workers);
+    engine_stats(handler_ctx->engine, &queued, &running, &capacity, &workers);
     if (queued + running == 0)
       fprintf(stderr, "fuzz_handler: api_handle returned NULL, but no job is queued or running: "
                       "the done callback will never come\n");
@@ -134,8 +134,8 @@ static struct api_response *body_chunks(struct api_request *req) {
   size_t step = req->body_len ? req->body[0] % 64 + 1 : 1;
   for (size_t i = 0; i < req->body_len; i += step) {
     size_t n = req->body_len - i < step ? req->body_len - i : step;
-    enum api_error e = api_body_chunk(handler_get_ctx(), req, req->body + i, n, msg, sizeof(msg));
-    if (e != API_OK) {
+    enum err e = api_body_chunk(handler_get_ctx(), req, req->body + i, n, msg, sizeof(msg));
+    if (e != ERR_OK) {
       FUZZ_CHECK(msg[0] != 0);
       return api_error_response(e, msg);
     }
@@ -157,9 +157,9 @@ int fuzz_handler(const uint8_t *data, size_t size) {
                             .t_received = api_now_ms()};
   struct api_response *resp;
   if (!line[0] || !line[1] || !line[2] || !line[3])
-    resp = api_error_response(API_OUT_OF_MEMORY, NULL);
+    resp = api_error_response(ERR_OUT_OF_MEMORY, NULL);
   else if (req.body_len > MAX_BODY) /* the server refuses it before the api sees it */
-    resp = api_error_response(API_BODY_TOO_LARGE, NULL);
+    resp = api_error_response(ERR_BODY_TOO_LARGE, NULL);
   else if ((resp = body_chunks(&req)) != NULL)
     ; /* refused while it streamed in */
   else if ((resp = api_handle(handler_get_ctx(), &req, handler_done, &w)) == NULL)

@@ -14,9 +14,9 @@ int fuzz_multipart(const uint8_t *data, size_t size) {
   int n = -1;
   char msg[256] = "";
   if (!content_type) return -1;
-  enum api_error e = multipart_parse(content_type, body, len, parts, &n, msg, sizeof(msg));
+  enum err e = multipart_parse(content_type, body, len, parts, &n, msg, sizeof(msg));
   FUZZ_CHECK(n >= 0 && n <= MP_MAX_PARTS);
-  FUZZ_CHECK(e == API_OK || (e == API_BAD_MULTIPART && msg[0] != 0));
+  FUZZ_CHECK(e == ERR_OK || (e == ERR_BAD_MULTIPART && msg[0] != 0));
   for (int i = 0; i < n; i++) {
     FUZZ_CHECK(parts[i].name != NULL);
     FUZZ_CHECK(parts[i].data >= body && parts[i].len <= len);

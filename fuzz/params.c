@@ -48,13 +48,13 @@ static void check_conv_params(const struct conv_params *p) {
 }
 
 /* Parses the input as ep's parameters into out and checks the result. */
-static enum api_error parse_as(const struct endpoint *ep, const char *query, const char *json,
+static enum err parse_as(const struct endpoint *ep, const char *query, const char *json,
                                size_t json_len, void *out) {
   char msg[512] = "";
   memset(out, 0x5a, OP_PARAMS_MAX);
-  enum api_error e = params_parse(ep, query, json, json_len, out, msg, sizeof(msg));
-  if (e != API_OK) {
-    FUZZ_CHECK(api_error_status(e) == 400 && msg[0] != 0);
+  enum err e = params_parse(ep, query, json, json_len, out, msg, sizeof(msg));
+  if (e != ERR_OK) {
+    FUZZ_CHECK(err_status(e) == 400 && msg[0] != 0);
   } else if (ep == &api_blur_endpoint || ep == &api_sharpen_endpoint) {
     check_blur_params(out, ep == &api_sharpen_endpoint);
   } else if (ep == &api_variance_endpoint) {
@@ -72,10 +72,10 @@ int fuzz_params(const uint8_t *data, size_t size) {
   const char *json = qlen < size ? (const char *)data + qlen + 1 : NULL;
   size_t json_len = json ? size - qlen - 1 : 0;
   void *p = malloc(OP_PARAMS_MAX); /* large (a custom kernel): not on the stack */
-  enum api_error blur = API_INTERNAL;
+  enum err blur = ERR_INTERNAL;
   if (!query || !p) goto done;
   for (int i = 0; api_ops[i]; i++) { /* every operation's parameters, from the table */
-    enum api_error e = parse_as(api_ops[i]->ep, query, json, json_len, p);
+    enum err e = parse_as(api_ops[i]->ep, query, json, json_len, p);
     if (api_ops[i]->ep == &api_blur_endpoint) blur = e;
   }
 done:

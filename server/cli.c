@@ -243,7 +243,7 @@ static struct api_response *request(struct cli *c, const char *path, char *msg, 
   if ((size_t)st.st_size > c->max_body) {
     fclose(f);
     snprintf(msg, msglen, "The request body is larger than the limit of %zu bytes.", c->max_body);
-    return api_error_response(API_BODY_TOO_LARGE, msg);
+    return api_error_response(ERR_BODY_TOO_LARGE, msg);
   }
   uint8_t *body = malloc((size_t)st.st_size + 1);
   size_t len = body ? fread(body, 1, (size_t)st.st_size, f) : 0;
@@ -312,15 +312,15 @@ static int write_output(const char *in, const char *out, const struct api_respon
 /* The parameters alone, as the api checks them before it looks for an image: an error there is
  * the same for every file, so it is bad usage. Returns 0, or 2 after saying what is wrong. */
 static int check_params(struct cli *c) {
-  static const enum api_error usage_errors[] = {API_BAD_PARAMETER, API_MISSING_PARAMETER,
-                                                API_UNKNOWN_PARAMETER, API_UNKNOWN_METHOD};
+  static const enum err usage_errors[] = {ERR_BAD_PARAMETER, ERR_MISSING_PARAMETER,
+                                                ERR_UNKNOWN_PARAMETER, ERR_UNKNOWN_METHOD};
   struct api_response *resp = handle(c, NULL, 0);
   json_t *body = resp ? json_loadb((const char *)resp->body, resp->len, 0, NULL) : NULL;
   json_t *err = json_object_get(body, "error");
   const char *code = json_string_value(json_object_get(err, "code"));
   int rc = 0;
   for (size_t i = 0; code && i < sizeof(usage_errors) / sizeof(usage_errors[0]); i++)
-    if (strcmp(code, api_error_code(usage_errors[i])) == 0)
+    if (strcmp(code, err_code(usage_errors[i])) == 0)
       rc = bad_usage(json_string_value(json_object_get(err, "message")), NULL);
   json_decref(body);
   api_response_free(resp);

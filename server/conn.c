@@ -288,9 +288,9 @@ static void answer(struct conn *c, struct api_response *resp, int close) {
 }
 
 /* Answers error e (msg: NULL for its sentence) and closes the connection after it. */
-static void refuse(struct conn *c, enum api_error e, const char *msg) {
+static void refuse(struct conn *c, enum err e, const char *msg) {
   char text[200];
-  if (e == API_BODY_TOO_LARGE) {
+  if (e == ERR_BODY_TOO_LARGE) {
     snprintf(text, sizeof(text), "The request body is larger than the limit of %zu bytes.",
              c->loop->srv->cfg.max_body);
     msg = text;
@@ -390,11 +390,11 @@ static int body_in(struct conn *c, const uint8_t *data, size_t n) {
   char msg[256];
   r->received += n;
   if (r->received > s->cfg.max_body) {
-    refuse(c, API_BODY_TOO_LARGE, NULL);
+    refuse(c, ERR_BODY_TOO_LARGE, NULL);
     return -1;
   }
-  enum api_error e = api_body_chunk(s->api, &r->req, data, n, msg, sizeof(msg));
-  if (e != API_OK) {
+  enum err e = api_body_chunk(s->api, &r->req, data, n, msg, sizeof(msg));
+  if (e != ERR_OK) {
     refuse(c, e, msg);
     return -1;
   }
@@ -403,13 +403,13 @@ static int body_in(struct conn *c, const uint8_t *data, size_t n) {
     while (cap < r->len + n) cap *= 2;
     if (cap > s->cfg.max_body) cap = s->cfg.max_body;
     if (cap > r->counted && !budget_take(s, cap - r->counted)) {
-      refuse(c, API_BUFFER_FULL, NULL);
+      refuse(c, ERR_BUFFER_FULL, NULL);
       return -1;
     }
     if (cap > r->counted) r->counted = cap;
     uint8_t *b = realloc(r->body, cap);
     if (!b) {
-      refuse(c, API_OUT_OF_MEMORY, NULL);
+      refuse(c, ERR_OUT_OF_MEMORY, NULL);
       return -1;
     }
     r->body = b, r->cap = cap;
@@ -443,9 +443,9 @@ static void body_from_buffer(struct conn *c) {
     size_t used = 0, len = 0;
     const uint8_t *data;
     int done = 0;
-    enum api_error e = http1_chunk(&r->chunk, (const uint8_t *)c->in, c->in_len, &used, &data, &len,
+    enum err e = http1_chunk(&r->chunk, (const uint8_t *)c->in, c->in_len, &used, &data, &len,
                                    &done, msg, sizeof(msg));
-    if (e != API_OK) {
+    if (e != ERR_OK) {
       refuse(c, e, msg);
       return;
     }
@@ -475,9 +475,9 @@ static void head_complete(struct conn *c, size_t n) {
   r->deadline = c->head_start + 1e3 * s->cfg.request_timeout_s;
   c->req = r;
   __atomic_add_fetch(&s->inflight, 1, __ATOMIC_SEQ_CST);
-  enum api_error e = http1_parse_head(head, n, &r->h, msg, sizeof(msg));
+  enum err e = http1_parse_head(head, n, &r->h, msg, sizeof(msg));
   begin(s, c, r);
-  if (e != API_OK) {
+  if (e != ERR_OK) {
     refuse(c, e, msg);
     return;
   }
@@ -492,17 +492,17 @@ static void head_complete(struct conn *c, size_t n) {
     return;
   }
   if (r->h.content_length > s->cfg.max_body) {
-    refuse(c, API_BODY_TOO_LARGE, NULL);
+    refuse(c, ERR_BODY_TOO_LARGE, NULL);
     return;
   }
   if (r->h.content_length > 0) {
     if (!budget_take(s, (size_t)r->h.content_length)) {
-      refuse(c, API_BUFFER_FULL, NULL);
+      refuse(c, ERR_BUFFER_FULL, NULL);
       return;
     }
     r->counted = r->cap = (size_t)r->h.content_length;
     if (!(r->body = malloc(r->cap))) {
-      refuse(c, API_OUT_OF_MEMORY, NULL);
+      refuse(c, ERR_OUT_OF_MEMORY, NULL);
       return;
     }
   }
@@ -534,8 +534,8 @@ static void head_in(struct conn *c) {
     }
     size_t end = http1_head_end(c->in, c->in_len, &c->scanned);
     if (!end) {
-      enum api_error e = http1_head_overlong(c->in, c->in_len);
-      if (e != API_OK) refuse(c, e, NULL);
+      enum err e = http1_head_overlong(c->in, c->in_len);
+      if (e != ERR_OK) refuse(c, e, NULL);
       break;
     }
     head_complete(c, end);
@@ -626,19 +626,19 @@ void conn_tick(struct conn *c, double now, int draining, int pressure) {
     if (!c->head_start && !c->in_len) {
       if (draining || now > idle) conn_close(c);
     } else if (draining) {
-      refuse(c, API_SHUTTING_DOWN, NULL);
+      refuse(c, ERR_SHUTTING_DOWN, NULL);
     } else if (now > idle || now > c->head_start + 1e3 * s->cfg.request_timeout_s) {
-      refuse(c, API_REQUEST_TIMEOUT, "The request's head did not arrive in time.");
+      refuse(c, ERR_REQUEST_TIMEOUT, "The request's head did not arrive in time.");
     }
     break;
   case CS_BODY:
     if (draining)
-      refuse(c, API_SHUTTING_DOWN, "The service is shutting down; the upload was not finished.");
+      refuse(c, ERR_SHUTTING_DOWN, "The service is shutting down; the upload was not finished.");
     else if (now > idle || now > c->req->deadline)
-      refuse(c, API_REQUEST_TIMEOUT, "The request's body did not arrive in time.");
+      refuse(c, ERR_REQUEST_TIMEOUT, "The request's body did not arrive in time.");
     break;
   case CS_JOB:
-    if (now > c->req->deadline) answer(c, api_error_response(API_DEADLINE_EXCEEDED, NULL), 0);
+    if (now > c->req->deadline) answer(c, api_error_response(ERR_DEADLINE_EXCEEDED, NULL), 0);
     break;
   case CS_WRITE:
     if (now > c->until || (pressure && now - c->progress > STALL_MS)) conn_close(c);

@@ -101,7 +101,7 @@ struct loop {
 
 /* The answer to a connection refused unread: the error's status and JSON body. */
 struct canned {
-  enum api_error e;
+  enum err e;
   struct api_response *resp;
 };
 

@@ -38,12 +38,12 @@ size_t http1_head_end(const char *buf, size_t len, size_t *scanned) {
   return 0;
 }
 
-enum api_error http1_head_overlong(const char *buf, size_t len) {
-  if (len > HTTP1_LINE_MAX && !memchr(buf, '\n', HTTP1_LINE_MAX)) return API_URI_TOO_LONG;
-  return len > HTTP1_HEAD_MAX ? API_HEADERS_TOO_LARGE : API_OK;
+enum err http1_head_overlong(const char *buf, size_t len) {
+  if (len > HTTP1_LINE_MAX && !memchr(buf, '\n', HTTP1_LINE_MAX)) return ERR_URI_TOO_LONG;
+  return len > HTTP1_HEAD_MAX ? ERR_HEADERS_TOO_LARGE : ERR_OK;
 }
 
-static enum api_error refuse(enum api_error e, char *msg, size_t msglen, const char *text) {
+static enum err refuse(enum err e, char *msg, size_t msglen, const char *text) {
   snprintf(msg, msglen, "%s", text);
   return e;
 }
@@ -61,60 +61,60 @@ static char *take_line(char **p, char *end) {
 }
 
 /* The request line: method SP request-target SP HTTP-version. */
-static enum api_error request_line(char *line, struct http1_request *rq, char *msg, size_t n) {
+static enum err request_line(char *line, struct http1_request *rq, char *msg, size_t n) {
   char *sp1 = strchr(line, ' '), *sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
   if (!sp1 || !sp2 || sp1 == line || sp2 == sp1 + 1)
-    return refuse(API_INVALID_REQUEST, msg, n,
+    return refuse(ERR_INVALID_REQUEST, msg, n,
                   "The request line must be a method, a target and the HTTP version, each "
                   "separated by one space.");
   *sp1 = *sp2 = 0;
   for (const char *c = line; *c; c++)
     if (!is_tchar((unsigned char)*c))
-      return refuse(API_INVALID_REQUEST, msg, n, "The request's method is not a token.");
+      return refuse(ERR_INVALID_REQUEST, msg, n, "The request's method is not a token.");
   rq->method = line;
   char *target = sp1 + 1, *version = sp2 + 1;
   for (const char *c = target; *c; c++)
     if ((unsigned char)*c <= 0x20 || (unsigned char)*c >= 0x7f)
-      return refuse(API_INVALID_REQUEST, msg, n,
+      return refuse(ERR_INVALID_REQUEST, msg, n,
                     "The request target holds a character that must be percent-encoded.");
   if (strncasecmp(target, "http://", 7) == 0 || strncasecmp(target, "https://", 8) == 0) {
     char *path = strchr(strstr(target, "//") + 2, '/');
     target = path ? path : (char *)"/";
   }
   if (target[0] != '/' && !(strcmp(target, "*") == 0 && strcmp(rq->method, "OPTIONS") == 0))
-    return refuse(API_INVALID_REQUEST, msg, n,
+    return refuse(ERR_INVALID_REQUEST, msg, n,
                   "The request target must be a path starting with '/', or an absolute URI.");
   rq->target = target;
   if (strlen(version) != 8 || strncmp(version, "HTTP/", 5) != 0 || version[6] != '.' ||
       version[5] < '0' || version[5] > '9' || version[7] < '0' || version[7] > '9')
-    return refuse(API_INVALID_REQUEST, msg, n, "The request line does not end in HTTP/1.1.");
+    return refuse(ERR_INVALID_REQUEST, msg, n, "The request line does not end in HTTP/1.1.");
   if (version[5] != '1')
-    return refuse(API_HTTP_VERSION, msg, n, "This service speaks HTTP/1.1 and HTTP/1.0.");
+    return refuse(ERR_HTTP_VERSION, msg, n, "This service speaks HTTP/1.1 and HTTP/1.0.");
   rq->minor = version[7] == '0' ? 0 : 1;
-  return API_OK;
+  return ERR_OK;
 }
 
 /* One header line: name ":" OWS value OWS. */
-static enum api_error field_line(char *line, struct http1_request *rq, char *msg, size_t n) {
+static enum err field_line(char *line, struct http1_request *rq, char *msg, size_t n) {
   if (line[0] == ' ' || line[0] == '\t')
-    return refuse(API_INVALID_REQUEST, msg, n,
+    return refuse(ERR_INVALID_REQUEST, msg, n,
                   "A header line starts with white space (obs-fold), which this service refuses.");
   char *c = line;
   while (is_tchar((unsigned char)*c)) c++;
   if (c == line || *c != ':')
-    return refuse(API_INVALID_REQUEST, msg, n,
+    return refuse(ERR_INVALID_REQUEST, msg, n,
                   "A header line is not a token name followed at once by a colon.");
   *c++ = 0;
   while (*c == ' ' || *c == '\t') c++;
   char *value = c, *end = c + strlen(c);
   for (const char *v = value; v < end; v++)
     if (!is_value_char((unsigned char)*v))
-      return refuse(API_INVALID_REQUEST, msg, n, "A header value holds a control character.");
+      return refuse(ERR_INVALID_REQUEST, msg, n, "A header value holds a control character.");
   while (end > value && (end[-1] == ' ' || end[-1] == '\t')) *--end = 0;
   if (rq->nfields == HTTP1_FIELDS_MAX)
-    return refuse(API_HEADERS_TOO_LARGE, msg, n, "The request has too many header lines.");
+    return refuse(ERR_HEADERS_TOO_LARGE, msg, n, "The request has too many header lines.");
   rq->fields[rq->nfields++] = (struct http1_field){line, value};
-  return API_OK;
+  return ERR_OK;
 }
 
 const char *http1_field(const struct http1_request *rq, const char *name) {
@@ -145,24 +145,24 @@ static int has_token(const char *list, const char *token) {
 }
 
 /* Where the body ends (RFC 9112 6.3), the expectation, Host and the connection's persistence. */
-static enum api_error framing(struct http1_request *rq, char *msg, size_t n) {
+static enum err framing(struct http1_request *rq, char *msg, size_t n) {
   int lengths = count_fields(rq, "Content-Length"), codings = count_fields(rq, "Transfer-Encoding");
   const char *cl = http1_field(rq, "Content-Length"), *te = http1_field(rq, "Transfer-Encoding");
   if (lengths > 1 || (cl && (!*cl || strspn(cl, "0123456789") != strlen(cl) || strlen(cl) > 18)))
-    return refuse(API_INVALID_REQUEST, msg, n,
+    return refuse(ERR_INVALID_REQUEST, msg, n,
                   "The request must have at most one Content-Length header, a decimal number.");
   if (lengths && codings)
-    return refuse(API_INVALID_REQUEST, msg, n,
+    return refuse(ERR_INVALID_REQUEST, msg, n,
                   "The request has both Content-Length and Transfer-Encoding.");
   if (codings && (codings > 1 || strcasecmp(te, "chunked") != 0))
-    return refuse(API_NOT_IMPLEMENTED, msg, n,
+    return refuse(ERR_NOT_IMPLEMENTED, msg, n,
                   "The only Transfer-Encoding this service takes is chunked, once.");
   const char *expect = http1_field(rq, "Expect");
   if (expect && (count_fields(rq, "Expect") > 1 || strcasecmp(expect, "100-continue") != 0))
-    return refuse(API_EXPECTATION_FAILED, msg, n,
+    return refuse(ERR_EXPECTATION_FAILED, msg, n,
                   "The only expectation this service meets is Expect: 100-continue.");
   if (rq->minor == 1 && count_fields(rq, "Host") != 1)
-    return refuse(API_INVALID_REQUEST, msg, n, "An HTTP/1.1 request must have one Host header.");
+    return refuse(ERR_INVALID_REQUEST, msg, n, "An HTTP/1.1 request must have one Host header.");
   rq->has_length = cl != NULL;
   rq->content_length = 0;
   for (const char *d = cl; d && *d; d++) rq->content_length = rq->content_length * 10 + (*d - '0');
@@ -170,32 +170,32 @@ static enum api_error framing(struct http1_request *rq, char *msg, size_t n) {
   rq->expect_continue = expect != NULL;
   const char *conn = http1_field(rq, "Connection");
   rq->keep_alive = rq->minor == 1 ? !has_token(conn, "close") : has_token(conn, "keep-alive");
-  return API_OK;
+  return ERR_OK;
 }
 
-enum api_error http1_parse_head(char *buf, size_t len, struct http1_request *rq, char *msg,
+enum err http1_parse_head(char *buf, size_t len, struct http1_request *rq, char *msg,
                                 size_t msglen) {
   char *p = buf, *end = buf + len, *line;
   memset(rq, 0, sizeof(*rq));
   if (len > HTTP1_HEAD_MAX)
-    return refuse(API_HEADERS_TOO_LARGE, msg, msglen,
+    return refuse(ERR_HEADERS_TOO_LARGE, msg, msglen,
                   "The request line and headers are larger than this service takes.");
   if (!(line = take_line(&p, end)))
-    return refuse(API_INVALID_REQUEST, msg, msglen,
+    return refuse(ERR_INVALID_REQUEST, msg, msglen,
                   "The request line must end in CRLF and hold no NUL or CR.");
   if (strlen(line) > HTTP1_LINE_MAX)
-    return refuse(API_URI_TOO_LONG, msg, msglen, "The request line is longer than 8192 bytes.");
-  enum api_error e = request_line(line, rq, msg, msglen);
-  while (e == API_OK) {
+    return refuse(ERR_URI_TOO_LONG, msg, msglen, "The request line is longer than 8192 bytes.");
+  enum err e = request_line(line, rq, msg, msglen);
+  while (e == ERR_OK) {
     if (!(line = take_line(&p, end)))
-      return refuse(API_INVALID_REQUEST, msg, msglen,
+      return refuse(ERR_INVALID_REQUEST, msg, msglen,
                     "Every header line must end in CRLF and hold no NUL or bare CR.");
     if (!*line) break; /* the empty line that ends the head */
     e = field_line(line, rq, msg, msglen);
   }
-  if (e == API_OK && p != end)
-    e = refuse(API_INVALID_REQUEST, msg, msglen, "The request head does not end where expected.");
-  return e == API_OK ? framing(rq, msg, msglen) : e;
+  if (e == ERR_OK && p != end)
+    e = refuse(ERR_INVALID_REQUEST, msg, msglen, "The request head does not end where expected.");
+  return e == ERR_OK ? framing(rq, msg, msglen) : e;
 }
 
 enum chunk_state {
@@ -269,7 +269,7 @@ static int after_data_byte(struct http1_chunked *c, unsigned char b) {
   }
 }
 
-enum api_error http1_chunk(struct http1_chunked *c, const uint8_t *in, size_t n, size_t *used,
+enum err http1_chunk(struct http1_chunked *c, const uint8_t *in, size_t n, size_t *used,
                            const uint8_t **data, size_t *len, int *done, char *msg, size_t msglen) {
   size_t i = 0;
   *data = NULL, *len = 0;
@@ -281,11 +281,11 @@ enum api_error http1_chunk(struct http1_chunked *c, const uint8_t *in, size_t n,
       if (c->left == 0) c->state = CH_DATA_CR;
       *used = i + k;
       *done = 0;
-      return API_OK;
+      return ERR_OK;
     }
     int st = c->state;
     if ((st < CH_DATA ? size_byte(c, in[i]) : after_data_byte(c, in[i])) != 0)
-      return refuse(API_INVALID_REQUEST, msg, msglen,
+      return refuse(ERR_INVALID_REQUEST, msg, msglen,
                     st < CH_DATA ? "A chunk's size line is not 1 to 15 hex digits, optional "
                                    "extensions and CRLF."
                     : st <= CH_DATA_LF
@@ -294,5 +294,5 @@ enum api_error http1_chunk(struct http1_chunked *c, const uint8_t *in, size_t n,
   }
   *used = i;
   *done = c->state == CH_DONE;
-  return API_OK;
+  return ERR_OK;
 }

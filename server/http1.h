@@ -43,14 +43,14 @@ struct http1_request {
  * a head arriving a byte at a time is scanned once. */
 size_t http1_head_end(const char *buf, size_t len, size_t *scanned);
 /* Whether buf[0..len), the start of a head that is still incomplete, is already refused: returns
- * API_URI_TOO_LONG when the request line passes HTTP1_LINE_MAX, API_HEADERS_TOO_LARGE when the head
- * passes HTTP1_HEAD_MAX, else API_OK. */
-enum api_error http1_head_overlong(const char *buf, size_t len);
+ * ERR_URI_TOO_LONG when the request line passes HTTP1_LINE_MAX, ERR_HEADERS_TOO_LARGE when the head
+ * passes HTTP1_HEAD_MAX, else ERR_OK. */
+enum err http1_head_overlong(const char *buf, size_t len);
 /* Parses the head buf[0..len) (as measured by http1_head_end, ending in CRLF CRLF), writing NULs
- * into buf so that rq's strings point into it: buf must outlive rq. Returns API_OK, or the error
+ * into buf so that rq's strings point into it: buf must outlive rq. Returns ERR_OK, or the error
  * to answer (400 invalid_request, 414, 431, 501 not_implemented, 417, 505) with a sentence in msg;
  * rq's method and target are then filled as far as they could be read (or NULL). */
-enum api_error http1_parse_head(char *buf, size_t len, struct http1_request *rq, char *msg,
+enum err http1_parse_head(char *buf, size_t len, struct http1_request *rq, char *msg,
                                 size_t msglen);
 /* The value of the first header field called name, or NULL. */
 const char *http1_field(const struct http1_request *rq, const char *name);
@@ -66,8 +66,8 @@ struct http1_chunked {
 /* Decodes from in[0..n): consumes *used bytes, of which [*data, *data + *len) is body data (len may
  * be 0), and sets *done once the last chunk and its trailer section have been read (the bytes
  * after them are not consumed: they start the next request). Call it again with the rest. Returns
- * API_OK, or API_INVALID_REQUEST with a sentence in msg for a malformed chunk. */
-enum api_error http1_chunk(struct http1_chunked *c, const uint8_t *in, size_t n, size_t *used,
+ * ERR_OK, or ERR_INVALID_REQUEST with a sentence in msg for a malformed chunk. */
+enum err http1_chunk(struct http1_chunked *c, const uint8_t *in, size_t n, size_t *used,
                            const uint8_t **data, size_t *len, int *done, char *msg, size_t msglen);
 
 #endif

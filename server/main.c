@@ -325,10 +325,14 @@ static void on_signal(int sig) {
   }
 }
 
-/* The api's on_fatal: the GPU is lost. Wakes main, which stops the process. */
-static void on_gpu_lost(void *arg) {
+/* The "signals" main waits for besides SIGTERM and SIGINT: the api's on_fatal. */
+#define SIG_GPU_LOST   0   /* the GPU failed for good: exit 70 after a grace */
+#define SIG_NOT_STARTED 255 /* the backend chosen after the start could not start: exit 1 */
+
+/* The api's on_fatal: wakes main, which stops the process. */
+static void on_fatal(void *arg, int status) {
   (void)arg;
-  on_signal(0);
+  on_signal(status == EXIT_GPU_LOST ? SIG_GPU_LOST : SIG_NOT_STARTED);
 }
 
 /* SIGTERM and SIGINT from the start on: one that comes while the backend warms up is answered as
@@ -341,7 +345,7 @@ static void catch_signals(void) {
 }
 
 static int wait_for_signal(void) {
-  char c = 0;
+  unsigned char c = 0;
   while (read(sigpipe[0], &c, 1) < 0 && errno == EINTR) {
   }
   return c;
@@ -373,7 +377,7 @@ static int api_settings(const struct config *c, struct api_config *ac, char *key
   ac->max_width = (uint32_t)NUM(c, "max-width");
   ac->max_height = (uint32_t)NUM(c, "max-height");
   ac->max_cost = (double)NUM(c, "max-cost");
-  ac->on_fatal = on_gpu_lost;
+  ac->on_fatal = on_fatal;
   if (read_api_key(c, key, cap) != 0) return 2;
   ac->api_key = key;
   ac->access_log = TEXT(c, "access-log");
@@ -445,7 +449,9 @@ static struct srv_config server_settings(const struct config *c, const struct ap
 
 /* What main does once signal sig came (0: the GPU failed): drains, then exits. */
 static int stop(struct srv *srv, struct api_ctx *api, int sig, double drain_s) {
-  if (sig == 0) { /* the GPU is lost: let requests in flight get their 503, then exit non-zero
+  if (sig == SIG_NOT_STARTED) /* said on stderr by the api; nothing else runs yet */
+    _exit(1);
+  if (sig == SIG_GPU_LOST) { /* the GPU is lost: let requests in flight get their 503, then exit non-zero
                      so that the supervisor restarts the process; no in-process device reset */
     fprintf(stderr, "blurd: the GPU failed with a sticky error: exiting for a restart\n");
     nanosleep(&(struct timespec){FATAL_GRACE_S, 0}, NULL);

@@ -44,11 +44,11 @@ static double estimate(const char *name, const char *query, const char *params, 
     if (strcmp(api_ops[i]->name, name) == 0) op = api_ops[i];
   if (!op) TEST_FAIL("no operation %s", name);
   if (params_parse(op->ep, query, params, params ? strlen(params) : 0, p.bytes, msg, sizeof(msg)) !=
-      API_OK)
+      ERR_OK)
     TEST_FAIL("%s?%s: %s", op->ep->path, query, msg);
   ctx.cfg.max_cost = 1e-12;
   ASSERT_INT(op_budget(&ctx, op->ep, p.bytes, img, len, &est, msg, sizeof(msg)), ==,
-             API_TOO_EXPENSIVE);
+             ERR_TOO_EXPENSIVE);
   return est;
 }
 

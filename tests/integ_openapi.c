@@ -49,7 +49,7 @@ static void test_shape(void) {
   /* the error codes are API_ERRORS's, in order */
   static const char *const codes[] = {
 #define X(e, status, code, msg) code,
-      API_ERRORS(X)
+      ERRORS(X)
 #undef X
   };
   json_t *e =

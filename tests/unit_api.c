@@ -5,7 +5,7 @@
 
 #include "../api/api_int.h"
 
-static enum api_error parse(const char *query, const char *json, struct blur_params *p, char *msg) {
+static enum err parse(const char *query, const char *json, struct blur_params *p, char *msg) {
   memset(p, 0x5a, sizeof(*p));
   return params_parse(&api_blur_endpoint, query, json, json ? strlen(json) : 0, p, msg, 512);
 }
@@ -13,7 +13,7 @@ static enum api_error parse(const char *query, const char *json, struct blur_par
 static void test_defaults(void) {
   struct blur_params p;
   char msg[512];
-  ASSERT_INT(parse("sigma=2.5", NULL, &p, msg), ==, API_OK);
+  ASSERT_INT(parse("sigma=2.5", NULL, &p, msg), ==, ERR_OK);
   ASSERT_DBL(p.sigma, ==, 2.5);
   ASSERT_INT(p.method, ==, METHOD_AUTO);
   ASSERT_DBL(p.truncate, ==, 4);
@@ -25,74 +25,74 @@ static void test_defaults(void) {
   ASSERT_INT(p.psnr, ==, 1);
   ASSERT_INT(
       parse("sigma=1&method=separable&format=jpeg&quality=1&psnr=0&compression=0", NULL, &p, msg),
-      ==, API_OK);
+      ==, ERR_OK);
   ASSERT_INT(p.method, ==, CPU_SEPARABLE);
   ASSERT_INT(p.format, ==, 2);
   ASSERT_INT(p.quality, ==, 1);
   ASSERT_INT(p.psnr, ==, 0);
   ASSERT_INT(p.compression, ==, 0);
-  ASSERT_INT(parse("sigma=1&format=webp&lossless=true", NULL, &p, msg), ==, API_OK);
+  ASSERT_INT(parse("sigma=1&format=webp&lossless=true", NULL, &p, msg), ==, ERR_OK);
   ASSERT_INT(p.format, ==, 3);
   ASSERT_INT(p.lossless, ==, 1);
-  ASSERT_INT(parse("sigma=1", "{\"format\": \"webp\", \"lossless\": false}", &p, msg), ==, API_OK);
+  ASSERT_INT(parse("sigma=1", "{\"format\": \"webp\", \"lossless\": false}", &p, msg), ==, ERR_OK);
   ASSERT_INT(p.format, ==, 3);
   ASSERT_INT(p.lossless, ==, 0);
-  ASSERT_INT(parse("sigma=1&lossless=maybe", NULL, &p, msg), ==, API_BAD_PARAMETER);
+  ASSERT_INT(parse("sigma=1&lossless=maybe", NULL, &p, msg), ==, ERR_BAD_PARAMETER);
 }
 
 static void test_ranges(void) {
   static const struct {
     const char *q;
-    enum api_error e;
+    enum err e;
   } cases[] = {
-      {"sigma=0.5", API_OK},
-      {"sigma=300", API_OK},
-      {"sigma=0.49", API_BAD_PARAMETER},
-      {"sigma=300.01", API_BAD_PARAMETER},
-      {"sigma=inf", API_BAD_PARAMETER},
-      {"sigma=1e400", API_BAD_PARAMETER},
-      {"sigma=", API_BAD_PARAMETER},
-      {"sigma=2x", API_BAD_PARAMETER},
-      {"sigma=%202", API_BAD_PARAMETER},
-      {"sigma=2&quality=100", API_OK},
-      {"sigma=2&quality=1", API_OK},
-      {"sigma=2&quality=0", API_BAD_PARAMETER},
-      {"sigma=2&quality=101", API_BAD_PARAMETER},
-      {"sigma=2&quality=99999999999999999999", API_BAD_PARAMETER},
-      {"sigma=2&compression=9", API_OK},
-      {"sigma=2&compression=-1", API_BAD_PARAMETER},
-      {"sigma=2&psnr=true", API_OK},
-      {"sigma=2&psnr=yes", API_BAD_PARAMETER},
-      {"sigma=2&format=input", API_OK},
-      {"sigma=2&format=PNG", API_BAD_PARAMETER},
-      {"sigma=2&method=fft", API_UNKNOWN_METHOD},
-      {"sigma=2&method=fir&truncate=3", API_OK},
-      {"sigma=2&method=separable&truncate=8", API_OK},
-      {"sigma=2&method=fir&truncate=0.5", API_BAD_PARAMETER},
-      {"sigma=2&method=yvv&truncate=3", API_BAD_PARAMETER},
-      {"sigma=2&method=yvv&coeffs=1995", API_OK},
-      {"sigma=2&method=yvv2way&coeffs=2002", API_OK},
-      {"sigma=2&method=deriche&coeffs=1995", API_BAD_PARAMETER},
-      {"sigma=12&method=pyramid&truncate=3", API_OK},
-      {"sigma=12&method=pyramid&coeffs=2002", API_BAD_PARAMETER},
-      {"sigma=2&method=yvv&coeffs=1996", API_BAD_PARAMETER},
-      {"sigma=2&coeffs=1995&truncate=3", API_OK},
-      {"sigma=2&method=auto", API_OK},
-      {"", API_MISSING_PARAMETER},
-      {"method=yvv", API_MISSING_PARAMETER},
-      {"sigma=2&foo=1", API_UNKNOWN_PARAMETER},
-      {"sigma=2&sigma=2", API_BAD_PARAMETER},
-      {"sigma=2&%zz=1", API_BAD_PARAMETER},
-      {"sigma=2&&&", API_OK},
-      {"sigma=%32", API_OK},
+      {"sigma=0.5", ERR_OK},
+      {"sigma=300", ERR_OK},
+      {"sigma=0.49", ERR_BAD_PARAMETER},
+      {"sigma=300.01", ERR_BAD_PARAMETER},
+      {"sigma=inf", ERR_BAD_PARAMETER},
+      {"sigma=1e400", ERR_BAD_PARAMETER},
+      {"sigma=", ERR_BAD_PARAMETER},
+      {"sigma=2x", ERR_BAD_PARAMETER},
+      {"sigma=%202", ERR_BAD_PARAMETER},
+      {"sigma=2&quality=100", ERR_OK},
+      {"sigma=2&quality=1", ERR_OK},
+      {"sigma=2&quality=0", ERR_BAD_PARAMETER},
+      {"sigma=2&quality=101", ERR_BAD_PARAMETER},
+      {"sigma=2&quality=99999999999999999999", ERR_BAD_PARAMETER},
+      {"sigma=2&compression=9", ERR_OK},
+      {"sigma=2&compression=-1", ERR_BAD_PARAMETER},
+      {"sigma=2&psnr=true", ERR_OK},
+      {"sigma=2&psnr=yes", ERR_BAD_PARAMETER},
+      {"sigma=2&format=input", ERR_OK},
+      {"sigma=2&format=PNG", ERR_BAD_PARAMETER},
+      {"sigma=2&method=fft", ERR_UNKNOWN_METHOD},
+      {"sigma=2&method=fir&truncate=3", ERR_OK},
+      {"sigma=2&method=separable&truncate=8", ERR_OK},
+      {"sigma=2&method=fir&truncate=0.5", ERR_BAD_PARAMETER},
+      {"sigma=2&method=yvv&truncate=3", ERR_BAD_PARAMETER},
+      {"sigma=2&method=yvv&coeffs=1995", ERR_OK},
+      {"sigma=2&method=yvv2way&coeffs=2002", ERR_OK},
+      {"sigma=2&method=deriche&coeffs=1995", ERR_BAD_PARAMETER},
+      {"sigma=12&method=pyramid&truncate=3", ERR_OK},
+      {"sigma=12&method=pyramid&coeffs=2002", ERR_BAD_PARAMETER},
+      {"sigma=2&method=yvv&coeffs=1996", ERR_BAD_PARAMETER},
+      {"sigma=2&coeffs=1995&truncate=3", ERR_OK},
+      {"sigma=2&method=auto", ERR_OK},
+      {"", ERR_MISSING_PARAMETER},
+      {"method=yvv", ERR_MISSING_PARAMETER},
+      {"sigma=2&foo=1", ERR_UNKNOWN_PARAMETER},
+      {"sigma=2&sigma=2", ERR_BAD_PARAMETER},
+      {"sigma=2&%zz=1", ERR_BAD_PARAMETER},
+      {"sigma=2&&&", ERR_OK},
+      {"sigma=%32", ERR_OK},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     struct blur_params p;
     char msg[512] = "";
-    enum api_error e = parse(cases[i].q, NULL, &p, msg);
+    enum err e = parse(cases[i].q, NULL, &p, msg);
     if (e != cases[i].e)
       TEST_FAIL("'%s': error %d, expected %d (%s)", cases[i].q, e, cases[i].e, msg);
-    if (e != API_OK) ASSERT(strlen(msg) > 20);
+    if (e != ERR_OK) ASSERT(strlen(msg) > 20);
   }
 }
 
@@ -100,37 +100,37 @@ static void test_json(void) {
   struct blur_params p;
   char msg[512];
   ASSERT_INT(parse("", "{\"sigma\": 4, \"method\": \"separable\", \"psnr\": false}", &p, msg), ==,
-             API_OK);
+             ERR_OK);
   ASSERT_DBL(p.sigma, ==, 4);
   ASSERT_INT(p.psnr, ==, 0);
-  ASSERT_INT(parse("", "{\"sigma\": \"4\", \"quality\": 50.0}", &p, msg), ==, API_OK);
+  ASSERT_INT(parse("", "{\"sigma\": \"4\", \"quality\": 50.0}", &p, msg), ==, ERR_OK);
   ASSERT_INT(p.quality, ==, 50);
-  ASSERT_INT(parse("", "{\"sigma\": 4, \"quality\": 50.5}", &p, msg), ==, API_BAD_PARAMETER);
-  ASSERT_INT(parse("", "{\"sigma\": true}", &p, msg), ==, API_BAD_PARAMETER);
-  ASSERT_INT(parse("", "{\"sigma\": null}", &p, msg), ==, API_BAD_PARAMETER);
-  ASSERT_INT(parse("", "{\"sigma\": [1]}", &p, msg), ==, API_BAD_PARAMETER);
-  ASSERT_INT(parse("", "{\"sigma\": 4, \"method\": 1}", &p, msg), ==, API_UNKNOWN_METHOD);
-  ASSERT_INT(parse("", "{\"sigma\": 4, \"psnr\": 1}", &p, msg), ==, API_BAD_PARAMETER);
-  ASSERT_INT(parse("", "{\"sigma\": 4, \"sigma\": 5}", &p, msg), ==, API_BAD_JSON);
-  ASSERT_INT(parse("", "{\"sigma\": 4", &p, msg), ==, API_BAD_JSON);
+  ASSERT_INT(parse("", "{\"sigma\": 4, \"quality\": 50.5}", &p, msg), ==, ERR_BAD_PARAMETER);
+  ASSERT_INT(parse("", "{\"sigma\": true}", &p, msg), ==, ERR_BAD_PARAMETER);
+  ASSERT_INT(parse("", "{\"sigma\": null}", &p, msg), ==, ERR_BAD_PARAMETER);
+  ASSERT_INT(parse("", "{\"sigma\": [1]}", &p, msg), ==, ERR_BAD_PARAMETER);
+  ASSERT_INT(parse("", "{\"sigma\": 4, \"method\": 1}", &p, msg), ==, ERR_UNKNOWN_METHOD);
+  ASSERT_INT(parse("", "{\"sigma\": 4, \"psnr\": 1}", &p, msg), ==, ERR_BAD_PARAMETER);
+  ASSERT_INT(parse("", "{\"sigma\": 4, \"sigma\": 5}", &p, msg), ==, ERR_BAD_JSON);
+  ASSERT_INT(parse("", "{\"sigma\": 4", &p, msg), ==, ERR_BAD_JSON);
   ASSERT(strstr(msg, "The params field must be a JSON object: ") && strstr(msg, "(line 1, column"));
-  ASSERT_INT(parse("", "4", &p, msg), ==, API_BAD_JSON);
-  ASSERT_INT(parse("", "{\"sigmaa\": 4}", &p, msg), ==, API_UNKNOWN_PARAMETER);
+  ASSERT_INT(parse("", "4", &p, msg), ==, ERR_BAD_JSON);
+  ASSERT_INT(parse("", "{\"sigmaa\": 4}", &p, msg), ==, ERR_UNKNOWN_PARAMETER);
   /* the same key in both places: equal values are fine, different ones a 400 */
-  ASSERT_INT(parse("sigma=4.0", "{\"sigma\": 4}", &p, msg), ==, API_OK);
-  ASSERT_INT(parse("psnr=1", "{\"sigma\": 4, \"psnr\": true}", &p, msg), ==, API_OK);
-  ASSERT_INT(parse("sigma=4", "{\"sigma\": 4.5}", &p, msg), ==, API_CONFLICTING_PARAMETER);
+  ASSERT_INT(parse("sigma=4.0", "{\"sigma\": 4}", &p, msg), ==, ERR_OK);
+  ASSERT_INT(parse("psnr=1", "{\"sigma\": 4, \"psnr\": true}", &p, msg), ==, ERR_OK);
+  ASSERT_INT(parse("sigma=4", "{\"sigma\": 4.5}", &p, msg), ==, ERR_CONFLICTING_PARAMETER);
   ASSERT(strstr(msg, "sigma"));
   ASSERT_INT(parse("sigma=4&method=yvv", "{\"method\": \"separable\"}", &p, msg), ==,
-             API_CONFLICTING_PARAMETER);
+             ERR_CONFLICTING_PARAMETER);
   char big[PARAMS_JSON_MAX + 100];
   memset(big, ' ', sizeof(big));
   memcpy(big, "{\"sigma\": 4}", 12);
   big[sizeof(big) - 1] = 0;
-  ASSERT_INT(parse("", big, &p, msg), ==, API_BAD_JSON);
+  ASSERT_INT(parse("", big, &p, msg), ==, ERR_BAD_JSON);
 }
 
-static enum api_error load_body(const char *text, json_t **j, char *msg) {
+static enum err load_body(const char *text, json_t **j, char *msg) {
   return params_load_json("The JSON body", text, strlen(text), j, msg, 512);
 }
 
@@ -139,22 +139,22 @@ static void test_json_object(void) {
   struct blur_params p;
   char msg[512];
   json_t *j = NULL;
-  ASSERT_INT(load_body("{\"sigma\": 4,\n \"x\"}", &j, msg), ==, API_BAD_JSON);
+  ASSERT_INT(load_body("{\"sigma\": 4,\n \"x\"}", &j, msg), ==, ERR_BAD_JSON);
   ASSERT(j == NULL);
   ASSERT(strstr(msg, "The JSON body must be a JSON object: ") && strstr(msg, "(line 2, column"));
-  ASSERT_INT(load_body("[1]", &j, msg), ==, API_BAD_JSON);
+  ASSERT_INT(load_body("[1]", &j, msg), ==, ERR_BAD_JSON);
   ASSERT_STR(msg, "The JSON body must be a JSON object: it is an array.");
-  ASSERT_INT(load_body("{\"sigma\": 4, \"psnr\": false}", &j, msg), ==, API_OK);
+  ASSERT_INT(load_body("{\"sigma\": 4, \"psnr\": false}", &j, msg), ==, ERR_OK);
   const struct endpoint *ep = &api_blur_endpoint;
-  ASSERT_INT(params_parse_object(ep, "sigma=4.0", j, "the JSON body", &p, msg, 512), ==, API_OK);
+  ASSERT_INT(params_parse_object(ep, "sigma=4.0", j, "the JSON body", &p, msg, 512), ==, ERR_OK);
   ASSERT_DBL(p.sigma, ==, 4);
   ASSERT_INT(p.psnr, ==, 0);
   ASSERT_INT(params_parse_object(ep, "sigma=5", j, "the JSON body", &p, msg, 512), ==,
-             API_CONFLICTING_PARAMETER);
+             ERR_CONFLICTING_PARAMETER);
   ASSERT(strstr(msg, "another value in the JSON body"));
   json_object_set_new(j, "sigmaa", json_integer(1));
   ASSERT_INT(params_parse_object(ep, "", j, "the JSON body", &p, msg, 512), ==,
-             API_UNKNOWN_PARAMETER);
+             ERR_UNKNOWN_PARAMETER);
   ASSERT(strstr(msg, "'sigmaa' in the JSON body"));
   json_decref(j);
 }
@@ -171,7 +171,7 @@ static void test_unescape(void) {
   free(s);
 }
 
-static enum api_error mp(const char *ct, const char *body, struct mp_part *parts, int *n) {
+static enum err mp(const char *ct, const char *body, struct mp_part *parts, int *n) {
   char msg[256];
   return multipart_parse(ct, (const uint8_t *)body, strlen(body), parts, n, msg, sizeof(msg));
 }
@@ -185,7 +185,7 @@ static void test_multipart(void) {
                      "PNGDATA\r\n--XyZ\r\n"
                      "content-disposition: form-data; name=params\r\n\r\n"
                      "{\"sigma\":2}\r\n--XyZ--\r\n";
-  ASSERT_INT(mp("multipart/form-data; boundary=XyZ", body, parts, &n), ==, API_OK);
+  ASSERT_INT(mp("multipart/form-data; boundary=XyZ", body, parts, &n), ==, ERR_OK);
   ASSERT_INT(n, ==, 2);
   ASSERT_STR(parts[0].name, "image");
   ASSERT_INT(parts[0].len, ==, 7);
@@ -199,7 +199,7 @@ static void test_multipart(void) {
   char msg[256];
   ASSERT_INT(multipart_parse("multipart/form-data; boundary=\"b\"", (const uint8_t *)bin,
                              sizeof(bin) - 1, parts, &n, msg, sizeof(msg)),
-             ==, API_OK);
+             ==, ERR_OK);
   ASSERT_INT(n, ==, 1);
   ASSERT_INT(parts[0].len, ==, 9); /* "\r\n--bx\r\n\0" is data: "--bx" is not the boundary */
   multipart_free(parts, n);
@@ -216,8 +216,8 @@ static void test_multipart(void) {
                                           "name=\"unterminated\r\n\r\nd\r\n--a--"},
   };
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-    enum api_error e = mp(bad[i][0], bad[i][1], parts, &n);
-    if (e != API_BAD_MULTIPART) TEST_FAIL("case %zu parsed (%d)", i, e);
+    enum err e = mp(bad[i][0], bad[i][1], parts, &n);
+    if (e != ERR_BAD_MULTIPART) TEST_FAIL("case %zu parsed (%d)", i, e);
     multipart_free(parts, n);
   }
   /* more parts than the limit */
@@ -225,7 +225,7 @@ static void test_multipart(void) {
   for (int i = 0; i < MP_MAX_PARTS + 1; i++)
     strcat(many, "--a\r\nContent-Disposition: form-data; name=\"p\"\r\n\r\nx\r\n");
   strcat(many, "--a--");
-  ASSERT_INT(mp("multipart/form-data; boundary=a", many, parts, &n), ==, API_BAD_MULTIPART);
+  ASSERT_INT(mp("multipart/form-data; boundary=a", many, parts, &n), ==, ERR_BAD_MULTIPART);
   multipart_free(parts, n);
 }
 
@@ -239,14 +239,14 @@ static void test_base64(void) {
   }
 }
 
-/* Decodes s; on API_OK checks that the bytes are want (NULL: none), else that msg has want. */
-static void b64_case(const char *s, enum api_error e, const char *want) {
+/* Decodes s; on ERR_OK checks that the bytes are want (NULL: none), else that msg has want. */
+static void b64_case(const char *s, enum err e, const char *want) {
   uint8_t *out = (uint8_t *)"not set";
   size_t n = 99;
   char msg[512] = "";
-  enum api_error got = base64_decode(s, strlen(s), &out, &n, msg, sizeof(msg));
+  enum err got = base64_decode(s, strlen(s), &out, &n, msg, sizeof(msg));
   if (got != e) TEST_FAIL("'%s': error %d, expected %d (%s)", s, got, e, msg);
-  if (e == API_OK) {
+  if (e == ERR_OK) {
     ASSERT_INT(n, ==, strlen(want));
     ASSERT(n ? memcmp(out, want, n) == 0 : out == NULL);
   } else {
@@ -281,7 +281,7 @@ static void test_base64_decode(void) {
       {"data:image/png;base64,", ""},
       {"+/+/", "\xfb\xff\xbf"},
   };
-  for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) b64_case(ok[i][0], API_OK, ok[i][1]);
+  for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) b64_case(ok[i][0], ERR_OK, ok[i][1]);
   static const char *const bad[][2] = {
       {"Zm9v YmFy", "a space, 0x20 at byte 4"},
       {"Zm9v YmFy", "a '+' that URL decoding turned into a space?"},
@@ -306,7 +306,7 @@ static void test_base64_decode(void) {
       {"data:", "without ';base64,'"},
   };
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-    b64_case(bad[i][0], API_BAD_IMAGE_ENCODING, bad[i][1]);
+    b64_case(bad[i][0], ERR_BAD_IMAGE_ENCODING, bad[i][1]);
   /* round trips of every byte value at every length mod 3, padded, unpadded and wrapped at 76
    * columns as MIME does */
   uint8_t data[256];
@@ -322,7 +322,7 @@ static void test_base64_decode(void) {
     size_t lens[] = {strcspn(enc, "="), w};
     for (int f = 0; f < 2; f++) {
       uint8_t *out;
-      ASSERT_INT(base64_decode(forms[f], lens[f], &out, &dlen, msg, sizeof(msg)), ==, API_OK);
+      ASSERT_INT(base64_decode(forms[f], lens[f], &out, &dlen, msg, sizeof(msg)), ==, ERR_OK);
       ASSERT_INT(dlen, ==, len);
       ASSERT(len == 0 || memcmp(out, data, len) == 0);
       free(out);
@@ -332,13 +332,13 @@ static void test_base64_decode(void) {
 }
 
 static void test_errors(void) {
-  ASSERT_INT(api_error_status(API_OK), ==, 200);
-  ASSERT_INT(api_error_status(API_BODY_TOO_LARGE), ==, 413);
-  ASSERT_INT(api_error_status(API_UNSUPPORTED_MEDIA), ==, 415);
-  ASSERT_INT(api_error_status(API_IMAGE_TOO_LARGE), ==, 422);
-  ASSERT_INT(api_error_status(API_QUEUE_FULL), ==, 503);
-  ASSERT_STR(api_error_code(API_QUEUE_FULL), "queue_full");
-  struct api_response *r = api_error_response(API_QUEUE_FULL, NULL);
+  ASSERT_INT(err_status(ERR_OK), ==, 200);
+  ASSERT_INT(err_status(ERR_BODY_TOO_LARGE), ==, 413);
+  ASSERT_INT(err_status(ERR_UNSUPPORTED_MEDIA), ==, 415);
+  ASSERT_INT(err_status(ERR_IMAGE_TOO_LARGE), ==, 422);
+  ASSERT_INT(err_status(ERR_QUEUE_FULL), ==, 503);
+  ASSERT_STR(err_code(ERR_QUEUE_FULL), "queue_full");
+  struct api_response *r = api_error_response(ERR_QUEUE_FULL, NULL);
   ASSERT(r && r->status == 503 && r->nheaders == 1);
   ASSERT_STR(r->headers[0].name, "Retry-After");
   ASSERT(strstr((const char *)r->body, "\"code\":\"queue_full\""));
@@ -350,7 +350,7 @@ static void test_variance_params(void) {
   struct var_params v;
   char msg[512] = "";
   const struct endpoint *ep = &api_variance_endpoint;
-  ASSERT_INT(params_parse(ep, "", NULL, 0, &v, msg, sizeof(msg)), ==, API_OK);
+  ASSERT_INT(params_parse(ep, "", NULL, 0, &v, msg, sizeof(msg)), ==, ERR_OK);
   ASSERT_INT(v.method, ==, VAR_AUTO);
   ASSERT_INT(v.radius, ==, 7);
   ASSERT_INT(v.window, ==, CPU_WINDOW_TRIANGLE);
@@ -359,19 +359,19 @@ static void test_variance_params(void) {
   ASSERT_INT(v.psnr, ==, 1);
   ASSERT_INT(params_parse(ep, "method=threewise&radius=15&window=box&output=variance", NULL, 0, &v,
                           msg, sizeof(msg)),
-             ==, API_OK);
+             ==, ERR_OK);
   ASSERT_INT(v.method, ==, CPU_VAR_THREEWISE);
   ASSERT_INT(v.window, ==, CPU_WINDOW_BOX);
   ASSERT_INT(v.output, ==, VAR_VARIANCE);
   ASSERT_INT(params_parse(ep, "method=threewise&radius=5", NULL, 0, &v, msg, sizeof(msg)), ==,
-             API_BAD_PARAMETER);
+             ERR_BAD_PARAMETER);
   ASSERT(strstr(msg, "1 3 7 15 31 63 127") && strstr(msg, "got 5"));
-  ASSERT_INT(params_parse(ep, "radius=5", NULL, 0, &v, msg, sizeof(msg)), ==, API_OK);
-  ASSERT_INT(params_parse(ep, "method=box", NULL, 0, &v, msg, sizeof(msg)), ==, API_UNKNOWN_METHOD);
-  ASSERT_INT(params_parse(ep, "format=jpeg", NULL, 0, &v, msg, sizeof(msg)), ==, API_BAD_PARAMETER);
+  ASSERT_INT(params_parse(ep, "radius=5", NULL, 0, &v, msg, sizeof(msg)), ==, ERR_OK);
+  ASSERT_INT(params_parse(ep, "method=box", NULL, 0, &v, msg, sizeof(msg)), ==, ERR_UNKNOWN_METHOD);
+  ASSERT_INT(params_parse(ep, "format=jpeg", NULL, 0, &v, msg, sizeof(msg)), ==, ERR_BAD_PARAMETER);
 }
 
-static enum api_error parse_conv(const char *query, const char *json, struct conv_params *p,
+static enum err parse_conv(const char *query, const char *json, struct conv_params *p,
                                  char *msg) {
   memset(p, 0x5a, sizeof(*p));
   return params_parse(&api_convolve_endpoint, query, json, json ? strlen(json) : 0, p, msg, 512);
@@ -381,38 +381,38 @@ static enum api_error parse_conv(const char *query, const char *json, struct con
 static void test_kernel_params(void) {
   static struct conv_params p, q; /* large */
   char msg[512] = "";
-  ASSERT_INT(parse_conv("kernel=emboss", NULL, &p, msg), ==, API_OK);
+  ASSERT_INT(parse_conv("kernel=emboss", NULL, &p, msg), ==, ERR_OK);
   ASSERT_INT(p.kernel.named, ==, 2);
   ASSERT_DBL(p.conv.bias, ==, 128); /* the kernel's own */
-  ASSERT_INT(parse_conv("kernel=emboss&bias=0", NULL, &p, msg), ==, API_OK);
+  ASSERT_INT(parse_conv("kernel=emboss&bias=0", NULL, &p, msg), ==, ERR_OK);
   ASSERT_DBL(p.conv.bias, ==, 0); /* a given bias overrides it */
-  ASSERT_INT(parse_conv("kernel=%5B1,2,1,2,4,2,1,2,1%5D", NULL, &p, msg), ==, API_OK);
-  ASSERT_INT(parse_conv("", "{\"kernel\": [[1,2,1],[2,4,2],[1,2,1]]}", &q, msg), ==, API_OK);
+  ASSERT_INT(parse_conv("kernel=%5B1,2,1,2,4,2,1,2,1%5D", NULL, &p, msg), ==, ERR_OK);
+  ASSERT_INT(parse_conv("", "{\"kernel\": [[1,2,1],[2,4,2],[1,2,1]]}", &q, msg), ==, ERR_OK);
   ASSERT_INT(p.conv.size, ==, 3);
   ASSERT(memcmp(p.conv.k, q.conv.k, 9 * sizeof(float)) == 0);
   ASSERT_DBL(p.conv.k[4], ==, 0.25f);
   ASSERT_INT(parse_conv("normalize=false", "{\"kernel\": \"[1,2,1,2,4,2,1,2,1]\"}", &p, msg), ==,
-             API_OK);
+             ERR_OK);
   ASSERT_DBL(p.conv.k[4], ==, 4);
-  ASSERT_INT(parse_conv("kernel=[-1,-1,-1,-1,8,-1,-1,-1,-1]", NULL, &p, msg), ==, API_OK);
+  ASSERT_INT(parse_conv("kernel=[-1,-1,-1,-1,8,-1,-1,-1,-1]", NULL, &p, msg), ==, ERR_OK);
   ASSERT_DBL(p.conv.k[4], ==, 8); /* sum 0: left as it is */
-  ASSERT_INT(parse_conv("kernel=[5]", NULL, &p, msg), ==, API_OK);
+  ASSERT_INT(parse_conv("kernel=[5]", NULL, &p, msg), ==, ERR_OK);
   ASSERT_DBL(p.conv.k[0], ==, 1);
-  ASSERT_INT(parse_conv("kernel=edge", "{\"kernel\": \"edge\"}", &p, msg), ==, API_OK);
+  ASSERT_INT(parse_conv("kernel=edge", "{\"kernel\": \"edge\"}", &p, msg), ==, ERR_OK);
   ASSERT_INT(
       parse_conv("kernel=[1,1,1,1,1,1,1,1,1]", "{\"kernel\": [[1,1,1],[1,1,1],[1,1,1]]}", &p, msg),
-      ==, API_OK);
+      ==, ERR_OK);
   static const char *const bad[] = {"kernel=[1,2,3,4]", "kernel=[]",         "kernel=[[1],[2]]",
                                     "kernel=[1,2,3",    "kernel=[1,true,3]", "kernel=Edge",
                                     "kernel=1",         "kernel=[[1,2,3]]",  "kernel=[1e400]"};
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-    enum api_error e = parse_conv(bad[i], NULL, &p, msg);
-    if (e != API_BAD_PARAMETER) TEST_FAIL("'%s': error %d (%s)", bad[i], e, msg);
+    enum err e = parse_conv(bad[i], NULL, &p, msg);
+    if (e != ERR_BAD_PARAMETER) TEST_FAIL("'%s': error %d (%s)", bad[i], e, msg);
     ASSERT(strstr(msg, "kernel"));
   }
-  ASSERT_INT(parse_conv("", NULL, &p, msg), ==, API_MISSING_PARAMETER);
+  ASSERT_INT(parse_conv("", NULL, &p, msg), ==, ERR_MISSING_PARAMETER);
   ASSERT_INT(parse_conv("kernel=edge", "{\"kernel\": \"box\"}", &p, msg), ==,
-             API_CONFLICTING_PARAMETER);
+             ERR_CONFLICTING_PARAMETER);
   json_t *d = params_describe(&api_convolve_endpoint, -1);
   ASSERT_STR(json_string_value(json_object_get(json_array_get(d, 0), "type")), "kernel");
   json_decref(d);
@@ -424,60 +424,60 @@ static void test_kernel_params(void) {
 static void test_blur_axes_regions(void) {
   static const struct {
     const char *q, *json;
-    enum api_error e;
+    enum err e;
   } cases[] = {
-      {"sigma_x=1&sigma_y=20", NULL, API_OK},
-      {"sigma_x=0.49&sigma_y=2", NULL, API_BAD_PARAMETER},
-      {"sigma_x=1&sigma_y=300.5", NULL, API_BAD_PARAMETER},
-      {"sigma=2&sigma_x=1&sigma_y=2", NULL, API_CONFLICTING_PARAMETER},
-      {"sigma=2&sigma_y=2", NULL, API_CONFLICTING_PARAMETER},
-      {"sigma=2", "{\"sigma_x\": 3, \"sigma_y\": 4}", API_CONFLICTING_PARAMETER},
-      {"sigma_x=2", NULL, API_MISSING_PARAMETER},
-      {"sigma_y=2", NULL, API_MISSING_PARAMETER},
-      {"", NULL, API_MISSING_PARAMETER},
-      {"sigma_x=2", "{\"sigma_y\": 4}", API_OK},
-      {"sigma=2&regions=0,0,10,10", NULL, API_OK},
-      {"sigma=2&regions=-5,-5,10,10;20,30,1,1;", NULL, API_OK},
-      {"sigma=2&regions=0,0,0,10", NULL, API_BAD_PARAMETER},
-      {"sigma=2&regions=0,0,10,-1", NULL, API_BAD_PARAMETER},
-      {"sigma=2&regions=0,0,10", NULL, API_BAD_PARAMETER},
-      {"sigma=2&regions=0,0,10,10,5", NULL, API_BAD_PARAMETER},
-      {"sigma=2&regions=0,0,1.5,10", NULL, API_BAD_PARAMETER},
-      {"sigma=2&regions=a,0,1,1", NULL, API_BAD_PARAMETER},
-      {"sigma=2&regions=0,0,2000000,1", NULL, API_BAD_PARAMETER},
-      {"sigma=2&regions=", NULL, API_BAD_PARAMETER},
-      {"sigma=2&regions=;", NULL, API_BAD_PARAMETER},
-      {"sigma=2&regions=[[1,2,3,4]]", NULL, API_OK},
-      {"sigma=2", "{\"regions\": [[1, 2, 3, 4], [5, 6, 7, 8]]}", API_OK},
-      {"sigma=2", "{\"regions\": [[1, 2, 3]]}", API_BAD_PARAMETER},
-      {"sigma=2", "{\"regions\": [[1, 2, 3, \"4\"]]}", API_BAD_PARAMETER},
-      {"sigma=2", "{\"regions\": []}", API_BAD_PARAMETER},
-      {"sigma=2", "{\"regions\": [1, 2, 3, 4]}", API_BAD_PARAMETER},
-      {"sigma=2", "{\"regions\": \"1,2,3,4\"}", API_OK},
-      {"sigma=2", "{\"regions\": {\"x\": 1}}", API_BAD_PARAMETER},
-      {"sigma=2&regions=1,2,3,4", "{\"regions\": [[1, 2, 3, 4]]}", API_OK},
-      {"sigma=2&regions=1,2,3,4", "{\"regions\": [[1, 2, 3, 5]]}", API_CONFLICTING_PARAMETER},
-      {"sigma=2&regions=0,0,8,8&feather=4", NULL, API_OK},
-      {"sigma=2&regions=0,0,8,8&feather=1025", NULL, API_BAD_PARAMETER},
-      {"sigma=2&feather=4", NULL, API_BAD_PARAMETER},
-      {"sigma=2&feather=0", NULL, API_OK},
+      {"sigma_x=1&sigma_y=20", NULL, ERR_OK},
+      {"sigma_x=0.49&sigma_y=2", NULL, ERR_BAD_PARAMETER},
+      {"sigma_x=1&sigma_y=300.5", NULL, ERR_BAD_PARAMETER},
+      {"sigma=2&sigma_x=1&sigma_y=2", NULL, ERR_CONFLICTING_PARAMETER},
+      {"sigma=2&sigma_y=2", NULL, ERR_CONFLICTING_PARAMETER},
+      {"sigma=2", "{\"sigma_x\": 3, \"sigma_y\": 4}", ERR_CONFLICTING_PARAMETER},
+      {"sigma_x=2", NULL, ERR_MISSING_PARAMETER},
+      {"sigma_y=2", NULL, ERR_MISSING_PARAMETER},
+      {"", NULL, ERR_MISSING_PARAMETER},
+      {"sigma_x=2", "{\"sigma_y\": 4}", ERR_OK},
+      {"sigma=2&regions=0,0,10,10", NULL, ERR_OK},
+      {"sigma=2&regions=-5,-5,10,10;20,30,1,1;", NULL, ERR_OK},
+      {"sigma=2&regions=0,0,0,10", NULL, ERR_BAD_PARAMETER},
+      {"sigma=2&regions=0,0,10,-1", NULL, ERR_BAD_PARAMETER},
+      {"sigma=2&regions=0,0,10", NULL, ERR_BAD_PARAMETER},
+      {"sigma=2&regions=0,0,10,10,5", NULL, ERR_BAD_PARAMETER},
+      {"sigma=2&regions=0,0,1.5,10", NULL, ERR_BAD_PARAMETER},
+      {"sigma=2&regions=a,0,1,1", NULL, ERR_BAD_PARAMETER},
+      {"sigma=2&regions=0,0,2000000,1", NULL, ERR_BAD_PARAMETER},
+      {"sigma=2&regions=", NULL, ERR_BAD_PARAMETER},
+      {"sigma=2&regions=;", NULL, ERR_BAD_PARAMETER},
+      {"sigma=2&regions=[[1,2,3,4]]", NULL, ERR_OK},
+      {"sigma=2", "{\"regions\": [[1, 2, 3, 4], [5, 6, 7, 8]]}", ERR_OK},
+      {"sigma=2", "{\"regions\": [[1, 2, 3]]}", ERR_BAD_PARAMETER},
+      {"sigma=2", "{\"regions\": [[1, 2, 3, \"4\"]]}", ERR_BAD_PARAMETER},
+      {"sigma=2", "{\"regions\": []}", ERR_BAD_PARAMETER},
+      {"sigma=2", "{\"regions\": [1, 2, 3, 4]}", ERR_BAD_PARAMETER},
+      {"sigma=2", "{\"regions\": \"1,2,3,4\"}", ERR_OK},
+      {"sigma=2", "{\"regions\": {\"x\": 1}}", ERR_BAD_PARAMETER},
+      {"sigma=2&regions=1,2,3,4", "{\"regions\": [[1, 2, 3, 4]]}", ERR_OK},
+      {"sigma=2&regions=1,2,3,4", "{\"regions\": [[1, 2, 3, 5]]}", ERR_CONFLICTING_PARAMETER},
+      {"sigma=2&regions=0,0,8,8&feather=4", NULL, ERR_OK},
+      {"sigma=2&regions=0,0,8,8&feather=1025", NULL, ERR_BAD_PARAMETER},
+      {"sigma=2&feather=4", NULL, ERR_BAD_PARAMETER},
+      {"sigma=2&feather=0", NULL, ERR_OK},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     struct blur_params p;
     char msg[512] = "";
-    enum api_error e = parse(cases[i].q, cases[i].json, &p, msg);
+    enum err e = parse(cases[i].q, cases[i].json, &p, msg);
     if (e != cases[i].e)
       TEST_FAIL("'%s' %s: error %d, expected %d (%s)", cases[i].q,
                 cases[i].json ? cases[i].json : "", e, cases[i].e, msg);
-    if (e != API_OK) ASSERT(strlen(msg) > 20);
+    if (e != ERR_OK) ASSERT(strlen(msg) > 20);
   }
   struct blur_params p;
   char msg[512];
-  ASSERT_INT(parse("sigma_x=1.5&sigma_y=20", NULL, &p, msg), ==, API_OK);
+  ASSERT_INT(parse("sigma_x=1.5&sigma_y=20", NULL, &p, msg), ==, ERR_OK);
   ASSERT_DBL(p.sigma_x, ==, 1.5);
   ASSERT_DBL(p.sigma_y, ==, 20);
   ASSERT_INT(p.regions.n, ==, 0);
-  ASSERT_INT(parse("sigma=3&regions=-5,-6,10,11;20,30,1,2", NULL, &p, msg), ==, API_OK);
+  ASSERT_INT(parse("sigma=3&regions=-5,-6,10,11;20,30,1,2", NULL, &p, msg), ==, ERR_OK);
   ASSERT_DBL(p.sigma_x, ==, 3);
   ASSERT_DBL(p.sigma_y, ==, 3);
   ASSERT_INT(p.regions.n, ==, 2);
@@ -487,17 +487,17 @@ static void test_blur_axes_regions(void) {
   ASSERT_INT(p.feather, ==, 0);
   char q[1024] = "sigma=2&regions=";
   for (int i = 0; i < 65; i++) strcat(q, "1,1,1,1;");
-  ASSERT_INT(parse(q, NULL, &p, msg), ==, API_BAD_PARAMETER);
+  ASSERT_INT(parse(q, NULL, &p, msg), ==, ERR_BAD_PARAMETER);
   ASSERT(strstr(msg, "65 rectangles"));
   q[strlen(q) - 8] = 0;
-  ASSERT_INT(parse(q, NULL, &p, msg), ==, API_OK);
+  ASSERT_INT(parse(q, NULL, &p, msg), ==, ERR_OK);
   ASSERT_INT(p.regions.n, ==, 64);
-  ASSERT_INT(parse("sigma=2&sigma_x=1&sigma_y=2", NULL, &p, msg), ==, API_CONFLICTING_PARAMETER);
+  ASSERT_INT(parse("sigma=2&sigma_x=1&sigma_y=2", NULL, &p, msg), ==, ERR_CONFLICTING_PARAMETER);
   ASSERT(strstr(msg, "sigma_x"));
 
   const struct endpoint *ep = &api_sharpen_endpoint;
   memset(&p, 0x5a, sizeof(p));
-  ASSERT_INT(params_parse(ep, "", NULL, 0, &p, msg, 512), ==, API_OK);
+  ASSERT_INT(params_parse(ep, "", NULL, 0, &p, msg, 512), ==, ERR_OK);
   ASSERT_DBL(p.sigma_x, ==, 1);
   ASSERT_DBL(p.sigma_y, ==, 1);
   ASSERT_DBL(p.amount, ==, 1);
@@ -505,7 +505,7 @@ static void test_blur_axes_regions(void) {
   ASSERT_INT(p.luma, ==, 0);
   ASSERT_INT(p.method, ==, METHOD_AUTO);
   ASSERT_INT(params_parse(ep, "sigma=2.5&amount=3&threshold=4&luma=true", NULL, 0, &p, msg, 512),
-             ==, API_OK);
+             ==, ERR_OK);
   ASSERT_DBL(p.sigma_y, ==, 2.5);
   ASSERT_DBL(p.amount, ==, 3);
   ASSERT_DBL(p.threshold, ==, 4);
@@ -514,9 +514,9 @@ static void test_blur_axes_regions(void) {
       "sigma=50.5", "sigma=0.4", "amount=-0.1",     "amount=10.5", "threshold=-1",
       "luma=maybe", "sigma_x=2", "regions=0,0,1,1", "method=fft",  "method=yvv&truncate=3"};
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-    enum api_error e = params_parse(ep, bad[i], NULL, 0, &p, msg, 512);
-    if (e == API_OK) TEST_FAIL("/sharpen '%s' accepted", bad[i]);
-    ASSERT(api_error_status(e) == 400 && strlen(msg) > 20);
+    enum err e = params_parse(ep, bad[i], NULL, 0, &p, msg, 512);
+    if (e == ERR_OK) TEST_FAIL("/sharpen '%s' accepted", bad[i]);
+    ASSERT(err_status(e) == 400 && strlen(msg) > 20);
   }
 }
 
@@ -534,7 +534,8 @@ static void test_op_table(void) {
     ASSERT(r != NULL && r->op == op && r->ep == op->ep && strcmp(r->method, "POST") == 0);
     ASSERT(op->summary && strlen(op->summary) > 20);
     ASSERT(op->params_size <= OP_PARAMS_MAX);
-    ASSERT(op->cpu || !op->gpu);
+    for (int b = 0; b < ENGINE_NBACKENDS; b++) /* the CPU's compute is every other's fallback */
+      ASSERT(op->compute[ENGINE_CPU] || !op->compute[b]);
   }
   for (int i = 0; i < n; i++) routes += t[i].op != NULL;
   int nops = 0;

@@ -76,7 +76,7 @@ static void test_complete(void) {
     const char *code;
   } errors[] = {
 #define X(e, status, code, msg) {status, code},
-      API_ERRORS(X)
+      ERRORS(X)
 #undef X
   };
   for (size_t e = 0; e < sizeof(errors) / sizeof(errors[0]); e++) {

@@ -10,12 +10,12 @@
 #include <string.h>
 
 /* Feeds text to a fresh scanner, in pieces of step bytes (0: whole). */
-static enum api_error scan(const char *text, size_t len, size_t step, char *msg, size_t msglen) {
+static enum err scan(const char *text, size_t len, size_t step, char *msg, size_t msglen) {
   struct bodyscan s;
   memset(&s, 0, sizeof(s));
-  enum api_error e = API_OK;
+  enum err e = ERR_OK;
   if (step == 0) step = len ? len : 1;
-  for (size_t i = 0; e == API_OK && i < len; i += step)
+  for (size_t i = 0; e == ERR_OK && i < len; i += step)
     e = bodyscan_feed(&s, (const uint8_t *)text + i, len - i < step ? len - i : step, msg, msglen);
   return e;
 }
@@ -39,17 +39,17 @@ static void test_bodyscan_limits(void) {
   for (int k = 0; k < 3; k++) {
     /* {"x":[{},{},...]}: refused for its values, in its first kilobytes */
     char *b = repeat("{\"x\":[", "{},", 100000, "{}]}", &len);
-    ASSERT_INT(scan(b, len, steps[k], msg, sizeof(msg)), ==, API_BAD_JSON);
+    ASSERT_INT(scan(b, len, steps[k], msg, sizeof(msg)), ==, ERR_BAD_JSON);
     ASSERT(strstr(msg, "4096 values") != NULL);
     free(b);
     /* depth: 8 levels pass, 9 do not */
     const char *deep8 = "{\"a\":[[[[[[[1]]]]]]]}", *deep9 = "{\"a\":[[[[[[[[1]]]]]]]]}";
-    ASSERT_INT(scan(deep8, strlen(deep8), steps[k], msg, sizeof(msg)), ==, API_OK);
-    ASSERT_INT(scan(deep9, strlen(deep9), steps[k], msg, sizeof(msg)), ==, API_BAD_JSON);
+    ASSERT_INT(scan(deep8, strlen(deep8), steps[k], msg, sizeof(msg)), ==, ERR_OK);
+    ASSERT_INT(scan(deep9, strlen(deep9), steps[k], msg, sizeof(msg)), ==, ERR_BAD_JSON);
     ASSERT(strstr(msg, "more than 8 deep") != NULL);
     /* bytes outside the image: a long string of another key counts */
     b = repeat("{\"sigma\":\"", "a", BODYSCAN_BYTES_MAX, "\"}", &len);
-    ASSERT_INT(scan(b, len, steps[k], msg, sizeof(msg)), ==, API_BODY_TOO_LARGE);
+    ASSERT_INT(scan(b, len, steps[k], msg, sizeof(msg)), ==, ERR_BODY_TOO_LARGE);
     ASSERT(strstr(msg, "65536 bytes") != NULL);
     free(b);
   }
@@ -63,18 +63,18 @@ static void test_bodyscan_image(void) {
     /* the top-level image string does not count, however long, escapes included */
     char *b =
         repeat("{\"sigma\": 2, \"image\" : \"", "QUJD\\/", 200000, "\", \"psnr\": false}", &len);
-    ASSERT_INT(scan(b, len, steps[k], msg, sizeof(msg)), ==, API_OK);
+    ASSERT_INT(scan(b, len, steps[k], msg, sizeof(msg)), ==, ERR_OK);
     free(b);
     /* a nested "image", or a key that only starts like it, counts */
     b = repeat("{\"p\":{\"image\":\"", "a", BODYSCAN_BYTES_MAX, "\"}}", &len);
-    ASSERT_INT(scan(b, len, steps[k], msg, sizeof(msg)), ==, API_BODY_TOO_LARGE);
+    ASSERT_INT(scan(b, len, steps[k], msg, sizeof(msg)), ==, ERR_BODY_TOO_LARGE);
     free(b);
     b = repeat("{\"images\":\"", "a", BODYSCAN_BYTES_MAX, "\"}", &len);
-    ASSERT_INT(scan(b, len, steps[k], msg, sizeof(msg)), ==, API_BODY_TOO_LARGE);
+    ASSERT_INT(scan(b, len, steps[k], msg, sizeof(msg)), ==, ERR_BODY_TOO_LARGE);
     free(b);
     /* an image that is not a string counts too */
     b = repeat("{\"image\":[", "1,", 5000, "1]}", &len);
-    ASSERT_INT(scan(b, len, steps[k], msg, sizeof(msg)), ==, API_BAD_JSON);
+    ASSERT_INT(scan(b, len, steps[k], msg, sizeof(msg)), ==, ERR_BAD_JSON);
     free(b);
   }
   /* the largest legitimate body: a 31x31 kernel, 17 digits a weight, indented rows */
@@ -90,7 +90,7 @@ static void test_bodyscan_image(void) {
   n += (size_t)sprintf(k + n, "]}");
   fprintf(stderr, "    a 31x31 kernel at 17 digits: %zu bytes\n", n);
   ASSERT_INT(n, <, BODYSCAN_BYTES_MAX);
-  ASSERT_INT(scan(k, n, 0, msg, sizeof(msg)), ==, API_OK);
+  ASSERT_INT(scan(k, n, 0, msg, sizeof(msg)), ==, ERR_OK);
   free(k);
 }
 
@@ -101,16 +101,16 @@ static void test_body_chunk(void) {
   char *b = repeat("{\"x\":[", "1,", 5000, "1]}", &len);
   struct api_request json = {.content_type = "application/json; charset=utf-8"};
   struct api_request form = {.content_type = "multipart/form-data; boundary=x"};
-  enum api_error e = API_OK;
-  for (size_t i = 0; e == API_OK && i < len; i += 1000)
+  enum err e = ERR_OK;
+  for (size_t i = 0; e == ERR_OK && i < len; i += 1000)
     e = api_body_chunk(NULL, &json, (const uint8_t *)b + i, len - i < 1000 ? len - i : 1000, msg,
                        sizeof(msg));
-  ASSERT_INT(e, ==, API_BAD_JSON);
-  ASSERT_INT(api_error_status(e), ==, 400);
+  ASSERT_INT(e, ==, ERR_BAD_JSON);
+  ASSERT_INT(err_status(e), ==, 400);
   for (size_t i = 0; i < len; i += 1000)
     ASSERT_INT(api_body_chunk(NULL, &form, (const uint8_t *)b + i, len - i < 1000 ? len - i : 1000,
                               msg, sizeof(msg)),
-               ==, API_OK);
+               ==, ERR_OK);
   free(b);
 }
 
@@ -121,8 +121,8 @@ static double cost(const struct endpoint *ep, const char *query, int w, int h, i
   } p;
   char msg[256];
   memset(&p, 0, sizeof(p));
-  enum api_error e = params_parse(ep, query, NULL, 0, p.bytes, msg, sizeof(msg));
-  if (e != API_OK) TEST_FAIL("%s?%s: %s", ep->path, query, msg);
+  enum err e = params_parse(ep, query, NULL, 0, p.bytes, msg, sizeof(msg));
+  if (e != ERR_OK) TEST_FAIL("%s?%s: %s", ep->path, query, msg);
   struct codec_shape s = {w, h, c, 8};
   return ep->cost ? ep->cost(p.bytes, &s) : 0;
 }
@@ -171,18 +171,18 @@ static void test_budget(void) {
                                 0x17, 0x70, 8,   2,   0,    0,    0,    0,    0,    0, 0};
   ASSERT_INT(params_parse(&api_variance_endpoint, "radius=127&method=welford", NULL, 0, &vp, msg,
                           sizeof(msg)),
-             ==, API_OK);
+             ==, ERR_OK);
   ctx.cfg.max_cost = 30; /* 8000x6000: far past it */
   ASSERT_INT(op_budget(&ctx, &api_variance_endpoint, &vp, png, sizeof(png), &est, msg, sizeof(msg)),
-             ==, API_TOO_EXPENSIVE);
+             ==, ERR_TOO_EXPENSIVE);
   ASSERT_DBL(est, >, 30);
   ASSERT(strstr(msg, "8000x6000") && strstr(msg, "limit (--max-cost) is 30 s"));
   ctx.cfg.max_cost = 0; /* no budget */
   ASSERT_INT(op_budget(&ctx, &api_variance_endpoint, &vp, png, sizeof(png), &est, msg, sizeof(msg)),
-             ==, API_OK);
+             ==, ERR_OK);
   ctx.cfg.max_cost = 30; /* a header that cannot be read: the decoder will say why */
   ASSERT_INT(op_budget(&ctx, &api_variance_endpoint, &vp, png, 20, &est, msg, sizeof(msg)), ==,
-             API_OK);
+             ERR_OK);
   /* the estimate is the request's (upload, decode, a stored PNG's answer), the operation's and
    * what the answer's format adds; /convert has no operation of its own */
   static union {
@@ -191,35 +191,35 @@ static void test_budget(void) {
   } cp;
   ASSERT_INT(params_parse(&api_convert_endpoint, "format=webp&effort=6", NULL, 0, cp.bytes, msg,
                           sizeof(msg)),
-             ==, API_OK);
+             ==, ERR_OK);
   struct codec_shape shape = {8000, 6000, 3, 8};
   struct codec_encode_opts webp = op_output(&api_convert_endpoint, cp.bytes, CODEC_PNG);
   ctx.cfg.max_cost = 1;
   ASSERT_INT(
       op_budget(&ctx, &api_convert_endpoint, cp.bytes, png, sizeof(png), &est, msg, sizeof(msg)),
-      ==, API_TOO_EXPENSIVE);
+      ==, ERR_TOO_EXPENSIVE);
   ASSERT_NEAR(est, op_request_s(png, sizeof(png), &shape) + op_encode_s(&webp, &shape), 1e-9);
   ASSERT_DBL(op_encode_s(&webp, &shape), >, 10 * op_request_s(png, sizeof(png), &shape));
   /* an image past the pixel or side limits is refused for that, whatever its cost */
   ctx.cfg.max_pixels = 40000000; /* 48 MP */
   ASSERT_INT(
       op_budget(&ctx, &api_convert_endpoint, cp.bytes, png, sizeof(png), &est, msg, sizeof(msg)),
-      ==, API_IMAGE_TOO_LARGE);
+      ==, ERR_IMAGE_TOO_LARGE);
   ASSERT(strstr(msg, "pixel count 48000000 (8000x6000) exceeds") && strstr(msg, "--max-pixels"));
   ASSERT_DBL(est, ==, 0);
   ctx.cfg.max_cost = 0; /* without a budget too */
   ASSERT_INT(
       op_budget(&ctx, &api_convert_endpoint, cp.bytes, png, sizeof(png), &est, msg, sizeof(msg)),
-      ==, API_IMAGE_TOO_LARGE);
+      ==, ERR_IMAGE_TOO_LARGE);
   ctx.cfg.max_pixels = 0, ctx.cfg.max_width = 7999;
   ASSERT_INT(
       op_budget(&ctx, &api_convert_endpoint, cp.bytes, png, sizeof(png), &est, msg, sizeof(msg)),
-      ==, API_IMAGE_TOO_LARGE);
+      ==, ERR_IMAGE_TOO_LARGE);
   ASSERT(strstr(msg, "width 8000 exceeds the limit of 7999 (--max-width)"));
   ctx.cfg.max_width = 0, ctx.cfg.max_height = 5999;
   ASSERT_INT(
       op_budget(&ctx, &api_convert_endpoint, cp.bytes, png, sizeof(png), &est, msg, sizeof(msg)),
-      ==, API_IMAGE_TOO_LARGE);
+      ==, ERR_IMAGE_TOO_LARGE);
   ASSERT(strstr(msg, "height 6000 exceeds the limit of 5999 (--max-height)"));
   ctx.cfg.max_height = 0;
   struct codec_shape s;
@@ -249,7 +249,7 @@ static void test_encode_cost(void) {
   ASSERT_DBL(enc(CODEC_RAW, 6, -1, 0, 1, 16), ==, 0);
 }
 
-static enum api_error mp(const char *ct, const char *body, struct mp_part *parts, int *n) {
+static enum err mp(const char *ct, const char *body, struct mp_part *parts, int *n) {
   char msg[256];
   return multipart_parse(ct, (const uint8_t *)body, strlen(body), parts, n, msg, sizeof(msg));
 }
@@ -263,7 +263,7 @@ static void test_multipart_quoted(void) {
                 "--b\r\nContent-Disposition: form-data; filename=\"a;name=image;\"; "
                 "name=\"params\"\r\n\r\n{}\r\n--b--",
                 parts, &n),
-             ==, API_OK);
+             ==, ERR_OK);
   ASSERT_INT(n, ==, 1);
   ASSERT_STR(parts[0].name, "params");
   multipart_free(parts, n);
@@ -272,23 +272,23 @@ static void test_multipart_quoted(void) {
                 "--b\r\nContent-Disposition: form-data; name=\"a\\\"b\\\\c\"; "
                 "filename=\"x\"\r\n\r\nd\r\n--b--",
                 parts, &n),
-             ==, API_OK);
+             ==, ERR_OK);
   ASSERT_STR(parts[0].name, "a\"b\\c");
   multipart_free(parts, n);
   ASSERT_INT(
       mp(ct, "--b\r\nContent-Disposition: form-data; NAME = image\r\n\r\nd\r\n--b--", parts, &n),
-      ==, API_OK);
+      ==, ERR_OK);
   ASSERT_STR(parts[0].name, "image");
   multipart_free(parts, n);
   /* an unterminated quoted filename hides no name */
   ASSERT_INT(mp(ct,
                 "--b\r\nContent-Disposition: form-data; filename=\"x; name=image\r\n\r\nd\r\n--b--",
                 parts, &n),
-             ==, API_BAD_MULTIPART);
+             ==, ERR_BAD_MULTIPART);
   multipart_free(parts, n);
   /* the empty body, with no buffer at all (memmem must not see NULL) */
   char msg[256];
-  ASSERT_INT(multipart_parse(ct, NULL, 0, parts, &n, msg, sizeof(msg)), ==, API_BAD_MULTIPART);
+  ASSERT_INT(multipart_parse(ct, NULL, 0, parts, &n, msg, sizeof(msg)), ==, ERR_BAD_MULTIPART);
   ASSERT(strstr(msg, "empty") != NULL);
 }
 
@@ -297,25 +297,25 @@ static void test_messages(void) {
   char msg[256];
   json_t *o = json_pack("{s:b}", "sigma", 1);
   ASSERT_INT(params_parse_object(&api_blur_endpoint, "", o, "the JSON body", &p, msg, sizeof(msg)),
-             ==, API_BAD_PARAMETER);
+             ==, ERR_BAD_PARAMETER);
   ASSERT_STR(msg, "sigma must be a number from 0.5 to 300; got a boolean.");
   json_decref(o);
   o = json_pack("{s:[i]}", "sigma", 1);
   ASSERT_INT(params_parse_object(&api_blur_endpoint, "", o, "the JSON body", &p, msg, sizeof(msg)),
-             ==, API_BAD_PARAMETER);
+             ==, ERR_BAD_PARAMETER);
   ASSERT(strstr(msg, "got an array.") != NULL);
   json_decref(o);
   static const char *const refused[] = {"sigma=0x10", "sigma=1e400", "sigma=inf",  "sigma=nan",
                                         "sigma=-inf", "sigma=0x1p3", "sigma=2%20", "sigma=+2"};
   for (int i = 0; i < 8; i++) {
     ASSERT_INT(params_parse(&api_blur_endpoint, refused[i], NULL, 0, &p, msg, sizeof(msg)), ==,
-               API_BAD_PARAMETER);
+               ERR_BAD_PARAMETER);
     ASSERT(strstr(msg, "sigma must be a number") != NULL);
   }
   static const char *const accepted[] = {"sigma=16", "sigma=1e1", "sigma=2.5E0", "sigma=.5"};
   for (int i = 0; i < 4; i++)
     ASSERT_INT(params_parse(&api_blur_endpoint, accepted[i], NULL, 0, &p, msg, sizeof(msg)), ==,
-               API_OK);
+               ERR_OK);
 }
 
 int main(void) {

@@ -35,12 +35,12 @@ static void q_values(void) {
 static int answer(const char *accept, const char *image) {
   char msg[256] = "";
   int json = -7;
-  enum api_error e = api_negotiate(accept, image, &json, msg, sizeof(msg));
-  if (e == API_NOT_ACCEPTABLE) {
+  enum err e = api_negotiate(accept, image, &json, msg, sizeof(msg));
+  if (e == ERR_NOT_ACCEPTABLE) {
     ASSERT(strstr(msg, image) != NULL);
     return -1;
   }
-  ASSERT_INT(e, ==, API_OK);
+  ASSERT_INT(e, ==, ERR_OK);
   return json;
 }
 

@@ -44,7 +44,7 @@ static const struct param_spec blur_params[] = {
 };
 
 /* sigma, or sigma_x and sigma_y; feather only with regions. */
-static enum api_error blur_check(void *params, char *msg, size_t msglen) {
+static enum err blur_check(void *params, char *msg, size_t msglen) {
   struct blur_params *p = params;
   const struct endpoint *ep = &api_blur_endpoint;
   int s = op_given(ep, p->given, "sigma"), sx = op_given(ep, p->given, "sigma_x"),
@@ -53,7 +53,7 @@ static enum api_error blur_check(void *params, char *msg, size_t msglen) {
     snprintf(msg, msglen,
              "Give sigma (both axes) or sigma_x and sigma_y, not both; got sigma and %s.",
              sx ? "sigma_x" : "sigma_y");
-    return API_CONFLICTING_PARAMETER;
+    return ERR_CONFLICTING_PARAMETER;
   }
   if (!s && !(sx && sy)) {
     snprintf(msg, msglen,
@@ -62,15 +62,15 @@ static enum api_error blur_check(void *params, char *msg, size_t msglen) {
              sx   ? "sigma_y"
              : sy ? "sigma_x"
                   : "sigma");
-    return API_MISSING_PARAMETER;
+    return ERR_MISSING_PARAMETER;
   }
   if (s) p->sigma_x = p->sigma_y = p->sigma;
   if (p->feather > 0 && p->regions.n == 0) {
     snprintf(msg, msglen, "feather applies only with regions; got feather=%d and none.",
              p->feather);
-    return API_BAD_PARAMETER;
+    return ERR_BAD_PARAMETER;
   }
-  return API_OK;
+  return ERR_OK;
 }
 
 /* ---- the regions' boxes, and the cost ---- */
@@ -83,16 +83,16 @@ struct region { /* a region, clipped: its box (x, y, width, height: the region g
 
 /* The regions of p clipped to a w x h image, with their boxes for blur b; a region outside the
  * image is a 400 (a sentence in msg). */
-static enum api_error blur_regions_of(const struct blur_params *p, const struct cpu_blur *b, int w,
+static enum err blur_regions_of(const struct blur_params *p, const struct cpu_blur *b, int w,
                                       int h, struct region *r, char *msg, size_t msglen) {
   int rx = cpu_blur_reach(b, p->sigma_x) + p->feather,
       ry = cpu_blur_reach(b, p->sigma_y) + p->feather;
   for (int i = 0; i < p->regions.n; i++) {
-    enum api_error e = op_region_rect(&p->regions, i, w, h, r[i].rect, msg, msglen);
-    if (e != API_OK) return e;
+    enum err e = op_region_rect(&p->regions, i, w, h, r[i].rect, msg, msglen);
+    if (e != ERR_OK) return e;
     cpu_region_box(w, h, rx, ry, r[i].rect, r[i].box);
   }
-  return API_OK;
+  return ERR_OK;
 }
 
 /* Whether a later region's box reads pixels that an earlier region's blend changes (its
@@ -122,7 +122,7 @@ static double blur_cost(const void *params, const struct codec_shape *s) {
   struct region r[API_REGIONS_MAX];
   char msg[8];
   if (p->regions.n == 0) return op_blur_s(&b, p->psnr, s->width, s->height, s->channels);
-  if (blur_regions_of(p, &b, s->width, s->height, r, msg, 0) != API_OK) return 0; /* a 400 */
+  if (blur_regions_of(p, &b, s->width, s->height, r, msg, 0) != ERR_OK) return 0; /* a 400 */
   double seconds = boxes_overlap(r, p->regions.n, p->feather)
                        ? op_region_copy_s(s->width, s->height, s->channels)
                        : 0;
@@ -148,7 +148,7 @@ static double method_ns(const char *name, double sigma, int psnr) {
   char query[96], msg[256];
   snprintf(query, sizeof(query), "method=%s&sigma=%g&psnr=%s", name, sigma,
            psnr ? "true" : "false");
-  if (params_parse(&api_blur_endpoint, query, NULL, 0, &p, msg, sizeof(msg)) != API_OK) return -1;
+  if (params_parse(&api_blur_endpoint, query, NULL, 0, &p, msg, sizeof(msg)) != ERR_OK) return -1;
   return blur_cost(&p, &hd) / (1920.0 * 1080 * 3) * 1e9;
 }
 
@@ -249,47 +249,47 @@ static int blur_box(struct cpu_pool *pool, const struct cpu_blur *b, const struc
  * pages (a fresh buffer per box took a page fault each 4 KB). The memory is thus at most the
  * image twice and the largest box twice, whatever the number and overlap of the regions (copying
  * every box first took their sum: 64 boxes over a 3000x3000 RGBA image, 2.47 GB at the peak). */
-static enum api_error blur_cpu_regions(struct op_env *env, const struct blur_params *p,
+static enum err blur_cpu_regions(struct op_env *env, const struct blur_params *p,
                                        const struct cpu_blur *b, struct op_io *io) {
   struct region r[API_REGIONS_MAX];
   struct cpu_accuracy acc[API_REGIONS_MAX];
   int n = p->regions.n;
-  enum api_error e = blur_regions_of(p, b, io->in->width, io->in->height, r, io->msg, io->msglen);
-  if (e != API_OK) return e;
+  enum err e = blur_regions_of(p, b, io->in->width, io->in->height, r, io->msg, io->msglen);
+  if (e != ERR_OK) return e;
   double t0 = api_now_ms();
   struct cpu_image img = op_image(io->in), src = img;
   size_t most = largest_box(&img, r, n),
          copy = boxes_overlap(r, n, p->feather) ? cpu_image_bytes(&img) : 0;
   uint8_t *m = cpu_pages_new(copy + 2 * most);
-  if (!m) return API_OUT_OF_MEMORY;
+  if (!m) return ERR_OUT_OF_MEMORY;
   if (copy) memcpy(src.data = m, img.data, copy);
   *io->t = (struct stage_times){api_now_ms() - t0, p->psnr ? 0 : -1, -1, -1, -1};
-  for (int i = 0; e == API_OK && i < n; i++)
-    if ((e = op_cancelled()) == API_OK &&
-        blur_box(env->pool, b, &src, &img, &r[i], p->feather, m + copy, most,
+  for (int i = 0; e == ERR_OK && i < n; i++)
+    if ((e = op_cancelled()) == ERR_OK &&
+        blur_box(env->worker, b, &src, &img, &r[i], p->feather, m + copy, most,
                  p->psnr ? &acc[i] : NULL, io->t) != 0)
-      e = op_cancelled() != API_OK ? op_cancelled() : API_OUT_OF_MEMORY;
+      e = op_cancelled() != ERR_OK ? op_cancelled() : ERR_OUT_OF_MEMORY;
   cpu_pages_free(m, copy + 2 * most);
-  if (e == API_OK && p->psnr) io->res->psnr = regions_psnr(acc, r, n, io->in);
+  if (e == ERR_OK && p->psnr) io->res->psnr = regions_psnr(acc, r, n, io->in);
   *io->out = *io->in; /* blended into the input's buffer, which the result now owns */
   io->in->pixels = NULL;
   return e;
 }
 
-static enum api_error blur_cpu(struct op_env *env, const void *params, struct op_io *io) {
+static enum err blur_cpu(struct op_env *env, const void *params, struct op_io *io) {
   const struct blur_params *p = params;
   struct cpu_blur b = op_blur_resolve(env, p, io);
   if (p->regions.n > 0) return blur_cpu_regions(env, p, &b, io);
   struct cpu_image src = op_image(io->in), dst;
   struct cpu_accuracy acc;
   struct cpu_timing ct;
-  if (op_host_output(io) != API_OK) return API_OUT_OF_MEMORY;
+  if (op_host_output(io) != ERR_OK) return ERR_OUT_OF_MEMORY;
   dst = op_image(io->out);
-  if (cpu_blur_image(env->pool, &b, &src, &dst, p->psnr ? &acc : NULL, &ct) != 0)
-    return API_OUT_OF_MEMORY;
+  if (cpu_blur_image(env->worker, &b, &src, &dst, p->psnr ? &acc : NULL, &ct) != 0)
+    return ERR_OUT_OF_MEMORY;
   *io->t = (struct stage_times){ct.filter, p->psnr ? ct.reference : -1, -1, -1, -1};
   if (p->psnr) io->res->psnr = acc.psnr;
-  return API_OK;
+  return ERR_OK;
 }
 
 #ifdef BLURD_CUDA
@@ -314,24 +314,24 @@ static enum gpu_status launch_regions(struct gpu_ctx *ctx, const void *arg,
 
 /* On the device, the image staying there: the whole image, or each region's box blurred alone
  * and blended in (acc[i]: its accuracy). */
-static enum api_error blur_gpu(struct op_env *env, const void *params, struct op_io *io) {
+static enum err blur_gpu(struct op_env *env, const void *params, struct op_io *io) {
   const struct blur_params *p = params;
   struct cpu_blur b = op_blur_resolve(env, p, io);
   struct cpu_accuracy acc[API_REGIONS_MAX];
   struct region r[API_REGIONS_MAX];
   if (p->regions.n == 0) {
-    enum api_error e = op_gpu_run(env, io, launch_blur, &b, p->psnr ? acc : NULL);
-    if (e == API_OK && p->psnr) io->res->psnr = acc[0].psnr;
+    enum err e = op_gpu_run(env, io, launch_blur, &b, p->psnr ? acc : NULL);
+    if (e == ERR_OK && p->psnr) io->res->psnr = acc[0].psnr;
     return e;
   }
   struct regions_arg a = {.b = &b, .n = p->regions.n, .feather = p->feather};
-  enum api_error e = blur_regions_of(p, &b, io->in->width, io->in->height, r, io->msg, io->msglen);
-  for (int i = 0; e == API_OK && i < a.n; i++) {
+  enum err e = blur_regions_of(p, &b, io->in->width, io->in->height, r, io->msg, io->msglen);
+  for (int i = 0; e == ERR_OK && i < a.n; i++) {
     memcpy(a.r[i].box, r[i].box, sizeof(a.r[i].box));
     memcpy(a.r[i].rect, r[i].rect, sizeof(a.r[i].rect));
   }
-  if (e == API_OK) e = op_gpu_run(env, io, launch_regions, &a, p->psnr ? acc : NULL);
-  if (e == API_OK && p->psnr) io->res->psnr = regions_psnr(acc, r, a.n, io->in);
+  if (e == ERR_OK) e = op_gpu_run(env, io, launch_regions, &a, p->psnr ? acc : NULL);
+  if (e == ERR_OK && p->psnr) io->res->psnr = regions_psnr(acc, r, a.n, io->in);
   return e;
 }
 #else
@@ -349,6 +349,5 @@ const struct api_op op_blur = {
      {"sigma_y", "number", "sigma along y."},
      {"regions", "integer", "the number of regions filtered (absent without regions)."}},
     blur_result,
-    blur_cpu,
-    blur_gpu,
+    {[ENGINE_CPU] = blur_cpu, [ENGINE_GPU] = blur_gpu},
 };

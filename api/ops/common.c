@@ -287,9 +287,9 @@ double op_request_s(const uint8_t *image, size_t len, const struct codec_shape *
   return ns * 1e-9;
 }
 
-/* API_IMAGE_TOO_LARGE, with a sentence in msg (the decoder's words, and the flag), when the image
+/* ERR_IMAGE_TOO_LARGE, with a sentence in msg (the decoder's words, and the flag), when the image
  * of shape s passes ctx's limits on its width, height or pixels, before any cost is counted. */
-static enum api_error image_limits(const struct api_ctx *ctx, const struct codec_shape *s,
+static enum err image_limits(const struct api_ctx *ctx, const struct codec_shape *s,
                                    char *msg, size_t msglen) {
   const struct api_config *c = &ctx->cfg;
   uint64_t px = (uint64_t)s->width * (uint64_t)s->height;
@@ -304,23 +304,23 @@ static enum api_error image_limits(const struct api_ctx *ctx, const struct codec
              "The image's pixel count %llu (%dx%d) exceeds the limit of %llu (--max-pixels).",
              (unsigned long long)px, s->width, s->height, (unsigned long long)c->max_pixels);
   else
-    return API_OK;
-  return API_IMAGE_TOO_LARGE;
+    return ERR_OK;
+  return ERR_IMAGE_TOO_LARGE;
 }
 
-enum api_error op_budget(const struct api_ctx *ctx, const struct endpoint *ep, const void *params,
+enum err op_budget(const struct api_ctx *ctx, const struct endpoint *ep, const void *params,
                          const uint8_t *image, size_t len, double *estimate_s, char *msg,
                          size_t msglen) {
   struct codec_shape shape;
   double limit = ctx->cfg.max_cost;
   *estimate_s = 0;
-  if (codec_probe(image, len, &shape) != 0) return API_OK;
-  enum api_error e = image_limits(ctx, &shape, msg, msglen);
-  if (e != API_OK || limit <= 0) return e;
+  if (codec_probe(image, len, &shape) != 0) return ERR_OK;
+  enum err e = image_limits(ctx, &shape, msg, msglen);
+  if (e != ERR_OK || limit <= 0) return e;
   struct codec_encode_opts out = op_output(ep, params, codec_sniff(image, len));
   *estimate_s = op_request_s(image, len, &shape) + (ep->cost ? ep->cost(params, &shape) : 0) +
                 op_encode_s(&out, &shape);
-  if (*estimate_s <= limit) return API_OK;
+  if (*estimate_s <= limit) return ERR_OK;
   snprintf(msg, msglen,
            "This request would take about %.1f s of one CPU core (%s on a %dx%d image of %d "
            "channel%s); the limit (--max-cost) is %g s. Use a faster method, a smaller radius, "
@@ -328,7 +328,7 @@ enum api_error op_budget(const struct api_ctx *ctx, const struct endpoint *ep, c
            "image.",
            *estimate_s, ep->path, shape.width, shape.height, shape.channels,
            shape.channels == 1 ? "" : "s", limit);
-  return API_TOO_EXPENSIVE;
+  return ERR_TOO_EXPENSIVE;
 }
 
 int op_given(const struct endpoint *ep, unsigned given, const char *name) {
@@ -336,39 +336,17 @@ int op_given(const struct endpoint *ep, unsigned given, const char *name) {
   return s ? given >> (s - ep->params) & 1 : 0;
 }
 
-enum api_error op_region_rect(const struct api_regions *rg, int i, int width, int height,
+enum err op_region_rect(const struct api_regions *rg, int i, int width, int height,
                               int rect[4], char *msg, size_t msglen) {
   const int *r = rg->r[i];
   long x0 = r[0], y0 = r[1], x1 = (long)r[0] + r[2], y1 = (long)r[1] + r[3];
   rect[0] = (int)(x0 < 0 ? 0 : x0), rect[1] = (int)(y0 < 0 ? 0 : y0);
   rect[2] = (int)(x1 > width ? width : x1), rect[3] = (int)(y1 > height ? height : y1);
-  if (rect[0] < rect[2] && rect[1] < rect[3]) return API_OK;
+  if (rect[0] < rect[2] && rect[1] < rect[3]) return ERR_OK;
   snprintf(msg, msglen,
            "regions: rectangle %d [%d, %d, %d, %d] lies wholly outside the %dx%d image.", i + 1,
            r[0], r[1], r[2], r[3], width, height);
-  return API_BAD_PARAMETER;
-}
-
-struct cpu_image op_image(const struct codec_image *img) {
-  return (struct cpu_image){img->pixels, img->width, img->height, img->channels, img->depth};
-}
-
-enum api_error op_host_output(struct op_io *io) {
-  struct cpu_image shape = op_image(io->in);
-  *io->out = *io->in;
-  io->out->pixels = codec_alloc_pixels(cpu_image_bytes(&shape));
-  return io->out->pixels ? API_OK : API_OUT_OF_MEMORY;
-}
-
-enum api_error op_cancelled(void) {
-  switch (cpu_cancelled()) {
-  case CPU_STOP_DEADLINE:
-    return API_DEADLINE_EXCEEDED;
-  case CPU_STOP_GONE:
-    return API_CLIENT_GONE;
-  default:
-    return API_OK;
-  }
+  return ERR_BAD_PARAMETER;
 }
 
 /* The backends this build has: "cpu", and "cuda" when compiled with nvcc. */

@@ -54,15 +54,15 @@ static struct cpu_contrast contrast_of(const struct contrast_params *p, struct o
   return (struct cpu_contrast){p->radius, p->a, p->m0, p->b, p->s0};
 }
 
-static enum api_error contrast_cpu(struct op_env *env, const void *params, struct op_io *io) {
+static enum err contrast_cpu(struct op_env *env, const void *params, struct op_io *io) {
   struct cpu_contrast c = contrast_of(params, io);
   struct cpu_image src = op_image(io->in), dst;
-  if (op_host_output(io) != API_OK) return API_OUT_OF_MEMORY;
+  if (op_host_output(io) != ERR_OK) return ERR_OUT_OF_MEMORY;
   dst = op_image(io->out);
   double t0 = api_now_ms();
-  if (cpu_contrast_image(env->pool, &c, &src, &dst) != 0) return API_OUT_OF_MEMORY;
+  if (cpu_contrast_image(env->worker, &c, &src, &dst) != 0) return ERR_OUT_OF_MEMORY;
   *io->t = (struct stage_times){api_now_ms() - t0, -1, -1, -1, -1};
-  return API_OK;
+  return ERR_OK;
 }
 
 #ifdef BLURD_CUDA
@@ -73,7 +73,7 @@ static enum gpu_status launch_contrast(struct gpu_ctx *ctx, const void *arg,
   return gpu_contrast_resident(ctx, arg, img, g);
 }
 
-static enum api_error contrast_gpu(struct op_env *env, const void *params, struct op_io *io) {
+static enum err contrast_gpu(struct op_env *env, const void *params, struct op_io *io) {
   struct cpu_contrast c = contrast_of(params, io);
   return op_gpu_run(env, io, launch_contrast, &c, NULL);
 }
@@ -93,6 +93,5 @@ const struct api_op op_contrast = {
      {"b", "number", "gain weight."},
      {"s0", "number", "target standard deviation."}},
     contrast_result,
-    contrast_cpu,
-    contrast_gpu,
+    {[ENGINE_CPU] = contrast_cpu, [ENGINE_GPU] = contrast_gpu},
 };

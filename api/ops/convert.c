@@ -15,6 +15,5 @@ const struct api_op op_convert = {
     NULL,
     {{NULL, NULL, NULL}},
     NULL,
-    NULL,
-    NULL,
+    {NULL},
 };

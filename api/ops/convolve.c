@@ -26,15 +26,15 @@ static const struct param_spec conv_params[] = {
 };
 
 /* Builds the kernel to run from the kernel, normalize and bias parameters. */
-static enum api_error conv_check(void *params, char *msg, size_t msglen) {
+static enum err conv_check(void *params, char *msg, size_t msglen) {
   struct conv_params *p = params;
   const struct api_kernel *k = &p->kernel;
   struct cpu_conv *c = &p->conv;
   int bias_given = op_given(&api_convolve_endpoint, p->given, "bias");
   if (k->named >= 0) {
-    if (cpu_conv_named(cpu_conv_names[k->named], c) != 0) return API_INTERNAL;
+    if (cpu_conv_named(cpu_conv_names[k->named], c) != 0) return ERR_INTERNAL;
     if (bias_given) c->bias = (float)p->bias;
-    return API_OK;
+    return ERR_OK;
   }
   int n = k->size * k->size;
   double sum = 0, abs_sum = 0;
@@ -47,13 +47,13 @@ static enum api_error conv_check(void *params, char *msg, size_t msglen) {
                "Normalised, the kernel has a weight of %g (the limit is %g): its sum %g is too "
                "close to 0; send normalize=false.",
                w, KERNEL_WEIGHT_MAX, sum);
-      return API_BAD_PARAMETER;
+      return ERR_BAD_PARAMETER;
     }
     c->k[i] = (float)w;
   }
   c->size = k->size;
   c->bias = (float)p->bias;
-  return API_OK;
+  return ERR_OK;
 }
 
 /* Seconds of CPU by the cost model: per colour sample (alpha is copied), and per weight of the
@@ -95,15 +95,15 @@ static const struct cpu_conv *conv_of(const struct conv_params *p, struct op_io 
   return &p->conv;
 }
 
-static enum api_error conv_cpu(struct op_env *env, const void *params, struct op_io *io) {
+static enum err conv_cpu(struct op_env *env, const void *params, struct op_io *io) {
   const struct cpu_conv *c = conv_of(params, io);
   struct cpu_image src = op_image(io->in), dst;
-  if (op_host_output(io) != API_OK) return API_OUT_OF_MEMORY;
+  if (op_host_output(io) != ERR_OK) return ERR_OUT_OF_MEMORY;
   dst = op_image(io->out);
   double t0 = api_now_ms();
-  cpu_convolve_image(env->pool, c, &src, &dst);
+  cpu_convolve_image(env->worker, c, &src, &dst);
   *io->t = (struct stage_times){api_now_ms() - t0, -1, -1, -1, -1};
-  return API_OK;
+  return ERR_OK;
 }
 
 #ifdef BLURD_CUDA
@@ -114,7 +114,7 @@ static enum gpu_status launch_convolve(struct gpu_ctx *ctx, const void *arg,
   return gpu_convolve_resident(ctx, arg, img, g);
 }
 
-static enum api_error conv_gpu(struct op_env *env, const void *params, struct op_io *io) {
+static enum err conv_gpu(struct op_env *env, const void *params, struct op_io *io) {
   return op_gpu_run(env, io, launch_convolve, conv_of(params, io), NULL);
 }
 #else
@@ -129,6 +129,5 @@ const struct api_op op_convolve = {
     conv_methods,
     {{"kernel_size", "integer", "the kernel's side."}, {"bias", "number", "added to every sum."}},
     conv_result,
-    conv_cpu,
-    conv_gpu,
+    {[ENGINE_CPU] = conv_cpu, [ENGINE_GPU] = conv_gpu},
 };

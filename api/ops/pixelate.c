@@ -35,11 +35,11 @@ static const struct param_spec pixelate_params[] = {
     OP_OUTPUT_PARAMS(struct pixelate_params),
 };
 
-static enum api_error pixelate_check(void *params, char *msg, size_t msglen) {
+static enum err pixelate_check(void *params, char *msg, size_t msglen) {
   const struct pixelate_params *p = params;
-  if (p->feather == 0 || p->regions.n > 0) return API_OK;
+  if (p->feather == 0 || p->regions.n > 0) return ERR_OK;
   snprintf(msg, msglen, "feather applies only with regions; got feather=%d and none.", p->feather);
-  return API_BAD_PARAMETER;
+  return ERR_BAD_PARAMETER;
 }
 
 /* Seconds of CPU by the cost model: every sample is read once and written once, whatever the
@@ -52,7 +52,7 @@ static double pixelate_cost(const void *params, const struct codec_shape *s) {
   if (p->regions.n == 0) return samples * COST_PIXELATE_NS_SAMPLE * 1e-9;
   for (int i = 0; i < p->regions.n; i++) {
     int r[4];
-    if (op_region_rect(&p->regions, i, s->width, s->height, r, msg, 0) == API_OK)
+    if (op_region_rect(&p->regions, i, s->width, s->height, r, msg, 0) == ERR_OK)
       area += (double)(r[2] - r[0] + 2 * p->feather) * (r[3] - r[1] + 2 * p->feather);
   }
   double blocks =
@@ -84,29 +84,29 @@ static void pixelate_result(json_t *o, const void *params, const struct op_resul
 }
 
 /* The regions of p clipped to io's image into rect (x0, y0, x1, y1). */
-static enum api_error pixelate_regions(const struct pixelate_params *p, struct op_io *io,
+static enum err pixelate_regions(const struct pixelate_params *p, struct op_io *io,
                                        int (*rect)[4]) {
-  enum api_error e = API_OK;
+  enum err e = ERR_OK;
   io->res->method = "mosaic";
-  for (int i = 0; e == API_OK && i < p->regions.n; i++)
+  for (int i = 0; e == ERR_OK && i < p->regions.n; i++)
     e = op_region_rect(&p->regions, i, io->in->width, io->in->height, rect[i], io->msg, io->msglen);
   return e;
 }
 
-static enum api_error pixelate_cpu(struct op_env *env, const void *params, struct op_io *io) {
+static enum err pixelate_cpu(struct op_env *env, const void *params, struct op_io *io) {
   const struct pixelate_params *p = params;
   struct cpu_pixelate m = {p->block};
   int rect[API_REGIONS_MAX][4];
-  enum api_error e = pixelate_regions(p, io, rect);
-  if (e != API_OK) return e;
+  enum err e = pixelate_regions(p, io, rect);
+  if (e != ERR_OK) return e;
   struct cpu_image src = op_image(io->in), dst;
-  if (op_host_output(io) != API_OK) return API_OUT_OF_MEMORY;
+  if (op_host_output(io) != ERR_OK) return ERR_OUT_OF_MEMORY;
   dst = op_image(io->out);
   double t0 = api_now_ms();
-  if (cpu_pixelate(env->pool, &m, &src, (const int(*)[4])rect, p->regions.n, p->feather, &dst))
-    return op_cancelled() != API_OK ? op_cancelled() : API_OUT_OF_MEMORY;
+  if (cpu_pixelate(env->worker, &m, &src, (const int(*)[4])rect, p->regions.n, p->feather, &dst))
+    return op_cancelled() != ERR_OK ? op_cancelled() : ERR_OUT_OF_MEMORY;
   *io->t = (struct stage_times){api_now_ms() - t0, -1, -1, -1, -1};
-  return API_OK;
+  return ERR_OK;
 }
 
 #ifdef BLURD_CUDA
@@ -124,11 +124,11 @@ static enum gpu_status launch_pixelate(struct gpu_ctx *ctx, const void *arg,
   return gpu_pixelate_resident(ctx, &a->m, img, (const int(*)[4])a->rect, a->n, a->feather, g);
 }
 
-static enum api_error pixelate_gpu(struct op_env *env, const void *params, struct op_io *io) {
+static enum err pixelate_gpu(struct op_env *env, const void *params, struct op_io *io) {
   const struct pixelate_params *p = params;
   struct pixelate_arg a = {{p->block}, {{0}}, p->regions.n, p->feather};
-  enum api_error e = pixelate_regions(p, io, a.rect);
-  return e == API_OK ? op_gpu_run(env, io, launch_pixelate, &a, NULL) : e;
+  enum err e = pixelate_regions(p, io, a.rect);
+  return e == ERR_OK ? op_gpu_run(env, io, launch_pixelate, &a, NULL) : e;
 }
 #else
 #define pixelate_gpu NULL
@@ -143,6 +143,5 @@ const struct api_op op_pixelate = {
     {{"block", "integer", "the block's side in pixels."},
      {"regions", "integer", "the number of regions (absent without regions)."}},
     pixelate_result,
-    pixelate_cpu,
-    pixelate_gpu,
+    {[ENGINE_CPU] = pixelate_cpu, [ENGINE_GPU] = pixelate_gpu},
 };

@@ -35,11 +35,11 @@ static const struct param_spec sharpen_params[] = {
      "Measure the mask's blur against the exact Gaussian (X-PSNR).", 0},
 };
 
-static enum api_error sharpen_check(void *params, char *msg, size_t msglen) {
+static enum err sharpen_check(void *params, char *msg, size_t msglen) {
   struct blur_params *p = params;
   (void)msg, (void)msglen;
   p->sigma_x = p->sigma_y = p->sigma;
-  return API_OK;
+  return ERR_OK;
 }
 
 /* Seconds of CPU of the filter by the cost model: the blur, as /blur's on the whole image, and
@@ -82,22 +82,22 @@ static struct cpu_blur sharpen_blur(struct op_env *env, const struct blur_params
   return b;
 }
 
-static enum api_error sharpen_cpu(struct op_env *env, const void *params, struct op_io *io) {
+static enum err sharpen_cpu(struct op_env *env, const void *params, struct op_io *io) {
   const struct blur_params *p = params;
   struct cpu_unsharp u;
   struct cpu_blur b = sharpen_blur(env, p, io, &u);
   struct cpu_image src = op_image(io->in), blurred = src, dst;
   struct cpu_accuracy acc;
   struct cpu_timing ct;
-  if (op_host_output(io) != API_OK) return API_OUT_OF_MEMORY;
+  if (op_host_output(io) != ERR_OK) return ERR_OUT_OF_MEMORY;
   dst = op_image(io->out);
-  if (!(blurred.data = codec_alloc_pixels(cpu_image_bytes(&src)))) return API_OUT_OF_MEMORY;
-  enum api_error e = cpu_blur_image(env->pool, &b, &src, &blurred, p->psnr ? &acc : NULL, &ct) == 0
+  if (!(blurred.data = codec_alloc_pixels(cpu_image_bytes(&src)))) return ERR_OUT_OF_MEMORY;
+  enum err e = cpu_blur_image(env->worker, &b, &src, &blurred, p->psnr ? &acc : NULL, &ct) == 0
                          ? op_cancelled() /* an unfinished blur is not sharpened */
-                         : API_OUT_OF_MEMORY;
-  if (e == API_OK) {
+                         : ERR_OUT_OF_MEMORY;
+  if (e == ERR_OK) {
     double t0 = api_now_ms();
-    cpu_unsharp_image(env->pool, &u, &src, &blurred, &dst);
+    cpu_unsharp_image(env->worker, &u, &src, &blurred, &dst);
     *io->t = (struct stage_times){ct.filter + api_now_ms() - t0, p->psnr ? ct.reference : -1, -1,
                                   -1, -1};
     if (p->psnr) io->res->psnr = acc.psnr;
@@ -119,13 +119,13 @@ static enum gpu_status launch_sharpen(struct gpu_ctx *ctx, const void *arg,
   return gpu_sharpen_resident(ctx, &a->b, &a->u, img, acc, g);
 }
 
-static enum api_error sharpen_gpu(struct op_env *env, const void *params, struct op_io *io) {
+static enum err sharpen_gpu(struct op_env *env, const void *params, struct op_io *io) {
   const struct blur_params *p = params;
   struct sharpen_arg a;
   struct cpu_accuracy acc;
   a.b = sharpen_blur(env, p, io, &a.u);
-  enum api_error e = op_gpu_run(env, io, launch_sharpen, &a, p->psnr ? &acc : NULL);
-  if (e == API_OK && p->psnr) io->res->psnr = acc.psnr;
+  enum err e = op_gpu_run(env, io, launch_sharpen, &a, p->psnr ? &acc : NULL);
+  if (e == ERR_OK && p->psnr) io->res->psnr = acc.psnr;
   return e;
 }
 #else
@@ -144,6 +144,5 @@ const struct api_op op_sharpen = {
      {"amount", "number", "the gain of the mask."},
      {"threshold", "number", "the threshold in levels."}},
     sharpen_result,
-    sharpen_cpu,
-    sharpen_gpu,
+    {[ENGINE_CPU] = sharpen_cpu, [ENGINE_GPU] = sharpen_gpu},
 };

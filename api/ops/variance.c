@@ -45,16 +45,16 @@ static const struct param_spec var_params[] = {
 };
 
 /* threewise takes r = 2^k - 1 only: the message lists the radii it takes. */
-static enum api_error var_check(void *params, char *msg, size_t msglen) {
+static enum err var_check(void *params, char *msg, size_t msglen) {
   const struct var_params *p = params;
   int m = p->method == VAR_AUTO ? CPU_VAR_EXACT : p->method;
-  if (cpu_var_radius_ok(m, p->radius)) return API_OK;
+  if (cpu_var_radius_ok(m, p->radius)) return ERR_OK;
   size_t n =
       (size_t)snprintf(msg, msglen, "Method %s takes these radii only:", cpu_var_method_name(m));
   for (int r = 1; r <= CPU_VAR_RADIUS_MAX && n < msglen; r++)
     if (cpu_var_radius_ok(m, r)) n += (size_t)snprintf(msg + n, msglen - n, " %d", r);
   if (n < msglen) snprintf(msg + n, msglen - n, " (2^k - 1); got %d.", p->radius);
-  return API_BAD_PARAMETER;
+  return ERR_BAD_PARAMETER;
 }
 
 /* ---- the cost (cost_table.h; docs/operations.md, "Limits and costs") ---- */
@@ -182,7 +182,7 @@ static void var_report(const struct var_params *p, const struct cpu_var_stats *s
   if (p->psnr) res->psnr = s->psnr;
 }
 
-static enum api_error var_cpu(struct op_env *env, const void *params, struct op_io *io) {
+static enum err var_cpu(struct op_env *env, const void *params, struct op_io *io) {
   const struct var_params *p = params;
   struct cpu_var_out o;
   struct cpu_var_stats s;
@@ -190,15 +190,15 @@ static enum api_error var_cpu(struct op_env *env, const void *params, struct op_
   struct cpu_image src = op_image(io->in);
   int w = io->in->width, h = io->in->height;
   uint16_t *px = malloc((size_t)w * h * sizeof(*px));
-  if (!px) return API_OUT_OF_MEMORY;
+  if (!px) return ERR_OUT_OF_MEMORY;
   *io->out = (struct codec_image){(uint8_t *)px, w, h, 1, 16, CODEC_PNG, 1};
   double t0 = api_now_ms();
-  if (cpu_variance_image(env->pool, &v, &o, &src, px, &s) != 0)
-    return op_cancelled() != API_OK ? op_cancelled() : API_OUT_OF_MEMORY;
+  if (cpu_variance_image(env->worker, &v, &o, &src, px, &s) != 0)
+    return op_cancelled() != ERR_OK ? op_cancelled() : ERR_OUT_OF_MEMORY;
   double ref = s.reference_ms; /* timed as its own stage, as the GPU's */
   *io->t = (struct stage_times){api_now_ms() - t0 - (ref > 0 ? ref : 0), ref, -1, -1, -1};
   var_report(p, &s, io->res);
-  return API_OK;
+  return ERR_OK;
 }
 
 #ifdef BLURD_CUDA
@@ -217,14 +217,14 @@ static enum gpu_status launch_variance(struct gpu_ctx *ctx, const void *arg,
 }
 
 /* On the device: the 16-bit map stays there for the encode's download. */
-static enum api_error var_gpu(struct op_env *env, const void *params, struct op_io *io) {
+static enum err var_gpu(struct op_env *env, const void *params, struct op_io *io) {
   const struct var_params *p = params;
   struct cpu_var_stats s;
   struct var_arg a = {.s = &s};
   a.v = var_of(p, &a.o, io->res);
-  enum api_error e = op_gpu_run(env, io, launch_variance, &a, NULL);
+  enum err e = op_gpu_run(env, io, launch_variance, &a, NULL);
   io->out->channels = 1, io->out->depth = 16, io->out->format = CODEC_PNG;
-  if (e == API_OK) var_report(p, &s, io->res);
+  if (e == ERR_OK) var_report(p, &s, io->res);
   return e;
 }
 #else
@@ -246,6 +246,5 @@ const struct api_op op_variance = {
      {"mean", "number", "the map's mean, unscaled."},
      {"max", "number", "the map's largest value, unscaled."}},
     var_result,
-    var_cpu,
-    var_gpu,
+    {[ENGINE_CPU] = var_cpu, [ENGINE_GPU] = var_gpu},
 };

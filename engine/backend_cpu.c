@@ -1,28 +1,28 @@
 /* The CPU backend: its verbs (backend_ops) on host buffers, every worker feeding the one fork-join
  * pool, with the CPU codecs (libjpeg-turbo, libpng, libwebp) that every backend also uses for
- * what stays on the host. An operation runs as its descriptor's CPU compute (op->cpu). */
-#include "api_int.h"
+ * what stays on the host. An operation runs as its CPU compute (the ENGINE_CPU column). */
+#include "engine_int.h"
 
 #include <stdio.h>
 
-enum api_error backend_codec_error(enum codec_status s) {
+enum err backend_codec_error(enum codec_status s) {
   switch (s) {
   case CODEC_OK:
-    return API_OK;
+    return ERR_OK;
   case CODEC_UNKNOWN:
-    return API_UNSUPPORTED_MEDIA;
+    return ERR_UNSUPPORTED_MEDIA;
   case CODEC_CORRUPT:
-    return API_UNDECODABLE;
+    return ERR_UNDECODABLE;
   case CODEC_TOO_LARGE:
-    return API_IMAGE_TOO_LARGE;
+    return ERR_IMAGE_TOO_LARGE;
   case CODEC_UNSUPPORTED:
-    return API_UNSUPPORTED_IMAGE;
+    return ERR_UNSUPPORTED_IMAGE;
   case CODEC_NOMEM:
-    return API_OUT_OF_MEMORY;
+    return ERR_OUT_OF_MEMORY;
   case CODEC_CANCELLED: /* the job's hook said stop: its token says why */
-    return op_cancelled() != API_OK ? op_cancelled() : API_DEADLINE_EXCEEDED;
+    return op_cancelled() != ERR_OK ? op_cancelled() : ERR_DEADLINE_EXCEEDED;
   }
-  return API_INTERNAL;
+  return ERR_INTERNAL;
 }
 
 /* ---- the CPU codecs (every backend's, for what stays on the host) ---- */
@@ -34,7 +34,7 @@ const char *backend_host_codec(enum codec_format f) {
                            : NULL;
 }
 
-enum api_error backend_host_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
+enum err backend_host_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
                                    struct codec_image *img, const char **codec, char *msg,
                                    size_t msglen) {
   enum codec_status s = codec_decode(buf, len, lim, img, msg, msglen);
@@ -43,7 +43,7 @@ enum api_error backend_host_decode(const uint8_t *buf, size_t len, const struct 
   return backend_codec_error(s);
 }
 
-enum api_error backend_host_encode(const struct codec_image *img, const struct codec_encode_opts *o,
+enum err backend_host_encode(const struct codec_image *img, const struct codec_encode_opts *o,
                                    uint8_t **out, size_t *len, const char **codec, char *msg,
                                    size_t msglen) {
   *codec = o->format == CODEC_PNG && !o->png_libpng ? codec_png_deflater(o->compression)
@@ -57,7 +57,7 @@ enum api_error backend_host_encode(const struct codec_image *img, const struct c
 
 /* ---- the CPU backend's verbs ---- */
 
-static enum api_error cpu_decode(void *state, const uint8_t *buf, size_t len,
+static enum err cpu_decode(void *state, const uint8_t *buf, size_t len,
                                  const struct codec_limits *lim, struct codec_image *img,
                                  const char **codec, char *msg, size_t msglen) {
   (void)state;
@@ -69,7 +69,7 @@ static void pool_for(void *pool, int n, void (*fn)(void *arg, int begin, int end
 }
 
 /* The encode, with the pool's threads for a large PNG (codec_encode_opts.parallel). */
-static enum api_error cpu_encode(void *state, const struct codec_image *img,
+static enum err cpu_encode(void *state, const struct codec_image *img,
                                  const struct codec_encode_opts *o, uint8_t **out, size_t *len,
                                  const char **codec, double *download, char *msg, size_t msglen) {
   struct codec_encode_opts threads = *o;
@@ -78,9 +78,9 @@ static enum api_error cpu_encode(void *state, const struct codec_image *img,
   return backend_host_encode(img, &threads, out, len, codec, msg, msglen);
 }
 
-static enum api_error cpu_to_host(void *state, struct codec_image *img) {
+static enum err cpu_to_host(void *state, struct codec_image *img) {
   (void)state, (void)img; /* always there */
-  return API_OK;
+  return ERR_OK;
 }
 
 static int cpu_worker_new(void *shared, int index, void **state, char *err, size_t errlen) {
@@ -99,10 +99,8 @@ static int cpu_measures_itself(struct op_env *env, const struct cpu_blur *b,
   return cpu_separable_exact(b);
 }
 
-static enum api_error cpu_run(void *state, const struct api_op *op, const void *params,
-                              struct op_io *io) {
-  struct op_env env = {state, NULL, cpu_auto_method, cpu_measures_itself};
-  return op->cpu(&env, params, io);
+static struct op_env cpu_env(void *state) {
+  return (struct op_env){state, cpu_auto_method, cpu_measures_itself};
 }
 
 static const char *cpu_worker_name(void *state) {
@@ -110,21 +108,46 @@ static const char *cpu_worker_name(void *state) {
   return "cpu";
 }
 
+static int cpu_probe(const struct engine_config *cfg, char *why, size_t n) {
+  (void)cfg, (void)why, (void)n;
+  return 0; /* always here, with no devices */
+}
+
+/* Every worker feeds the one pool, of a thread a core. */
+static void *cpu_shared_new(const struct engine_config *cfg, int ndev, int cores, char *err,
+                            size_t n) {
+  (void)cfg, (void)ndev;
+  struct cpu_pool *pool = cpu_pool_new(cores);
+  if (!pool) snprintf(err, n, "cannot start the CPU thread pool");
+  return pool;
+}
+
+static void cpu_shared_free(void *shared) {
+  cpu_pool_free(shared);
+}
+
+static int cpu_workers(const struct engine_config *cfg, int ndev, int cores, int fast_codecs) {
+  (void)ndev, (void)fast_codecs;
+  return cfg->workers > 0 ? cfg->workers : cores;
+}
+
+static void cpu_name(int ndev, char *buf, size_t n) {
+  (void)ndev;
+  snprintf(buf, n, "cpu");
+}
+
 const struct backend_ops backend_cpu_ops = {.kind = "cpu",
+                                            .column = ENGINE_CPU,
+                                            .probe = cpu_probe,
+                                            .shared_new = cpu_shared_new,
+                                            .shared_free = cpu_shared_free,
+                                            .workers_per_device = cpu_workers,
+                                            .name = cpu_name,
                                             .worker_new = cpu_worker_new,
                                             .worker_free = cpu_worker_free,
                                             .decode = cpu_decode,
-                                            .run = cpu_run,
                                             .encode = cpu_encode,
                                             .to_host = cpu_to_host,
+                                            .env = cpu_env,
                                             .auto_method = cpu_auto_method,
-                                            .worker_name = cpu_worker_name,
-                                            .keeps_images = 0};
-
-void *backend_cpu_shared(int n) {
-  return cpu_pool_new(n);
-}
-
-void backend_cpu_shared_free(void *shared) {
-  cpu_pool_free(shared);
-}
+                                            .worker_name = cpu_worker_name};
