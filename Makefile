@@ -33,7 +33,7 @@ LDFLAGS += -pthread $(SANFLAGS)
 LDLIBS := $(shell pkg-config --libs $(PKGS)) -lz -lm
 TEST_LDLIBS := $(shell pkg-config --libs libcurl)
 
-LIB_SRC := $(wildcard base/*.c cpu/*.c codecs/*.c engine/*.c api/*.c api/ops/*.c)
+LIB_SRC := $(wildcard base/*.c cpu/*.c codecs/*.c engine/*.c http/*.c api/*.c api/ops/*.c)
 SERVER_SRC := $(wildcard server/*.c)
 CU_SRC := $(filter-out gpu/nvjpeg_check.cu,$(wildcard gpu/*.cu))
 TOOL_SRC := $(filter-out tools/bench.c,$(wildcard tools/*.c))
@@ -103,9 +103,8 @@ $(BUILD)/tests/gpu_%: $(BUILD)/tests/gpu_%.o $(LIB_OBJ)
 
 $(BUILD)/tests/unit_%: $(BUILD)/tests/unit_%.o $(LIB_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
-# the accepting gate's test and the fuzz replay (the request syntax) take their code from server/
+# the accepting gate's test takes it from server/
 $(BUILD)/tests/unit_gate: $(BUILD)/server/gate.o
-$(BUILD)/tests/unit_fuzz: $(BUILD)/server/http1.o
 
 $(BUILD)/tests/integ_%: $(BUILD)/tests/integ_%.o $(BUILD)/tests/harness.o $(LIB_OBJ)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) $(TEST_LDLIBS) -o $@

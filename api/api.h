@@ -13,7 +13,6 @@
 
 #include "../base/errors.h"
 
-
 enum api_backend_kind { API_BACKEND_AUTO, API_BACKEND_CPU, API_BACKEND_GPU };
 
 /* JPEG on the GPU (nvJPEG): when it loads (auto), required (on: no GPU or no nvJPEG is an error
@@ -163,8 +162,8 @@ void api_observe(struct api_ctx *ctx, const struct api_request *req, const struc
  * element count and depth outside its image). Returns ERR_OK to go on, or an error with a
  * sentence in msg: the server then stores no more of the body, reads it to its end, and answers
  * api_error_response(e, msg) instead of calling api_handle. */
-enum err api_body_chunk(struct api_ctx *ctx, struct api_request *req, const uint8_t *data,
-                              size_t n, char *msg, size_t msglen);
+enum err api_body_chunk(struct api_ctx *ctx, struct api_request *req, const uint8_t *data, size_t n,
+                        char *msg, size_t msglen);
 
 /* Whether a request for uri with this method is a probe (GET or HEAD of /healthz, /readyz or
  * /metrics): the server answers probes even on a connection over its limits, so that a liveness

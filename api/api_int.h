@@ -14,6 +14,7 @@
 #include "../codecs/codecs.h"
 #include "../cpu/cpu.h"
 #include "../engine/engine.h"
+#include "../http/http.h"
 
 #include <jansson.h>
 
@@ -68,7 +69,6 @@ extern const char *const params_format_choices[];
 extern const char *const params_bool_choices[];
 extern const char *const params_colorspace_choices[]; /* colorspace: keep, srgb */
 
-
 #define PARAMS_JSON_MAX 16384 /* bytes of the params field */
 
 /* Parses the query string (percent-encoded, without '?') and the optional JSON object text of
@@ -77,16 +77,16 @@ extern const char *const params_colorspace_choices[]; /* colorspace: keep, srgb 
 /* ep's parameter called name, or NULL. */
 const struct param_spec *params_spec(const struct endpoint *ep, const char *name);
 enum err params_parse(const struct endpoint *ep, const char *query, const char *json,
-                            size_t json_len, void *out, char *msg, size_t msglen);
+                      size_t json_len, void *out, char *msg, size_t msglen);
 /* params_parse with the JSON object already parsed: obj (borrowed; NULL: none), whose every key
  * must be a parameter; where names it in messages ("params", "the JSON body"). */
 enum err params_parse_object(const struct endpoint *ep, const char *query, json_t *obj,
-                                   const char *where, void *out, char *msg, size_t msglen);
+                             const char *where, void *out, char *msg, size_t msglen);
 /* Parses text as a JSON object (duplicate keys refused) into *out (new reference). Returns ERR_OK,
  * or ERR_BAD_JSON with a sentence in msg that begins with what ("The JSON body") and gives
  * jansson's line and column. */
-enum err params_load_json(const char *what, const char *text, size_t len, json_t **out,
-                                char *msg, size_t msglen);
+enum err params_load_json(const char *what, const char *text, size_t len, json_t **out, char *msg,
+                          size_t msglen);
 /* The endpoint's parameters that apply to method m (all of them when m < 0) as a JSON array
  * for /methods (new reference). */
 json_t *params_describe(const struct endpoint *ep, int m);
@@ -99,52 +99,6 @@ char *params_unescape(const char *s, size_t len);
 struct api_ctx;
 #include "op.h"
 
-/* ---- the streaming check of a JSON body (bodyscan.c) ---- */
-
-/* Limits of a JSON body outside the value of its top-level "image" string. A 31x31 custom kernel
- * written with 17 significant digits a weight, as an array of indented rows, takes about 30 KB,
- * and 994 values; regions take 321. */
-#define BODYSCAN_BYTES_MAX  65536
-#define BODYSCAN_VALUES_MAX 4096
-#define BODYSCAN_DEPTH_MAX  8 /* the parameters need 3: {"kernel": [[...]]} */
-
-struct bodyscan {     /* zeroed at the start of a body */
-  uint64_t bytes;     /* bytes counted (all but the image string's) */
-  uint32_t values;    /* values started */
-  uint32_t objects;   /* bit d: the container at depth d is an object */
-  uint8_t mode;       /* api_body_chunk: 0 undecided, 1 a JSON body, 2 not JSON */
-  uint8_t state;      /* bodyscan.c's BS_* */
-  uint8_t depth;      /* containers open */
-  uint8_t key;        /* a string here would be an object's key */
-  uint8_t in_key;     /* in a key string */
-  uint8_t escape;     /* after a backslash in a string */
-  uint8_t image;      /* in the value string of the top-level "image" */
-  uint8_t image_next; /* the key just read is the top-level "image" */
-  int8_t match;       /* bytes of "image" the key matches so far; -1: not it */
-};
-
-/* Feeds the next n bytes of a JSON body to s. Returns ERR_OK, or ERR_BODY_TOO_LARGE (bytes) or
- * ERR_BAD_JSON (values, depth) with a sentence in msg. */
-enum err bodyscan_feed(struct bodyscan *s, const uint8_t *data, size_t n, char *msg,
-                             size_t msglen);
-
-/* ---- multipart/form-data ---- */
-
-struct mp_part {
-  const char *name; /* the form field name, NUL-terminated copy (owned by the part list) */
-  const uint8_t *data;
-  size_t len;
-};
-
-#define MP_MAX_PARTS 8
-
-/* Splits body into parts using the boundary in content_type. Part data point into body; names
- * are malloc'd: release them with multipart_free(). Returns ERR_OK or ERR_BAD_MULTIPART with a
- * sentence in msg. */
-enum err multipart_parse(const char *content_type, const uint8_t *body, size_t len,
-                               struct mp_part *parts, int *nparts, char *msg, size_t msglen);
-void multipart_free(struct mp_part *parts, int nparts);
-
 /* ---- jobs ---- */
 
 /* Queues the image job of req on ctx's backend: decode, op's compute, encode. The response goes
@@ -154,8 +108,8 @@ void multipart_free(struct mp_part *parts, int nparts);
  * it first, on its worker (upload_json). Returns ERR_OK, or ERR_QUEUE_FULL / ERR_SHUTTING_DOWN /
  * ERR_OUT_OF_MEMORY (nothing was queued). */
 enum err job_submit(struct api_ctx *ctx, const struct api_request *req, const uint8_t *image,
-                          size_t len, uint8_t *owned, const struct api_op *op, const void *params,
-                          api_done_fn done, void *udata);
+                    size_t len, uint8_t *owned, const struct api_op *op, const void *params,
+                    api_done_fn done, void *udata);
 
 /* ---- uploads (upload.c) ---- */
 
@@ -170,11 +124,10 @@ struct upload { /* where the image and the params are in the body */
 };
 
 /* Does the media type of content_type (before any ';') equal type? */
-int upload_media_is(const char *content_type, const char *type);
+int http_media_is(const char *content_type, const char *type);
 /* Finds the image and the params in req's body, by its Content-Type, into u (zeroed first; free
  * it with upload_free). Returns ERR_OK, or an error with a sentence in msg. */
-enum err upload_read(const struct api_request *req, struct upload *u, char *msg,
-                           size_t msglen);
+enum err upload_read(const struct api_request *req, struct upload *u, char *msg, size_t msglen);
 void upload_free(struct upload *u);
 /* The checks of an upload once its parameters are in params (ep's struct): it carries an image,
  * PNG, JPEG or WebP, whose estimated cost is within the budget (op_budget). Returns NULL to
@@ -188,17 +141,6 @@ struct api_response *upload_check(struct api_ctx *ctx, const struct endpoint *ep
 struct api_response *upload_json(struct api_ctx *ctx, const struct endpoint *ep, const char *query,
                                  const uint8_t *body, size_t body_len, void *params,
                                  uint8_t **owned, size_t *len);
-
-/* ---- content negotiation (negotiate.c) ---- */
-
-/* The q-value, in thousandths (0..1000), that the Accept header accept (NULL: none) gives to the
- * media type type ("image/png"): that of the most specific range that matches it. */
-int api_accept_q(const char *accept, const char *type);
-/* Which answer an image endpoint whose result is of image_type gives under accept: ERR_OK with
- * *json 0 for the image (also on a tie) or 1 for the JSON object; ERR_NOT_ACCEPTABLE, with a
- * sentence in msg, when neither is acceptable. */
-enum err api_negotiate(const char *accept, const char *image_type, int *json, char *msg,
-                             size_t msglen);
 
 /* ---- metrics ---- */
 
@@ -337,6 +279,6 @@ char *base64_encode(const uint8_t *data, size_t len);
  * there are none) and their count in *outlen; ERR_BAD_IMAGE_ENCODING with a sentence in msg that
  * gives the byte offset in s and the character where it broke; or ERR_OUT_OF_MEMORY. */
 enum err base64_decode(const char *s, size_t len, uint8_t **out, size_t *outlen, char *msg,
-                             size_t msglen);
+                       size_t msglen);
 
 #endif

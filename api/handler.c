@@ -62,9 +62,8 @@ struct api_response *handler_methods(ROUTE_ARGS) {
 struct api_response *handler_image(ROUTE_ARGS) {
   char msg[512] = "";
   if (api_failed(ctx)) return api_error_response(ERR_GPU_LOST, NULL);
-  if (upload_media_is(req->content_type, "application/json")) {
-    enum err e =
-        job_submit(ctx, req, req->body, req->body_len, NULL, r->op, NULL, done, udata);
+  if (http_media_is(req->content_type, "application/json")) {
+    enum err e = job_submit(ctx, req, req->body, req->body_len, NULL, r->op, NULL, done, udata);
     return e == ERR_OK ? NULL : api_error_response(e, NULL);
   }
   struct upload u;

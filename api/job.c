@@ -22,7 +22,7 @@ struct image_job {
   int json;           /* image is a JSON body to parse first, with op's parameters */
   const char *query;  /* the request's query string (without '?'), for json */
   const char *accept; /* the Accept header, or NULL: weighed once the result's type is known */
-  int want_json;      /* answer with JSON (api_negotiate) */
+  int want_json;      /* answer with JSON (http_negotiate) */
   double t_received;  /* when the server had the whole body */
   double deadline;    /* api_now_ms() past which the job gives up; 0: none */
   int (*client_gone)(void *udata);
@@ -110,12 +110,12 @@ static json_t *json_body(const struct image_job *j, const struct codec_image *im
 }
 
 /* engine_image_job.output: how the answer is encoded (op_output), and whether it is the image or
- * the JSON object (api_negotiate: a 406 when neither is acceptable). */
+ * the JSON object (http_negotiate: a 406 when neither is acceptable). */
 static enum err job_output(void *arg, enum codec_format in, struct codec_encode_opts *o, char *msg,
                            size_t msglen) {
   struct image_job *j = arg;
   *o = op_output(j->op->ep, j->params.bytes, in);
-  return api_negotiate(j->accept, codec_mime(o->format), &j->want_json, msg, msglen);
+  return http_negotiate(j->accept, codec_mime(o->format), &j->want_json, msg, msglen);
 }
 
 static int job_client_gone(void *arg) {
@@ -209,8 +209,8 @@ static void job_run(struct job *job, struct worker *w) {
 }
 
 enum err job_submit(struct api_ctx *ctx, const struct api_request *req, const uint8_t *image,
-                          size_t len, uint8_t *owned, const struct api_op *op, const void *params,
-                          api_done_fn done, void *udata) {
+                    size_t len, uint8_t *owned, const struct api_op *op, const void *params,
+                    api_done_fn done, void *udata) {
   const char *q = strchr(req->uri, '?');
   struct image_job *j = calloc(1, sizeof(*j));
   if (!j) return ERR_OUT_OF_MEMORY;

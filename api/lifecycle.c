@@ -39,12 +39,12 @@ static int setup(struct api_ctx *ctx, const struct api_config *cfg, char *err, s
  * which blurs at sigma 12 as a first request would (without the PSNR first, on a device: its
  * method's kernels load too). */
 static struct engine_config engine_settings(struct api_ctx *ctx, const struct api_config *cfg) {
-  static const enum engine_choice choice[] = {
-      [API_BACKEND_AUTO] = ENGINE_AUTO, [API_BACKEND_CPU] = ENGINE_ONLY_CPU,
-      [API_BACKEND_GPU] = ENGINE_ONLY_GPU};
+  static const enum engine_choice choice[] = {[API_BACKEND_AUTO] = ENGINE_AUTO,
+                                              [API_BACKEND_CPU] = ENGINE_ONLY_CPU,
+                                              [API_BACKEND_GPU] = ENGINE_ONLY_GPU};
   static const enum engine_gpu_codecs codecs[] = {[API_GPU_CODECS_AUTO] = ENGINE_GPU_CODECS_AUTO,
-                                                   [API_GPU_CODECS_ON] = ENGINE_GPU_CODECS_ON,
-                                                   [API_GPU_CODECS_OFF] = ENGINE_GPU_CODECS_OFF};
+                                                  [API_GPU_CODECS_ON] = ENGINE_GPU_CODECS_ON,
+                                                  [API_GPU_CODECS_OFF] = ENGINE_GPU_CODECS_OFF};
   struct engine_config e = {.backend = choice[cfg->backend],
                             .workers = cfg->workers,
                             .queue = cfg->queue,

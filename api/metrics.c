@@ -39,9 +39,9 @@ struct metrics {
   uint64_t count[SERIES];    /* requests of the series in key (atomic) */
   const char *stage[STAGES]; /* stage names, interned (atomic) */
   struct histogram hist[STAGES];
-  uint64_t dropped;              /* observations that found no free slot (atomic) */
+  uint64_t dropped;            /* observations that found no free slot (atomic) */
   uint64_t refused[ERR_COUNT]; /* connections refused unread, by answer (atomic) */
-  int in_flight;                 /* admitted requests not yet answered (atomic) */
+  int in_flight;               /* admitted requests not yet answered (atomic) */
 };
 
 struct metrics *metrics_new(void) {
@@ -216,8 +216,8 @@ static void render_gauges(struct text *t, struct api_ctx *ctx) {
   put_family(t, "blurd_connections_refused_total", "counter",
              "Connections answered before their request was read: over --max-conns, over "
              "--max-conns-per-ip, or while draining.");
-  static const enum err refusals[] = {
-      ERR_TOO_MANY_CONNECTIONS, ERR_TOO_MANY_CONNECTIONS_FROM_ADDRESS, ERR_SHUTTING_DOWN};
+  static const enum err refusals[] = {ERR_TOO_MANY_CONNECTIONS,
+                                      ERR_TOO_MANY_CONNECTIONS_FROM_ADDRESS, ERR_SHUTTING_DOWN};
   for (size_t i = 0; i < sizeof(refusals) / sizeof(refusals[0]); i++)
     put(t, "blurd_connections_refused_total{reason=\"%s\"} %llu\n", err_code(refusals[i]),
         (unsigned long long)__atomic_load_n(&ctx->metrics->refused[refusals[i]], __ATOMIC_RELAXED));
@@ -231,7 +231,8 @@ static void render_gauges(struct text *t, struct api_ctx *ctx) {
 static void render_gpu(struct text *t, struct api_ctx *ctx) {
   size_t held[MAX_DEVICES], used[MAX_DEVICES], total[MAX_DEVICES];
   int n = 0;
-  while (n < MAX_DEVICES && engine_device_memory(ctx->engine, n, &held[n], &used[n], &total[n]) == 0)
+  while (n < MAX_DEVICES &&
+         engine_device_memory(ctx->engine, n, &held[n], &used[n], &total[n]) == 0)
     n++;
   if (n == 0) return;
   static const char *const names[] = {"blurd_gpu_memory_used_bytes",

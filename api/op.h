@@ -225,8 +225,7 @@ struct codec_encode_opts op_output(const struct endpoint *ep, const void *params
  * none, or the header cannot be read: the decoder will say why); else ERR_TOO_EXPENSIVE. msg
  * then holds a sentence; *estimate_s is the estimate in seconds of CPU (0 when not made). */
 enum err op_budget(const struct api_ctx *ctx, const struct endpoint *ep, const void *params,
-                         const uint8_t *image, size_t len, double *estimate_s, char *msg,
-                         size_t msglen);
+                   const uint8_t *image, size_t len, double *estimate_s, char *msg, size_t msglen);
 /* Seconds of CPU that the request of the image file image (len bytes, shape s) costs whatever its
  * operation: the request, the upload, the decode, the answer's buffers and a stored PNG of it
  * written and sent (the cost model's base). */
@@ -236,7 +235,7 @@ double op_request_s(const uint8_t *image, size_t len, const struct codec_shape *
 double op_encode_s(const struct codec_encode_opts *o, const struct codec_shape *s);
 /* Region i of rg clipped to a width x height image into rect (x0, y0, x1, y1); ERR_BAD_PARAMETER
  * with a sentence when nothing is left. */
-enum err op_region_rect(const struct api_regions *rg, int i, int width, int height,
-                              int rect[4], char *msg, size_t msglen);
+enum err op_region_rect(const struct api_regions *rg, int i, int width, int height, int rect[4],
+                        char *msg, size_t msglen);
 
 #endif

@@ -63,8 +63,7 @@ static void list_choices(const char *const *choices, char *buf, size_t len) {
     n += snprintf(buf + n, len - n, "%s%s", i ? ", " : "", choices[i]);
 }
 
-static enum err bad_value(const struct param_spec *s, const char *got, char *msg,
-                                size_t msglen) {
+static enum err bad_value(const struct param_spec *s, const char *got, char *msg, size_t msglen) {
   char choices[256];
   switch (s->type) {
   case PT_NUMBER:
@@ -88,8 +87,7 @@ static enum err bad_value(const struct param_spec *s, const char *got, char *msg
 
 /* bad_value's sentence for a JSON value of the wrong type, which names the type given ("got a
  * boolean") in place of a quoted value. */
-static enum err wrong_type(const struct param_spec *s, const char *type, char *msg,
-                                 size_t msglen) {
+static enum err wrong_type(const struct param_spec *s, const char *type, char *msg, size_t msglen) {
   enum err e = bad_value(s, "", msg, msglen);
   char *q = strstr(msg, "; got ''.");
   if (q) snprintf(q, msglen - (size_t)(q - msg), "; got %s.", type);
@@ -99,8 +97,7 @@ static enum err wrong_type(const struct param_spec *s, const char *type, char *m
 }
 
 /* Fills k from the JSON array a: an array of rows, or size*size numbers row by row. */
-static enum err kernel_from_json(const json_t *a, struct api_kernel *k, char *msg,
-                                       size_t msglen) {
+static enum err kernel_from_json(const json_t *a, struct api_kernel *k, char *msg, size_t msglen) {
   size_t n = json_array_size(a), side = n;
   int rows = json_is_array(json_array_get(a, 0));
   while (!rows && side * side > n) side = (side + n / side) / 2; /* integer square root */
@@ -139,8 +136,8 @@ static enum err kernel_from_json(const json_t *a, struct api_kernel *k, char *ms
 }
 
 /* Parses text as a kernel: one of s's names, or a JSON array. */
-static enum err kernel_from_text(const struct param_spec *s, const char *text,
-                                       struct api_kernel *k, char *msg, size_t msglen) {
+static enum err kernel_from_text(const struct param_spec *s, const char *text, struct api_kernel *k,
+                                 char *msg, size_t msglen) {
   char names[256];
   if (text[strspn(text, " \t\r\n")] == '[') {
     json_error_t err;
@@ -169,7 +166,7 @@ static enum err kernel_from_text(const struct param_spec *s, const char *text,
 
 /* Stores rectangle i of rg from its four numbers v[], checking them. */
 static enum err region_set(struct api_regions *rg, int i, const double *v, char *msg,
-                                 size_t msglen) {
+                           size_t msglen) {
   for (int k = 0; k < 4; k++)
     if (!(fabs(v[k]) <= API_REGION_COORD) || v[k] != floor(v[k])) {
       snprintf(msg, msglen,
@@ -195,7 +192,7 @@ static enum err region_count(size_t n, char *msg, size_t msglen) {
 
 /* Fills rg from the JSON array a of [x, y, w, h] arrays. */
 static enum err regions_from_json(const json_t *a, struct api_regions *rg, char *msg,
-                                        size_t msglen) {
+                                  size_t msglen) {
   enum err e = region_count(json_array_size(a), msg, msglen);
   for (size_t i = 0; e == ERR_OK && i < json_array_size(a); i++) {
     const json_t *r = json_array_get(a, i);
@@ -214,7 +211,7 @@ static enum err regions_from_json(const json_t *a, struct api_regions *rg, char 
 
 /* Parses text as regions: a JSON array, or x,y,w,h;x,y,w,h. */
 static enum err regions_from_text(const char *text, struct api_regions *rg, char *msg,
-                                        size_t msglen) {
+                                  size_t msglen) {
   if (text[strspn(text, " \t\r\n")] == '[') {
     json_error_t err;
     json_t *a = json_loads(text, 0, &err);
@@ -254,8 +251,8 @@ static enum err regions_from_text(const char *text, struct api_regions *rg, char
 }
 
 /* Parses text as a value of s. */
-static enum err parse_text(const struct param_spec *s, const char *text, struct pval *v,
-                                 char *msg, size_t msglen) {
+static enum err parse_text(const struct param_spec *s, const char *text, struct pval *v, char *msg,
+                           size_t msglen) {
   char *end;
   errno = 0;
   if ((s->type == PT_NUMBER || s->type == PT_INT) &&
@@ -297,7 +294,7 @@ static enum err parse_text(const struct param_spec *s, const char *text, struct 
 /* Parses a JSON value as a value of s: numbers for numbers, booleans for booleans, and strings
  * for anything (as in a query string). */
 static enum err parse_json(const struct param_spec *s, json_t *j, struct pval *v, char *msg,
-                                 size_t msglen) {
+                           size_t msglen) {
   char text[64];
   if (json_is_string(j)) return parse_text(s, json_string_value(j), v, msg, msglen);
   if (s->type == PT_KERNEL && json_is_array(j)) return kernel_from_json(j, &v->k, msg, msglen);
@@ -349,8 +346,8 @@ const struct param_spec *params_spec(const struct endpoint *ep, const char *name
   return NULL;
 }
 
-static enum err unknown(const struct endpoint *ep, const char *name, const char *where,
-                              char *msg, size_t msglen) {
+static enum err unknown(const struct endpoint *ep, const char *name, const char *where, char *msg,
+                        size_t msglen) {
   char names[256];
   size_t n = 0;
   names[0] = 0;
@@ -377,8 +374,8 @@ static void query_free(struct query *q) {
   q->n = 0;
 }
 
-static enum err query_parse(const struct endpoint *ep, const char *qs, struct query *q,
-                                  char *msg, size_t msglen) {
+static enum err query_parse(const struct endpoint *ep, const char *qs, struct query *q, char *msg,
+                            size_t msglen) {
   q->n = 0;
   while (qs && *qs) {
     size_t len = strcspn(qs, "&");
@@ -409,8 +406,8 @@ static enum err query_parse(const struct endpoint *ep, const char *qs, struct qu
   return ERR_OK;
 }
 
-enum err params_load_json(const char *what, const char *text, size_t len, json_t **out,
-                                char *msg, size_t msglen) {
+enum err params_load_json(const char *what, const char *text, size_t len, json_t **out, char *msg,
+                          size_t msglen) {
   json_error_t err;
   json_t *j = json_loadb(text ? text : "", len, JSON_REJECT_DUPLICATES, &err); /* empty body */
   *out = NULL;
@@ -438,7 +435,7 @@ static int same_value(const struct param_spec *s, const struct pval *a, const st
 /* Resolves one parameter from its two sources and its default; *given says whether the request
  * had it. */
 static enum err resolve(const struct param_spec *s, const struct query *q, json_t *json,
-                              const char *where, void *out, int *given, char *msg, size_t msglen) {
+                        const char *where, void *out, int *given, char *msg, size_t msglen) {
   static const struct pval zero;
   struct pval qv = zero, jv = zero;
   const char *qtext = NULL;
@@ -468,7 +465,7 @@ static enum err resolve(const struct param_spec *s, const struct query *q, json_
 
 /* A parameter given for a method it does not apply to is a mistake worth a 400. */
 static enum err check_applies(const struct endpoint *ep, const int *given, const void *out,
-                                    char *msg, size_t msglen) {
+                              char *msg, size_t msglen) {
   if (ep->method_param < 0) return ERR_OK;
   const struct param_spec *mp = &ep->params[ep->method_param];
   int m = *(const int *)((const char *)out + mp->offset);
@@ -486,7 +483,7 @@ static enum err check_applies(const struct endpoint *ep, const int *given, const
 }
 
 enum err params_parse_object(const struct endpoint *ep, const char *query, json_t *obj,
-                                   const char *where, void *out, char *msg, size_t msglen) {
+                             const char *where, void *out, char *msg, size_t msglen) {
   struct query q;
   int given[MAX_PARAMS] = {0};
   const char *key;
@@ -508,7 +505,7 @@ enum err params_parse_object(const struct endpoint *ep, const char *query, json_
 }
 
 enum err params_parse(const struct endpoint *ep, const char *query, const char *json,
-                            size_t json_len, void *out, char *msg, size_t msglen) {
+                      size_t json_len, void *out, char *msg, size_t msglen) {
   json_t *j = NULL;
   if (json && json_len > PARAMS_JSON_MAX) {
     snprintf(msg, msglen, "The params field has %zu bytes; the limit is %d.", json_len,

@@ -51,8 +51,8 @@ struct api_response *response_error(enum err e, const char *msg, json_t *fields)
   snprintf(text, sizeof(text), "%s", msg && *msg ? msg : err_message(e));
   for (char *c = text; *c; c++)
     if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e) *c = '?';
-  json_t *body = json_pack("{s:{s:i, s:s, s:s}}", "error", "status", status, "code",
-                           err_code(e), "message", text);
+  json_t *body = json_pack("{s:{s:i, s:s, s:s}}", "error", "status", status, "code", err_code(e),
+                           "message", text);
   if (body && fields) json_object_update(json_object_get(body, "error"), fields);
   json_decref(fields);
   struct api_response *r = response_json(status, body);
@@ -102,8 +102,7 @@ enum { B64_BAD = -1, B64_SKIP = -2, B64_PAD = -3 };
 
 /* The length of s's data: URL prefix ("data:image/png;base64,"), 0 when s has none. The media
  * type there is not read: the bytes decide the format, as for every upload. */
-static enum err data_prefix(const char *s, size_t len, size_t *skip, char *msg,
-                                  size_t msglen) {
+static enum err data_prefix(const char *s, size_t len, size_t *skip, char *msg, size_t msglen) {
   *skip = 0;
   if (len < 5 || strncasecmp(s, "data:", 5) != 0) return ERR_OK;
   const char *comma = memchr(s, ',', len);
@@ -137,7 +136,7 @@ static enum err bad_char(unsigned char c, size_t at, char *msg, size_t msglen) {
 /* The end of the base64: k characters (0..3) of a last group, that began at byte group, then
  * pads '=' from byte pad_at. */
 static enum err base64_end(int k, size_t group, size_t pads, size_t pad_at, char *msg,
-                                 size_t msglen) {
+                           size_t msglen) {
   if (k == 1)
     snprintf(msg, msglen,
              "The image is not valid base64: its last group, at byte %zu, has 1 character; a group "
@@ -161,7 +160,7 @@ static enum err base64_end(int k, size_t group, size_t pads, size_t pad_at, char
 
 /* Decodes s[from, len) into out (room for 3/4 of that); *n: the bytes written. */
 static enum err base64_run(const char *s, size_t from, size_t len, uint8_t *out, size_t *n,
-                                 char *msg, size_t msglen) {
+                           char *msg, size_t msglen) {
   signed char t[256];
   memset(t, B64_BAD, sizeof(t));
   for (int i = 0; i < 64; i++) t[(unsigned char)base64_digits[i]] = (signed char)i;
@@ -197,7 +196,7 @@ static enum err base64_run(const char *s, size_t from, size_t len, uint8_t *out,
 }
 
 enum err base64_decode(const char *s, size_t len, uint8_t **out, size_t *outlen, char *msg,
-                             size_t msglen) {
+                       size_t msglen) {
   size_t from, n = 0;
   *out = NULL;
   *outlen = 0;

@@ -94,12 +94,15 @@ int api_is_probe(const char *method, const char *uri) {
   return r && r->flags & ROUTE_PROBE && (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0);
 }
 
-enum err api_body_chunk(struct api_ctx *ctx, struct api_request *req, const uint8_t *data,
-                              size_t n, char *msg, size_t msglen) {
-  struct bodyscan *s = (struct bodyscan *)req->body_scan;
+_Static_assert(sizeof(struct http_bodyscan) <= sizeof(((struct api_request *)0)->body_scan),
+               "struct http_bodyscan must fit in api_request.body_scan");
+
+enum err api_body_chunk(struct api_ctx *ctx, struct api_request *req, const uint8_t *data, size_t n,
+                        char *msg, size_t msglen) {
+  struct http_bodyscan *s = (struct http_bodyscan *)req->body_scan;
   (void)ctx;
-  if (s->mode == 0) s->mode = upload_media_is(req->content_type, "application/json") ? 1 : 2;
-  return s->mode == 1 ? bodyscan_feed(s, data, n, msg, msglen) : ERR_OK;
+  if (s->mode == 0) s->mode = http_media_is(req->content_type, "application/json") ? 1 : 2;
+  return s->mode == 1 ? http_bodyscan_feed(s, data, n, msg, msglen) : ERR_OK;
 }
 
 struct api_response *api_handle(struct api_ctx *ctx, const struct api_request *req,

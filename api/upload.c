@@ -10,17 +10,10 @@
 #include <strings.h>
 
 /* Does the media type of content_type (before any ';') equal type? */
-int upload_media_is(const char *content_type, const char *type) {
-  size_t n = strlen(type);
-  if (!content_type || strncasecmp(content_type, type, n) != 0) return 0;
-  return content_type[n] == 0 || content_type[n] == ';' || content_type[n] == ' ';
-}
-
 /* A JSON body: its image is taken out of the object, and the rest are parameters. */
 static enum err read_json(const uint8_t *body, size_t len, struct upload *u, char *msg,
-                                size_t msglen) {
-  enum err e =
-      params_load_json("The JSON body", (const char *)body, len, &u->object, msg, msglen);
+                          size_t msglen) {
+  enum err e = params_load_json("The JSON body", (const char *)body, len, &u->object, msg, msglen);
   if (e != ERR_OK) return e;
   u->base64 = json_incref(json_object_get(u->object, "image"));
   json_object_del(u->object, "image");
@@ -42,8 +35,8 @@ static enum err json_image(struct upload *u, char *msg, size_t msglen) {
              types[json_typeof(u->base64)]);
     return ERR_MISSING_IMAGE;
   }
-  enum err e = base64_decode(json_string_value(u->base64), json_string_length(u->base64),
-                                   &u->owned, &u->len, msg, msglen);
+  enum err e = base64_decode(json_string_value(u->base64), json_string_length(u->base64), &u->owned,
+                             &u->len, msg, msglen);
   json_decref(u->base64);
   u->base64 = NULL;
   u->image = u->owned;
@@ -62,8 +55,8 @@ void upload_free(struct upload *u) {
   u->owned = NULL;
 }
 
-static enum err find_fields(const struct mp_part *parts, int n, struct upload *u, char *msg,
-                                  size_t msglen) {
+static enum err find_fields(const struct http_part *parts, int n, struct upload *u, char *msg,
+                            size_t msglen) {
   for (int i = 0; i < n; i++) {
     const char *name = parts[i].name;
     if (strcmp(name, "image") == 0 || strcmp(name, "file") == 0) {
@@ -88,21 +81,20 @@ static enum err find_fields(const struct mp_part *parts, int n, struct upload *u
 }
 
 /* Finds the image and the params in req's body, by its Content-Type. */
-enum err upload_read(const struct api_request *req, struct upload *u, char *msg,
-                           size_t msglen) {
+enum err upload_read(const struct api_request *req, struct upload *u, char *msg, size_t msglen) {
   const char *ct = req->content_type;
   memset(u, 0, sizeof(*u));
-  if (upload_media_is(ct, "multipart/form-data")) {
-    struct mp_part parts[MP_MAX_PARTS];
+  if (http_media_is(ct, "multipart/form-data")) {
+    struct http_part parts[HTTP_PARTS_MAX];
     int n = 0;
-    enum err e = multipart_parse(ct, req->body, req->body_len, parts, &n, msg, msglen);
+    enum err e = http_multipart_parse(ct, req->body, req->body_len, parts, &n, msg, msglen);
     if (e == ERR_OK) e = find_fields(parts, n, u, msg, msglen);
-    multipart_free(parts, n);
+    http_multipart_free(parts, n);
     return e;
   }
-  if (upload_media_is(ct, "image/png") || upload_media_is(ct, "image/jpeg") ||
-      upload_media_is(ct, "image/jpg") || upload_media_is(ct, "image/webp") ||
-      upload_media_is(ct, "application/octet-stream")) {
+  if (http_media_is(ct, "image/png") || http_media_is(ct, "image/jpeg") ||
+      http_media_is(ct, "image/jpg") || http_media_is(ct, "image/webp") ||
+      http_media_is(ct, "application/octet-stream")) {
     u->image = req->body;
     u->len = req->body_len;
     return ERR_OK;
@@ -142,11 +134,11 @@ struct api_response *upload_json(struct api_ctx *ctx, const struct endpoint *ep,
                                  uint8_t **owned, size_t *len) {
   char msg[512] = "";
   struct upload u;
-  struct bodyscan scan = {0};
+  struct http_bodyscan scan = {0};
   memset(&u, 0, sizeof(u));
   /* The server checks the body as it streams in (api_body_chunk); checked again here, at memory
    * speed, so that jansson never sees a body past the limits whatever called api_handle. */
-  enum err e = bodyscan_feed(&scan, body, body_len, msg, sizeof(msg));
+  enum err e = http_bodyscan_feed(&scan, body, body_len, msg, sizeof(msg));
   if (e == ERR_OK) e = read_json(body, body_len, &u, msg, sizeof(msg));
   if (e == ERR_OK)
     e = params_parse_object(ep, query, u.object, "the JSON body", params, msg, sizeof(msg));

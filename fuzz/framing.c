@@ -1,4 +1,4 @@
-/* fuzz/framing.c: libFuzzer target for the HTTP/1.1 request syntax (server/http1.c). The input is
+/* fuzz/framing.c: libFuzzer target for the HTTP/1.1 request syntax (http/http1.c). The input is
  * the bytes a client sends: a request head, then its body. Checks: the end of the head is found
  * at the same place whether the bytes arrive at once or a few at a time; a head that parses has a
  * token method, a target starting with '/', header names that are tokens and values without
@@ -8,7 +8,7 @@
  * or in pieces of 1 to 7 bytes. Returns the parser's api_error (ERR_OK: accepted). */
 #include "fuzz.h"
 
-#include "../server/http1.h"
+#include "../http/http.h"
 
 #include <ctype.h>
 #include <strings.h>
@@ -16,7 +16,7 @@
 /* Decodes a chunked body from in[0..n) in pieces of at most step bytes (0: at once) into out
  * (cap bytes); returns the error, with the body's length in *len and whether it ended in *done. */
 static enum err dechunk(const uint8_t *in, size_t n, size_t step, uint8_t *out, size_t cap,
-                              size_t *len, int *done) {
+                        size_t *len, int *done) {
   struct http1_chunked c = {0};
   char msg[200];
   size_t at = 0;

@@ -49,7 +49,7 @@ static void check_conv_params(const struct conv_params *p) {
 
 /* Parses the input as ep's parameters into out and checks the result. */
 static enum err parse_as(const struct endpoint *ep, const char *query, const char *json,
-                               size_t json_len, void *out) {
+                         size_t json_len, void *out) {
   char msg[512] = "";
   memset(out, 0x5a, OP_PARAMS_MAX);
   enum err e = params_parse(ep, query, json, json_len, out, msg, sizeof(msg));

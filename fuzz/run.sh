@@ -23,7 +23,7 @@ LIBS="$(pkg-config --libs libpng libturbojpeg jansson libwebp libwebpmux libdefl
 # ---- build: the project's sources once, then one binary per target ----
 mkdir -p "$OUT/obj"
 echo "== building the fuzz targets in $OUT/ with $CC"
-for src in base/*.c codecs/*.c cpu/*.c engine/*.c api/*.c api/ops/*.c server/http1.c; do
+for src in base/*.c codecs/*.c cpu/*.c engine/*.c http/*.c api/*.c api/ops/*.c; do
   obj="$OUT/obj/${src//\//_}"
   # shellcheck disable=SC2086 # CFLAGS is a list of flags
   $CC $CFLAGS -c "$src" -o "${obj%.c}.o" &
@@ -36,8 +36,8 @@ for pid in $(jobs -p); do wait "$pid"; done # set -e stops here if one failed
 for t in $TARGETS; do
   objs=("$OUT"/obj/codecs_*.o "$OUT"/obj/base_*.o)
   case $t in
-  multipart | params | handler) objs+=("$OUT"/obj/cpu_*.o "$OUT"/obj/engine_*.o "$OUT"/obj/api_*.o) ;;
-  framing) objs+=("$OUT"/obj/cpu_*.o "$OUT"/obj/engine_*.o "$OUT"/obj/api_*.o "$OUT"/obj/server_http1.o) ;;
+  multipart | params | handler | framing)
+    objs+=("$OUT"/obj/cpu_*.o "$OUT"/obj/engine_*.o "$OUT"/obj/http_*.o "$OUT"/obj/api_*.o) ;;
   esac
   # shellcheck disable=SC2086
   $CC $CFLAGS "fuzz/$t.c" "${objs[@]}" $LIBS -o "$OUT/$t"

@@ -313,7 +313,7 @@ static int write_output(const char *in, const char *out, const struct api_respon
  * the same for every file, so it is bad usage. Returns 0, or 2 after saying what is wrong. */
 static int check_params(struct cli *c) {
   static const enum err usage_errors[] = {ERR_BAD_PARAMETER, ERR_MISSING_PARAMETER,
-                                                ERR_UNKNOWN_PARAMETER, ERR_UNKNOWN_METHOD};
+                                          ERR_UNKNOWN_PARAMETER, ERR_UNKNOWN_METHOD};
   struct api_response *resp = handle(c, NULL, 0);
   json_t *body = resp ? json_loadb((const char *)resp->body, resp->len, 0, NULL) : NULL;
   json_t *err = json_object_get(body, "error");

@@ -444,7 +444,7 @@ static void body_from_buffer(struct conn *c) {
     const uint8_t *data;
     int done = 0;
     enum err e = http1_chunk(&r->chunk, (const uint8_t *)c->in, c->in_len, &used, &data, &len,
-                                   &done, msg, sizeof(msg));
+                             &done, msg, sizeof(msg));
     if (e != ERR_OK) {
       refuse(c, e, msg);
       return;

@@ -5,7 +5,7 @@
 
 #include "../api/api.h"
 #include "gate.h"
-#include "http1.h"
+#include "../http/http.h"
 #include "server.h"
 
 #include <arpa/inet.h>

@@ -195,9 +195,9 @@ struct srv *srv_new(const struct srv_config *cfg, struct api_ctx *api, char *err
   s->api = api;
   s->cfg = *cfg;
   static const enum err refusals[] = {[GATE_TOO_MANY] = ERR_TOO_MANY_CONNECTIONS,
-                                            [GATE_TOO_MANY_FROM_IP] =
-                                                ERR_TOO_MANY_CONNECTIONS_FROM_ADDRESS,
-                                            [GATE_DRAINING] = ERR_SHUTTING_DOWN};
+                                      [GATE_TOO_MANY_FROM_IP] =
+                                          ERR_TOO_MANY_CONNECTIONS_FROM_ADDRESS,
+                                      [GATE_DRAINING] = ERR_SHUTTING_DOWN};
   int ok = 1;
   for (int i = 0; i < 3; i++) {
     s->canned[i] = (struct canned){refusals[i], api_error_response(refusals[i], NULL)};

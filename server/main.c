@@ -326,7 +326,7 @@ static void on_signal(int sig) {
 }
 
 /* The "signals" main waits for besides SIGTERM and SIGINT: the api's on_fatal. */
-#define SIG_GPU_LOST   0   /* the GPU failed for good: exit 70 after a grace */
+#define SIG_GPU_LOST    0   /* the GPU failed for good: exit 70 after a grace */
 #define SIG_NOT_STARTED 255 /* the backend chosen after the start could not start: exit 1 */
 
 /* The api's on_fatal: wakes main, which stops the process. */
@@ -451,8 +451,9 @@ static struct srv_config server_settings(const struct config *c, const struct ap
 static int stop(struct srv *srv, struct api_ctx *api, int sig, double drain_s) {
   if (sig == SIG_NOT_STARTED) /* said on stderr by the api; nothing else runs yet */
     _exit(1);
-  if (sig == SIG_GPU_LOST) { /* the GPU is lost: let requests in flight get their 503, then exit non-zero
-                     so that the supervisor restarts the process; no in-process device reset */
+  if (sig ==
+      SIG_GPU_LOST) { /* the GPU is lost: let requests in flight get their 503, then exit non-zero
+              so that the supervisor restarts the process; no in-process device reset */
     fprintf(stderr, "blurd: the GPU failed with a sticky error: exiting for a restart\n");
     nanosleep(&(struct timespec){FATAL_GRACE_S, 0}, NULL);
     _exit(EXIT_GPU_LOST);

@@ -1,4 +1,4 @@
-/* Integration tests of content negotiation against the real binary (api/negotiate.c): the
+/* Integration tests of content negotiation against the real binary (http/negotiate.c): the
  * Accept headers of common clients on a PNG upload give the answer docs/api.md describes.
  * HTTPie's `application/json` then everything at q=0.5 gets JSON; `image/png,
  * application/json;q=0.5` the PNG; `application/json;q=0` and `image/webp` (the result is a PNG:

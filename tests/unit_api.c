@@ -171,13 +171,13 @@ static void test_unescape(void) {
   free(s);
 }
 
-static enum err mp(const char *ct, const char *body, struct mp_part *parts, int *n) {
+static enum err mp(const char *ct, const char *body, struct http_part *parts, int *n) {
   char msg[256];
-  return multipart_parse(ct, (const uint8_t *)body, strlen(body), parts, n, msg, sizeof(msg));
+  return http_multipart_parse(ct, (const uint8_t *)body, strlen(body), parts, n, msg, sizeof(msg));
 }
 
 static void test_multipart(void) {
-  struct mp_part parts[MP_MAX_PARTS];
+  struct http_part parts[HTTP_PARTS_MAX];
   int n;
   const char *body = "preamble\r\n--XyZ\r\n"
                      "Content-Disposition: form-data; name=\"image\"; filename=\"a.png\"\r\n"
@@ -192,17 +192,17 @@ static void test_multipart(void) {
   ASSERT(memcmp(parts[0].data, "PNGDATA", 7) == 0);
   ASSERT_STR(parts[1].name, "params");
   ASSERT_INT(parts[1].len, ==, 11);
-  multipart_free(parts, n);
+  http_multipart_free(parts, n);
   /* quoted boundary, body starting with the delimiter, binary data with CR LF inside */
   const char bin[] = "--b\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\n"
                      "\r\n--bx\r\n\0\r\n--b--";
   char msg[256];
-  ASSERT_INT(multipart_parse("multipart/form-data; boundary=\"b\"", (const uint8_t *)bin,
-                             sizeof(bin) - 1, parts, &n, msg, sizeof(msg)),
+  ASSERT_INT(http_multipart_parse("multipart/form-data; boundary=\"b\"", (const uint8_t *)bin,
+                                  sizeof(bin) - 1, parts, &n, msg, sizeof(msg)),
              ==, ERR_OK);
   ASSERT_INT(n, ==, 1);
   ASSERT_INT(parts[0].len, ==, 9); /* "\r\n--bx\r\n\0" is data: "--bx" is not the boundary */
-  multipart_free(parts, n);
+  http_multipart_free(parts, n);
   static const char *bad[][2] = {
       {"multipart/form-data", "--a\r\n\r\n\r\n--a--"},
       {"multipart/form-data; boundary=", "--\r\n\r\n"},
@@ -218,15 +218,15 @@ static void test_multipart(void) {
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     enum err e = mp(bad[i][0], bad[i][1], parts, &n);
     if (e != ERR_BAD_MULTIPART) TEST_FAIL("case %zu parsed (%d)", i, e);
-    multipart_free(parts, n);
+    http_multipart_free(parts, n);
   }
   /* more parts than the limit */
   char many[2048] = "";
-  for (int i = 0; i < MP_MAX_PARTS + 1; i++)
+  for (int i = 0; i < HTTP_PARTS_MAX + 1; i++)
     strcat(many, "--a\r\nContent-Disposition: form-data; name=\"p\"\r\n\r\nx\r\n");
   strcat(many, "--a--");
   ASSERT_INT(mp("multipart/form-data; boundary=a", many, parts, &n), ==, ERR_BAD_MULTIPART);
-  multipart_free(parts, n);
+  http_multipart_free(parts, n);
 }
 
 static void test_base64(void) {
@@ -371,8 +371,7 @@ static void test_variance_params(void) {
   ASSERT_INT(params_parse(ep, "format=jpeg", NULL, 0, &v, msg, sizeof(msg)), ==, ERR_BAD_PARAMETER);
 }
 
-static enum err parse_conv(const char *query, const char *json, struct conv_params *p,
-                                 char *msg) {
+static enum err parse_conv(const char *query, const char *json, struct conv_params *p, char *msg) {
   memset(p, 0x5a, sizeof(*p));
   return params_parse(&api_convolve_endpoint, query, json, json ? strlen(json) : 0, p, msg, 512);
 }

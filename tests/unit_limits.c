@@ -11,12 +11,13 @@
 
 /* Feeds text to a fresh scanner, in pieces of step bytes (0: whole). */
 static enum err scan(const char *text, size_t len, size_t step, char *msg, size_t msglen) {
-  struct bodyscan s;
+  struct http_bodyscan s;
   memset(&s, 0, sizeof(s));
   enum err e = ERR_OK;
   if (step == 0) step = len ? len : 1;
   for (size_t i = 0; e == ERR_OK && i < len; i += step)
-    e = bodyscan_feed(&s, (const uint8_t *)text + i, len - i < step ? len - i : step, msg, msglen);
+    e = http_bodyscan_feed(&s, (const uint8_t *)text + i, len - i < step ? len - i : step, msg,
+                           msglen);
   return e;
 }
 
@@ -249,13 +250,13 @@ static void test_encode_cost(void) {
   ASSERT_DBL(enc(CODEC_RAW, 6, -1, 0, 1, 16), ==, 0);
 }
 
-static enum err mp(const char *ct, const char *body, struct mp_part *parts, int *n) {
+static enum err mp(const char *ct, const char *body, struct http_part *parts, int *n) {
   char msg[256];
-  return multipart_parse(ct, (const uint8_t *)body, strlen(body), parts, n, msg, sizeof(msg));
+  return http_multipart_parse(ct, (const uint8_t *)body, strlen(body), parts, n, msg, sizeof(msg));
 }
 
 static void test_multipart_quoted(void) {
-  struct mp_part parts[MP_MAX_PARTS];
+  struct http_part parts[HTTP_PARTS_MAX];
   int n;
   const char *ct = "multipart/form-data; boundary=b";
   /* RFC 2183: a quoted-string is one value, whatever ';' or "name=" it holds */
@@ -266,7 +267,7 @@ static void test_multipart_quoted(void) {
              ==, ERR_OK);
   ASSERT_INT(n, ==, 1);
   ASSERT_STR(parts[0].name, "params");
-  multipart_free(parts, n);
+  http_multipart_free(parts, n);
   /* backslash escapes inside quotes */
   ASSERT_INT(mp(ct,
                 "--b\r\nContent-Disposition: form-data; name=\"a\\\"b\\\\c\"; "
@@ -274,21 +275,21 @@ static void test_multipart_quoted(void) {
                 parts, &n),
              ==, ERR_OK);
   ASSERT_STR(parts[0].name, "a\"b\\c");
-  multipart_free(parts, n);
+  http_multipart_free(parts, n);
   ASSERT_INT(
       mp(ct, "--b\r\nContent-Disposition: form-data; NAME = image\r\n\r\nd\r\n--b--", parts, &n),
       ==, ERR_OK);
   ASSERT_STR(parts[0].name, "image");
-  multipart_free(parts, n);
+  http_multipart_free(parts, n);
   /* an unterminated quoted filename hides no name */
   ASSERT_INT(mp(ct,
                 "--b\r\nContent-Disposition: form-data; filename=\"x; name=image\r\n\r\nd\r\n--b--",
                 parts, &n),
              ==, ERR_BAD_MULTIPART);
-  multipart_free(parts, n);
+  http_multipart_free(parts, n);
   /* the empty body, with no buffer at all (memmem must not see NULL) */
   char msg[256];
-  ASSERT_INT(multipart_parse(ct, NULL, 0, parts, &n, msg, sizeof(msg)), ==, ERR_BAD_MULTIPART);
+  ASSERT_INT(http_multipart_parse(ct, NULL, 0, parts, &n, msg, sizeof(msg)), ==, ERR_BAD_MULTIPART);
   ASSERT(strstr(msg, "empty") != NULL);
 }
 

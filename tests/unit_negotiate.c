@@ -1,41 +1,41 @@
-/* unit_negotiate: the Accept header's q-values (api/negotiate.c, RFC 9110 section 12.5.1): the
+/* unit_negotiate: the Accept header's q-values (http/negotiate.c, RFC 9110 section 12.5.1): the
  * most specific matching range counts, q=0 refuses, an absent or empty header accepts anything,
- * a malformed q drops its range, and api_negotiate's choice between the image and JSON (the
+ * a malformed q drops its range, and http_negotiate's choice between the image and JSON (the
  * image on a tie, 406 when neither is acceptable). */
 #include "../api/api_int.h"
 #include "test.h"
 
 static void q_values(void) {
-  ASSERT_INT(api_accept_q(NULL, "image/png"), ==, 1000);
-  ASSERT_INT(api_accept_q("", "image/png"), ==, 1000);
-  ASSERT_INT(api_accept_q("  ", "image/png"), ==, 1000);
-  ASSERT_INT(api_accept_q("image/png", "image/png"), ==, 1000);
-  ASSERT_INT(api_accept_q("IMAGE/PNG", "image/png"), ==, 1000);
-  ASSERT_INT(api_accept_q("image/png", "image/jpeg"), ==, 0);
-  ASSERT_INT(api_accept_q("image/pngx", "image/png"), ==, 0);
-  ASSERT_INT(api_accept_q("image/*;q=0.3", "image/webp"), ==, 300);
-  ASSERT_INT(api_accept_q("*/*;q=0.5", "application/json"), ==, 500);
-  ASSERT_INT(api_accept_q("application/*", "image/png"), ==, 0);
+  ASSERT_INT(http_accept_q(NULL, "image/png"), ==, 1000);
+  ASSERT_INT(http_accept_q("", "image/png"), ==, 1000);
+  ASSERT_INT(http_accept_q("  ", "image/png"), ==, 1000);
+  ASSERT_INT(http_accept_q("image/png", "image/png"), ==, 1000);
+  ASSERT_INT(http_accept_q("IMAGE/PNG", "image/png"), ==, 1000);
+  ASSERT_INT(http_accept_q("image/png", "image/jpeg"), ==, 0);
+  ASSERT_INT(http_accept_q("image/pngx", "image/png"), ==, 0);
+  ASSERT_INT(http_accept_q("image/*;q=0.3", "image/webp"), ==, 300);
+  ASSERT_INT(http_accept_q("*/*;q=0.5", "application/json"), ==, 500);
+  ASSERT_INT(http_accept_q("application/*", "image/png"), ==, 0);
   /* the most specific range counts, whatever the order and the q-values */
-  ASSERT_INT(api_accept_q("*/*, image/png;q=0", "image/png"), ==, 0);
-  ASSERT_INT(api_accept_q("image/png;q=0.2, image/*;q=0.9, */*", "image/png"), ==, 200);
-  ASSERT_INT(api_accept_q("image/png;q=0.2, image/*;q=0.9, */*", "image/jpeg"), ==, 900);
-  ASSERT_INT(api_accept_q("image/png;q=0.2, image/*;q=0.9, */*", "text/plain"), ==, 1000);
+  ASSERT_INT(http_accept_q("*/*, image/png;q=0", "image/png"), ==, 0);
+  ASSERT_INT(http_accept_q("image/png;q=0.2, image/*;q=0.9, */*", "image/png"), ==, 200);
+  ASSERT_INT(http_accept_q("image/png;q=0.2, image/*;q=0.9, */*", "image/jpeg"), ==, 900);
+  ASSERT_INT(http_accept_q("image/png;q=0.2, image/*;q=0.9, */*", "text/plain"), ==, 1000);
   /* spaces, other parameters, three decimals, and malformed q-values (the range is dropped) */
-  ASSERT_INT(api_accept_q(" image/png ; level=1 ; q=0.125 ", "image/png"), ==, 125);
-  ASSERT_INT(api_accept_q("image/png;Q=1.000", "image/png"), ==, 1000);
-  ASSERT_INT(api_accept_q("image/png;q=2", "image/png"), ==, 0);
-  ASSERT_INT(api_accept_q("image/png;q=1.5", "image/png"), ==, 0);
-  ASSERT_INT(api_accept_q("image/png;q=0.12345", "image/png"), ==, 0);
-  ASSERT_INT(api_accept_q("image/png;q=abc, */*;q=0.1", "image/png"), ==, 100);
-  ASSERT_INT(api_accept_q(",,image/png;q=0.7,", "image/png"), ==, 700);
+  ASSERT_INT(http_accept_q(" image/png ; level=1 ; q=0.125 ", "image/png"), ==, 125);
+  ASSERT_INT(http_accept_q("image/png;Q=1.000", "image/png"), ==, 1000);
+  ASSERT_INT(http_accept_q("image/png;q=2", "image/png"), ==, 0);
+  ASSERT_INT(http_accept_q("image/png;q=1.5", "image/png"), ==, 0);
+  ASSERT_INT(http_accept_q("image/png;q=0.12345", "image/png"), ==, 0);
+  ASSERT_INT(http_accept_q("image/png;q=abc, */*;q=0.1", "image/png"), ==, 100);
+  ASSERT_INT(http_accept_q(",,image/png;q=0.7,", "image/png"), ==, 700);
 }
 
-/* api_negotiate's answer for accept on a result of type image: 0 image, 1 JSON, -1 406. */
+/* http_negotiate's answer for accept on a result of type image: 0 image, 1 JSON, -1 406. */
 static int answer(const char *accept, const char *image) {
   char msg[256] = "";
   int json = -7;
-  enum err e = api_negotiate(accept, image, &json, msg, sizeof(msg));
+  enum err e = http_negotiate(accept, image, &json, msg, sizeof(msg));
   if (e == ERR_NOT_ACCEPTABLE) {
     ASSERT(strstr(msg, image) != NULL);
     return -1;

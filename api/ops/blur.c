@@ -83,8 +83,8 @@ struct region { /* a region, clipped: its box (x, y, width, height: the region g
 
 /* The regions of p clipped to a w x h image, with their boxes for blur b; a region outside the
  * image is a 400 (a sentence in msg). */
-static enum err blur_regions_of(const struct blur_params *p, const struct cpu_blur *b, int w,
-                                      int h, struct region *r, char *msg, size_t msglen) {
+static enum err blur_regions_of(const struct blur_params *p, const struct cpu_blur *b, int w, int h,
+                                struct region *r, char *msg, size_t msglen) {
   int rx = cpu_blur_reach(b, p->sigma_x) + p->feather,
       ry = cpu_blur_reach(b, p->sigma_y) + p->feather;
   for (int i = 0; i < p->regions.n; i++) {
@@ -250,7 +250,7 @@ static int blur_box(struct cpu_pool *pool, const struct cpu_blur *b, const struc
  * image twice and the largest box twice, whatever the number and overlap of the regions (copying
  * every box first took their sum: 64 boxes over a 3000x3000 RGBA image, 2.47 GB at the peak). */
 static enum err blur_cpu_regions(struct op_env *env, const struct blur_params *p,
-                                       const struct cpu_blur *b, struct op_io *io) {
+                                 const struct cpu_blur *b, struct op_io *io) {
   struct region r[API_REGIONS_MAX];
   struct cpu_accuracy acc[API_REGIONS_MAX];
   int n = p->regions.n;

@@ -289,8 +289,8 @@ double op_request_s(const uint8_t *image, size_t len, const struct codec_shape *
 
 /* ERR_IMAGE_TOO_LARGE, with a sentence in msg (the decoder's words, and the flag), when the image
  * of shape s passes ctx's limits on its width, height or pixels, before any cost is counted. */
-static enum err image_limits(const struct api_ctx *ctx, const struct codec_shape *s,
-                                   char *msg, size_t msglen) {
+static enum err image_limits(const struct api_ctx *ctx, const struct codec_shape *s, char *msg,
+                             size_t msglen) {
   const struct api_config *c = &ctx->cfg;
   uint64_t px = (uint64_t)s->width * (uint64_t)s->height;
   if (c->max_width && (uint32_t)s->width > c->max_width)
@@ -309,8 +309,7 @@ static enum err image_limits(const struct api_ctx *ctx, const struct codec_shape
 }
 
 enum err op_budget(const struct api_ctx *ctx, const struct endpoint *ep, const void *params,
-                         const uint8_t *image, size_t len, double *estimate_s, char *msg,
-                         size_t msglen) {
+                   const uint8_t *image, size_t len, double *estimate_s, char *msg, size_t msglen) {
   struct codec_shape shape;
   double limit = ctx->cfg.max_cost;
   *estimate_s = 0;
@@ -336,8 +335,8 @@ int op_given(const struct endpoint *ep, unsigned given, const char *name) {
   return s ? given >> (s - ep->params) & 1 : 0;
 }
 
-enum err op_region_rect(const struct api_regions *rg, int i, int width, int height,
-                              int rect[4], char *msg, size_t msglen) {
+enum err op_region_rect(const struct api_regions *rg, int i, int width, int height, int rect[4],
+                        char *msg, size_t msglen) {
   const int *r = rg->r[i];
   long x0 = r[0], y0 = r[1], x1 = (long)r[0] + r[2], y1 = (long)r[1] + r[3];
   rect[0] = (int)(x0 < 0 ? 0 : x0), rect[1] = (int)(y0 < 0 ? 0 : y0);

@@ -85,7 +85,7 @@ static void pixelate_result(json_t *o, const void *params, const struct op_resul
 
 /* The regions of p clipped to io's image into rect (x0, y0, x1, y1). */
 static enum err pixelate_regions(const struct pixelate_params *p, struct op_io *io,
-                                       int (*rect)[4]) {
+                                 int (*rect)[4]) {
   enum err e = ERR_OK;
   io->res->method = "mosaic";
   for (int i = 0; e == ERR_OK && i < p->regions.n; i++)

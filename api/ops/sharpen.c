@@ -93,8 +93,8 @@ static enum err sharpen_cpu(struct op_env *env, const void *params, struct op_io
   dst = op_image(io->out);
   if (!(blurred.data = codec_alloc_pixels(cpu_image_bytes(&src)))) return ERR_OUT_OF_MEMORY;
   enum err e = cpu_blur_image(env->worker, &b, &src, &blurred, p->psnr ? &acc : NULL, &ct) == 0
-                         ? op_cancelled() /* an unfinished blur is not sharpened */
-                         : ERR_OUT_OF_MEMORY;
+                   ? op_cancelled() /* an unfinished blur is not sharpened */
+                   : ERR_OUT_OF_MEMORY;
   if (e == ERR_OK) {
     double t0 = api_now_ms();
     cpu_unsharp_image(env->worker, &u, &src, &blurred, &dst);

@@ -1,7 +1,7 @@
 /* A multipart/form-data parser (RFC 7578) over a byte buffer that is already complete. It only
  * splits the body into named parts: part data point into the body, nothing is copied. Every
  * read is bounds-checked, so it can be fed arbitrary bytes (tests/fuzz). */
-#include "api_int.h"
+#include "http.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,15 +117,15 @@ static enum err fail(char *msg, size_t msglen, const char *why) {
   return ERR_BAD_MULTIPART;
 }
 
-void multipart_free(struct mp_part *parts, int nparts) {
+void http_multipart_free(struct http_part *parts, int nparts) {
   for (int i = 0; i < nparts; i++) {
     free((char *)parts[i].name);
     parts[i].name = NULL;
   }
 }
 
-enum err multipart_parse(const char *content_type, const uint8_t *body, size_t len,
-                               struct mp_part *parts, int *nparts, char *msg, size_t msglen) {
+enum err http_multipart_parse(const char *content_type, const uint8_t *body, size_t len,
+                              struct http_part *parts, int *nparts, char *msg, size_t msglen) {
   char b[MAX_BOUNDARY + 1], delim[MAX_BOUNDARY + 5];
   *nparts = 0;
   if (boundary_of(content_type, b) != 0) return fail(msg, msglen, "no usable boundary parameter");
@@ -151,10 +151,10 @@ enum err multipart_parse(const char *content_type, const uint8_t *body, size_t l
     if (!hend || hend - p > MAX_HEADERS) return fail(msg, msglen, "a part has no header end");
     const uint8_t *data = hend + 4, *next = next_delim(data, end, delim, (size_t)dl);
     if (!next) return fail(msg, msglen, "the body ends before its closing boundary");
-    if (*nparts == MP_MAX_PARTS) return fail(msg, msglen, "too many parts");
+    if (*nparts == HTTP_PARTS_MAX) return fail(msg, msglen, "too many parts");
     char *name = hend > p ? part_name((const char *)p, (size_t)(hend - p)) : NULL;
     if (!name) return fail(msg, msglen, "a part has no Content-Disposition name");
-    parts[*nparts] = (struct mp_part){name, data, (size_t)(next - data)};
+    parts[*nparts] = (struct http_part){name, data, (size_t)(next - data)};
     (*nparts)++;
     p = next + dl;
   }

@@ -8,11 +8,12 @@
  * once it knows the result's format (the `format` parameter's, or the upload's), and answers 406
  * when neither is acceptable. A function over strings, with no allocation, so the unit test needs
  * no server. */
-#include "api_int.h"
+#include "http.h"
 
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 /* The q-value at s ("0.5", "1", "0.125"), in thousandths; -1 when it is not one. */
 static int qvalue(const char *s, size_t n) {
@@ -62,7 +63,7 @@ static int element_q(const char *params, size_t n) {
   return 1000;
 }
 
-int api_accept_q(const char *accept, const char *type) {
+int http_accept_q(const char *accept, const char *type) {
   size_t total = accept ? strlen(accept) : 0;
   trim(accept, &total);
   if (total == 0) return 1000; /* no Accept, or an empty one: anything */
@@ -79,9 +80,9 @@ int api_accept_q(const char *accept, const char *type) {
   return q;
 }
 
-enum err api_negotiate(const char *accept, const char *image_type, int *json, char *msg,
-                             size_t msglen) {
-  int qi = api_accept_q(accept, image_type), qj = api_accept_q(accept, "application/json");
+enum err http_negotiate(const char *accept, const char *image_type, int *json, char *msg,
+                        size_t msglen) {
+  int qi = http_accept_q(accept, image_type), qj = http_accept_q(accept, "application/json");
   *json = qj > qi;
   if (qi > 0 || qj > 0) return ERR_OK;
   snprintf(msg, msglen,
@@ -89,4 +90,10 @@ enum err api_negotiate(const char *accept, const char *image_type, int *json, ch
            "parameter's) nor application/json.",
            accept, image_type);
   return ERR_NOT_ACCEPTABLE;
+}
+
+int http_media_is(const char *content_type, const char *type) {
+  size_t n = strlen(type);
+  if (!content_type || strncasecmp(content_type, type, n) != 0) return 0;
+  return content_type[n] == 0 || content_type[n] == ';' || content_type[n] == ' ';
 }

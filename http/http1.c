@@ -1,5 +1,5 @@
-/* The HTTP/1.1 request syntax (http1.h): the head parsed in place, and the chunked decoder. */
-#include "http1.h"
+/* The HTTP/1.1 request syntax (http.h): the head parsed in place, and the chunked decoder. */
+#include "http.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -174,7 +174,7 @@ static enum err framing(struct http1_request *rq, char *msg, size_t n) {
 }
 
 enum err http1_parse_head(char *buf, size_t len, struct http1_request *rq, char *msg,
-                                size_t msglen) {
+                          size_t msglen) {
   char *p = buf, *end = buf + len, *line;
   memset(rq, 0, sizeof(*rq));
   if (len > HTTP1_HEAD_MAX)
@@ -270,7 +270,7 @@ static int after_data_byte(struct http1_chunked *c, unsigned char b) {
 }
 
 enum err http1_chunk(struct http1_chunked *c, const uint8_t *in, size_t n, size_t *used,
-                           const uint8_t **data, size_t *len, int *done, char *msg, size_t msglen) {
+                     const uint8_t **data, size_t *len, int *done, char *msg, size_t msglen) {
   size_t i = 0;
   *data = NULL, *len = 0;
   for (; i < n && c->state != CH_DONE; i++) {

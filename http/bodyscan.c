@@ -5,7 +5,7 @@
  * of nesting. It tracks only what the limits need (strings, the containers, where a value
  * starts, whether a top-level key is "image"); it does not validate the JSON: the job's parser
  * does, with jansson's sentences. Its state is a few words, kept in the request. */
-#include "api_int.h"
+#include "http.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -17,9 +17,6 @@ enum {            /* where the scanner is */
        BS_SCALAR  /* in a number, true, false or null */
 };
 
-_Static_assert(sizeof(struct bodyscan) <= sizeof(((struct api_request *)0)->body_scan),
-               "struct bodyscan must fit in api_request.body_scan");
-
 static enum err too_deep(char *msg, size_t msglen) {
   snprintf(msg, msglen,
            "The JSON body nests arrays and objects more than %d deep; the parameters need 3.",
@@ -29,9 +26,9 @@ static enum err too_deep(char *msg, size_t msglen) {
 
 static enum err too_many(char *msg, size_t msglen) {
   snprintf(msg, msglen,
-           "The JSON body has more than %d values outside its image; the largest request (a "
-           "%dx%d kernel) needs %d.",
-           BODYSCAN_VALUES_MAX, CPU_CONV_MAX, CPU_CONV_MAX, CPU_CONV_MAX * (CPU_CONV_MAX + 1) + 2);
+           "The JSON body has more than %d values outside its image; the largest set of "
+           "parameters (a 31x31 kernel) has under a thousand.",
+           BODYSCAN_VALUES_MAX);
   return ERR_BAD_JSON;
 }
 
@@ -44,7 +41,7 @@ static enum err too_large(char *msg, size_t msglen) {
 }
 
 /* A value starts with c (not a blank, ',', ':' or a closing bracket). */
-static enum err value_start(struct bodyscan *s, int c, char *msg, size_t msglen) {
+static enum err value_start(struct http_bodyscan *s, int c, char *msg, size_t msglen) {
   if (++s->values > BODYSCAN_VALUES_MAX) return too_many(msg, msglen);
   s->key = 0;
   if (c == '"') {
@@ -64,13 +61,13 @@ static enum err value_start(struct bodyscan *s, int c, char *msg, size_t msglen)
 }
 
 /* A key string ends: whether it is the top-level "image" is known from its bytes. */
-static void key_end(struct bodyscan *s) {
+static void key_end(struct http_bodyscan *s) {
   s->image_next = s->depth == 1 && s->match == 5;
   s->state = BS_AFTER;
 }
 
 /* One byte outside a string. */
-static enum err structural(struct bodyscan *s, int c, char *msg, size_t msglen) {
+static enum err structural(struct http_bodyscan *s, int c, char *msg, size_t msglen) {
   if (c == ' ' || c == '\t' || c == '\r' || c == '\n') {
     if (s->state == BS_SCALAR) s->state = BS_AFTER;
     return ERR_OK;
@@ -90,7 +87,7 @@ static enum err structural(struct bodyscan *s, int c, char *msg, size_t msglen) 
 }
 
 /* Skips the bytes of a string up to its closing quote; returns how many it consumed. */
-static size_t string_bytes(struct bodyscan *s, const uint8_t *p, size_t n) {
+static size_t string_bytes(struct http_bodyscan *s, const uint8_t *p, size_t n) {
   size_t i = 0;
   if (!s->in_key && !s->escape) { /* a value, the image mostly: memchr runs at memory speed */
     const uint8_t *q = memchr(p, '"', n), *b = memchr(p, '\\', q ? (size_t)(q - p) : n);
@@ -124,8 +121,8 @@ static size_t string_bytes(struct bodyscan *s, const uint8_t *p, size_t n) {
   return i;
 }
 
-enum err bodyscan_feed(struct bodyscan *s, const uint8_t *data, size_t n, char *msg,
-                             size_t msglen) {
+enum err http_bodyscan_feed(struct http_bodyscan *s, const uint8_t *data, size_t n, char *msg,
+                            size_t msglen) {
   size_t i = 0;
   while (i < n) {
     if (s->state == BS_STRING) {
