@@ -35,8 +35,8 @@ const char *backend_host_codec(enum codec_format f) {
 }
 
 enum err backend_host_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
-                                   struct codec_image *img, const char **codec, char *msg,
-                                   size_t msglen) {
+                             struct codec_image *img, const char **codec, char *msg,
+                             size_t msglen) {
   enum codec_status s = codec_decode(buf, len, lim, img, msg, msglen);
   enum codec_format f = s == CODEC_OK ? img->format : codec_sniff(buf, len);
   *codec = f == CODEC_PNG && codec_png_direct(buf, len) ? "libdeflate" : backend_host_codec(f);
@@ -44,8 +44,8 @@ enum err backend_host_decode(const uint8_t *buf, size_t len, const struct codec_
 }
 
 enum err backend_host_encode(const struct codec_image *img, const struct codec_encode_opts *o,
-                                   uint8_t **out, size_t *len, const char **codec, char *msg,
-                                   size_t msglen) {
+                             uint8_t **out, size_t *len, const char **codec, char *msg,
+                             size_t msglen) {
   *codec = o->format == CODEC_PNG && !o->png_libpng ? codec_png_deflater(o->compression)
            : o->format == CODEC_RAW                 ? "raw"
            : o->format == CODEC_NPY                 ? "npy"
@@ -58,8 +58,8 @@ enum err backend_host_encode(const struct codec_image *img, const struct codec_e
 /* ---- the CPU backend's verbs ---- */
 
 static enum err cpu_decode(void *state, const uint8_t *buf, size_t len,
-                                 const struct codec_limits *lim, struct codec_image *img,
-                                 const char **codec, char *msg, size_t msglen) {
+                           const struct codec_limits *lim, struct codec_image *img,
+                           const char **codec, char *msg, size_t msglen) {
   (void)state;
   return backend_host_decode(buf, len, lim, img, codec, msg, msglen);
 }
@@ -70,8 +70,8 @@ static void pool_for(void *pool, int n, void (*fn)(void *arg, int begin, int end
 
 /* The encode, with the pool's threads for a large PNG (codec_encode_opts.parallel). */
 static enum err cpu_encode(void *state, const struct codec_image *img,
-                                 const struct codec_encode_opts *o, uint8_t **out, size_t *len,
-                                 const char **codec, double *download, char *msg, size_t msglen) {
+                           const struct codec_encode_opts *o, uint8_t **out, size_t *len,
+                           const char **codec, double *download, char *msg, size_t msglen) {
   struct codec_encode_opts threads = *o;
   threads.parallel = pool_for, threads.parallel_ctx = state;
   *download = -1;

@@ -27,7 +27,7 @@ struct backend_gpu_shared {
   const char *jpeg_lib;   /* the nvJPEG library, when it does */
   int per_gpu;            /* a device's workers with the GPU codecs: its decoders' largest batch */
   int batch_wait_us, decoders; /* the configuration's */
-  double t_start;         /* clock_ms() when it was made */
+  double t_start;              /* clock_ms() when it was made */
 };
 
 struct gpu_worker {
@@ -102,8 +102,8 @@ static enum err gpu_error(struct gpu_worker *w, enum gpu_status s) {
 /* A JPEG goes to nvJPEG once libjpeg has read its headers (refusing what the CPU decoder refuses,
  * in its words), when it is one nvJPEG decodes as libjpeg does and is not cut short. */
 static enum err gpu_decode(void *state, const uint8_t *buf, size_t len,
-                                 const struct codec_limits *lim, struct codec_image *img,
-                                 const char **codec, char *msg, size_t msglen) {
+                           const struct codec_limits *lim, struct codec_image *img,
+                           const char **codec, char *msg, size_t msglen) {
   struct gpu_worker *w = state;
   struct codec_jpeg_info info;
   if (w->jpeg && codec_sniff(buf, len) == CODEC_JPEG) {
@@ -135,7 +135,7 @@ static enum err gpu_decode(void *state, const uint8_t *buf, size_t len,
 /* nvJPEG writes no ICC profile: the one o carries goes into *out (of *len bytes, replaced) as
  * the CPU encoder would put it there, when it describes channels colours. */
 static enum err gpu_add_icc(const struct codec_encode_opts *o, int channels, uint8_t **out,
-                                  size_t *len) {
+                            size_t *len) {
   uint8_t *with = NULL;
   size_t with_len = 0;
   if (!o->icc || codec_icc_colours(o->icc, o->icc_len) != channels) return ERR_OK;
@@ -174,8 +174,8 @@ static int gpu_webp(struct gpu_worker *w, const struct codec_image *img,
 
 /* JPEG of 8-bit gray or RGB on the device is encoded there; the rest comes to the host. */
 static enum err gpu_encode(void *state, const struct codec_image *img,
-                                 const struct codec_encode_opts *o, uint8_t **out, size_t *len,
-                                 const char **codec, double *download, char *msg, size_t msglen) {
+                           const struct codec_encode_opts *o, uint8_t **out, size_t *len,
+                           const char **codec, double *download, char *msg, size_t msglen) {
   struct gpu_worker *w = state;
   struct cpu_image shape = {NULL, img->width, img->height, img->channels, img->depth};
   *download = -1;
@@ -219,8 +219,8 @@ static enum err gpu_to_host(void *state, struct codec_image *img) {
  * the result stays there. Fills io->t from the launch's times (filter = upload + kernels). The
  * job's cancel token is checked between the upload and the launch (its kernels take
  * milliseconds, and are not interrupted). */
-enum err op_gpu_run(struct op_env *env, struct op_io *io, op_gpu_launch launch,
-                          const void *arg, struct cpu_accuracy *acc) {
+enum err op_gpu_run(struct op_env *env, struct op_io *io, op_gpu_launch launch, const void *arg,
+                    struct cpu_accuracy *acc) {
   struct gpu_worker *w = env->worker;
   struct gpu_ctx *ctx = gpu_job_ctx(w);
   struct gpu_times g = {0, 0, 0, 0};
@@ -409,10 +409,10 @@ static int gpu_device_memory(int dev, int opened, size_t *used, size_t *total) {
 static void gpu_codecs_json(void *shared, json_t *o, const char **jpeg_decoder) {
   struct backend_gpu_shared *g = shared;
   *jpeg_decoder = gpu_jpeg_decoder(g->jpeg[0]);
-  json_object_update_new(o, json_pack("{s:b, s:s, s:s, s:s, s:i, s:i}", "gpu", 1, "jpeg_decode",
-                                      *jpeg_decoder, "jpeg_encode", "nvjpeg", "library",
-                                      g->jpeg_lib, "batch_wait_us", g->batch_wait_us, "decoders",
-                                      g->decoders));
+  json_object_update_new(o,
+                         json_pack("{s:b, s:s, s:s, s:s, s:i, s:i}", "gpu", 1, "jpeg_decode",
+                                   *jpeg_decoder, "jpeg_encode", "nvjpeg", "library", g->jpeg_lib,
+                                   "batch_wait_us", g->batch_wait_us, "decoders", g->decoders));
 }
 
 static int gpu_batch_stats(void *shared, int dev, struct engine_batch_stats *s) {
@@ -467,5 +467,6 @@ static int gpu_probe(const struct engine_config *cfg, char *why, size_t n) {
   return -1;
 }
 
-const struct backend_ops backend_gpu_ops = {.kind = "cuda", .column = ENGINE_GPU, .probe = gpu_probe};
+const struct backend_ops backend_gpu_ops = {
+    .kind = "cuda", .column = ENGINE_GPU, .probe = gpu_probe};
 #endif

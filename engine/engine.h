@@ -189,10 +189,10 @@ struct engine_image_job {
   const uint8_t *image; /* the upload */
   size_t len;
   struct codec_limits lim;
-  const op_compute_fn *compute; /* the operation's computes by backend; NULL: none (a convert) */
-  const void *params;           /* its parameters */
-  int to_srgb;                  /* colorspace=srgb: the pixels into sRGB, the profile dropped */
-  double deadline;              /* clock_ms() past which the job stops; 0: none */
+  const op_compute_fn *compute;  /* the operation's computes by backend; NULL: none (a convert) */
+  const void *params;            /* its parameters */
+  int to_srgb;                   /* colorspace=srgb: the pixels into sRGB, the profile dropped */
+  double deadline;               /* clock_ms() past which the job stops; 0: none */
   int (*client_gone)(void *arg); /* has the client left? may be NULL */
   void *arg;
   /* Once the image is decoded, before the compute: the answer's encoding for an input of format

@@ -31,8 +31,7 @@ struct backend_ops {
   void (*shared_free)(void *shared); /* after every worker is freed */
   /* Workers a device runs (ndev 0: in all), by cfg->workers or cores; fast_codecs: its own codecs
    * run (the GPU's workers then sleep through their decodes, and more of them keep it busy). */
-  int (*workers_per_device)(const struct engine_config *cfg, int ndev, int cores,
-                            int fast_codecs);
+  int (*workers_per_device)(const struct engine_config *cfg, int ndev, int cores, int fast_codecs);
   /* Starts the backend's own codecs for per_device workers a device (device 0's now, making its
    * context): returns 1 when they run, 0 when the host's codecs serve (why says why), -1 when they
    * cannot start and cfg requires them (why says why). NULL: the host's codecs always. */
@@ -167,8 +166,7 @@ enum err backend_codec_error(enum codec_status s);
 const char *backend_host_codec(enum codec_format f);
 /* codec_decode and codec_encode with the engine's errors and the codec's name in *codec. */
 enum err backend_host_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
-                             struct codec_image *img, const char **codec, char *msg,
-                             size_t msglen);
+                             struct codec_image *img, const char **codec, char *msg, size_t msglen);
 enum err backend_host_encode(const struct codec_image *img, const struct codec_encode_opts *o,
                              uint8_t **out, size_t *len, const char **codec, char *msg,
                              size_t msglen);

@@ -267,7 +267,7 @@ int engine_device_memory(struct engine *e, int dev, size_t *held, size_t *used, 
   pthread_mutex_lock(&e->mu); /* the start thread may still add workers */
   int n = e->nworkers;
   pthread_mutex_unlock(&e->mu);
-  for (int i = dev; i < n && e->ops->worker_bytes; i += e->ndev) { /* i uses device i % ndev */
+  for (int i = dev; i < n && e->ops->worker_bytes; i += e->ndev) {     /* i uses device i % ndev */
     void *w = __atomic_load_n(&e->workers[i].state, __ATOMIC_ACQUIRE); /* NULL: not made yet */
     if (w) *held += e->ops->worker_bytes(w);
   }

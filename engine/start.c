@@ -61,9 +61,10 @@ static int start_codecs(struct engine *e, int per_device, char *err, size_t errl
   if (e->cfg.gpu_codecs == ENGINE_GPU_CODECS_OFF)
     snprintf(why, n, "--gpu-codecs off");
   else if (!e->ops->codecs_start)
-    snprintf(why, n, "%s", e->cfg.backend == ENGINE_ONLY_CPU ? "the CPU backend (--backend cpu)"
-                           : e->unavailable[0]              ? e->unavailable
-                                                            : "no device of its own");
+    snprintf(why, n, "%s",
+             e->cfg.backend == ENGINE_ONLY_CPU ? "the CPU backend (--backend cpu)"
+             : e->unavailable[0]               ? e->unavailable
+                                               : "no device of its own");
   else
     rc = e->ops->codecs_start(e->shared, &e->cfg, per_device, why, n);
   if (rc < 0 || (rc == 0 && e->cfg.gpu_codecs == ENGINE_GPU_CODECS_ON)) {
@@ -143,8 +144,7 @@ static int choose_backend(struct engine *e, char *err, size_t errlen) {
 /* Whether a backend the configuration allows takes long to ask for its devices. */
 static int defer_choice(const struct engine_config *cfg) {
   for (int i = 0; i < NBACKENDS; i++)
-    if (wanted(cfg, backends[i]) && backends[i]->probe_is_slow &&
-        backends[i]->probe_is_slow(cfg))
+    if (wanted(cfg, backends[i]) && backends[i]->probe_is_slow && backends[i]->probe_is_slow(cfg))
       return 1;
   return 0;
 }
