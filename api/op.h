@@ -97,6 +97,7 @@ struct op_field {   /* a field an operation adds to the JSON result */
 struct api_op {
   const char *name;          /* "blur": the path without '/', and the CLI verb */
   const char *summary;       /* one sentence for /openapi.json and docs/api.md */
+  const char *x_method;      /* what its X-Method header names, for /openapi.json; NULL: none */
   const struct endpoint *ep; /* the path, the parameter specs, the check and the cost */
   size_t params_size;        /* sizeof the endpoint's parameter struct */
   /* Adds the operation's rows to /methods' list (each with method_entry); NULL: none. */

@@ -256,10 +256,7 @@ static json_t *image_ok(const struct route *r) {
               "Stage times, e.g. queue;dur=0.02, decode;dur=8.8, filter;dur=41.1, encode;dur=7.0, "
               "total;dur=57.9 (ms); the CUDA backend adds upload, kernel and download."),
           "X-Backend", header("Where it ran: cpu, or e.g. cuda:0 NVIDIA H200.")));
-  if (r->op && r->op->compute[ENGINE_CPU]) /* every compute names what ran */
-    json_object_set_new(h, "X-Method",
-                        header("The method that ran (auto resolved); /contrast: wallis; "
-                               "/convolve: the kernel's name, or custom; /pixelate: mosaic."));
+  if (r->op && r->op->x_method) json_object_set_new(h, "X-Method", header(r->op->x_method));
   if (has_param(r->ep, "sigma"))
     json_object_set_new(h, "X-Sigma", header("The sigmas along x and y, e.g. 3,3."));
   if (has_field(r->op, "scale"))

@@ -342,6 +342,7 @@ const struct api_op op_blur = {
     "blur",
     "Blurs the uploaded image with a Gaussian of standard deviation sigma (or sigma_x and "
     "sigma_y), whole or in regions; answers the image, with stage times and PSNR.",
+    "The method that ran, auto resolved to the one it chose.",
     &api_blur_endpoint,
     sizeof(struct blur_params),
     blur_methods,

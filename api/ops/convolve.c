@@ -123,7 +123,9 @@ static enum err conv_gpu(struct op_env *env, const void *params, struct op_io *i
 
 const struct api_op op_convolve = {
     "convolve",
-    "2-D convolution with a named (seed 003) or custom odd square kernel.",
+    "2-D convolution with a named 3x3 kernel (edge, sharpen, emboss, box, gauss3) or a custom "
+    "odd square kernel.",
+    "The kernel's name, or custom.",
     &api_convolve_endpoint,
     sizeof(struct conv_params),
     conv_methods,

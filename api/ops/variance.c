@@ -29,7 +29,7 @@ static const struct param_spec var_params[] = {
     {"radius", PT_INT, 1, CPU_VAR_RADIUS_MAX, NULL, "7", OFF(radius),
      "Window radius r: 2r + 1 pixels per axis; threewise takes r = 2^k - 1 only.", 0},
     {"window", PT_ENUM, 0, 0, window_choices, "triangle", OFF(window),
-     "Weights per axis: triangle is seed 004's 1 2 ... r+1 ... 2 1, box is all ones.", 0},
+     "Weights per axis: triangle is 1 2 ... r+1 ... 2 1 (as in Threewise), box is all ones.", 0},
     {"output", PT_ENUM, 0, 0, output_choices, "stddev", OFF(output),
      "The map: local standard deviation or variance of luma, population convention (divided by "
      "the total weight W, not W - 1), times the scale in X-Scale.",
@@ -233,8 +233,9 @@ static enum err var_gpu(struct op_env *env, const void *params, struct op_io *io
 
 const struct api_op op_variance = {
     "variance",
-    "Local variance or standard deviation map of the upload's luma (seed 004's methods and an "
-    "exact one), as a 16-bit gray PNG.",
+    "Local variance or standard deviation map of the upload's luma (the methods the Threewise "
+    "paper compares, and an exact one), as a 16-bit gray PNG.",
+    "The method that ran, auto resolved to the one it chose.",
     &api_variance_endpoint,
     sizeof(struct var_params),
     var_methods,
