@@ -290,11 +290,9 @@ static void render_info(struct text *t, struct api_ctx *ctx) {
   put(t, "\"} 1\n");
   put_family(t, "blurd_build_info", "gauge",
              "The backends compiled in and the compiler (always 1).");
-#ifdef BLURD_CUDA
-  put(t, "blurd_build_info{backends=\"cpu,cuda\",compiler=\"");
-#else
-  put(t, "blurd_build_info{backends=\"cpu\",compiler=\"");
-#endif
+  put(t, "blurd_build_info{backends=\"");
+  put_label(t, engine_built());
+  put(t, "\",compiler=\"");
   put_label(t, __VERSION__);
   put(t, "\"} 1\n");
 }

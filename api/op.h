@@ -220,6 +220,11 @@ const char *op_choice(const struct endpoint *ep, const void *params, const char 
  * "input" is input. No ICC profile. */
 struct codec_encode_opts op_output(const struct endpoint *ep, const void *params,
                                    enum codec_format input);
+/* The checks of an upload once its parameters are in params (ep's struct): it carries an image
+ * in a format the service reads, within the image limits, whose estimated cost is within the
+ * budget (op_budget). Returns NULL to go on, or the error response (the caller owns it). */
+struct api_response *op_admit(struct api_ctx *ctx, const struct endpoint *ep, const void *params,
+                              const uint8_t *image, size_t len);
 /* The budget of one request, from its image's header: ERR_IMAGE_TOO_LARGE when the image
  * passes ctx's --max-width, --max-height or --max-pixels (whatever its cost); else ERR_OK when
  * the estimate (op_request_s, ep's cost, op_encode_s) is within ctx's --max-cost (or there is

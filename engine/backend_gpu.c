@@ -468,5 +468,5 @@ static int gpu_probe(const struct engine_config *cfg, char *why, size_t n) {
 }
 
 const struct backend_ops backend_gpu_ops = {
-    .kind = "cuda", .column = ENGINE_GPU, .probe = gpu_probe};
+    .kind = "cuda", .column = ENGINE_GPU, .absent = 1, .probe = gpu_probe};
 #endif

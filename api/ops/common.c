@@ -330,6 +330,27 @@ enum err op_budget(const struct api_ctx *ctx, const struct endpoint *ep, const v
   return ERR_TOO_EXPENSIVE;
 }
 
+struct api_response *op_admit(struct api_ctx *ctx, const struct endpoint *ep, const void *params,
+                              const uint8_t *image, size_t len) {
+  char msg[512];
+  double estimate;
+  if (!image || len == 0)
+    return api_error_response(
+        ERR_MISSING_IMAGE,
+        "The request carries no image: send it in the form field 'image', or as the raw body "
+        "with Content-Type image/png, image/jpeg or image/webp.");
+  if (codec_sniff(image, len) == CODEC_NONE)
+    return api_error_response(ERR_UNSUPPORTED_MEDIA,
+                              "The upload is neither a PNG, a JPEG nor a WebP file.");
+  enum err e = op_budget(ctx, ep, params, image, len, &estimate, msg, sizeof(msg));
+  if (e == ERR_OK) return NULL;
+  if (e != ERR_TOO_EXPENSIVE) return api_error_response(e, msg); /* past the image limits */
+  /* one decimal, as in the sentence */
+  return response_error(e, msg,
+                        json_pack("{s:f, s:f}", "estimate_s", round(estimate * 10) / 10,
+                                  "max_cost_s", ctx->cfg.max_cost));
+}
+
 int op_given(const struct endpoint *ep, unsigned given, const char *name) {
   const struct param_spec *s = params_spec(ep, name);
   return s ? given >> (s - ep->params) & 1 : 0;
@@ -348,13 +369,14 @@ enum err op_region_rect(const struct api_regions *rg, int i, int width, int heig
   return ERR_BAD_PARAMETER;
 }
 
-/* The backends this build has: "cpu", and "cuda" when compiled with nvcc. */
+/* The backends this build has, as a JSON array of their kinds. */
 static json_t *backends(void) {
-#ifdef BLURD_CUDA
-  return json_pack("[s, s]", "cpu", "cuda");
-#else
-  return json_pack("[s]", "cpu");
-#endif
+  json_t *a = json_array();
+  char kinds[64];
+  snprintf(kinds, sizeof(kinds), "%s", engine_built());
+  for (char *save, *k = strtok_r(kinds, ",", &save); k; k = strtok_r(NULL, ",", &save))
+    json_array_append_new(a, json_string(k));
+  return a;
 }
 
 json_t *op_method_entry(const char *name, const struct endpoint *ep, const char *desc,
