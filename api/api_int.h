@@ -1,11 +1,6 @@
-/* Internals shared by the files of api/: parameter specs and parsing (params.c), the operations'
- * descriptors and their table (op.h, ops/), the multipart/form-data parser (multipart.c), the
- * streaming check of JSON bodies (bodyscan.c), uploads (upload.c), the backend's queue and
- * workers (engine/) and its verbs (backend_cpu.c, backend_gpu.c), jobs (job.c), response helpers
- * (response.c), the route table (routes.c) and the answers (handler.c), the OpenAPI description
- * built from them (openapi.c), the demo page's files (web.c), metrics (metrics.c), request ids
- * and the access log (accesslog.c), the API key and CORS (guard.c), the context's life cycle
- * (lifecycle.c) and state (ctx.c). Nothing outside api/ includes this header. */
+/* Internals shared by the files of api/: the context, parameter specs and parsing, uploads, jobs,
+ * responses, routes, metrics and the access log. The operations' descriptors are in op.h.
+ * Nothing outside api/ includes this header. */
 #ifndef BLURD_API_INT_H
 #define BLURD_API_INT_H
 
