@@ -1,14 +1,7 @@
 /* codecs: PNG (libpng), JPEG (libjpeg-turbo) and WebP (libwebp) to and from interleaved pixels.
- *
  * Decoders are functions over a byte buffer. They read the header, check width, height and pixel
  * count against the caller's limits before allocating any pixel buffer, and report failures as
- * a status plus a sentence a person understands. setjmp/longjmp stay inside png.c and jpeg.c.
- *
- * Decoded images are 1 (gray), 2 (gray+alpha), 3 (RGB) or 4 (RGBA) channels of 8- or 16-bit
- * samples in host byte order. Palettes are expanded to RGB, or RGBA when they carry tRNS; gray
- * below 8 bits becomes 8 bits; tRNS on gray or RGB becomes an alpha channel. JPEG EXIF
- * orientation is applied, so the pixels are upright. WebP, lossy or lossless, decodes to 8-bit
- * RGB, or RGBA when it has alpha; an animated WebP is refused as unsupported. */
+ * a status plus a sentence a person understands. setjmp/longjmp stay inside png.c and jpeg.c. */
 #ifndef BLURD_CODECS_H
 #define BLURD_CODECS_H
 
@@ -41,6 +34,11 @@ struct codec_limits {
   uint64_t max_pixels; /* width*height; 0 means no limit */
 };
 
+/* A decoded image: 1 (gray), 2 (gray+alpha), 3 (RGB) or 4 (RGBA) channels of 8- or 16-bit
+ * samples in host byte order. Palettes are expanded to RGB, or RGBA when they carry tRNS; gray
+ * below 8 bits becomes 8 bits; tRNS on gray or RGB becomes an alpha channel. JPEG EXIF
+ * orientation is applied, so the pixels are upright. WebP, lossy or lossless, decodes to 8-bit
+ * RGB, or RGBA when it has alpha; an animated WebP is refused as unsupported. */
 struct codec_image {
   uint8_t *pixels;          /* owned; free with codec_image_free() */
   int width, height;        /* pixels */
@@ -105,9 +103,9 @@ enum codec_png_filter {
 const char *codec_png_deflater(int compression);
 
 /* The compression levels the measurements chose for PNG output, images and /variance's 16-bit
- * maps (docs/methods.md, "PNG output"): level 2, the run-length coder after paeth, costs a fifth
- * to a quarter of libdeflate's level 6 (images) and 3 (maps) with files 3-7% larger than level 6
- * and 1% smaller than 3. Both are also written as text, for the API's parameter tables. */
+ * maps (docs/methods.md, "PNG output"): level 2, the run-length coder after paeth, costs a small
+ * part of libdeflate's level 6 (images) and 3 (maps) for files of about their size. Both are also
+ * written as text, for the API's parameter tables. */
 #define CODEC_PNG_COMPRESSION_DEFAULT         2
 #define CODEC_PNG_COMPRESSION_DEFAULT_STR     "2"
 #define CODEC_PNG_MAP_COMPRESSION_DEFAULT     2

@@ -1,13 +1,9 @@
-/* common.c: the helpers every file of codecs/ shares, below the per-format files.
- *
- * The module's allocator, through which every allocation passes so that tests can make any one
- * of them fail (codec_test_fail_alloc); the growing output buffer; codec_msgf() for sentences and
- * codec_check_size() for the limit check that must happen before any pixel buffer is allocated,
- * so every decoder words its failures alike; the conversion to 8-bit samples that the JPEG and
- * WebP encoders share; codec_sniff, which icc.c and jpeg.c need as codecs.c does; and the thread's
- * cancellation hook, which every loop of the codecs asks (stop.c stops the work of libraries
- * that have none). Nothing here calls a format file: codecs.c -> png.c, jpeg.c, ... -> common.c,
- * one way. */
+/* common.c: the helpers every file of codecs/ shares, below the per-format files: the allocator,
+ * through which every allocation passes so that tests can make any one of them fail; the growing
+ * output buffer; sentences and the limit check before any pixel buffer is allocated, so every
+ * decoder words its failures alike; the conversion to 8-bit samples that the JPEG and WebP
+ * encoders share; codec_sniff; and the thread's cancellation hook. Nothing here calls a format
+ * file: codecs.c -> png.c, jpeg.c, ... -> common.c, one way. */
 #include <limits.h>
 #include <stdarg.h>
 #include <stdatomic.h>

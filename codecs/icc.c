@@ -1,17 +1,9 @@
 /* icc.c: ICC colour profiles: found in uploads, put into JPEG files, and applied with Little CMS.
- *
  * The reader works on the uploaded bytes, not on a decoder's state, so every decode path (libpng,
- * libjpeg, libwebp, nvJPEG on the GPU) can keep the profile the same way: JPEG's APP2
- * "ICC_PROFILE" segments (joined in their sequence order), PNG's iCCP chunk (inflated) and
- * WebP's ICCP chunk. A profile that is malformed, split inconsistently, larger than
- * CODEC_ICC_MAX, or whose header does not give its own length is treated as absent: a broken
- * profile does not make the picture unreadable. Every offset comes from an untrusted upload and
- * is checked against the buffer before use.
- *
- * Writing: PNG and WebP embed the profile in their encoders; JPEG gets it here, in APP2
- * segments inserted after SOI (and JFIF's APP0), so the same function serves libjpeg's output
- * and nvJPEG's. codec_to_srgb converts pixels to sRGB with lcms2 (perceptual intent, alpha
- * copied) for colorspace=srgb, and jpeg.c converts CMYK through codec_cmyk_to_rgb. */
+ * libjpeg, libwebp, nvJPEG on the GPU) keeps the profile the same way. PNG and WebP embed the
+ * profile in their encoders; JPEG gets it here, in APP2 segments inserted after SOI (and JFIF's
+ * APP0), so the same function serves libjpeg's output and nvJPEG's. codec_to_srgb converts pixels
+ * to sRGB for colorspace=srgb, and jpeg.c converts CMYK through codec_cmyk_to_rgb. */
 #include <lcms2.h>
 #include <string.h>
 #include <zlib.h>
@@ -123,6 +115,11 @@ static enum codec_status webp_icc(const uint8_t *b, size_t len, uint8_t **icc, s
   return CODEC_OK;
 }
 
+/* JPEG's APP2 "ICC_PROFILE" segments (joined in their sequence order), PNG's iCCP chunk (inflated)
+ * and WebP's ICCP chunk. A profile that is malformed, split inconsistently, larger than
+ * CODEC_ICC_MAX, or whose header does not give its own length is treated as absent: a broken
+ * profile does not make the picture unreadable. Every offset comes from an untrusted upload and is
+ * checked against the buffer before use. */
 enum codec_status codec_icc_read(const uint8_t *buf, size_t len, uint8_t **icc, size_t *icc_len) {
   *icc = NULL;
   *icc_len = 0;

@@ -1,35 +1,9 @@
-/* png.c: PNG decode and encode with libpng, from and to memory buffers.
- *
- * libpng reports errors by longjmp; that stays in this file. Each entry point creates the libpng
- * structs in a small wrapper, runs the work in a function that owns the setjmp, and turns what
- * the error callback recorded into a status and a sentence. State that must survive a longjmp
- * lives in a struct owned by the wrapper, never in locals of the function that calls setjmp.
- *
- * Decoding checks width, height and pixel count twice: from the IHDR bytes before libpng is
- * started (so an oversized image is reported as too large, not as libpng's "Invalid IHDR data"
- * from the user limits), and from png_read_info() before the pixel buffer is allocated. Output is
- * 1..4 channels of 8 or 16 bits in host byte order: palettes expand to RGB (RGBA with tRNS), gray
- * below 8 bits to 8 bits, tRNS to an alpha channel; interlaced files are deinterlaced. Running
- * out of data anywhere, including before IEND, is a corrupt file. Colour profiles, gamma and text
- * chunks are ignored: samples are passed through as stored.
- *
- * libpng reads every file up to its pixel data. For the common files (direct_ok: non-interlaced
- * 8- or 16-bit gray, gray+alpha, RGB or RGBA without tRNS, nothing after the pixel data that
- * libpng could refuse) png.c then takes the pixel data itself: libdeflate inflates it into the
- * pixel buffer (png_inflate.c) and png_unfilter.c undoes the row filters in place: a
- * photograph decodes 2.6 times as fast as through libpng (docs/methods.md, "PNG input"). Every
- * other file is libpng's to the end, its data inflated by libdeflate where it can
- * (codec_png_rewrap).
- *
- * Every allocation, libpng's and zlib's included (the *_struct_2 constructors get on_malloc and
- * on_free), goes through codec_malloc, so any failed allocation makes the call CODEC_NOMEM. Two
- * failures are survived: libpng drops an ancillary chunk it cannot allocate with a warning, and
- * the encoder keeps its larger buffer when the final shrinking realloc fails.
- *
- * The thread's cancellation hook (codec_cancel_set) is asked after every row libpng reads or
- * writes (its row callbacks), which then stops the work through the same longjmp as an error
- * and returns CODEC_CANCELLED; on the direct path libdeflate's inflate runs where it can be
- * stopped (codec_run_stoppable) and the unfilter asks every megabyte of rows. */
+/* png.c: PNG decode and encode with libpng, from and to memory buffers. libpng reports errors by
+ * longjmp, which stays in this file: each entry point creates the libpng structs in a small
+ * wrapper, runs the work in a function that owns the setjmp and turns what the error callback
+ * recorded into a status and a sentence. State that must survive a longjmp lives in a struct owned
+ * by the wrapper, never in locals of the function that calls setjmp. For the common files png.c
+ * takes the pixel data itself (png_inflate.c, png_unfilter.c); every other file is libpng's. */
 #include <png.h>
 #include <setjmp.h>
 #include <stdio.h>
@@ -85,6 +59,10 @@ static void on_warning(png_structp png, png_const_charp text) {
   (void)text;
 }
 
+/* Every allocation, libpng's and zlib's included (the *_struct_2 constructors get on_malloc and
+ * on_free), goes through codec_malloc, so any failed allocation makes the call CODEC_NOMEM. Two
+ * failures are survived: libpng drops an ancillary chunk it cannot allocate with a warning, and
+ * the encoder keeps its larger buffer when the final shrinking realloc fails. */
 static png_voidp on_malloc(png_structp png, png_alloc_size_t size) {
   void *p = codec_malloc(size);
   if (p == NULL) ((struct png_ctx *)png_get_mem_ptr(png))->oom = 1;
@@ -96,7 +74,10 @@ static void on_free(png_structp png, png_voidp p) {
   codec_free(p);
 }
 
-/* After each row libpng reads or writes: the work stops when the thread's hook says so. */
+/* After each row libpng reads or writes: the work stops when the thread's cancellation hook
+ * (codec_cancel_set) says so, through the same longjmp as an error, and the call returns
+ * CODEC_CANCELLED. On the direct path libdeflate's inflate runs where it can be stopped
+ * (codec_run_stoppable) and the unfilter asks every megabyte of rows. */
 static void on_row(png_structp png, png_uint_32 row, int pass) {
   (void)row, (void)pass;
   if (!codec_stopped()) return;
@@ -142,10 +123,9 @@ static void set_read_limits(png_structp png, const struct codec_limits *lim) {
 }
 
 /* From the first IDAT on, libpng neither checks the chunks' CRCs nor zlib's Adler-32 of the
- * pixel data: 6% of a 1080p decode (the 2-core build machine, build/codec_bench pngdec;
- * docs/methods.md, "PNG input"). Damaged pixel data then decodes to other pixels, or fails in
- * inflate, within the same limits; the headers before it (IHDR, PLTE, tRNS) keep their CRC
- * checks, and a file cut short is still refused. */
+ * pixel data, a measurable part of a decode (docs/methods.md, "PNG input"). Damaged pixel data
+ * then decodes to other pixels, or fails in inflate, within the same limits; the headers before
+ * it (IHDR, PLTE, tRNS) keep their CRC checks, and a file cut short is still refused. */
 static void skip_data_checksums(png_structp png) {
   png_set_crc_action(png, PNG_CRC_QUIET_USE, PNG_CRC_DEFAULT);
 #ifdef PNG_IGNORE_ADLER32
@@ -165,7 +145,10 @@ static void set_read_transforms(png_structp png, png_infop info) {
 /* Whether png.c takes the pixel data of buf itself rather than libpng: a non-interlaced image of
  * 8- or 16-bit gray, gray+alpha, RGB or RGBA without tRNS, its IDAT chunks consecutive and
  * followed only by what libpng would pass over up to IEND (codec_png_layout), so that
- * png_read_end() has nothing left to refuse. *l describes the file when it returns 1. */
+ * png_read_end() has nothing left to refuse. libpng still reads such a file up to its pixel data;
+ * then libdeflate inflates it into the pixel buffer (png_inflate.c) and png_unfilter.c undoes the
+ * row filters in place, faster than libpng's own path (docs/methods.md, "PNG input"). *l
+ * describes the file when it returns 1. */
 static int direct_ok(const uint8_t *buf, size_t len, struct codec_png_layout *l) {
   if (len < 33 || codec_be32(buf + 8) != 13 || memcmp(buf + 12, "IHDR", 4) != 0) return 0;
   int depth = buf[24], colour = buf[25], interlace = buf[28];
@@ -249,6 +232,14 @@ static enum codec_status decode_run(struct png_dec *d, const struct codec_limits
   return CODEC_OK;
 }
 
+/* Checks width, height and pixel count twice: from the IHDR bytes before libpng is started (so
+ * an oversized image is reported as too large, not as libpng's "Invalid IHDR data" from the user
+ * limits), and from png_read_info() before the pixel buffer is allocated. Output is 1..4 channels
+ * of 8 or 16 bits in host byte order: palettes expand to RGB (RGBA with tRNS), gray below 8 bits
+ * to 8 bits, tRNS to an alpha channel; interlaced files are deinterlaced. Running out of data
+ * anywhere, including before IEND, is a corrupt file. Colour profiles, gamma and text chunks are
+ * ignored: samples are passed through as stored. A file that is not direct_ok is libpng's to the
+ * end, its data inflated by libdeflate where it can (codec_png_rewrap). */
 enum codec_status codec_png_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
                                    struct codec_image *out, char *msg, size_t msglen) {
   enum codec_status st = precheck_ihdr(buf, len, lim, msg, msglen);

@@ -43,7 +43,7 @@ struct backend_ops {
    * after the first). Returns 1 when that made its context, 0 when there was nothing to do, or -1
    * with why: the device takes no jobs. NULL: nothing to do. */
   int (*device_start)(void *shared, int dev, char *why, size_t n);
-  /* Its name for ndev devices ("cpu", "cuda:0 NVIDIA H200"), into buf. */
+  /* Its name for ndev devices ("cpu", or "cuda:0 " and the device's name), into buf. */
   void (*name)(int ndev, char *buf, size_t n);
   /* ---- a worker ---- */
   /* Sets up worker index's state (a stream, buffers). Returns 0, or -1 with err filled. */
@@ -97,7 +97,7 @@ struct engine {
   struct engine_config cfg;
   const struct backend_ops *ops;
   void *shared;   /* the ops' shared state */
-  char name[128]; /* "cpu", "cuda:0 NVIDIA H200" */
+  char name[128]; /* "cpu", or "cuda:0 " and the device's name */
   pthread_mutex_t mu;
   pthread_cond_t cv;        /* a job was queued, or stop */
   struct job **ring;        /* queued jobs, FIFO */

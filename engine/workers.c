@@ -56,8 +56,8 @@ static int worker_start(struct engine *e, struct worker *w) {
   return 0;
 }
 
-/* A later worker's start stalls its device's requests in flight for about 10 ms (its codec
- * states and first allocations: docs/engineering-notes.md), so it waits for a moment when that
+/* A later worker's start stalls its device's requests in flight for a while (its codec states and
+ * first allocations: docs/engineering-notes.md), so it waits for a moment when that
  * stalls none (the server idle for LATER_IDLE_MS) or when more workers are wanted anyway (a job
  * waited LATER_WAIT_MS in the queue). An idle server makes them all one after another at once; a
  * server with a few clients keeps its first workers and its first requests' times. Under mu;

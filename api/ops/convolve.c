@@ -1,6 +1,7 @@
-/* POST /convolve: 2-D convolution with a named (seed 003) or custom odd square kernel, replicate
- * border, per channel, alpha copied. Its check builds the kernel to run from kernel, normalize and
- * bias; cpu_convolve_image on the CPU, gpu_convolve_resident on the device, the same bytes. */
+/* POST /convolve: 2-D convolution with a named (edge, sharpen, emboss, box, gauss3) or custom odd
+ * square kernel, replicate border, per channel, alpha copied. Its check builds the kernel to run
+ * from kernel, normalize and bias; cpu_convolve_image on the CPU, gpu_convolve_resident on the
+ * device, the same bytes. */
 #include "../api_int.h"
 #include "cost_table.h"
 

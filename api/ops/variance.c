@@ -1,8 +1,8 @@
 /* POST /variance: the local variance or standard deviation map of the upload's luma, as a 16-bit
- * gray PNG with its scale (X-Scale) and statistics. seed 004's methods and an exact one; the
- * float methods are measured against the exact map (X-PSNR). The compute is cpu_variance_image on
- * the CPU and gpu_variance_resident on the device; /methods gives each method's cost per pixel and
- * the largest radius the budget admits. */
+ * gray PNG with its scale (X-Scale) and statistics. Gouin et al.'s local-variance methods
+ * (Threewise among them) and an exact one; the float methods are measured against the exact map
+ * (X-PSNR). The compute is cpu_variance_image on the CPU and gpu_variance_resident on the device;
+ * /methods gives each method's cost per pixel and the largest radius the budget admits. */
 #include "../api_int.h"
 #include "cost_table.h"
 
