@@ -171,4 +171,36 @@ int codec_exif_parse(const uint8_t *app1, size_t len);
  * CODEC_NOMEM or CODEC_CANCELLED (the thread's hook, asked every row) with img unchanged. */
 enum codec_status codec_orient(struct codec_image *img, int o);
 
+/* ---- The formats read and written by heif.c, jxl.c, tiff.c and gif.c ----
+ * Each decoder is a function over the whole file in buf, with the same contract as the ones
+ * above: out is zeroed first, limits are checked from the header before any pixel buffer is
+ * allocated, a failure leaves out holding no memory and puts a sentence in msg (when not NULL),
+ * and the thread's hook (codec_cancel_set) makes it return CODEC_CANCELLED. Their images have
+ * out->format CODEC_NONE (the format table names them) and out->orientation the EXIF value of
+ * the transform already applied (1: none). Each sniff returns 1 when buf starts like its format
+ * (0 otherwise; any len, NULL buf gives 0). Each probe fills *out from the header without
+ * decoding pixels or checking limits (width and height upright, after the orientation) and
+ * returns 0, or -1 when the header cannot be read. Each *_icc sets *icc to a malloc'd ICC profile
+ * (free it with free()) of *icc_len bytes, or NULL when the file has none or it cannot be read,
+ * and returns CODEC_OK or CODEC_NOMEM. Encoders take an image as codec_encode does (checked:
+ * pixels set, sizes >= 1, channels 1..4, depth 8 or 16) and on success set *out to a malloc'd
+ * file owned by the caller. */
+
+/* heif.c: HEIC (ftyp brand heic, heix, hevc, hevx, heim or heis; or mif1/msf1 with an hvcC) and
+ * AVIF (brand avif or avis; or mif1/msf1 with an av1C). */
+int codec_heic_sniff(const uint8_t *buf, size_t len);
+int codec_avif_sniff(const uint8_t *buf, size_t len);
+/* Both: 8-bit RGB or RGBA, or 16-bit scaled from 10 or 12 bits; irot/imir applied. */
+int codec_heif_probe(const uint8_t *buf, size_t len, struct codec_shape *out);
+enum codec_status codec_heif_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
+                                    struct codec_image *out, char *msg, size_t msglen);
+/* The colr ICC profile; or one made from an nclx description for the sRGB/BT.709, Display P3
+ * and BT.2020 primaries with the sRGB, BT.709, linear or gamma transfers; else NULL. */
+enum codec_status codec_heif_icc(const uint8_t *buf, size_t len, uint8_t **icc, size_t *icc_len);
+/* Lossy AVIF at o->quality (1..100) and o->effort (0..6; effort_set), alpha kept, 16-bit input
+ * as 10-bit, o->icc embedded when its colours match. CODEC_UNSUPPORTED for o->lossless. */
+enum codec_status codec_avif_encode(const struct codec_image *img,
+                                    const struct codec_encode_opts *o, uint8_t **out,
+                                    size_t *outlen, char *msg, size_t msglen);
+
 #endif
