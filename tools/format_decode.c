@@ -27,6 +27,9 @@ struct decoder {
 static const struct decoder decoders[] = {
     {"heic", codec_heic_sniff, codec_heif_decode, codec_heif_icc},
     {"avif", codec_avif_sniff, codec_heif_decode, codec_heif_icc},
+    {"gif", codec_gif_sniff, codec_gif_decode, codec_gif_icc},
+    {"tiff", codec_tiff_sniff, codec_tiff_decode, codec_tiff_icc},
+    {"jxl", codec_jxl_sniff, codec_jxl_decode, codec_jxl_icc},
 };
 
 static double now_ms(clockid_t clock) {
