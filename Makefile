@@ -25,7 +25,7 @@ SANFLAGS := -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
 endif
 
 PKGS := libmicrohttpd jansson libpng libturbojpeg libjpeg libwebp libwebpmux libdeflate spng lcms2 \
-        libheif libde265 dav1d libjxl libjxl_threads libtiff-4
+        libheif libde265 dav1d libavif libjxl libjxl_threads libtiff-4
 OPT ?= -O3 -g
 CFLAGS += -std=c11 $(OPT) -Wall -Wextra -Werror -Wstrict-prototypes -Wshadow -D_GNU_SOURCE \
           -pthread -MMD -MP $(SANFLAGS) $(shell pkg-config --cflags $(PKGS))

@@ -8,20 +8,21 @@
  *
  * Decoding first has libheif read the file (it checks the structure, and every item's size
  * against its own security limit, which is set from the caller's limits), and checks the
- * primary image's size against the limits. Then this file reads the boxes itself (hf_parse: the
- * item table, locations, references and properties, each bounded by the file) to find the
- * pictures, checks every tile against the limits and the grid against a decompression bomb (at
- * most MAX_TILES tiles, none wholly outside the image), allocates the image, and decodes the
- * tiles on threads of its own: each thread takes the next tile, decodes it with libde265 or
- * dav1d (one decoder per tile), and converts its YCbCr straight into its place in the image.
- * The conversion is libheif 1.15's (nearest chroma, single-precision arithmetic in the same
- * order, the tile's colr nclx or else its bitstream's, BT.601 by default), so the pixels equal
- * heif-convert's; it runs per row over planes in loops the compiler vectorises. The thread's
- * cancellation hook is asked before every tile. Files this path does not take (a 'clap' crop,
- * overlays, derived images, monochrome pictures, YCgCo or chromaticity-derived matrices, an
- * alpha plane of another size or codec) are decoded by libheif whole, on its threads, with the
- * hook asked before and after; so is nothing else. A single coded picture is one tile: libde265
- * and dav1d have no hook, so it is asked only before and after it.
+ * primary image's upright size against the limits. Then this file reads the boxes itself
+ * (hf_parse: the item table, locations, references and properties, each bounded by the file) to
+ * find the pictures, checks every tile against the limits and the grid against a decompression
+ * bomb (at most MAX_TILES tiles, no row or column of them wholly outside the image), allocates
+ * the image, and decodes the tiles on threads of its own: each thread takes the next tile,
+ * decodes it with libde265 (one decoder a thread, reset between tiles) or dav1d, whose picture
+ * allocations are bounded by the tile's size, and converts its YCbCr straight into its place in
+ * the image. The conversion is libheif 1.15's (nearest chroma, single-precision arithmetic in the
+ * same order, the matrix and range of the tile's colr nclx or else of its bitstream), so the
+ * pixels equal heif-convert's; it runs over rows of planes in loops the compiler vectorises. The
+ * thread's cancellation hook is asked before every tile. What this path does not take (a 'clap'
+ * crop, overlays, derived images, monochrome pictures, YCgCo or chromaticity-derived matrices,
+ * an alpha plane of another size or codec) libheif decodes whole, on its threads, the hook asked
+ * before and after. An image of one coded picture is one tile, which libde265 (on its own
+ * threads) or dav1d decodes in one call without a hook: it is asked before and after.
  *
  * Output: 8-bit RGB, or RGBA when there is an alpha plane; pictures of 10 or 12 bits become
  * 16-bit samples scaled to the full range, round(v * 65535 / (2^bits - 1)). The transforms are
@@ -31,11 +32,14 @@
  * primaries with the sRGB, BT.709, linear or pure-gamma transfers (codec_heif_icc); PQ, HLG and
  * the rest have none.
  *
- * AVIF output goes through libheif's AV1 encoder (libaom): lossy, quality 1..100 as libheif maps
- * it to aom's constant-quality level, effort 0..6 to aom's speed 9..3 (docs/engineering-notes.md,
- * "New formats' codecs"), 4:2:0 below CODEC_JPEG_FULL_CHROMA and 4:4:4 from it, 16-bit input as
- * 10-bit AV1, alpha kept. aom has no progress hook, so with a cancellation hook an encode runs in
- * a child process that is killed when the hook says stop (codec_run_child). */
+ * AVIF output goes through libavif with libaom (measured against libheif's aom encoder, rav1e and
+ * SVT-AV1: docs/engineering-notes.md, "New formats' codecs"): lossy, quality 1..100 to aom's
+ * quantizer ((100 - q) * 63 + 50) / 100 for colour and alpha, effort 0..6 to aom's speed 9..3,
+ * 4:2:0 below CODEC_JPEG_FULL_CHROMA and 4:4:4 from it, 4:0:0 for gray, 16-bit input as 10-bit
+ * AV1, alpha kept, nclx sRGB or the caller's ICC profile. aom has no progress hook: with a
+ * cancellation hook an encode of AVIF_CHILD_PIXELS or more runs in a child process that is killed
+ * when the hook says stop (codec_run_child). */
+#include <avif/avif.h>
 #include <dav1d/dav1d.h>
 #include <lcms2.h>
 #include <libde265/de265.h>
@@ -462,6 +466,7 @@ struct hlayout {      /* one image made of coded pictures */
   int rows, cols;     /* 1 x 1 for a single picture */
   int tile_w, tile_h; /* every picture's item size (ispe) */
   int bits;           /* the pictures' luma bit depth, from their configuration */
+  int mono;           /* their configuration says monochrome (4:0:0) */
   uint32_t *tiles;    /* rows * cols item IDs, row by row; codec_malloc'd */
 };
 
@@ -484,6 +489,12 @@ static int config_bits(uint32_t codec, struct span c) {
   return c.p[2] & 0x40 ? (c.p[2] & 0x20 ? 12 : 10) : 8;
 }
 
+/* Whether a coded picture's configuration (hvcC or av1C, of config_bits' length) says
+ * monochrome. */
+static int config_mono(uint32_t codec, struct span c) {
+  return codec == FOURCC("hvc1") ? (c.p[16] & 3) == 0 : (c.p[2] & 0x10) != 0;
+}
+
 /* Checks coded picture item it (hvc1 or av01 with its configuration and size) as a tile of l. */
 static enum codec_status check_tile(const struct hfile *f, const struct hitem *it,
                                     struct hlayout *l, char *msg, size_t msglen) {
@@ -499,7 +510,7 @@ static enum codec_status check_tile(const struct hfile *f, const struct hitem *i
     return CODEC_CORRUPT;
   }
   if (l->codec == 0) l->codec = it->type, l->tile_w = w, l->tile_h = h;
-  if (l->bits == 0) l->bits = config_bits(it->type, c);
+  if (l->bits == 0) l->bits = config_bits(it->type, c), l->mono = config_mono(it->type, c);
   if (w != l->tile_w || h != l->tile_h || config_bits(it->type, c) != l->bits)
     return CODEC_UNSUPPORTED; /* tiles of different sizes or depths */
   return CODEC_OK;
@@ -981,12 +992,15 @@ static enum codec_status task_decode(struct hjob *j, const struct htask *t, stru
   }
   codec_free(owned);
   if (st == CODEC_OK && (y->bits != l->bits || y->w < 1 || y->h < 1 || y->w > l->tile_w + PAD ||
-                         y->h > l->tile_h + PAD || (y->mono && !t->alpha)))
+                         y->h > l->tile_h + PAD))
     st = CODEC_CORRUPT;
+  if (st == CODEC_OK && y->mono && !t->alpha) /* its configuration said colour: libheif's */
+    st = CODEC_UNSUPPORTED;
   if (st != CODEC_OK)
     job_fail(j, st,
-             st == CODEC_NOMEM ? "out of memory decoding a HEIF picture"
-                               : "a HEIF picture is corrupt or truncated",
+             st == CODEC_NOMEM         ? "out of memory decoding a HEIF picture"
+             : st == CODEC_UNSUPPORTED ? "a HEIF picture is monochrome"
+                                       : "a HEIF picture is corrupt or truncated",
              t->id);
   return st;
 }
@@ -1157,6 +1171,14 @@ static enum codec_status plan_make(const struct hfile *f, int want_alpha,
                                    const struct codec_limits *lim, struct hplan *p, char *msg,
                                    size_t msglen) {
   *p = (struct hplan){0};
+  /* The stored pictures against the limits either way round: the upright size is checked
+   * exactly, from libheif's, before this. */
+  uint32_t side = lim ? (lim->max_width == 0 || lim->max_height == 0 ? 0
+                         : lim->max_width > lim->max_height          ? lim->max_width
+                                                                     : lim->max_height)
+                      : 0;
+  struct codec_limits sym = {side, side, lim ? lim->max_pixels : 0};
+  lim = &sym;
   enum codec_status st = hf_layout(f, f->primary, lim, &p->col, msg, msglen);
   if (st != CODEC_OK) return st;
   int crop;
@@ -1170,7 +1192,7 @@ static enum codec_status plan_make(const struct hfile *f, int want_alpha,
     if (st != CODEC_OK) return st;
     p->has_alpha = 1;
   }
-  if (crop || kk < 0 || (want_alpha && !p->has_alpha) ||
+  if (crop || kk < 0 || p->col.mono || (want_alpha && !p->has_alpha) ||
       (p->has_alpha && (p->alpha.width != p->col.width || p->alpha.height != p->col.height ||
                         p->alpha.codec != p->col.codec)))
     return CODEC_UNSUPPORTED;
@@ -1425,164 +1447,140 @@ enum codec_status codec_heif_icc(const uint8_t *buf, size_t len, uint8_t **icc, 
 
 /* ---- AVIF output ---- */
 
-/* aom's speed (cpu-used) for effort 0 (fastest) .. 6 (smallest). */
+/* aom's speed for effort 0 (fastest) .. 6 (smallest), as libavif sets it (0..10). */
 static const int avif_speed[7] = {9, 8, 7, 6, 5, 4, 3};
 
 /* Pixels of an image whose encode runs here even with a hook: one this small is over within
  * milliseconds at any speed. */
 #define AVIF_CHILD_PIXELS (128 * 128)
 
-struct avif_job { /* one encode by libheif's aom encoder, here or in a child process */
+/* aom's quantizer (0 best .. 63) for quality q (1..100), the mapping of libheif's and later
+ * libavif's quality setting. */
+static int avif_quantizer(int q) {
+  q = q < 0 ? 0 : q > 100 ? 100 : q;
+  return ((100 - q) * 63 + 50) / 100;
+}
+
+/* img's samples as libavif's RGB: 8 or 16 bits, RGB or RGBA; gray is repeated into RGB in a
+ * codec_malloc'd copy (*copy, NULL when img is used as it is). */
+static int avif_rgb(const struct codec_image *img, avifRGBImage *rgb, uint8_t **copy) {
+  int alpha = img->channels == 2 || img->channels == 4, bytes = img->depth / 8;
+  int ch = 3 + alpha;
+  rgb->format = alpha ? AVIF_RGB_FORMAT_RGBA : AVIF_RGB_FORMAT_RGB;
+  rgb->depth = (uint32_t)img->depth;
+  rgb->rowBytes = (uint32_t)((size_t)img->width * (size_t)(ch * bytes));
+  *copy = NULL;
+  if (img->channels >= 3) {
+    rgb->pixels = img->pixels;
+    return 0;
+  }
+  size_t n = (size_t)img->width * (size_t)img->height;
+  if ((*copy = codec_malloc(n * (size_t)(ch * bytes))) == NULL) return -1;
+  for (size_t i = 0; i < n; i++)
+    for (int c = 0; c < ch; c++)
+      memcpy(*copy + (i * (size_t)ch + (size_t)c) * (size_t)bytes,
+             img->pixels + (i * (size_t)img->channels + (size_t)(c < 3 ? 0 : 1)) * (size_t)bytes,
+             (size_t)bytes);
+  rgb->pixels = *copy;
+  return 0;
+}
+
+struct avif_job { /* one encode by libavif with aom, here or in a child process */
   const struct codec_image *img;
   const struct codec_encode_opts *o;
-  struct codec_buf *out; /* here: the file */
-  int fd;                /* in a child: where the file goes, else -1 */
-  char err[160];         /* libheif's failure */
-  int oom;               /* the output could not grow */
+  struct codec_buf file; /* the file */
+  avifResult result;     /* libavif's answer */
 };
 
-static struct heif_error on_heif_write(struct heif_context *ctx, const void *data, size_t n,
-                                       void *arg) {
-  struct avif_job *j = arg;
-  struct heif_error ok = {heif_error_Ok, heif_suberror_Unspecified, "ok"};
-  struct heif_error bad = {heif_error_Encoding_error, heif_suberror_Cannot_write_output_data,
-                           "cannot write"};
-  (void)ctx;
-  if (j->fd >= 0) return codec_write_all(j->fd, data, n) == 0 ? ok : bad;
-  if (codec_buf_append(j->out, data, n) == CODEC_OK) return ok;
-  j->oom = 1;
-  return bad;
+/* The image as libavif's: 8-bit, or 10-bit from 16-bit samples; 4:2:0 below
+ * CODEC_JPEG_FULL_CHROMA, 4:4:4 from it, 4:0:0 for gray; nclx sRGB (BT.709 primaries, sRGB
+ * transfer, BT.601 matrix, full range), or o->icc when its colours match. */
+static avifImage *avif_image(const struct codec_image *img, const struct codec_encode_opts *o,
+                             avifResult *r) {
+  int gray = img->channels <= 2;
+  avifPixelFormat yuv = gray                                   ? AVIF_PIXEL_FORMAT_YUV400
+                        : o->quality >= CODEC_JPEG_FULL_CHROMA ? AVIF_PIXEL_FORMAT_YUV444
+                                                               : AVIF_PIXEL_FORMAT_YUV420;
+  avifImage *image =
+      avifImageCreate((uint32_t)img->width, (uint32_t)img->height, img->depth == 16 ? 10 : 8, yuv);
+  avifRGBImage rgb;
+  uint8_t *copy = NULL;
+  *r = AVIF_RESULT_OUT_OF_MEMORY;
+  if (image == NULL) return NULL;
+  image->colorPrimaries = AVIF_COLOR_PRIMARIES_BT709;
+  image->transferCharacteristics = AVIF_TRANSFER_CHARACTERISTICS_SRGB;
+  image->matrixCoefficients = AVIF_MATRIX_COEFFICIENTS_BT601;
+  image->yuvRange = AVIF_RANGE_FULL;
+  if (o->icc && codec_icc_colours(o->icc, o->icc_len) == (gray ? 1 : 3))
+    avifImageSetProfileICC(image, o->icc, o->icc_len);
+  avifRGBImageSetDefaults(&rgb, image);
+  if (avif_rgb(img, &rgb, &copy) == 0) *r = avifImageRGBToYUV(image, &rgb);
+  codec_free(copy);
+  if (*r != AVIF_RESULT_OK) avifImageDestroy(image), image = NULL;
+  return image;
 }
 
-/* The image as a libheif image: interleaved 8-bit RGB(A), 10-bit RRGGBB(AA) from 16-bit
- * samples, or monochrome planes for gray. */
-static struct heif_error avif_image(const struct codec_image *img, struct heif_image **out) {
-  int gray = img->channels <= 2, alpha = img->channels == 2 || img->channels == 4;
-  int bits = img->depth == 16 ? 10 : 8, w = img->width, h = img->height;
-  enum heif_chroma chroma =
-      gray ? heif_chroma_monochrome
-      : bits == 8
-          ? (alpha ? heif_chroma_interleaved_RGBA : heif_chroma_interleaved_RGB)
-          : (alpha ? heif_chroma_interleaved_RRGGBBAA_LE : heif_chroma_interleaved_RRGGBB_LE);
-  struct heif_error e =
-      heif_image_create(w, h, gray ? heif_colorspace_monochrome : heif_colorspace_RGB, chroma, out);
-  int planes = gray ? 1 + alpha : 1;
-  enum heif_channel ch[2] = {gray ? heif_channel_Y : heif_channel_interleaved, heif_channel_Alpha};
-  for (int p = 0; p < planes && e.code == heif_error_Ok; p++) {
-    e = heif_image_add_plane(*out, ch[p], w, h, bits);
-    int stride, step = gray ? img->channels : 1, per = gray ? 1 : img->channels;
-    uint8_t *d = e.code == heif_error_Ok ? heif_image_get_plane(*out, ch[p], &stride) : NULL;
-    for (int y = 0; d != NULL && y < h; y++) {
-      const uint8_t *s =
-          img->pixels + (size_t)y * (size_t)w * (size_t)img->channels * (img->depth / 8);
-      uint8_t *row = d + (ptrdiff_t)y * stride;
-      for (size_t x = 0; x < (size_t)w * (size_t)per; x++) {
-        size_t i = gray ? x * (size_t)step + (size_t)p : x;
-        if (bits == 8)
-          row[x] = s[i];
-        else {
-          uint16_t v;
-          memcpy(&v, s + 2 * i, 2);
-          unsigned t = ((unsigned)v * 1023u + 32767u) / 65535u;
-          row[2 * x] = (uint8_t)t, row[2 * x + 1] = (uint8_t)(t >> 8);
-        }
-      }
-    }
-  }
-  return e;
-}
-
-/* libheif's aom encoder at j->o's quality and effort; the file goes to j's writer. */
-static struct heif_error avif_run(struct avif_job *j, struct heif_context *ctx,
-                                  struct heif_encoder **enc, struct heif_image **img,
-                                  struct heif_encoding_options *opts) {
-  const struct heif_encoder_descriptor *d = NULL;
+/* The whole encode of j into j->file; j->result says how it went. */
+static void avif_run(struct avif_job *j) {
   const struct codec_encode_opts *o = j->o;
-  struct heif_error e = {heif_error_Unsupported_feature, heif_suberror_Unsupported_codec,
-                         "libheif has no AV1 encoder (aom)"};
-  if (heif_get_encoder_descriptors(heif_compression_AV1, "aom", &d, 1) < 1) return e;
-  if ((e = heif_context_get_encoder(ctx, d, enc)).code != heif_error_Ok) return e;
-  int effort = o->effort_set ? o->effort : CODEC_WEBP_EFFORT_DEFAULT;
-  heif_encoder_set_lossy_quality(*enc, o->quality);
-  heif_encoder_set_parameter_integer(*enc, "speed",
-                                     avif_speed[effort < 0   ? 0
-                                                : effort > 6 ? 6
-                                                             : effort]);
-  heif_encoder_set_parameter_integer(*enc, "threads", online_cpus());
-  heif_encoder_set_parameter_string(*enc, "chroma",
-                                    o->quality >= CODEC_JPEG_FULL_CHROMA ? "444" : "420");
-  if ((e = avif_image(j->img, img)).code != heif_error_Ok) return e;
-  int colours = j->img->channels <= 2 ? 1 : 3;
-  if (o->icc && codec_icc_colours(o->icc, o->icc_len) == colours) {
-    heif_image_set_raw_color_profile(*img, "prof", o->icc, o->icc_len);
-    opts->save_two_colr_boxes_when_ICC_and_nclx_available = 1;
+  avifRWData out = AVIF_DATA_EMPTY;
+  avifImage *image = avif_image(j->img, o, &j->result);
+  avifEncoder *enc = image ? avifEncoderCreate() : NULL;
+  if (image && enc == NULL) j->result = AVIF_RESULT_OUT_OF_MEMORY;
+  if (enc) {
+    int effort = o->effort_set ? o->effort : CODEC_WEBP_EFFORT_DEFAULT;
+    enc->codecChoice = AVIF_CODEC_CHOICE_AOM;
+    enc->speed = avif_speed[effort < 0 ? 0 : effort > 6 ? 6 : effort];
+    enc->maxThreads = online_cpus();
+    enc->minQuantizer = enc->maxQuantizer = avif_quantizer(o->quality);
+    enc->minQuantizerAlpha = enc->maxQuantizerAlpha = avif_quantizer(o->quality);
+    j->result = avifEncoderWrite(enc, image, &out);
+    if (j->result == AVIF_RESULT_OK && codec_buf_append(&j->file, out.data, out.size) != CODEC_OK)
+      j->result = AVIF_RESULT_OUT_OF_MEMORY;
+    avifRWDataFree(&out);
+    avifEncoderDestroy(enc);
   }
-  if ((e = heif_context_encode_image(ctx, *img, *enc, opts, NULL)).code != heif_error_Ok) return e;
-  struct heif_writer w = {1, on_heif_write};
-  return heif_context_write(ctx, &w, j);
+  if (image) avifImageDestroy(image);
 }
 
-/* One encode, with everything it allocates freed. Returns 0, or 1 with j->err set. */
-static int avif_encode_once(struct avif_job *j) {
-  struct heif_context *ctx = heif_context_alloc();
-  struct heif_encoder *enc = NULL;
-  struct heif_image *img = NULL;
-  struct heif_encoding_options *opts = heif_encoding_options_alloc();
-  struct heif_color_profile_nclx *nclx = heif_nclx_color_profile_alloc();
-  struct heif_error e = {heif_error_Memory_allocation_error, heif_suberror_Unspecified,
-                         "out of memory"};
-  if (ctx && opts && nclx) {
-    nclx->color_primaries = heif_color_primaries_ITU_R_BT_709_5; /* sRGB, coded as BT.601 */
-    nclx->transfer_characteristics = heif_transfer_characteristic_IEC_61966_2_1;
-    nclx->matrix_coefficients = heif_matrix_coefficients_ITU_R_BT_601_6;
-    nclx->full_range_flag = 1;
-    opts->output_nclx_profile = nclx;
-    e = avif_run(j, ctx, &enc, &img, opts);
-  }
-  if (e.code != heif_error_Ok) snprintf(j->err, sizeof j->err, "%s", e.message);
-  if (img) heif_image_release(img);
-  if (enc) heif_encoder_release(enc);
-  if (nclx) heif_nclx_color_profile_free(nclx);
-  if (opts) heif_encoding_options_free(opts);
-  if (ctx) heif_context_free(ctx);
-  return e.code != heif_error_Ok;
-}
-
+/* In the child: the encode, its file to fd. Exit status 0, or 1 + libavif's result. */
 static int avif_child(void *arg, int fd) {
   struct avif_job *j = arg;
-  j->fd = fd;
-  return avif_encode_once(j);
+  avif_run(j);
+  if (j->result == AVIF_RESULT_OK && codec_write_all(fd, j->file.data, j->file.len) != 0)
+    j->result = AVIF_RESULT_IO_ERROR;
+  return j->result == AVIF_RESULT_OK ? 0 : 1 + ((int)j->result & 0x7f);
 }
 
 enum codec_status codec_avif_encode(const struct codec_image *img,
                                     const struct codec_encode_opts *o, uint8_t **out,
                                     size_t *outlen, char *msg, size_t msglen) {
+  struct avif_job j = {img, o, {NULL, 0, 0}, AVIF_RESULT_OK};
   struct codec_buf file = {NULL, 0, 0};
-  struct avif_job j = {.img = img, .o = o, .out = &file, .fd = -1};
+  int status = 0;
   *out = NULL, *outlen = 0;
   if (o->lossless) {
     codec_msgf(msg, msglen, "lossless AVIF is not supported; ask for PNG, WebP or JPEG XL");
     return CODEC_UNSUPPORTED;
   }
-  int status = 0;
   enum codec_status st = (uint64_t)img->width * (uint64_t)img->height >= AVIF_CHILD_PIXELS
                              ? codec_run_child(avif_child, &j, &file, &status)
                              : CODEC_UNSUPPORTED;
   if (st == CODEC_UNSUPPORTED) { /* here, to the end */
     if (codec_stopped()) return CODEC_CANCELLED;
-    status = avif_encode_once(&j);
-    st = CODEC_OK;
-    if (status == 0 && codec_stopped()) st = CODEC_CANCELLED;
+    avif_run(&j);
+    file = j.file;
+    status = j.result == AVIF_RESULT_OK ? 0 : 1 + ((int)j.result & 0x7f);
+    st = status == 0 && codec_stopped() ? CODEC_CANCELLED : CODEC_OK;
   }
   if (st == CODEC_OK && status != 0) {
-    st = j.oom || status == 128 + 9 ? CODEC_NOMEM : CODEC_UNSUPPORTED;
+    int nomem = status == 1 + AVIF_RESULT_OUT_OF_MEMORY || status == 128 + 9;
+    st = nomem ? CODEC_NOMEM : CODEC_UNSUPPORTED;
     if (status >= 128)
       codec_msgf(msg, msglen, "the AVIF encoder was stopped by signal %d", status - 128);
-    else if (j.oom)
-      codec_msgf(msg, msglen, "out of memory writing the AVIF file");
     else
-      codec_msgf(msg, msglen, "libheif could not encode the AVIF image: %s",
-                 j.err[0] ? j.err : "its child process failed");
+      codec_msgf(msg, msglen, "libavif could not encode the image: %s",
+                 avifResultToString((avifResult)(status - 1)));
   }
   if (st != CODEC_OK) {
     codec_free(file.data);

@@ -222,6 +222,14 @@ static enum codec_status choose_route(TIFF *tif, struct tinfo *t, char *msg, siz
   return CODEC_OK;
 }
 
+/* Checks t's upright size (after the orientation) against lim, for bytes a pixel. */
+static enum codec_status check_upright(const struct tinfo *t, unsigned bytes,
+                                       const struct codec_limits *lim, char *msg, size_t msglen) {
+  size_t nbytes;
+  int swap = t->orient >= 5;
+  return codec_check_size(swap ? t->h : t->w, swap ? t->w : t->h, bytes, lim, &nbytes, msg, msglen);
+}
+
 /* Reads the first directory's tags into t, and checks its size against lim. */
 static enum codec_status tiff_info(TIFF *tif, const struct codec_limits *lim, struct tinfo *t,
                                    char *msg, size_t msglen) {
@@ -230,15 +238,15 @@ static enum codec_status tiff_info(TIFF *tif, const struct codec_limits *lim, st
   if (!TIFFGetField(tif, TIFFTAG_IMAGEWIDTH, &t->w) ||
       !TIFFGetField(tif, TIFFTAG_IMAGELENGTH, &t->h))
     return codec_check_size(0, 0, 1, lim, &nbytes, msg, msglen);
-  enum codec_status st = codec_check_size(t->w, t->h, 1, lim, &nbytes, msg, msglen);
+  t->orient = tag16(tif, TIFFTAG_ORIENTATION, ORIENTATION_TOPLEFT);
+  if (t->orient < 1 || t->orient > 8) t->orient = 1;
+  enum codec_status st = check_upright(t, 1, lim, msg, msglen);
   if (st != CODEC_OK) return st;
   t->bps = tag16(tif, TIFFTAG_BITSPERSAMPLE, 1);
   t->spp = tag16(tif, TIFFTAG_SAMPLESPERPIXEL, 1);
   t->photo =
       tag16(tif, TIFFTAG_PHOTOMETRIC, t->spp >= 3 ? PHOTOMETRIC_RGB : PHOTOMETRIC_MINISBLACK);
   t->planar = tag16(tif, TIFFTAG_PLANARCONFIG, PLANARCONFIG_CONTIG);
-  t->orient = tag16(tif, TIFFTAG_ORIENTATION, ORIENTATION_TOPLEFT);
-  if (t->orient < 1 || t->orient > 8) t->orient = 1;
   uint32_t n = 0;
   void *icc = NULL;
   if (TIFFGetField(tif, TIFFTAG_ICCPROFILE, &n, &icc) && icc && n <= CODEC_ICC_MAX)
@@ -250,8 +258,7 @@ static enum codec_status tiff_info(TIFF *tif, const struct codec_limits *lim, st
   if (t->route == ROUTE_RGBA) t->channels = 4;
   if (t->colours == 4) t->channels = 4; /* CMYK: alpha dropped, RGB after the conversion */
   t->depth = t->route == ROUTE_SAMPLES && t->bps == 16 ? 16 : 8;
-  return codec_check_size(t->w, t->h, (unsigned)(t->channels * t->depth / 8), lim, &nbytes, msg,
-                          msglen);
+  return check_upright(t, (unsigned)(t->channels * t->depth / 8), lim, msg, msglen);
 }
 
 /* ---- samples to pixels ---- */
