@@ -17,12 +17,15 @@
  * allocations are bounded by the tile's size, and converts its YCbCr straight into its place in
  * the image. The conversion is libheif 1.15's (nearest chroma, single-precision arithmetic in the
  * same order, the matrix and range of the tile's colr nclx or else of its bitstream), so the
- * pixels equal heif-convert's; it runs over rows of planes in loops the compiler vectorises. The
- * thread's cancellation hook is asked before every tile. What this path does not take (a 'clap'
- * crop, overlays, derived images, monochrome pictures, YCgCo or chromaticity-derived matrices,
- * an alpha plane of another size or codec) libheif decodes whole, on its threads, the hook asked
- * before and after. An image of one coded picture is one tile, which libde265 (on its own
- * threads) or dav1d decodes in one call without a hook: it is asked before and after.
+ * pixels equal heif-convert's (the identity matrix of lossless AVIF copies the planes; a
+ * monochrome picture becomes gray RGB); it runs over rows of planes in loops the compiler
+ * vectorises. The thread's cancellation hook is asked before every tile. A picture's data must
+ * lie in the file (iloc construction method 0 or 1). What this path does not take (a 'clap' crop,
+ * overlays, derived images, YCgCo or chromaticity-derived matrices, an alpha plane of another
+ * size or codec) libheif decodes whole, on its threads, the hook asked before and after; AV1
+ * pictures are decoded once first, since libheif's dav1d plugin leaks on some that dav1d refuses.
+ * An image of one coded picture is one tile, which libde265 (on its own threads) or dav1d decodes
+ * in one call without a hook: it is asked before and after.
  *
  * Output: 8-bit RGB, or RGBA when there is an alpha plane; pictures of 10 or 12 bits become
  * 16-bit samples scaled to the full range, round(v * 65535 / (2^bits - 1)). The transforms are
@@ -466,7 +469,6 @@ struct hlayout {      /* one image made of coded pictures */
   int rows, cols;     /* 1 x 1 for a single picture */
   int tile_w, tile_h; /* every picture's item size (ispe) */
   int bits;           /* the pictures' luma bit depth, from their configuration */
-  int mono;           /* their configuration says monochrome (4:0:0) */
   uint32_t *tiles;    /* rows * cols item IDs, row by row; codec_malloc'd */
 };
 
@@ -489,20 +491,23 @@ static int config_bits(uint32_t codec, struct span c) {
   return c.p[2] & 0x40 ? (c.p[2] & 0x20 ? 12 : 10) : 8;
 }
 
-/* Whether a coded picture's configuration (hvcC or av1C, of config_bits' length) says
- * monochrome. */
-static int config_mono(uint32_t codec, struct span c) {
-  return codec == FOURCC("hvc1") ? (c.p[16] & 3) == 0 : (c.p[2] & 0x10) != 0;
-}
-
 /* Checks coded picture item it (hvc1 or av01 with its configuration and size) as a tile of l. */
 static enum codec_status check_tile(const struct hfile *f, const struct hitem *it,
                                     struct hlayout *l, char *msg, size_t msglen) {
   struct span c;
   int w, h;
   uint32_t conf = it->type == FOURCC("hvc1") ? FOURCC("hvcC") : FOURCC("av1C");
-  if (it->type != FOURCC("hvc1") && it->type != FOURCC("av01")) return CODEC_UNSUPPORTED;
-  if (l->codec != 0 && it->type != l->codec) return CODEC_UNSUPPORTED; /* mixed codecs */
+  if (it->type != FOURCC("hvc1") && it->type != FOURCC("av01")) {
+    /* not libheif's either: a grid of grids, or a derived image, can recurse without end there */
+    codec_msgf(msg, msglen, "HEIF image items of type '%c%c%c%c' are not supported",
+               (int)(it->type >> 24 & 0x7f), (int)(it->type >> 16 & 0x7f),
+               (int)(it->type >> 8 & 0x7f), (int)(it->type & 0x7f));
+    return CODEC_UNSUPPORTED;
+  }
+  if (l->codec != 0 && it->type != l->codec) {
+    codec_msgf(msg, msglen, "the HEIF grid's tiles are of different codecs");
+    return CODEC_UNSUPPORTED;
+  }
   if (hf_prop(f, it, conf, &c) != 0 || item_size(f, it, &w, &h) != 0 ||
       config_bits(it->type, c) == 0) {
     codec_msgf(msg, msglen, "the HEIF picture item %u has no valid configuration or size",
@@ -510,9 +515,11 @@ static enum codec_status check_tile(const struct hfile *f, const struct hitem *i
     return CODEC_CORRUPT;
   }
   if (l->codec == 0) l->codec = it->type, l->tile_w = w, l->tile_h = h;
-  if (l->bits == 0) l->bits = config_bits(it->type, c), l->mono = config_mono(it->type, c);
-  if (w != l->tile_w || h != l->tile_h || config_bits(it->type, c) != l->bits)
-    return CODEC_UNSUPPORTED; /* tiles of different sizes or depths */
+  if (l->bits == 0) l->bits = config_bits(it->type, c);
+  if (w != l->tile_w || h != l->tile_h || config_bits(it->type, c) != l->bits) {
+    codec_msgf(msg, msglen, "the HEIF grid's tiles are of different sizes or depths");
+    return CODEC_UNSUPPORTED;
+  }
   return CODEC_OK;
 }
 
@@ -524,7 +531,10 @@ static enum codec_status grid_layout(const struct hfile *f, const struct hitem *
   struct span d;
   uint8_t *owned;
   enum codec_status st = hf_data(f, it, &d, &owned);
-  if (st != CODEC_OK) return st;
+  if (st != CODEC_OK) {
+    codec_msgf(msg, msglen, "the HEIF grid's description cannot be read from the file");
+    return st;
+  }
   struct rd r = {d.p, d.n, 0};
   rd_uint(&r, 1);
   unsigned flags = (unsigned)rd_uint(&r, 1);
@@ -575,9 +585,9 @@ static enum codec_status grid_tiles(const struct hfile *f, uint32_t id,
   return codec_check_size(tw, th, 4, lim, &nbytes, msg, msglen);
 }
 
-/* The layout of image item id: a single coded picture or a grid of them. Returns CODEC_OK,
- * CODEC_UNSUPPORTED for what libheif must decode (another item type, mixed tiles), or the
- * failure with a sentence. l->tiles is the caller's to free either way. */
+/* The layout of image item id: a single coded picture or a grid of them. Returns CODEC_OK or the
+ * failure with a sentence (CODEC_UNSUPPORTED for another item type or mixed tiles). l->tiles is
+ * the caller's to free either way. */
 static enum codec_status hf_layout(const struct hfile *f, uint32_t id,
                                    const struct codec_limits *lim, struct hlayout *l, char *msg,
                                    size_t msglen) {
@@ -748,6 +758,7 @@ static void no_free(const uint8_t *data, void *cookie) {
 static enum codec_status decode_av1(struct span data, const struct guard *g, int threads,
                                     struct yuv *y) {
   Dav1dSettings s;
+  if (data.n == 0) return CODEC_CORRUPT; /* dav1d takes no empty data */
   dav1d_default_settings(&s);
   s.n_threads = threads, s.max_frame_delay = 1, s.all_layers = 0;
   uint64_t most = (uint64_t)(g->w + PAD) * (uint64_t)(g->h + PAD);
@@ -779,21 +790,24 @@ static enum codec_status decode_av1(struct span data, const struct guard *g, int
 
 struct coeffs { /* R = Y + r_cr Cr; G = Y + g_cb Cb + g_cr Cr; B = Y + b_cb Cb */
   float r_cr, g_cb, g_cr, b_cb;
-  int full; /* full range; else Y and C are expanded from the video range first */
+  int full;     /* full range; else Y and C are expanded from the video range first */
+  int identity; /* matrix 0: G = Y, B = Cb, R = Cr (lossless AVIF) */
 };
 
 /* The coefficients for matrix_coefficients m, from Kr and Kb as libheif derives them; 0 for the
  * matrices this file does not convert (identity, YCgCo, chromaticity-derived). */
 static int coeffs_for(int m, int full, struct coeffs *k) {
   float kr = 0, kb = 0;
-  if (m == 0 || m == 8 || m == 12 || m == 13) return 0;
+  if (m == 8 || m == 12 || m == 13) return 0;
+  *k = (struct coeffs){0, 0, 0, 0, full, m == 0};
+  if (m == 0) return 1;
   if (m == 1) kr = 0.2126f, kb = 0.0722f;
   if (m == 4) kr = 0.30f, kb = 0.11f;
   if (m == 5 || m == 6) kr = 0.299f, kb = 0.114f;
   if (m == 7) kr = 0.212f, kb = 0.087f;
   if (m == 9 || m == 10) kr = 0.2627f, kb = 0.0593f;
   if (kr == 0) {
-    *k = (struct coeffs){1.402f, -0.344136f, -0.714136f, 1.772f, full};
+    *k = (struct coeffs){1.402f, -0.344136f, -0.714136f, 1.772f, full, 0};
   } else {
     k->r_cr = 2 * (-kr + 1);
     k->g_cb = 2 * kb * (-kb + 1) / (kb + kr - 1);
@@ -894,6 +908,20 @@ static void interleave(const int32_t *r, const int32_t *g, const int32_t *b, int
   }
 }
 
+/* Row y of picture p (matrix 0) into v[0..3n): R = Cr, G = Y, B = Cb as stored, or in the video
+ * range libheif's (v * 219 + 128) / 256 + 16 (scaled to the depth) of each. */
+static void identity_row(const struct yuv *p, int full, int y, int n, int32_t *v) {
+  int wide = p->bits > 8, off = 16 << (p->bits - 8);
+  const uint8_t *rows[3] = {p->p[2] + (ptrdiff_t)(y >> p->sy) * p->stride[2],
+                            p->p[0] + (ptrdiff_t)y * p->stride[0],
+                            p->p[1] + (ptrdiff_t)(y >> p->sy) * p->stride[1]};
+  for (int c = 0; c < 3; c++)
+    for (int x = 0; x < n; x++) {
+      int s = sample_at(rows[c], c == 1 || p->mono ? x : x >> p->sx, wide);
+      v[c * n + x] = full ? s : ((s * 219 + 128) >> 8) + off;
+    }
+}
+
 /* Row y of picture p, n pixels, into dst (RGB or RGBA of depth bits, `channels` samples a
  * pixel); the alpha sample is left alone. scratch holds 12 * n + 4 floats. */
 static void rgb_row(const struct yuv *p, const struct coeffs *k, int y, int n, uint8_t *dst,
@@ -902,7 +930,17 @@ static void rgb_row(const struct yuv *p, const struct coeffs *k, int y, int n, u
   float *cb = yv + n, *cr = cb + n + 2, *f = cr + n + 2;
   int32_t *v = (int32_t *)(void *)yv; /* r, g, b; yv's, cb's and cr's room, used up by then */
   int max = (1 << p->bits) - 1;
-  chroma_terms(p, k, y, n, cb, cr, tr, tgb, tgr, tb);
+  if (k->identity && !p->mono) {
+    identity_row(p, k->full, y, n, v);
+    if (depth == 16)
+      for (int c = 0; c < 3; c++) scale16(v + c * n, n, max);
+    interleave(v, v + n, v + 2 * n, n, depth, channels, dst);
+    return;
+  }
+  if (p->mono) /* libheif's path for 4:0:0: chroma of half the range, terms of 0 */
+    memset(tr, 0, 4 * (size_t)n * sizeof *tr);
+  else
+    chroma_terms(p, k, y, n, cb, cr, tr, tgb, tgr, tb);
   samples_float(p->p[0] + (ptrdiff_t)y * p->stride[0], n, p->bits > 8, 0, yv);
   if (!k->full) {
     float off = (float)(16 << (p->bits - 8));
@@ -980,8 +1018,10 @@ static enum codec_status task_decode(struct hjob *j, const struct htask *t, stru
   uint8_t *owned = NULL;
   w->g = (struct guard){l->tile_w, l->tile_h};
   enum codec_status st = hf_data(j->f, it, &data, &owned);
-  if (st != CODEC_OK) {
-    job_fail(j, st, "the HEIF picture's data lies outside the file", t->id);
+  if (st != CODEC_OK) { /* libheif reads no other layout: no reason to try it */
+    st = st == CODEC_NOMEM ? st : CODEC_CORRUPT;
+    job_fail(j, st, "the HEIF picture's data cannot be read (outside the file, or elsewhere)",
+             t->id);
     return st;
   }
   if (l->codec == FOURCC("hvc1")) {
@@ -994,13 +1034,10 @@ static enum codec_status task_decode(struct hjob *j, const struct htask *t, stru
   if (st == CODEC_OK && (y->bits != l->bits || y->w < 1 || y->h < 1 || y->w > l->tile_w + PAD ||
                          y->h > l->tile_h + PAD))
     st = CODEC_CORRUPT;
-  if (st == CODEC_OK && y->mono && !t->alpha) /* its configuration said colour: libheif's */
-    st = CODEC_UNSUPPORTED;
   if (st != CODEC_OK)
     job_fail(j, st,
-             st == CODEC_NOMEM         ? "out of memory decoding a HEIF picture"
-             : st == CODEC_UNSUPPORTED ? "a HEIF picture is monochrome"
-                                       : "a HEIF picture is corrupt or truncated",
+             st == CODEC_NOMEM ? "out of memory decoding a HEIF picture"
+                               : "a HEIF picture is corrupt or truncated",
              t->id);
   return st;
 }
@@ -1128,8 +1165,9 @@ static enum codec_status hctx_open(const uint8_t *buf, size_t len, const struct 
   struct heif_error e = heif_context_read_from_memory_without_copy(h->ctx, buf, len, NULL);
   if (e.code == heif_error_Ok) e = heif_context_get_primary_image_handle(h->ctx, &h->handle);
   if (e.code == heif_error_Ok) return CODEC_OK;
+  enum codec_status st = heif_failure(e, msg, msglen); /* e.message is the context's */
   hctx_close(h);
-  return heif_failure(e, msg, msglen);
+  return st;
 }
 
 /* The conversion given by item it's colr nclx into *k; returns 0 when it has none, 1 when it
@@ -1158,6 +1196,7 @@ struct hplan { /* what the tile path decodes */
   int has_alpha, depth, channels;
   struct coeffs k; /* the colour tiles' colr nclx, when has_k */
   int has_k;
+  int libheif; /* its pictures are checked, but libheif must decode them */
 };
 
 static void plan_free(struct hplan *p) {
@@ -1165,7 +1204,7 @@ static void plan_free(struct hplan *p) {
   p->col.tiles = p->alpha.tiles = NULL;
 }
 
-/* The plan for f's primary image: CODEC_OK, CODEC_UNSUPPORTED for libheif's path, or a
+/* The plan for f's primary image: CODEC_OK (p->libheif set when libheif must decode it), or a
  * failure with a sentence. want_alpha is libheif's view. */
 static enum codec_status plan_make(const struct hfile *f, int want_alpha,
                                    const struct codec_limits *lim, struct hplan *p, char *msg,
@@ -1192,10 +1231,10 @@ static enum codec_status plan_make(const struct hfile *f, int want_alpha,
     if (st != CODEC_OK) return st;
     p->has_alpha = 1;
   }
-  if (crop || kk < 0 || p->col.mono || (want_alpha && !p->has_alpha) ||
+  p->libheif =
+      crop || kk < 0 || (want_alpha && !p->has_alpha) ||
       (p->has_alpha && (p->alpha.width != p->col.width || p->alpha.height != p->col.height ||
-                        p->alpha.codec != p->col.codec)))
-    return CODEC_UNSUPPORTED;
+                        p->alpha.codec != p->col.codec));
   p->channels = p->has_alpha ? 4 : 3;
   p->depth = p->col.bits > 8 || (p->has_alpha && p->alpha.bits > 8) ? 16 : 8;
   return CODEC_OK;
@@ -1262,6 +1301,12 @@ static enum codec_status libheif_decode(struct hctx *h, int alpha, int depth,
   size_t nbytes, row = (size_t)w * (size_t)ch * (size_t)(depth / 8);
   enum codec_status st = codec_check_size(w > 0 ? (uint64_t)w : 0, hh > 0 ? (uint64_t)hh : 0,
                                           (unsigned)(ch * depth / 8), lim, &nbytes, msg, msglen);
+  if (st == CODEC_OK && (w != heif_image_handle_get_width(h->handle) ||
+                         hh != heif_image_handle_get_height(h->handle))) {
+    codec_msgf(msg, msglen, "the HEIF image decodes to %dx%d where its header says %dx%d", w, hh,
+               heif_image_handle_get_width(h->handle), heif_image_handle_get_height(h->handle));
+    st = CODEC_CORRUPT;
+  }
   uint8_t *px = st == CODEC_OK && src ? codec_malloc(nbytes) : NULL;
   if (st == CODEC_OK && px == NULL) st = CODEC_NOMEM;
   for (int y = 0; st == CODEC_OK && y < hh; y++) {
@@ -1283,13 +1328,34 @@ static enum codec_status libheif_decode(struct hctx *h, int alpha, int depth,
   return CODEC_OK;
 }
 
-/* The tile path for h's file: CODEC_UNSUPPORTED when libheif must decode it. *orientation is
- * set from the primary item's transforms when they could be read. */
+/* Whether every picture of layout l (none listed: nothing to check) has data in the file, and
+ * an AV1 one decodes. */
+static int has_data(const struct hfile *f, const struct hlayout *l) {
+  for (size_t i = 0; l->tiles != NULL && i < (size_t)l->rows * (size_t)l->cols; i++) {
+    const struct hitem *it = hf_item(f, l->tiles[i]);
+    struct span d;
+    uint8_t *owned = NULL;
+    struct guard g = {l->tile_w, l->tile_h};
+    struct yuv y = {0};
+    int ok = it != NULL && hf_data(f, it, &d, &owned) == CODEC_OK && d.n > 0;
+    /* AV1 pictures are decoded once here: libheif's dav1d plugin leaks what dav1d refuses */
+    if (ok && l->codec == FOURCC("av01")) ok = decode_av1(d, &g, 1, &y) == CODEC_OK;
+    yuv_free(&y);
+    codec_free(owned);
+    if (!ok) return 0;
+  }
+  return 1;
+}
+
+/* The tile path for h's file. *libheif is set, with CODEC_UNSUPPORTED, when libheif must decode
+ * it instead (its pictures checked as this path checks them); *orientation is set from the
+ * primary item's transforms when they could be read. */
 static enum codec_status tile_decode(const uint8_t *buf, size_t len, struct hctx *h,
                                      const struct codec_limits *lim, struct codec_image *out,
-                                     int *orientation, char *msg, size_t msglen) {
+                                     int *orientation, int *libheif, char *msg, size_t msglen) {
   struct hfile f;
   struct hplan p = {0};
+  *libheif = 0;
   if (hf_parse(&f, buf, len) != 0) {
     codec_msgf(msg, msglen, "the HEIF file's item boxes are malformed");
     return CODEC_CORRUPT;
@@ -1309,8 +1375,17 @@ static enum codec_status tile_decode(const uint8_t *buf, size_t len, struct hctx
   if (st == CODEC_OK &&
       ((swap ? p.col.height : p.col.width) != heif_image_handle_get_width(h->handle) ||
        (swap ? p.col.width : p.col.height) != heif_image_handle_get_height(h->handle)))
-    st = CODEC_UNSUPPORTED; /* libheif sees another size: its decode decides */
-  if (st == CODEC_OK) st = plan_run(&f, &p, lim, out, msg, msglen);
+    p.libheif = 1; /* libheif sees another size: its decode decides */
+  if (st == CODEC_OK && p.libheif && (!has_data(&f, &p.col) || !has_data(&f, &p.alpha))) {
+    codec_msgf(msg, msglen, "a HEIF picture is missing, lies outside the file or does not decode");
+    st = CODEC_CORRUPT;
+  }
+  if (st == CODEC_OK && !p.libheif) {
+    st = plan_run(&f, &p, lim, out, msg, msglen);
+    p.libheif = st == CODEC_UNSUPPORTED; /* a picture's colour matrix */
+  }
+  if (st == CODEC_OK && p.libheif) st = CODEC_UNSUPPORTED;
+  *libheif = p.libheif;
   plan_free(&p);
   hf_free(&f);
   return st;
@@ -1320,25 +1395,34 @@ enum codec_status codec_heif_decode(const uint8_t *buf, size_t len, const struct
                                     struct codec_image *out, char *msg, size_t msglen) {
   struct hctx h;
   *out = (struct codec_image){0};
+  codec_msgf(msg, msglen, "%s", "");
   enum codec_status st = hctx_open(buf, len, lim, &h, msg, msglen);
   if (st != CODEC_OK) return st;
   int w = heif_image_handle_get_width(h.handle), hh = heif_image_handle_get_height(h.handle);
   int alpha = heif_image_handle_has_alpha_channel(h.handle);
-  int depth = heif_image_handle_get_luma_bits_per_pixel(h.handle) > 8 ? 16 : 8, o = 1;
+  int bits = heif_image_handle_get_luma_bits_per_pixel(h.handle);
+  int depth = bits > 8 ? 16 : 8, o = 1, lh = 0;
   size_t nbytes;
   st = codec_check_size(w > 0 ? (uint64_t)w : 0, hh > 0 ? (uint64_t)hh : 0,
                         (unsigned)((alpha ? 4 : 3) * depth / 8), lim, &nbytes, msg, msglen);
+  if (st == CODEC_OK && bits <= 0) { /* as the probe: libheif cannot read its configuration */
+    codec_msgf(msg, msglen, "the HEIF image's coding configuration is malformed");
+    st = CODEC_CORRUPT;
+  }
   if (st == CODEC_OK && codec_stopped()) st = CODEC_CANCELLED;
-  if (st == CODEC_OK) st = tile_decode(buf, len, &h, lim, out, &o, msg, msglen);
+  if (st == CODEC_OK) st = tile_decode(buf, len, &h, lim, out, &o, &lh, msg, msglen);
   if (st == CODEC_OK) {
     st = codec_orient(out, o);
     if (st != CODEC_OK) codec_image_free(out);
     if (st == CODEC_NOMEM) codec_msgf(msg, msglen, "out of memory turning the HEIF image");
-  } else if (st == CODEC_UNSUPPORTED) {
+  } else if (st == CODEC_UNSUPPORTED && lh) {
+    codec_msgf(msg, msglen, "%s", "");
     st = libheif_decode(&h, alpha, depth, lim, out, msg, msglen);
   }
   if (st == CODEC_OK && codec_stopped()) st = CODEC_CANCELLED, codec_image_free(out);
   if (st == CODEC_OK) out->orientation = o;
+  if (st != CODEC_OK && msg && msglen && msg[0] == 0) /* every failure has its sentence */
+    codec_msgf(msg, msglen, "HEIF: %s", codec_status_msg(st));
   hctx_close(&h);
   return st;
 }
@@ -1437,9 +1521,11 @@ enum codec_status codec_heif_icc(const uint8_t *buf, size_t len, uint8_t **icc, 
       codec_free(*icc), *icc = NULL;
     else
       *icc_len = n;
-  } else if (heif_image_handle_get_nclx_color_profile(h.handle, &nclx).code == heif_error_Ok) {
-    st = nclx_icc(nclx, icc, icc_len);
-    heif_nclx_color_profile_free(nclx);
+  } else {
+    /* libheif hands over the profile even when it refuses one of its code points */
+    if (heif_image_handle_get_nclx_color_profile(h.handle, &nclx).code == heif_error_Ok)
+      st = nclx_icc(nclx, icc, icc_len);
+    if (nclx) heif_nclx_color_profile_free(nclx);
   }
   hctx_close(&h);
   return st;

@@ -185,7 +185,7 @@ static enum codec_status choose_route(TIFF *tif, struct tinfo *t, char *msg, siz
   if (fmt == SAMPLEFORMAT_IEEEFP) return refuse(msg, msglen, "floating-point samples");
   if (fmt != SAMPLEFORMAT_UINT && fmt != SAMPLEFORMAT_VOID)
     return refuse(msg, msglen, "signed or complex samples");
-  if (t->bps == 0 || t->bps > 16 || (t->bps > 8 && t->bps != 16))
+  if (t->bps != 1 && t->bps != 2 && t->bps != 4 && t->bps != 8 && t->bps != 16)
     return refuse(msg, msglen, "samples of other than 1, 2, 4, 8 or 16 bits");
   if (t->spp == 0) return refuse(msg, msglen, "no samples");
   uint16_t comp = tag16(tif, TIFFTAG_COMPRESSION, COMPRESSION_NONE);
