@@ -20,10 +20,12 @@
  * pixels equal heif-convert's (the identity matrix of lossless AVIF copies the planes; a
  * monochrome picture becomes gray RGB); it runs over rows of planes in loops the compiler
  * vectorises. The thread's cancellation hook is asked before every tile. A picture's data must
- * lie in the file (iloc construction method 0 or 1). What this path does not take (a 'clap' crop,
- * overlays, derived images, YCgCo or chromaticity-derived matrices, an alpha plane of another
- * size or codec) libheif decodes whole, on its threads, the hook asked before and after; AV1
- * pictures are decoded once first, since libheif's dav1d plugin leaks on some that dav1d refuses.
+ * lie in the file (iloc construction method 0 or 1); grids of other than coded pictures,
+ * overlays and derived images are refused (libheif 1.15 recurses without end on a grid of grids).
+ * What this path checks but does not decode (a 'clap' crop, YCgCo or chromaticity-derived
+ * matrices, an alpha plane of another size or codec) libheif decodes whole, on its threads, the
+ * hook asked before and after; AV1 pictures are decoded once first, since libheif's dav1d plugin
+ * leaks on some that dav1d refuses.
  * An image of one coded picture is one tile, which libde265 (on its own threads) or dav1d decodes
  * in one call without a hook: it is asked before and after.
  *

@@ -60,12 +60,12 @@ static const struct file files[] = {
     {"heic_icc.heic", &heic, 1},      {"avif10_alpha.avif", &avif, 1},
     {"avif8_p3.avif", &avif, 1},      {"jxl_p3_lossless.jxl", &jxl, 0},
     {"jxl_rgb16.jxl", &jxl, 0},       {"jxl_gray_alpha.jxl", &jxl, 0},
-    {"jxl_lossy.jxl", &jxl, 0},       {"jxl_orient6.jxl", &jxl, 0},
-    {"tiff_tiled16.tif", &tiff, 1},   {"tiff_palette.tif", &tiff, 1},
-    {"tiff_orient6.tif", &tiff, 1},   {"tiff_assoc.tif", &tiff, 1},
-    {"tiff_cmyk.tif", &tiff, 1},      {"tiff_jpeg.tif", &tiff, 1},
-    {"tiff_bilevel.tif", &tiff, 1},   {"gif_transparent.gif", &gif, 1},
-    {"gif_interlaced.gif", &gif, 1},
+    {"jxl_lossy.jxl", &jxl, 0},       {"jxl_float.jxl", &jxl, 0},
+    {"jxl_orient6.jxl", &jxl, 0},     {"tiff_tiled16.tif", &tiff, 1},
+    {"tiff_palette.tif", &tiff, 1},   {"tiff_orient6.tif", &tiff, 1},
+    {"tiff_assoc.tif", &tiff, 1},     {"tiff_cmyk.tif", &tiff, 1},
+    {"tiff_jpeg.tif", &tiff, 1},      {"tiff_bilevel.tif", &tiff, 1},
+    {"gif_transparent.gif", &gif, 1}, {"gif_interlaced.gif", &gif, 1},
 };
 
 #define NFILES (sizeof files / sizeof files[0])
@@ -303,6 +303,20 @@ static void test_jxl_lossless_files(void) {
   codec_image_free(&img), codec_image_free(&src);
 }
 
+/* Lossless 32-bit float (chelsea.png's samples / 255): 16-bit samples, v * 257 within one. */
+static void test_jxl_float(void) {
+  struct codec_image img = decode("jxl_float.jxl", &jxl), src = fixture_photo("chelsea.png");
+  ASSERT_INT(img.depth, ==, 16);
+  ASSERT_INT(img.channels, ==, 3);
+  ASSERT_INT(img.width, ==, 64);
+  ASSERT_INT(img.height, ==, 48);
+  for (int y = 0; y < img.height; y++)
+    for (int x = 0; x < img.width; x++)
+      for (int c = 0; c < 3; c++)
+        ASSERT_NEAR(sample(&img, x, y, c), sample(&src, x, y, c) * 257, 1);
+  codec_image_free(&img), codec_image_free(&src);
+}
+
 /* Lossy (XYB): djxl's pixels exactly. */
 static void test_jxl_lossy(void) {
   struct codec_image img = decode("jxl_lossy.jxl", &jxl);
@@ -398,7 +412,25 @@ static void test_gif(void) {
   codec_image_free(&img), codec_image_free(&ref);
   img = decode("gif_interlaced.gif", &gif), ref = fixture_photo("gif_interlaced.ref.png");
   ASSERT_INT(max_diff(&img, &ref), ==, 0);
-  codec_image_free(&img), codec_image_free(&ref);
+  codec_image_free(&img);
+  /* The same file with a logical screen of 120x80: the frame at the top-left, opaque, the rest
+   * transparent, RGBA. */
+  size_t len;
+  uint8_t *buf = fixture_bytes("gif_interlaced.gif", &len);
+  buf[6] = 120, buf[7] = 0, buf[8] = 80, buf[9] = 0;
+  char msg[256] = "";
+  ASSERT_INT(codec_gif_decode(buf, len, NULL, &img, msg, sizeof msg), ==, CODEC_OK);
+  ASSERT_INT(img.width, ==, 120);
+  ASSERT_INT(img.height, ==, 80);
+  ASSERT_INT(img.channels, ==, 4);
+  for (int y = 0; y < img.height; y++)
+    for (int x = 0; x < img.width; x++) {
+      int in = x < ref.width && y < ref.height;
+      ASSERT_INT(sample(&img, x, y, 3), ==, in ? 255 : 0);
+      for (int c = 0; c < 3; c++)
+        ASSERT_INT(sample(&img, x, y, c), ==, in ? sample(&ref, x, y, c) : 0);
+    }
+  free(buf), codec_image_free(&img), codec_image_free(&ref);
 }
 
 /* ---- every file: probe, limits, truncation ---- */
@@ -719,6 +751,7 @@ int main(void) {
   RUN(test_avif8_p3);
   RUN(test_jxl_p3);
   RUN(test_jxl_lossless_files);
+  RUN(test_jxl_float);
   RUN(test_jxl_lossy);
   RUN(test_jxl_orientation);
   RUN(test_tiff);

@@ -80,6 +80,10 @@ h, w = c.shape[:2]
 ramp = ((np.add.outer(np.arange(h), np.arange(w)) * 255) // (h + w - 2)).astype(np.uint8)
 Image.fromarray(np.dstack([c, ramp]), "RGBA").save(tmp + "/rgba.png")
 Image.fromarray(np.asarray(Image.open("coffee.png"))[72:328, 108:492]).save(tmp + "/coffee.png")
+# float.pfm: the top-left 64x48 of chelsea.png as 32-bit floats v / 255 (PFM: bottom row first).
+f = np.asarray(Image.open("chelsea.png"))[:48, :64].astype(np.float32) / 255
+with open(tmp + "/float.pfm", "wb") as out:
+    out.write(b"PF\n64 48\n-1.0\n" + f[::-1].astype("<f4").tobytes())
 EOF
 
 # ---- HEIF: heif-enc (x265) tiles put in a grid by heif-grid.py; avifenc (aom) ----
@@ -105,6 +109,7 @@ cjxl rgb16.png jxl_rgb16.jxl -d 0 >/dev/null 2>&1           # lossless 16-bit RG
 cjxl gray_alpha.png jxl_gray_alpha.jxl -d 0 >/dev/null 2>&1 # lossless gray+alpha
 cjxl "$tmp/coffee.png" jxl_lossy.jxl -q 80 >/dev/null 2>&1  # lossy (XYB), distance 1.9
 cjxl orient6.jpg jxl_orient6.jxl >/dev/null 2>&1            # the JPEG kept; EXIF orientation 6
+cjxl "$tmp/float.pfm" jxl_float.jxl -d 0 >/dev/null 2>&1     # lossless 32-bit float
 for f in jxl_lossy jxl_orient6; do djxl "$f.jxl" "$tmp/$f.png" >/dev/null 2>&1; done
 
 # ---- TIFF: tifffile, Pillow, tiffcp, tiff2rgba ----
