@@ -615,9 +615,9 @@ static enum codec_status hf_layout(const struct hfile *f, uint32_t id,
 /* Whether auxC property s names an alpha plane. */
 static int is_alpha_aux(struct span s) {
   static const char *urn[] = {"urn:mpeg:mpegB:cicp:systems:auxiliary:alpha",
-                              "urn:mpeg:hevc:2015:auxid:1"};
+                              "urn:mpeg:hevc:2015:auxid:1", "urn:mpeg:avc:2015:auxid:1"};
   if (s.n < 5) return 0;
-  for (size_t i = 0; i < 2; i++) {
+  for (size_t i = 0; i < sizeof urn / sizeof urn[0]; i++) {
     size_t n = strlen(urn[i]) + 1; /* with its NUL */
     if (s.n - 4 >= n && memcmp(s.p + 4, urn[i], n) == 0) return 1;
   }
