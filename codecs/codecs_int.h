@@ -171,7 +171,7 @@ int codec_exif_parse(const uint8_t *app1, size_t len);
  * CODEC_NOMEM or CODEC_CANCELLED (the thread's hook, asked every row) with img unchanged. */
 enum codec_status codec_orient(struct codec_image *img, int o);
 
-/* ---- The formats read and written by heif.c, jxl.c, tiff.c and gif.c ----
+/* ---- The formats read and written by heif.c, avif.c, jxl.c, tiff.c and gif.c ----
  * Each decoder is a function over the whole file in buf, with the same contract as the ones
  * above: out is zeroed first, limits are checked from the header before any pixel buffer is
  * allocated, a failure leaves out holding no memory and puts a sentence in msg (when not NULL),
@@ -197,8 +197,9 @@ enum codec_status codec_heif_decode(const uint8_t *buf, size_t len, const struct
 /* The colr ICC profile; or one made from an nclx description for the sRGB/BT.709, Display P3
  * and BT.2020 primaries with the sRGB, BT.709, linear or gamma transfers; else NULL. */
 enum codec_status codec_heif_icc(const uint8_t *buf, size_t len, uint8_t **icc, size_t *icc_len);
-/* Lossy AVIF at o->quality (1..100) and o->effort (0..6; effort_set), alpha kept, 16-bit input
- * as 10-bit, o->icc embedded when its colours match. CODEC_UNSUPPORTED for o->lossless. */
+/* avif.c: lossy AVIF at o->quality (1..100) and o->effort (0..6; effort_set), alpha kept,
+ * 16-bit input as 10-bit, o->icc embedded when its colours match. CODEC_UNSUPPORTED for
+ * o->lossless. */
 enum codec_status codec_avif_encode(const struct codec_image *img,
                                     const struct codec_encode_opts *o, uint8_t **out,
                                     size_t *outlen, char *msg, size_t msglen);

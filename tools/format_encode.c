@@ -1,5 +1,5 @@
 /* format_encode: writes an image as AVIF or JPEG XL with the new formats' encoders
- * (codecs/heif.c, codecs/jxl.c, called directly) and measures the result, for
+ * (codecs/avif.c, codecs/jxl.c, called directly) and measures the result, for
  * docs/engineering-notes.md's quality tables.
  *
  *   build/format_encode avif|jxl IN OUT [QUALITY (default 75)] [EFFORT (0..6, default 2)]
