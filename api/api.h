@@ -194,6 +194,16 @@ const char *api_route(int i, const char **method);
  * caller frees it), or NULL when out of memory. */
 char *api_reference_markdown(void);
 
+/* ---- file names and media types, from the codecs' format table (formats.c) ---- */
+
+/* The output format a file name's extension names ("jpeg" for out.JPG), or NULL. */
+const char *api_format_of_path(const char *path);
+/* The media type of the image file body, as a client would send it ("image/png"), or
+ * application/octet-stream when no format reads it. */
+const char *api_media_type(const uint8_t *body, size_t len);
+/* The extension for a file of media type media ("jpg"), or "bin" for one of no format. */
+const char *api_extension_of(const char *media);
+
 /* Monotonic clock in milliseconds. */
 double api_now_ms(void);
 

@@ -60,7 +60,17 @@ extern const struct endpoint api_convolve_endpoint;
 extern const struct endpoint api_sharpen_endpoint;
 
 /* The words of the output parameters format and of the booleans (params.c). */
-extern const char *const params_format_choices[];
+/* ---- what the api reads from the format table (formats.c, made before main) ---- */
+extern const char *params_format_choices[]; /* format=: "input", then the pictures written */
+extern const char *params_map_formats[];    /* a map's format=: the outputs exact for 16 bits */
+extern char params_map_default[];           /* its default: the first of them (a picture) */
+extern char params_format_doc[], params_quality_doc[], params_lossless_doc[];
+/* Whether a raw upload may say it is content_type: a format's media type, or octet-stream. */
+int api_upload_type_ok(const char *content_type);
+/* The format format=input answers an upload in input with under the Accept header accept (NULL:
+ * none): the input's own (or the one its format answers as), unless Accept gives another output
+ * a higher q. */
+enum codec_format api_output_format(enum codec_format input, const char *accept);
 extern const char *const params_bool_choices[];
 extern const char *const params_colorspace_choices[]; /* colorspace: keep, srgb */
 

@@ -114,7 +114,7 @@ static json_t *json_body(const struct image_job *j, const struct codec_image *im
 static enum err job_output(void *arg, enum codec_format in, struct codec_encode_opts *o, char *msg,
                            size_t msglen) {
   struct image_job *j = arg;
-  *o = op_output(j->op->ep, j->params.bytes, in);
+  *o = op_output(j->op->ep, j->params.bytes, in, j->accept);
   return http_negotiate(j->accept, codec_mime(o->format), &j->want_json, msg, msglen);
 }
 
@@ -168,7 +168,7 @@ static struct api_response *parse_body(struct image_job *j) {
   struct api_response *r =
       upload_json(j->op->ep, j->query, j->image, j->len, j->params.bytes, &owned, &len);
   if (!r) j->image = j->owned = owned, j->len = len;
-  return r ? r : op_admit(j->ctx, j->op->ep, j->params.bytes, j->image, j->len);
+  return r ? r : op_admit(j->ctx, j->op->ep, j->params.bytes, j->image, j->len, j->accept);
 }
 
 static void job_run(struct job *job, struct worker *w) {
@@ -253,7 +253,7 @@ struct api_response *handler_image(ROUTE_ARGS) {
   struct api_response *resp = NULL;
   enum err e = upload_read(req, &u, msg, sizeof(msg));
   if (e == ERR_OK) e = params_parse(r->ep, query, u.json, u.json_len, p, msg, sizeof(msg));
-  if (e == ERR_OK) resp = op_admit(ctx, r->ep, p, u.image, u.len);
+  if (e == ERR_OK) resp = op_admit(ctx, r->ep, p, u.image, u.len, req->accept);
   if (e == ERR_OK && !resp) e = job_submit(ctx, req, u.image, u.len, NULL, r->op, p, done, udata);
   upload_free(&u);
   free(p);

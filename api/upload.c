@@ -92,19 +92,18 @@ enum err upload_read(const struct api_request *req, struct upload *u, char *msg,
     http_multipart_free(parts, n);
     return e;
   }
-  if (http_media_is(ct, "image/png") || http_media_is(ct, "image/jpeg") ||
-      http_media_is(ct, "image/jpg") || http_media_is(ct, "image/webp") ||
-      http_media_is(ct, "application/octet-stream")) {
+  if (api_upload_type_ok(ct)) {
     u->image = req->body;
     u->len = req->body_len;
     return ERR_OK;
   }
   if (!ct && req->body_len == 0) return ERR_OK; /* no image: reported by the caller */
+  char types[512];
   snprintf(msg, msglen,
            "Content-Type '%.64s' is not accepted: send multipart/form-data with an 'image' "
-           "field, the raw image as image/png, image/jpeg or image/webp, or application/json "
-           "with the image in base64.",
-           ct ? ct : "(none)");
+           "field, the raw image as %s (or application/octet-stream), or application/json with "
+           "the image in base64.",
+           ct ? ct : "(none)", codec_inputs_text(types, sizeof(types), 1));
   return ERR_UNSUPPORTED_MEDIA;
 }
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "codecs_int.h"
+#include "cost_table.h"
 
 #define MAX_THREADS 16 /* aom's threads, at most one per online CPU */
 
@@ -98,7 +99,7 @@ static void avif_run(struct avif_job *j) {
   avifEncoder *enc = image ? avifEncoderCreate() : NULL;
   if (image && enc == NULL) j->result = AVIF_RESULT_OUT_OF_MEMORY;
   if (enc) {
-    int effort = o->effort_set ? o->effort : CODEC_WEBP_EFFORT_DEFAULT;
+    int effort = o->effort_set ? o->effort : CODEC_EFFORT_DEFAULT;
     enc->codecChoice = AVIF_CODEC_CHOICE_AOM;
     enc->speed = avif_speed[effort < 0 ? 0 : effort > 6 ? 6 : effort];
     enc->maxThreads = avif_threads();
@@ -159,3 +160,41 @@ enum codec_status codec_avif_encode(const struct codec_image *img,
   codec_buf_take(&file, out, outlen);
   return CODEC_OK;
 }
+
+/* ---- the format's descriptor ---- */
+
+/* AVIF is read by heif.c's decode, as HEIC is; the cost of that decode differs by codec. */
+static double avif_decode_ns(const uint8_t *buf, size_t len, const struct codec_shape *s) {
+  (void)buf;
+  double px = (double)s->width * s->height, alpha = s->channels == 2 || s->channels == 4 ? px : 0;
+  return px * s->channels * COST_DECODE_AVIF_NS_SAMPLE + (double)len * COST_DECODE_AVIF_NS_BYTE +
+         alpha * COST_DECODE_AVIF_NS_ALPHA;
+}
+
+/* Per pixel by effort (aom's speed), at the default quality; alpha as much again. */
+static double avif_encode_ns(const struct codec_encode_opts *o, const struct codec_shape *s) {
+  static const double ns[] = COST_AVIF_NS_PIXEL;
+  int effort = o->effort_set ? o->effort : CODEC_EFFORT_DEFAULT;
+  effort = effort < 0 ? 0 : effort >= CODEC_NELEM(ns) ? CODEC_NELEM(ns) - 1 : effort;
+  double px = (double)s->width * s->height;
+  return px * ns[effort] * (s->channels == 2 || s->channels == 4 ? 2 : 1);
+}
+
+const struct codec_format_desc codec_avif_format = {
+    .name = "avif",
+    .title = "AVIF",
+    .mime = "image/avif",
+    .mimes = "image/avif-sequence",
+    .exts = "avif",
+    .lib = "libheif",
+    .reader = "libheif, dav1d",
+    .writer = "libavif, aom",
+    .quality = 1,
+    .sniff = codec_avif_sniff,
+    .probe = codec_heif_probe,
+    .decode = codec_heif_decode,
+    .icc = codec_heif_icc,
+    .encode = codec_avif_encode,
+    .decode_ns = avif_decode_ns,
+    .encode_ns = avif_encode_ns,
+};

@@ -171,6 +171,12 @@ int codec_exif_parse(const uint8_t *app1, size_t len);
  * CODEC_NOMEM or CODEC_CANCELLED (the thread's hook, asked every row) with img unchanged. */
 enum codec_status codec_orient(struct codec_image *img, int o);
 
+/* The ICC profiles of PNG (iCCP), JPEG (APP2 ICC_PROFILE segments) and WebP (ICCP), read from
+ * the bytes alone (icc.c), as codec_icc_read gives them. */
+enum codec_status codec_png_icc(const uint8_t *b, size_t len, uint8_t **icc, size_t *icc_len);
+enum codec_status codec_jpeg_icc(const uint8_t *b, size_t len, uint8_t **icc, size_t *icc_len);
+enum codec_status codec_webp_icc(const uint8_t *b, size_t len, uint8_t **icc, size_t *icc_len);
+
 /* ---- The formats read and written by heif.c, avif.c, jxl.c, tiff.c and gif.c ----
  * Each decoder is a function over the whole file in buf, with the same contract as the ones
  * above: out is zeroed first, limits are checked from the header before any pixel buffer is

@@ -92,3 +92,45 @@ enum codec_status codec_encode_float(const float *samples, int width, int height
   return encode_data((const uint8_t *)samples, sizeof(float), "<f4", width, height, channels, f,
                      out, outlen, msg, msglen);
 }
+
+/* ---- the formats' descriptors ---- */
+
+static enum codec_status raw_encode(const struct codec_image *img,
+                                    const struct codec_encode_opts *o, uint8_t **out,
+                                    size_t *outlen, char *msg, size_t msglen) {
+  (void)o;
+  return codec_data_encode(img, CODEC_RAW, out, outlen, msg, msglen);
+}
+
+static enum codec_status npy_encode(const struct codec_image *img,
+                                    const struct codec_encode_opts *o, uint8_t **out,
+                                    size_t *outlen, char *msg, size_t msglen) {
+  (void)o;
+  return codec_data_encode(img, CODEC_NPY, out, outlen, msg, msglen);
+}
+
+const struct codec_format_desc codec_raw_format = {
+    .name = "raw",
+    .title = "raw samples",
+    .mime = "application/octet-stream",
+    .mimes = "",
+    .exts = "raw bin",
+    .lib = "raw",
+    .writer = "blurd",
+    .data = 1,
+    .exact16 = 1,
+    .encode = raw_encode,
+};
+
+const struct codec_format_desc codec_npy_format = {
+    .name = "npy",
+    .title = "NumPy",
+    .mime = "application/x-npy",
+    .mimes = "",
+    .exts = "npy",
+    .lib = "npy",
+    .writer = "blurd",
+    .data = 1,
+    .exact16 = 1,
+    .encode = npy_encode,
+};

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "codecs_int.h"
+#include "cost_table.h"
 
 int codec_gif_sniff(const uint8_t *buf, size_t len) {
   return buf != NULL && len >= 6 &&
@@ -263,3 +264,28 @@ enum codec_status codec_gif_icc(const uint8_t *buf, size_t len, uint8_t **icc, s
   codec_free(h.icc.data);
   return CODEC_OK;
 }
+
+/* ---- the format's descriptor ---- */
+
+static double gif_decode_ns(const uint8_t *buf, size_t len, const struct codec_shape *s) {
+  (void)buf;
+  double px = (double)s->width * s->height, alpha = s->channels == 2 || s->channels == 4 ? px : 0;
+  return px * s->channels * COST_DECODE_GIF_NS_SAMPLE + (double)len * COST_DECODE_GIF_NS_BYTE +
+         alpha * COST_DECODE_GIF_NS_ALPHA;
+}
+
+const struct codec_format_desc codec_gif_format = {
+    .name = "gif",
+    .title = "GIF",
+    .mime = "image/gif",
+    .mimes = "",
+    .exts = "gif",
+    .lib = "giflib",
+    .reader = "giflib (the first frame)",
+    .as = CODEC_PNG,
+    .sniff = codec_gif_sniff,
+    .probe = codec_gif_probe,
+    .decode = codec_gif_decode,
+    .icc = codec_gif_icc,
+    .decode_ns = gif_decode_ns,
+};

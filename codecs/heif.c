@@ -8,6 +8,7 @@
 #include <libheif/heif.h>
 #include <string.h>
 
+#include "cost_table.h"
 #include "heif_int.h"
 
 /* ---- sniffing: the ftyp box's brands ---- */
@@ -387,3 +388,29 @@ enum codec_status codec_heif_icc(const uint8_t *buf, size_t len, uint8_t **icc, 
   hctx_close(&h);
   return st;
 }
+
+/* ---- the format's descriptor ---- */
+
+/* HEIC and AVIF share the box reader and the decode; what tells them apart is the sniff. */
+static double heic_decode_ns(const uint8_t *buf, size_t len, const struct codec_shape *s) {
+  (void)buf;
+  double px = (double)s->width * s->height, alpha = s->channels == 2 || s->channels == 4 ? px : 0;
+  return px * s->channels * COST_DECODE_HEIC_NS_SAMPLE + (double)len * COST_DECODE_HEIC_NS_BYTE +
+         alpha * COST_DECODE_HEIC_NS_ALPHA;
+}
+
+const struct codec_format_desc codec_heic_format = {
+    .name = "heic",
+    .title = "HEIC",
+    .mime = "image/heic",
+    .mimes = "image/heif image/heic-sequence image/heif-sequence",
+    .exts = "heic heif hif",
+    .lib = "libheif",
+    .reader = "libheif, libde265",
+    .as = CODEC_JPEG,
+    .sniff = codec_heic_sniff,
+    .probe = codec_heif_probe,
+    .decode = codec_heif_decode,
+    .icc = codec_heif_icc,
+    .decode_ns = heic_decode_ns,
+};

@@ -14,6 +14,7 @@
 #include <jerror.h>
 
 #include "codecs_int.h"
+#include "cost_table.h"
 
 /* What a hostile file can cost, beyond the caller's limits on the upright width, height and pixel
  * count:
@@ -332,6 +333,10 @@ static enum codec_status probe_run(struct jpeg_dec *d, const uint8_t *buf, size_
   return CODEC_OK;
 }
 
+static int jpeg_sniff(const uint8_t *buf, size_t len) {
+  return len >= 3 && buf[0] == 0xff && buf[1] == 0xd8 && buf[2] == 0xff;
+}
+
 /* The same header stage as the decoder's, without decoding: the service asks it whether a file
  * can go to the GPU decoder, so that what the CPU decoder would refuse at its headers is refused
  * in the same words either way. */
@@ -340,7 +345,7 @@ enum codec_status codec_jpeg_probe(const uint8_t *buf, size_t len, const struct 
   struct jpeg_dec d;
   if (msg != NULL && msglen > 0) msg[0] = '\0';
   memset(info, 0, sizeof(*info));
-  if (codec_sniff(buf, len) != CODEC_JPEG) {
+  if (!jpeg_sniff(buf, len)) {
     codec_msgf(msg, msglen, "the data is not a JPEG file");
     return CODEC_UNKNOWN;
   }
@@ -527,3 +532,62 @@ enum codec_status codec_jpeg_encode(const struct codec_image *img, int quality, 
   codec_free(e);
   return st;
 }
+
+/* ---- the format's descriptor ---- */
+
+static int jpeg_probe(const uint8_t *buf, size_t len, struct codec_shape *out) {
+  struct codec_jpeg_info info;
+  struct codec_limits none = {0, 0, 0};
+  char msg[128];
+  if (codec_jpeg_probe(buf, len, &none, &info, msg, sizeof(msg)) != CODEC_OK) return -1;
+  *out = (struct codec_shape){info.width, info.height, info.channels, 8};
+  return 0;
+}
+
+/* libjpeg's file, with o->icc inserted as APP2 segments when there is one (icc.c). */
+static enum codec_status jpeg_encode(const struct codec_image *img,
+                                     const struct codec_encode_opts *o, uint8_t **out,
+                                     size_t *outlen, char *msg, size_t msglen) {
+  enum codec_status st = codec_jpeg_encode(img, o->quality, out, outlen, msg, msglen);
+  if (st != CODEC_OK || o->icc == NULL) return st;
+  uint8_t *with;
+  size_t with_len;
+  st = codec_jpeg_insert_icc(*out, *outlen, o->icc, o->icc_len, &with, &with_len);
+  codec_free(*out);
+  *out = with;
+  *outlen = with_len;
+  if (st != CODEC_OK) codec_msgf(msg, msglen, "could not add the ICC profile to the JPEG file");
+  return st;
+}
+
+static double jpeg_decode_ns(const uint8_t *buf, size_t len, const struct codec_shape *s) {
+  (void)buf;
+  return (double)s->width * s->height * s->channels * COST_DECODE_JPEG_NS_SAMPLE +
+         (double)len * COST_DECODE_JPEG_NS_BYTE;
+}
+
+/* Per colour sample (alpha dropped): three a pixel, one for gray. */
+static double jpeg_encode_ns(const struct codec_encode_opts *o, const struct codec_shape *s) {
+  static const double q[] = COST_JPEG_QUALITY, ns[] = COST_JPEG_NS_SAMPLE;
+  return (double)s->width * s->height * (s->channels >= 3 ? 3 : 1) *
+         codec_interpolate(q, ns, CODEC_NELEM(q), o->quality);
+}
+
+const struct codec_format_desc codec_jpeg_format = {
+    .name = "jpeg",
+    .title = "JPEG",
+    .mime = "image/jpeg",
+    .mimes = "image/jpg image/pjpeg",
+    .exts = "jpg jpeg jpe jfif",
+    .lib = "libjpeg-turbo",
+    .reader = "libjpeg-turbo",
+    .writer = "libjpeg-turbo",
+    .quality = 1,
+    .sniff = jpeg_sniff,
+    .probe = jpeg_probe,
+    .decode = codec_jpeg_decode,
+    .icc = codec_jpeg_icc,
+    .encode = jpeg_encode,
+    .decode_ns = jpeg_decode_ns,
+    .encode_ns = jpeg_encode_ns,
+};

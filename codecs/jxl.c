@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "codecs_int.h"
+#include "cost_table.h"
 
 /* Bytes of the file given to the decoder at a time: it decodes the groups each piece completes,
  * and the hook is asked between pieces. */
@@ -311,7 +312,7 @@ static int enc_setup(JxlEncoder *enc, const struct codec_image *img,
           : JxlEncoderSetColorEncoding(enc, &ce) != JXL_ENC_SUCCESS)
     return -1;
   if ((*fs = JxlEncoderFrameSettingsCreate(enc, NULL)) == NULL) return -1;
-  int e = o->effort_set ? o->effort : CODEC_WEBP_EFFORT_DEFAULT;
+  int e = o->effort_set ? o->effort : CODEC_EFFORT_DEFAULT;
   JxlEncoderFrameSettingsSetOption(*fs, JXL_ENC_FRAME_SETTING_EFFORT,
                                    jxl_effort[e < 0   ? 0
                                               : e > 6 ? 6
@@ -405,3 +406,41 @@ enum codec_status codec_jxl_encode(const struct codec_image *img, const struct c
   codec_buf_take(&file, out, outlen);
   return CODEC_OK;
 }
+
+/* ---- the format's descriptor ---- */
+
+static double jxl_decode_ns(const uint8_t *buf, size_t len, const struct codec_shape *s) {
+  (void)buf;
+  double px = (double)s->width * s->height, alpha = s->channels == 2 || s->channels == 4 ? px : 0;
+  return px * s->channels * COST_DECODE_JXL_NS_SAMPLE + (double)len * COST_DECODE_JXL_NS_BYTE +
+         alpha * COST_DECODE_JXL_NS_ALPHA;
+}
+
+/* Per pixel by effort, lossy at the default quality, or lossless. */
+static double jxl_encode_ns(const struct codec_encode_opts *o, const struct codec_shape *s) {
+  static const double lossy[] = COST_JXL_NS_PIXEL, lossless[] = COST_JXL_LOSSLESS_NS_PIXEL;
+  int effort = o->effort_set ? o->effort : CODEC_EFFORT_DEFAULT;
+  effort = effort < 0 ? 0 : effort >= CODEC_NELEM(lossy) ? CODEC_NELEM(lossy) - 1 : effort;
+  return (double)s->width * s->height * (o->lossless ? lossless : lossy)[effort];
+}
+
+const struct codec_format_desc codec_jxl_format = {
+    .name = "jxl",
+    .title = "JPEG XL",
+    .mime = "image/jxl",
+    .mimes = "",
+    .exts = "jxl",
+    .lib = "libjxl",
+    .reader = "libjxl",
+    .writer = "libjxl",
+    .exact16 = 0,
+    .quality = 1,
+    .lossless = 1,
+    .sniff = codec_jxl_sniff,
+    .probe = codec_jxl_probe,
+    .decode = codec_jxl_decode,
+    .icc = codec_jxl_icc,
+    .encode = codec_jxl_encode,
+    .decode_ns = jxl_decode_ns,
+    .encode_ns = jxl_encode_ns,
+};

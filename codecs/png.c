@@ -12,6 +12,7 @@
 #include <zlib.h>
 
 #include "codecs_int.h"
+#include "cost_table.h"
 
 #define CHUNK_CACHE_MAX 128 /* ancillary chunks (text, sPLT, unknown) libpng will keep */
 
@@ -339,3 +340,69 @@ enum codec_status codec_png_encode(const struct codec_image *img, int compressio
   codec_buf_take(&e.file, out, outlen);
   return CODEC_OK;
 }
+
+/* ---- the format's descriptor ---- */
+
+static int png_sniff(const uint8_t *buf, size_t len) {
+  static const uint8_t magic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  return len >= sizeof magic && memcmp(buf, magic, sizeof magic) == 0;
+}
+
+/* The IHDR chunk right after the signature (colour type 0 gray, 2 RGB, 3 palette, 4 gray and
+ * alpha, 6 RGBA). */
+static int png_probe(const uint8_t *buf, size_t len, struct codec_shape *out) {
+  static const int channels[] = {1, 0, 3, 4, 2, 0, 4};
+  if (len < 33 || codec_be32(buf + 8) != 13 || memcmp(buf + 12, "IHDR", 4) != 0) return -1;
+  uint32_t w = codec_be32(buf + 16), h = codec_be32(buf + 20);
+  int type = buf[25];
+  if (w == 0 || h == 0 || w > INT32_MAX || h > INT32_MAX || type > 6 || !channels[type]) return -1;
+  *out = (struct codec_shape){(int)w, (int)h, channels[type], buf[24] == 16 ? 16 : 8};
+  return 0;
+}
+
+static const char *png_decoder(const uint8_t *buf, size_t len) {
+  return codec_png_direct(buf, len) ? "libdeflate" : "libpng";
+}
+
+/* blurd's writer (png_write.c: the run-length coder or libdeflate by level), or libpng's. */
+static enum codec_status png_encode(const struct codec_image *img,
+                                    const struct codec_encode_opts *o, uint8_t **out,
+                                    size_t *outlen, char *msg, size_t msglen) {
+  if (o->encoder) *o->encoder = o->png_libpng ? "libpng" : codec_png_deflater(o->compression);
+  if (o->png_libpng) return codec_png_encode(img, o->compression, out, outlen, msg, msglen);
+  return codec_png_write(img, o, out, outlen, msg, msglen);
+}
+
+static double png_decode_ns(const uint8_t *buf, size_t len, const struct codec_shape *s) {
+  (void)buf;
+  double px = (double)s->width * s->height, alpha = s->channels == 2 || s->channels == 4 ? px : 0;
+  return px * s->channels * COST_DECODE_PNG_NS_SAMPLE + (double)len * COST_DECODE_PNG_NS_BYTE +
+         alpha * COST_DECODE_PNG_NS_ALPHA;
+}
+
+static double png_encode_ns(const struct codec_encode_opts *o, const struct codec_shape *s) {
+  static const double png8[] = COST_PNG_NS_BYTE, png16[] = COST_PNG16_NS_BYTE;
+  int level = o->compression < 0 || o->compression > 9 ? 9 : o->compression;
+  double bytes = (double)s->width * s->height * s->channels * (s->depth / 8);
+  return bytes * (s->depth == 16 ? png16 : png8)[level];
+}
+
+const struct codec_format_desc codec_png_format = {
+    .name = "png",
+    .title = "PNG",
+    .mime = "image/png",
+    .mimes = "image/apng",
+    .exts = "png",
+    .lib = "libpng",
+    .reader = "libdeflate (8- and 16-bit, not interlaced, no tRNS), libpng",
+    .writer = "deflate-rle (levels 1 and 2), libdeflate",
+    .exact16 = 1,
+    .sniff = png_sniff,
+    .probe = png_probe,
+    .decode = codec_png_decode,
+    .decoder = png_decoder,
+    .icc = codec_png_icc,
+    .encode = png_encode,
+    .decode_ns = png_decode_ns,
+    .encode_ns = png_encode_ns,
+};

@@ -31,6 +31,7 @@
 #include <tiffio.h>
 
 #include "codecs_int.h"
+#include "cost_table.h"
 
 int codec_tiff_sniff(const uint8_t *buf, size_t len) {
   if (buf == NULL || len < 4) return 0;
@@ -522,3 +523,28 @@ enum codec_status codec_tiff_icc(const uint8_t *buf, size_t len, uint8_t **icc, 
   TIFFClose(tif);
   return st;
 }
+
+/* ---- the format's descriptor ---- */
+
+static double tiff_decode_ns(const uint8_t *buf, size_t len, const struct codec_shape *s) {
+  (void)buf;
+  double px = (double)s->width * s->height, alpha = s->channels == 2 || s->channels == 4 ? px : 0;
+  return px * s->channels * COST_DECODE_TIFF_NS_SAMPLE + (double)len * COST_DECODE_TIFF_NS_BYTE +
+         alpha * COST_DECODE_TIFF_NS_ALPHA;
+}
+
+const struct codec_format_desc codec_tiff_format = {
+    .name = "tiff",
+    .title = "TIFF",
+    .mime = "image/tiff",
+    .mimes = "image/tiff-fx",
+    .exts = "tif tiff",
+    .lib = "libtiff",
+    .reader = "libtiff",
+    .as = CODEC_PNG,
+    .sniff = codec_tiff_sniff,
+    .probe = codec_tiff_probe,
+    .decode = codec_tiff_decode,
+    .icc = codec_tiff_icc,
+    .decode_ns = tiff_decode_ns,
+};

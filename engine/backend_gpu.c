@@ -189,7 +189,7 @@ static enum err gpu_encode(void *state, const struct codec_image *img,
     if (s != GPU_ERROR) return gpu_error(w, s); /* GPU_ERROR: libjpeg-turbo encodes it */
   }
   if (o->format == CODEC_WEBP && !o->lossless && img->depth == 8 && img->channels == 3 &&
-      (o->effort_set ? o->effort : CODEC_WEBP_EFFORT_DEFAULT) == 2) {
+      (o->effort_set ? o->effort : CODEC_EFFORT_DEFAULT) == 2) {
     enum err e;
     if (gpu_webp(w, img, o, out, len, codec, &e, msg, msglen)) return e; /* else libwebp's */
   }

@@ -2,6 +2,8 @@
  * where the codecs run, and the batches of the device's JPEG engines. */
 #include "engine_int.h"
 
+#include <stdio.h>
+
 int engine_leave_to_exit(const struct engine *e) {
   return __atomic_load_n(&e->chosen, __ATOMIC_ACQUIRE) && e->ops->leave_to_exit;
 }
@@ -53,15 +55,16 @@ json_t *engine_codecs(struct engine *e) {
   if (!__atomic_load_n(&e->started, __ATOMIC_ACQUIRE))
     return json_pack("{s:b, s:s}", "gpu", 0, "reason",
                      "starting: JPEG's codecs are not chosen yet");
-  json_t *o = json_pack("{s:b, s:s, s:s, s:s, s:s}", "gpu", 0, "jpeg_decode", "libjpeg-turbo",
-                        "jpeg_encode", "libjpeg-turbo", "png", "libpng", "webp", "libwebp");
-  if (o) { /* by level: codec_png_deflater; by file: codecs/png.c */
-    json_object_set_new(o, "png_encode", json_string("deflate-rle (levels 1 and 2), libdeflate"));
-    json_object_set_new(o, "webp_encode",
-                        json_string("blurd-vp8 (smooth RGB images at effort 2), libwebp"));
-    json_object_set_new(o, "png_decode",
-                        json_string("libdeflate (8- and 16-bit, not interlaced, "
-                                    "no tRNS), libpng"));
+  json_t *o = json_pack("{s:b}", "gpu", 0);
+  for (int f = CODEC_NONE + 1; o && f < CODEC_NFORMATS; f++) { /* the format table's */
+    const struct codec_format_desc *d = codec_format(f);
+    char key[32];
+    if (d->data) continue;
+    json_object_set_new(o, d->name, json_string(d->lib));
+    snprintf(key, sizeof(key), "%s_decode", d->name);
+    if (d->reader) json_object_set_new(o, key, json_string(d->reader));
+    snprintf(key, sizeof(key), "%s_encode", d->name);
+    if (d->writer) json_object_set_new(o, key, json_string(d->writer));
   }
   const char *decoder = NULL;
   if (o && e->fast_codecs) e->ops->codecs_json(e->shared, o, &decoder);

@@ -19,7 +19,6 @@ static const char *const var_method_choices[] = {
 };
 static const char *const window_choices[] = {"triangle", "box", NULL};    /* enum cpu_window */
 static const char *const output_choices[] = {"stddev", "variance", NULL}; /* enum var_output */
-static const char *const map_formats[] = {"png", "raw", "npy", NULL};
 
 #define OFF(field) offsetof(struct var_params, field)
 
@@ -34,7 +33,7 @@ static const struct param_spec var_params[] = {
      "The map: local standard deviation or variance of luma, population convention (divided by "
      "the total weight W, not W - 1), times the scale in X-Scale.",
      0},
-    {"format", PT_ENUM, 0, 0, map_formats, "png", OFF(format),
+    {"format", PT_ENUM, 0, 0, params_map_formats, params_map_default, OFF(format),
      "Output format: a 16-bit gray PNG; or the samples as they are for code that computes on the "
      "map, raw (little-endian uint16, row after row; X-Width, X-Height, X-Sample-Type) or npy (a "
      "NumPy file). JPEG and WebP hold 8 bits only.",
