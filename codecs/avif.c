@@ -1,8 +1,7 @@
-/* avif.c: AVIF output through libavif with libaom (chosen by measurement:
- * docs/engineering-notes.md, "New formats' codecs"). Lossy only: the quality sets aom's quantizer,
- * the effort its speed; 4:2:0, 4:4:4 or 4:0:0 as the image and the quality ask, 16-bit input as
- * 10-bit AV1, alpha kept. aom has no progress hook: with a cancellation hook a large encode runs in
- * a child process that is killed when the hook says stop (codec_run_child). */
+/* avif.c: AVIF output through libavif with aom, lossy only: the quality sets aom's quantizer, the
+ * effort its speed; 16-bit input becomes 10-bit AV1, alpha is kept. aom has no progress hook, so
+ * with a cancellation hook a large encode runs in a child process killed when the hook says stop.
+ * Also the AVIF format descriptor, whose decode is heif.c's. */
 #include <avif/avif.h>
 #include <string.h>
 #include <unistd.h>

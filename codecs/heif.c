@@ -1,9 +1,7 @@
-/* heif.c: HEIC and AVIF input through libheif 1.15. libheif reads the file and checks its
- * structure and sizes; the primary image is then decoded by the tile path (heif_box.c reads the
- * boxes, heif_tiles.c decodes the coded pictures on threads), or by libheif itself where that
- * path checks a file but does not decode it. Also the ftyp sniffs, the probe, and the ICC profile
- * of the colr box or one made from its nclx code points. AVIF output is avif.c; heif_int.h holds
- * what the three HEIF files share. */
+/* heif.c: HEIC and AVIF input through libheif: the ftyp sniffs, the probe, the decode and the
+ * ICC profile (the colr box's, or one made from its nclx code points). libheif checks the file;
+ * the primary image is then decoded by the tile path (heif_box.c, heif_tiles.c) or, where that
+ * path does not decode it, by libheif itself. Also the HEIC format descriptor. */
 #include <lcms2.h>
 #include <libheif/heif.h>
 #include <string.h>

@@ -1,8 +1,7 @@
-/* heif_box.c: the reader of a HEIF file's boxes (ISO/IEC 23008-12 over ISO BMFF) for heif.c's
- * tile path. hf_parse reads the meta box's item table, locations, references and property
- * associations, every span bounded by the file; from them come an item's data and properties,
- * the orientation its irot and imir amount to, its alpha item, and the layout of an image (one
- * coded picture or a grid of them), checked against the limits and a decompression bomb. */
+/* heif_box.c: reads a HEIF file's boxes for heif.c's tile path: the meta box's items, locations,
+ * references and properties, every span bounded by the file; from them an item's data, its
+ * orientation and alpha item, and the layout of an image (one coded picture or a grid of them),
+ * checked against the limits and against a decompression bomb. */
 #include <stdlib.h>
 #include <string.h>
 

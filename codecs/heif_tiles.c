@@ -1,8 +1,7 @@
-/* heif_tiles.c: decodes the coded pictures of a HEIF image (a layout from heif_box.c) for
- * heif.c's tile path, on threads of its own: each thread takes the next picture, decodes it with
- * libde265 or dav1d, their allocations bounded by the picture's item size, and converts its YCbCr
- * straight into its place in the image as libheif 1.15 converts it, so the pixels equal
- * heif-convert's. The thread's cancellation hook is asked before every picture. */
+/* heif_tiles.c: decodes the coded pictures of a HEIF image (a layout from heif_box.c) on threads
+ * of its own: each thread takes the next picture, decodes it with libde265 or dav1d and converts
+ * its YCbCr into its place in the image the way libheif does, so the pixels equal libheif's. The
+ * thread's cancellation hook is asked before every picture. */
 #include <dav1d/dav1d.h>
 #include <libde265/de265.h>
 #include <pthread.h>
