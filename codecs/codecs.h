@@ -143,8 +143,8 @@ struct codec_encode_opts {
    * fn(arg, begin, end) over [0, n) and returns when every call has (the CPU backend's pool). */
   void (*parallel)(void *ctx, int n, void (*fn)(void *arg, int begin, int end), void *arg);
   void *parallel_ctx;
-  /* When not NULL, set to the encoder that wrote a WebP file: "libwebp", or "blurd-vp8" (a
-   * smooth RGB image at effort 2: codecs/vp8_enc.c). */
+  /* When not NULL, set after a successful encode to the encoder that wrote the file: the
+   * format's lib, or one of its own ("blurd-vp8" for a smooth RGB WebP at effort 2). */
   const char **encoder;
 };
 
