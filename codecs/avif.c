@@ -6,8 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "codecs_int.h"
 #include "cost_table.h"
+#include "heif_int.h"
 
 #define MAX_THREADS 16 /* aom's threads, at most one per online CPU */
 
@@ -122,9 +122,11 @@ static int avif_child(void *arg, int fd) {
   return j->result == AVIF_RESULT_OK ? 0 : 1 + ((int)j->result & 0x7f);
 }
 
-enum codec_status codec_avif_encode(const struct codec_image *img,
-                                    const struct codec_encode_opts *o, uint8_t **out,
-                                    size_t *outlen, char *msg, size_t msglen) {
+/* Lossy AVIF at o->quality (1..100) and o->effort (0..6; effort_set), alpha kept, 16-bit input
+ * as 10-bit, o->icc embedded. CODEC_UNSUPPORTED for o->lossless. */
+static enum codec_status avif_encode(const struct codec_image *img,
+                                     const struct codec_encode_opts *o, uint8_t **out,
+                                     size_t *outlen, char *msg, size_t msglen) {
   struct avif_job j = {img, o, {NULL, 0, 0}, AVIF_RESULT_OK};
   struct codec_buf file = {NULL, 0, 0};
   int status = 0;
@@ -193,7 +195,7 @@ const struct codec_format_desc codec_avif_format = {
     .probe = codec_heif_probe,
     .decode = codec_heif_decode,
     .icc = codec_heif_icc,
-    .encode = codec_avif_encode,
+    .encode = avif_encode,
     .decode_ns = avif_decode_ns,
     .encode_ns = avif_encode_ns,
 };

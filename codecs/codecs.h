@@ -269,7 +269,14 @@ struct codec_shape { /* what codec_probe reads from a file's header */
  * A format is its file, which fills a struct codec_format_desc, and one line of CODEC_FORMATS.
  * Everything that names, sniffs, probes, decodes, encodes or prices a format reads the table:
  * codec_decode and codec_encode here, and outside codecs/ the upload's accepted types, content
- * negotiation, format= and its docs, the command line's file names, /readyz and the cost model. */
+ * negotiation, format= and its docs, the command line's file names, /readyz and the cost model.
+ * A decoder reads the whole file in buf: out is zeroed first, limits are checked from the header
+ * before any pixel buffer is allocated, a failure leaves out holding no memory and puts a sentence
+ * in msg (when not NULL), the thread's hook (codec_cancel_set) makes it return CODEC_CANCELLED,
+ * and out->orientation is the EXIF value of the transform already applied (1: none). An ICC
+ * reader sets *icc to a malloc'd profile of *icc_len bytes, or NULL when the file has none or it
+ * cannot be read, and returns CODEC_OK or CODEC_NOMEM. An encoder takes an image codec_encode
+ * has checked and on success sets *out to a malloc'd file owned by the caller. */
 
 struct codec_format_desc {
   const char *name;   /* format= and the logs: "jpeg" */
@@ -308,6 +315,10 @@ struct codec_format_desc {
   double (*encode_ns)(const struct codec_encode_opts *o, const struct codec_shape *s);
 };
 
+/* Each format's descriptor, defined at the end of its file (codec_png_format in png.c, ...). */
+#define X(id, name) extern const struct codec_format_desc codec_##name##_format;
+CODEC_FORMATS(X)
+#undef X
 /* Format f's descriptor, or NULL for CODEC_NONE or a value past the table. */
 const struct codec_format_desc *codec_format(enum codec_format f);
 /* The format of buf from its magic bytes, or CODEC_NONE. */

@@ -10,10 +10,6 @@
 
 #include "codecs_int.h"
 
-#define X(id, name) extern const struct codec_format_desc codec_##name##_format;
-CODEC_FORMATS(X)
-#undef X
-
 static const struct codec_format_desc *const table[CODEC_NFORMATS] = {
 #define X(id, name) [CODEC_##id] = &codec_##name##_format,
     CODEC_FORMATS(X)

@@ -22,7 +22,10 @@
 #include "codecs_int.h"
 #include "cost_table.h"
 
-int codec_gif_sniff(const uint8_t *buf, size_t len) {
+/* GIF87a and GIF89a. The decoder gives the first frame composed onto the logical screen: 8-bit
+ * RGB, or RGBA when the frame has a transparent index or leaves part of the screen uncovered; the
+ * ICC reader the profile of an ICCRGBG1012 application extension before the first frame. */
+static int gif_sniff(const uint8_t *buf, size_t len) {
   return buf != NULL && len >= 6 &&
          (memcmp(buf, "GIF87a", 6) == 0 || memcmp(buf, "GIF89a", 6) == 0);
 }
@@ -124,7 +127,7 @@ static int covers(const GifImageDesc *d, uint64_t w, uint64_t h) {
          (uint64_t)d->Top + (uint64_t)d->Height >= h;
 }
 
-int codec_gif_probe(const uint8_t *buf, size_t len, struct codec_shape *out) {
+static int gif_probe(const uint8_t *buf, size_t len, struct codec_shape *out) {
   struct gif_src src = {buf, len, 0};
   struct gif_head h = {0};
   enum codec_status st;
@@ -219,8 +222,8 @@ static enum codec_status make_canvas(GifFileType *g, const struct gif_head *h,
   return CODEC_OK;
 }
 
-enum codec_status codec_gif_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
-                                   struct codec_image *out, char *msg, size_t msglen) {
+static enum codec_status gif_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
+                                    struct codec_image *out, char *msg, size_t msglen) {
   struct gif_src src = {buf, len, 0};
   struct gif_head h = {0};
   struct codec_image img = {0};
@@ -244,7 +247,7 @@ enum codec_status codec_gif_decode(const uint8_t *buf, size_t len, const struct 
   return CODEC_OK;
 }
 
-enum codec_status codec_gif_icc(const uint8_t *buf, size_t len, uint8_t **icc, size_t *icc_len) {
+static enum codec_status gif_icc(const uint8_t *buf, size_t len, uint8_t **icc, size_t *icc_len) {
   struct gif_src src = {buf, len, 0};
   struct gif_head h = {0};
   enum codec_status st;
@@ -283,9 +286,9 @@ const struct codec_format_desc codec_gif_format = {
     .lib = "giflib",
     .reader = "giflib (the first frame)",
     .as = CODEC_PNG,
-    .sniff = codec_gif_sniff,
-    .probe = codec_gif_probe,
-    .decode = codec_gif_decode,
-    .icc = codec_gif_icc,
+    .sniff = gif_sniff,
+    .probe = gif_probe,
+    .decode = gif_decode,
+    .icc = gif_icc,
     .decode_ns = gif_decode_ns,
 };

@@ -138,4 +138,17 @@ static inline uint16_t hf_to16(int v, int max) {
   return (uint16_t)(((uint32_t)v * 65535u + (uint32_t)max / 2) / (uint32_t)max);
 }
 
+/* The entry points avif.c shares with heif.c, which reads both HEIC (ftyp brand heic, heix,
+ * hevc, hevx, heim or heis; or mif1/msf1 with an hvcC) and AVIF (brand avif or avis; or
+ * mif1/msf1 with an av1C). */
+int codec_heic_sniff(const uint8_t *buf, size_t len);
+int codec_avif_sniff(const uint8_t *buf, size_t len);
+/* Both: 8-bit RGB or RGBA, or 16-bit scaled from 10 or 12 bits; irot/imir applied. */
+int codec_heif_probe(const uint8_t *buf, size_t len, struct codec_shape *out);
+enum codec_status codec_heif_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
+                                    struct codec_image *out, char *msg, size_t msglen);
+/* The colr ICC profile; or one made from an nclx description for the sRGB/BT.709, Display P3
+ * and BT.2020 primaries with the sRGB, BT.709, linear or gamma transfers; else NULL. */
+enum codec_status codec_heif_icc(const uint8_t *buf, size_t len, uint8_t **icc, size_t *icc_len);
+
 #endif

@@ -14,13 +14,13 @@
  * buffer: gray or RGB, with alpha when there is one (unpremultiplied when stored premultiplied),
  * 8-bit for samples of up to 8 bits and 16-bit otherwise (libjxl scales 9..16-bit samples, and
  * converts floating-point ones, clamped, to the full 16-bit range). An animation gives its first
- * frame. The pixels are in the colour space of the profile codec_jxl_icc returns (libjxl's
+ * frame. The pixels are in the colour space of the profile jxl_icc returns (libjxl's
  * "target data" profile: the original for lossless files, the encoded colour space or an ICC
  * made from it for the rest). The input is never closed, so a file that ends early makes libjxl
  * ask for more, which is CODEC_CORRUPT (a closed input would make it print to stderr).
  *
  * Encoding takes 8- or 16-bit gray or RGB with or without alpha as it is. Lossless output
- * (o->lossless) keeps every sample; lossy output is XYB at distance codec_jxl_distance(quality),
+ * (o->lossless) keeps every sample; lossy output is XYB at distance jxl_distance(quality),
  * the mapping cjxl's -q uses. o->effort 0..6 maps to libjxl's effort 1, 2, 3, 5, 7, 8, 9
  * (docs/engineering-notes.md, "New formats' codecs"). o->icc is written when its colours match
  * the image's, else the samples are tagged sRGB. libjxl's encoder has no hook: with one, an image
@@ -47,7 +47,8 @@ static const int jxl_effort[7] = {1, 2, 3, 5, 7, 8, 9}; /* for o->effort 0..6 */
  * of its parallel stages can abort the process). */
 #define JXL_CHILD_PIXELS (256 * 256)
 
-int codec_jxl_sniff(const uint8_t *buf, size_t len) {
+/* A bare codestream (FF 0A) or the ISOBMFF container. */
+static int jxl_sniff(const uint8_t *buf, size_t len) {
   static const uint8_t box[12] = {0, 0, 0, 12, 'J', 'X', 'L', ' ', 0x0d, 0x0a, 0x87, 0x0a};
   if (buf == NULL) return 0;
   if (len >= 2 && buf[0] == 0xff && buf[1] == 0x0a) return 1; /* a bare codestream */
@@ -218,8 +219,8 @@ static enum codec_status dec_set_buffer(struct jxl_dec *d, char *msg, size_t msg
   return CODEC_OK;
 }
 
-enum codec_status codec_jxl_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
-                                   struct codec_image *out, char *msg, size_t msglen) {
+static enum codec_status jxl_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
+                                    struct codec_image *out, char *msg, size_t msglen) {
   struct jxl_dec d;
   *out = (struct codec_image){0};
   int o = header_orientation(buf, len);
@@ -247,7 +248,7 @@ enum codec_status codec_jxl_decode(const uint8_t *buf, size_t len, const struct 
   return CODEC_OK;
 }
 
-int codec_jxl_probe(const uint8_t *buf, size_t len, struct codec_shape *out) {
+static int jxl_probe(const uint8_t *buf, size_t len, struct codec_shape *out) {
   struct jxl_dec d;
   int r = -1;
   if (dec_open(&d, buf, len, JXL_DEC_BASIC_INFO) == CODEC_OK &&
@@ -264,7 +265,7 @@ int codec_jxl_probe(const uint8_t *buf, size_t len, struct codec_shape *out) {
   return r;
 }
 
-enum codec_status codec_jxl_icc(const uint8_t *buf, size_t len, uint8_t **icc, size_t *icc_len) {
+static enum codec_status jxl_icc(const uint8_t *buf, size_t len, uint8_t **icc, size_t *icc_len) {
   struct jxl_dec d;
   size_t n = 0;
   enum codec_status st = dec_open(&d, buf, len, JXL_DEC_COLOR_ENCODING);
@@ -287,7 +288,9 @@ enum codec_status codec_jxl_icc(const uint8_t *buf, size_t len, uint8_t **icc, s
 
 /* ---- encoding ---- */
 
-float codec_jxl_distance(int quality) {
+/* The Butteraugli distance lossy JPEG XL uses at quality (1..100), as cjxl -q maps it:
+ * 0.1 + (100 - q) * 0.09 from q 30 up (1.0 at 90), 6.4 + 2.5^((30 - q) / 5) / 6.25 below. */
+static float jxl_distance(int quality) {
   if (quality >= 100) return 0.1f;
   if (quality >= 30) return 0.1f + (float)(100 - quality) * 0.09f;
   return 6.4f + (float)pow(2.5, (30 - quality) / 5.0) / 6.25f;
@@ -318,8 +321,7 @@ static int enc_setup(JxlEncoder *enc, const struct codec_image *img,
                                               : e > 6 ? 6
                                                       : e]);
   if (o->lossless) return JxlEncoderSetFrameLossless(*fs, JXL_TRUE) == JXL_ENC_SUCCESS ? 0 : -1;
-  return JxlEncoderSetFrameDistance(*fs, codec_jxl_distance(o->quality)) == JXL_ENC_SUCCESS ? 0
-                                                                                            : -1;
+  return JxlEncoderSetFrameDistance(*fs, jxl_distance(o->quality)) == JXL_ENC_SUCCESS ? 0 : -1;
 }
 
 /* Collects the encoder's output into b. */
@@ -379,8 +381,11 @@ static int enc_child(void *arg, int fd) {
   return st == CODEC_OK ? 0 : 1 + (int)st;
 }
 
-enum codec_status codec_jxl_encode(const struct codec_image *img, const struct codec_encode_opts *o,
-                                   uint8_t **out, size_t *outlen, char *msg, size_t msglen) {
+/* Lossless when o->lossless (every sample kept), else lossy at jxl_distance(o->quality); effort
+ * 0..6 as libjxl's 1, 2, 3, 5, 7, 8, 9; 8- or 16-bit, alpha kept, o->icc written. */
+static enum codec_status jxl_encode(const struct codec_image *img,
+                                    const struct codec_encode_opts *o, uint8_t **out,
+                                    size_t *outlen, char *msg, size_t msglen) {
   struct jxl_job j = {img, o, {NULL, 0, 0}};
   struct codec_buf file = {NULL, 0, 0};
   int status = 0;
@@ -436,11 +441,11 @@ const struct codec_format_desc codec_jxl_format = {
     .exact16 = 0,
     .quality = 1,
     .lossless = 1,
-    .sniff = codec_jxl_sniff,
-    .probe = codec_jxl_probe,
-    .decode = codec_jxl_decode,
-    .icc = codec_jxl_icc,
-    .encode = codec_jxl_encode,
+    .sniff = jxl_sniff,
+    .probe = jxl_probe,
+    .decode = jxl_decode,
+    .icc = jxl_icc,
+    .encode = jxl_encode,
     .decode_ns = jxl_decode_ns,
     .encode_ns = jxl_encode_ns,
 };

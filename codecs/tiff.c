@@ -33,7 +33,11 @@
 #include "codecs_int.h"
 #include "cost_table.h"
 
-int codec_tiff_sniff(const uint8_t *buf, size_t len) {
+/* TIFF and BigTIFF (II*, MM*, II+, MM+). The decoder gives the first page: 8-bit or 16-bit gray,
+ * gray+alpha, RGB or RGBA (palettes and CMYK to RGB, bilevel and 2- or 4-bit gray to 8 bits,
+ * associated alpha unpremultiplied), the Orientation tag applied; floating-point and signed
+ * samples are CODEC_UNSUPPORTED. The ICC reader gives the first page's profile tag. */
+static int tiff_sniff(const uint8_t *buf, size_t len) {
   if (buf == NULL || len < 4) return 0;
   return memcmp(buf, "II*\0", 4) == 0 || memcmp(buf, "MM\0*", 4) == 0 ||
          memcmp(buf, "II+\0", 4) == 0 || memcmp(buf, "MM\0+", 4) == 0; /* and BigTIFF */
@@ -459,8 +463,8 @@ static enum codec_status read_pixels(TIFF *tif, struct tiff_io *io, const struct
   return st;
 }
 
-enum codec_status codec_tiff_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
-                                    struct codec_image *out, char *msg, size_t msglen) {
+static enum codec_status tiff_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
+                                     struct codec_image *out, char *msg, size_t msglen) {
   struct tiff_io io;
   struct tinfo t;
   *out = (struct codec_image){0};
@@ -482,7 +486,7 @@ enum codec_status codec_tiff_decode(const uint8_t *buf, size_t len, const struct
   return CODEC_OK;
 }
 
-int codec_tiff_probe(const uint8_t *buf, size_t len, struct codec_shape *out) {
+static int tiff_probe(const uint8_t *buf, size_t len, struct codec_shape *out) {
   struct tiff_io io;
   struct tinfo t;
   TIFF *tif = tiff_open(&io, buf, len, NULL);
@@ -505,7 +509,7 @@ int codec_tiff_probe(const uint8_t *buf, size_t len, struct codec_shape *out) {
   return 0;
 }
 
-enum codec_status codec_tiff_icc(const uint8_t *buf, size_t len, uint8_t **icc, size_t *icc_len) {
+static enum codec_status tiff_icc(const uint8_t *buf, size_t len, uint8_t **icc, size_t *icc_len) {
   struct tiff_io io;
   *icc = NULL, *icc_len = 0;
   TIFF *tif = tiff_open(&io, buf, len, NULL);
@@ -542,9 +546,9 @@ const struct codec_format_desc codec_tiff_format = {
     .lib = "libtiff",
     .reader = "libtiff",
     .as = CODEC_PNG,
-    .sniff = codec_tiff_sniff,
-    .probe = codec_tiff_probe,
-    .decode = codec_tiff_decode,
-    .icc = codec_tiff_icc,
+    .sniff = tiff_sniff,
+    .probe = tiff_probe,
+    .decode = tiff_decode,
+    .icc = tiff_icc,
     .decode_ns = tiff_decode_ns,
 };

@@ -29,49 +29,29 @@
 
 /* ---- the decoders under test, and their files ---- */
 
-struct fmt {
-  const char *name;
-  int (*sniff)(const uint8_t *buf, size_t len);
-  int (*probe)(const uint8_t *buf, size_t len, struct codec_shape *out);
-  enum codec_status (*decode)(const uint8_t *buf, size_t len, const struct codec_limits *lim,
-                              struct codec_image *out, char *msg, size_t msglen);
-  enum codec_status (*icc)(const uint8_t *buf, size_t len, uint8_t **icc, size_t *icc_len);
-};
-
-static const struct fmt heic = {"HEIC", codec_heic_sniff, codec_heif_probe, codec_heif_decode,
-                                codec_heif_icc};
-static const struct fmt avif = {"AVIF", codec_avif_sniff, codec_heif_probe, codec_heif_decode,
-                                codec_heif_icc};
-static const struct fmt jxl = {"JPEG XL", codec_jxl_sniff, codec_jxl_probe, codec_jxl_decode,
-                               codec_jxl_icc};
-static const struct fmt tiff = {"TIFF", codec_tiff_sniff, codec_tiff_probe, codec_tiff_decode,
-                                codec_tiff_icc};
-static const struct fmt gif = {"GIF", codec_gif_sniff, codec_gif_probe, codec_gif_decode,
-                               codec_gif_icc};
-
 struct file {
   const char *name;
-  const struct fmt *f;
+  const struct codec_format_desc *f;
   int first_alloc_is_image; /* the decoder's first codec_malloc is the pixel buffer */
 };
 
 static const struct file files[] = {
-    {"heic_grid_rot.heic", &heic, 1}, {"heic_transform.heic", &heic, 1},
-    {"heic_icc.heic", &heic, 1},      {"avif10_alpha.avif", &avif, 1},
-    {"avif8_p3.avif", &avif, 1},      {"jxl_p3_lossless.jxl", &jxl, 0},
-    {"jxl_rgb16.jxl", &jxl, 0},       {"jxl_gray_alpha.jxl", &jxl, 0},
-    {"jxl_lossy.jxl", &jxl, 0},       {"jxl_float.jxl", &jxl, 0},
-    {"jxl_orient6.jxl", &jxl, 0},     {"tiff_tiled16.tif", &tiff, 1},
-    {"tiff_palette.tif", &tiff, 1},   {"tiff_orient6.tif", &tiff, 1},
-    {"tiff_assoc.tif", &tiff, 1},     {"tiff_cmyk.tif", &tiff, 1},
-    {"tiff_jpeg.tif", &tiff, 1},      {"tiff_bilevel.tif", &tiff, 1},
-    {"gif_transparent.gif", &gif, 1}, {"gif_interlaced.gif", &gif, 1},
+    {"heic_grid_rot.heic", &codec_heic_format, 1}, {"heic_transform.heic", &codec_heic_format, 1},
+    {"heic_icc.heic", &codec_heic_format, 1},      {"avif10_alpha.avif", &codec_avif_format, 1},
+    {"avif8_p3.avif", &codec_avif_format, 1},      {"jxl_p3_lossless.jxl", &codec_jxl_format, 0},
+    {"jxl_rgb16.jxl", &codec_jxl_format, 0},       {"jxl_gray_alpha.jxl", &codec_jxl_format, 0},
+    {"jxl_lossy.jxl", &codec_jxl_format, 0},       {"jxl_float.jxl", &codec_jxl_format, 0},
+    {"jxl_orient6.jxl", &codec_jxl_format, 0},     {"tiff_tiled16.tif", &codec_tiff_format, 1},
+    {"tiff_palette.tif", &codec_tiff_format, 1},   {"tiff_orient6.tif", &codec_tiff_format, 1},
+    {"tiff_assoc.tif", &codec_tiff_format, 1},     {"tiff_cmyk.tif", &codec_tiff_format, 1},
+    {"tiff_jpeg.tif", &codec_tiff_format, 1},      {"tiff_bilevel.tif", &codec_tiff_format, 1},
+    {"gif_transparent.gif", &codec_gif_format, 1}, {"gif_interlaced.gif", &codec_gif_format, 1},
 };
 
 #define NFILES (sizeof files / sizeof files[0])
 
 /* Decodes tests/data/name with f, no limits; fails the test on any failure. */
-static struct codec_image decode(const char *name, const struct fmt *f) {
+static struct codec_image decode(const char *name, const struct codec_format_desc *f) {
   size_t len;
   uint8_t *buf = fixture_bytes(name, &len);
   struct codec_image img;
@@ -194,7 +174,7 @@ static uint8_t *png_icc(const char *name, size_t *len) {
   return icc;
 }
 
-static uint8_t *file_icc(const char *name, const struct fmt *f, size_t *len) {
+static uint8_t *file_icc(const char *name, const struct codec_format_desc *f, size_t *len) {
   size_t n;
   uint8_t *buf = fixture_bytes(name, &n), *icc = NULL;
   ASSERT_INT(f->icc(buf, n, &icc, len), ==, CODEC_OK);
@@ -208,7 +188,7 @@ static uint8_t *file_icc(const char *name, const struct fmt *f, size_t *len) {
  * top-right, rotated 90 degrees anticlockwise (irot): upright 768x1024, orientation 8, the red
  * marker at the bottom-left and the blue one at the top-left; heif-convert's pixels exactly. */
 static void test_heic_grid(void) {
-  struct codec_image img = decode("heic_grid_rot.heic", &heic);
+  struct codec_image img = decode("heic_grid_rot.heic", &codec_heic_format);
   expect_ref("heic_grid_rot.heic", &img);
   ASSERT_INT(img.orientation, ==, 8);
   expect_marker(&img, 8, img.height - 56, 48, 0);
@@ -219,7 +199,7 @@ static void test_heic_grid(void) {
 /* irot 270 then imir left-right: a transpose (orientation 5); the red marker (stored top-left)
  * stays at the top-left, the blue one (stored top-right) goes to the bottom-left. */
 static void test_heic_transform(void) {
-  struct codec_image img = decode("heic_transform.heic", &heic);
+  struct codec_image img = decode("heic_transform.heic", &codec_heic_format);
   expect_ref("heic_transform.heic", &img);
   ASSERT_INT(img.orientation, ==, 5);
   ASSERT_INT(img.width, ==, 192);
@@ -231,10 +211,11 @@ static void test_heic_transform(void) {
 /* heif-enc's own single picture: its pixels, and the Display P3 profile of the PNG it came
  * from, byte for byte. */
 static void test_heic_icc(void) {
-  struct codec_image img = decode("heic_icc.heic", &heic);
+  struct codec_image img = decode("heic_icc.heic", &codec_heic_format);
   expect_ref("heic_icc.heic", &img);
   size_t n, ref_n;
-  uint8_t *icc = file_icc("heic_icc.heic", &heic, &n), *ref = png_icc("p3.png", &ref_n);
+  uint8_t *icc = file_icc("heic_icc.heic", &codec_heic_format, &n),
+          *ref = png_icc("p3.png", &ref_n);
   ASSERT(icc != NULL);
   ASSERT_INT(n, ==, ref_n);
   ASSERT(memcmp(icc, ref, n) == 0);
@@ -244,14 +225,14 @@ static void test_heic_icc(void) {
 /* 10-bit AVIF with alpha: 16-bit RGBA, heif-convert's samples scaled; the alpha ramp (0 at the
  * top-left, full at the bottom-right) on the pixels; its nclx 1/13/6 as an sRGB profile. */
 static void test_avif10_alpha(void) {
-  struct codec_image img = decode("avif10_alpha.avif", &avif);
+  struct codec_image img = decode("avif10_alpha.avif", &codec_avif_format);
   expect_ref("avif10_alpha.avif", &img);
   ASSERT_INT(sample(&img, 0, 0, 3), <=, 64 * 65535 / 1023);
   ASSERT_INT(sample(&img, img.width - 1, img.height - 1, 3), >=, 65535 - 64 * 65535 / 1023);
   double mid = sample(&img, img.width / 2, img.height / 2, 3) / 65535.0;
   ASSERT_NEAR(mid, 0.5, 0.02);
   size_t n;
-  uint8_t *icc = file_icc("avif10_alpha.avif", &avif, &n);
+  uint8_t *icc = file_icc("avif10_alpha.avif", &codec_avif_format, &n);
   ASSERT(icc != NULL && codec_icc_colours(icc, n) == 3);
   cmsHPROFILE srgb = cmsCreate_sRGBProfile();
   cmsUInt32Number srgb_n = 0;
@@ -266,10 +247,11 @@ static void test_avif10_alpha(void) {
 /* 8-bit 4:2:0 AVIF tagged nclx 12/13/6: heif-convert's pixels; a profile with Display P3's
  * primaries (as p3.png's, made by Little CMS from the published chromaticities). */
 static void test_avif8_p3(void) {
-  struct codec_image img = decode("avif8_p3.avif", &avif);
+  struct codec_image img = decode("avif8_p3.avif", &codec_avif_format);
   expect_ref("avif8_p3.avif", &img);
   size_t n, ref_n;
-  uint8_t *icc = file_icc("avif8_p3.avif", &avif, &n), *ref = png_icc("p3.png", &ref_n);
+  uint8_t *icc = file_icc("avif8_p3.avif", &codec_avif_format, &n),
+          *ref = png_icc("p3.png", &ref_n);
   ASSERT(icc != NULL);
   expect_same_primaries(icc, n, ref, ref_n);
   free(icc), free(ref), codec_image_free(&img);
@@ -279,10 +261,12 @@ static void test_avif8_p3(void) {
 
 /* Lossless P3: the PNG's samples exactly; the profile of the decoded pixels is the PNG's. */
 static void test_jxl_p3(void) {
-  struct codec_image img = decode("jxl_p3_lossless.jxl", &jxl), src = fixture_photo("p3.png");
+  struct codec_image img = decode("jxl_p3_lossless.jxl", &codec_jxl_format),
+                     src = fixture_photo("p3.png");
   ASSERT_INT(max_diff(&img, &src), ==, 0);
   size_t n, ref_n;
-  uint8_t *icc = file_icc("jxl_p3_lossless.jxl", &jxl, &n), *ref = png_icc("p3.png", &ref_n);
+  uint8_t *icc = file_icc("jxl_p3_lossless.jxl", &codec_jxl_format, &n),
+          *ref = png_icc("p3.png", &ref_n);
   ASSERT(icc != NULL);
   if (n != ref_n || memcmp(icc, ref, n) != 0) expect_same_primaries(icc, n, ref, ref_n);
   free(icc), free(ref), codec_image_free(&img), codec_image_free(&src);
@@ -291,11 +275,12 @@ static void test_jxl_p3(void) {
 /* Lossless 16-bit RGB and 8-bit gray+alpha: the PNGs' samples exactly, alpha included (its ramp:
  * 0 at the top-left, 255 at the bottom-right). */
 static void test_jxl_lossless_files(void) {
-  struct codec_image img = decode("jxl_rgb16.jxl", &jxl), src = fixture_photo("rgb16.png");
+  struct codec_image img = decode("jxl_rgb16.jxl", &codec_jxl_format),
+                     src = fixture_photo("rgb16.png");
   ASSERT_INT(img.depth, ==, 16);
   ASSERT_INT(max_diff(&img, &src), ==, 0);
   codec_image_free(&img), codec_image_free(&src);
-  img = decode("jxl_gray_alpha.jxl", &jxl), src = fixture_photo("gray_alpha.png");
+  img = decode("jxl_gray_alpha.jxl", &codec_jxl_format), src = fixture_photo("gray_alpha.png");
   ASSERT_INT(img.channels, ==, 2);
   ASSERT_INT(max_diff(&img, &src), ==, 0);
   ASSERT_INT(sample(&img, 0, 0, 1), ==, 0);
@@ -305,7 +290,8 @@ static void test_jxl_lossless_files(void) {
 
 /* Lossless 32-bit float (chelsea.png's samples / 255): 16-bit samples, v * 257 within one. */
 static void test_jxl_float(void) {
-  struct codec_image img = decode("jxl_float.jxl", &jxl), src = fixture_photo("chelsea.png");
+  struct codec_image img = decode("jxl_float.jxl", &codec_jxl_format),
+                     src = fixture_photo("chelsea.png");
   ASSERT_INT(img.depth, ==, 16);
   ASSERT_INT(img.channels, ==, 3);
   ASSERT_INT(img.width, ==, 64);
@@ -319,7 +305,7 @@ static void test_jxl_float(void) {
 
 /* Lossy (XYB): djxl's pixels exactly. */
 static void test_jxl_lossy(void) {
-  struct codec_image img = decode("jxl_lossy.jxl", &jxl);
+  struct codec_image img = decode("jxl_lossy.jxl", &codec_jxl_format);
   expect_ref("jxl_lossy.jxl", &img);
   codec_image_free(&img);
 }
@@ -328,7 +314,8 @@ static void test_jxl_lossy(void) {
  * orientation reported, and within a few levels of orient1.jpg (the same picture stored
  * upright) at each quadrant's centre. */
 static void test_jxl_orientation(void) {
-  struct codec_image img = decode("jxl_orient6.jxl", &jxl), up = fixture_photo("orient1.jpg");
+  struct codec_image img = decode("jxl_orient6.jxl", &codec_jxl_format),
+                     up = fixture_photo("orient1.jpg");
   expect_ref("jxl_orient6.jxl", &img);
   ASSERT_INT(img.orientation, ==, 6);
   for (int q = 0; q < 4; q++)
@@ -342,24 +329,25 @@ static void test_jxl_orientation(void) {
 /* ---- TIFF ---- */
 
 static void test_tiff(void) {
-  struct codec_image img = decode("tiff_tiled16.tif", &tiff), ref = fixture_photo("rgb16.png");
+  struct codec_image img = decode("tiff_tiled16.tif", &codec_tiff_format),
+                     ref = fixture_photo("rgb16.png");
   ASSERT_INT(max_diff(&img, &ref), ==, 0); /* 16-bit RGB in 32x32 LZW tiles */
   codec_image_free(&img), codec_image_free(&ref);
-  img = decode("tiff_palette.tif", &tiff), ref = fixture_photo("palette.png");
+  img = decode("tiff_palette.tif", &codec_tiff_format), ref = fixture_photo("palette.png");
   ASSERT_INT(max_diff(&img, &ref), ==, 0); /* a palette, to RGB */
   codec_image_free(&img), codec_image_free(&ref);
-  img = decode("tiff_orient6.tif", &tiff), ref = fixture_photo("tiff_orient6.ref.png");
+  img = decode("tiff_orient6.tif", &codec_tiff_format), ref = fixture_photo("tiff_orient6.ref.png");
   ASSERT_INT(max_diff(&img, &ref), ==, 0);
   ASSERT_INT(img.orientation, ==, 6); /* the red marker, stored top-left, now top-right */
   expect_marker(&img, img.width - 28, 4, 24, 0);
   codec_image_free(&img), codec_image_free(&ref);
-  img = decode("tiff_cmyk.tif", &tiff), ref = fixture_photo("tiff_cmyk.ref.png");
+  img = decode("tiff_cmyk.tif", &codec_tiff_format), ref = fixture_photo("tiff_cmyk.ref.png");
   ASSERT_INT(max_diff(&img, &ref), <=, 1); /* CMYK, as tiff2rgba converts it */
   codec_image_free(&img), codec_image_free(&ref);
-  img = decode("tiff_jpeg.tif", &tiff), ref = fixture_photo("tiff_jpeg.ref.png");
+  img = decode("tiff_jpeg.tif", &codec_tiff_format), ref = fixture_photo("tiff_jpeg.ref.png");
   ASSERT_INT(max_diff(&img, &ref), <=, 1); /* JPEG-compressed YCbCr, as Pillow reads it */
   codec_image_free(&img), codec_image_free(&ref);
-  img = decode("tiff_bilevel.tif", &tiff), ref = fixture_photo("tiff_bilevel.ref.png");
+  img = decode("tiff_bilevel.tif", &codec_tiff_format), ref = fixture_photo("tiff_bilevel.ref.png");
   ASSERT_INT(max_diff(&img, &ref), ==, 0); /* 1-bit, to 0 and 255 */
   codec_image_free(&img), codec_image_free(&ref);
 }
@@ -367,7 +355,7 @@ static void test_tiff(void) {
 /* Associated alpha comes back unpremultiplied: alpha exactly, colours within the rounding of a
  * premultiplied sample, 255 / (2 alpha) + 1 levels. */
 static void test_tiff_alpha(void) {
-  struct codec_image img = decode("tiff_assoc.tif", &tiff),
+  struct codec_image img = decode("tiff_assoc.tif", &codec_tiff_format),
                      ref = fixture_photo("tiff_assoc.ref.png");
   ASSERT_INT(img.channels, ==, 4);
   for (int y = 0; y < img.height; y++)
@@ -386,7 +374,8 @@ static void test_tiff_float(void) {
   uint8_t *buf = fixture_bytes("tiff_float.tif", &len);
   struct codec_image img;
   char msg[256] = "";
-  ASSERT_INT(codec_tiff_decode(buf, len, NULL, &img, msg, sizeof msg), ==, CODEC_UNSUPPORTED);
+  ASSERT_INT(codec_tiff_format.decode(buf, len, NULL, &img, msg, sizeof msg), ==,
+             CODEC_UNSUPPORTED);
   ASSERT(img.pixels == NULL && strstr(msg, "floating-point") != NULL);
   free(buf);
 }
@@ -396,7 +385,7 @@ static void test_tiff_float(void) {
 /* Transparency is alpha: Pillow's alpha exactly, its colours where opaque, (0, 0, 0, 0) where
  * transparent; an interlaced frame's rows in place, RGB. */
 static void test_gif(void) {
-  struct codec_image img = decode("gif_transparent.gif", &gif),
+  struct codec_image img = decode("gif_transparent.gif", &codec_gif_format),
                      ref = fixture_photo("gif_transparent.ref.png");
   int transparent = 0;
   ASSERT_INT(img.channels, ==, 4);
@@ -410,7 +399,8 @@ static void test_gif(void) {
     }
   ASSERT_INT(transparent, >, 0);
   codec_image_free(&img), codec_image_free(&ref);
-  img = decode("gif_interlaced.gif", &gif), ref = fixture_photo("gif_interlaced.ref.png");
+  img = decode("gif_interlaced.gif", &codec_gif_format),
+  ref = fixture_photo("gif_interlaced.ref.png");
   ASSERT_INT(max_diff(&img, &ref), ==, 0);
   codec_image_free(&img);
   /* The same file with a logical screen of 120x80: the frame at the top-left, opaque, the rest
@@ -419,7 +409,7 @@ static void test_gif(void) {
   uint8_t *buf = fixture_bytes("gif_interlaced.gif", &len);
   buf[6] = 120, buf[7] = 0, buf[8] = 80, buf[9] = 0;
   char msg[256] = "";
-  ASSERT_INT(codec_gif_decode(buf, len, NULL, &img, msg, sizeof msg), ==, CODEC_OK);
+  ASSERT_INT(codec_gif_format.decode(buf, len, NULL, &img, msg, sizeof msg), ==, CODEC_OK);
   ASSERT_INT(img.width, ==, 120);
   ASSERT_INT(img.height, ==, 80);
   ASSERT_INT(img.channels, ==, 4);
@@ -603,10 +593,10 @@ static void test_avif_encode(void) {
     uint8_t *file = NULL;
     size_t len = 0;
     char msg[256] = "";
-    ASSERT_INT(codec_avif_encode(&photo, &o, &file, &len, msg, sizeof msg), ==, CODEC_OK);
-    ASSERT(codec_avif_sniff(file, len));
+    ASSERT_INT(codec_avif_format.encode(&photo, &o, &file, &len, msg, sizeof msg), ==, CODEC_OK);
+    ASSERT(codec_avif_format.sniff(file, len));
     struct codec_image ours, theirs = avifdec(file, len);
-    ASSERT_INT(codec_heif_decode(file, len, NULL, &ours, msg, sizeof msg), ==, CODEC_OK);
+    ASSERT_INT(codec_avif_format.decode(file, len, NULL, &ours, msg, sizeof msg), ==, CODEC_OK);
     double p = psnr(&photo, &ours), q = psnr(&photo, &theirs);
     fprintf(stderr, "    AVIF quality %d: %zu bytes, PSNR %.2f (avifdec %.2f)\n",
             promised[i].quality, len, p, q);
@@ -627,8 +617,8 @@ static void test_avif_encode_kinds(void) {
     uint8_t *file = NULL;
     size_t len;
     char msg[256] = "";
-    ASSERT_INT(codec_avif_encode(&src, &o, &file, &len, msg, sizeof msg), ==, CODEC_OK);
-    ASSERT_INT(codec_heif_decode(file, len, NULL, &back, msg, sizeof msg), ==, CODEC_OK);
+    ASSERT_INT(codec_avif_format.encode(&src, &o, &file, &len, msg, sizeof msg), ==, CODEC_OK);
+    ASSERT_INT(codec_avif_format.decode(file, len, NULL, &back, msg, sizeof msg), ==, CODEC_OK);
     int alpha = src.channels == 2 || src.channels == 4;
     ASSERT_INT(back.channels, ==, alpha ? 4 : 3);
     ASSERT_INT(back.depth, ==, src.depth);
@@ -687,14 +677,14 @@ static void test_jxl_lossless(void) {
     uint8_t *file = NULL, *back_icc = NULL;
     size_t len;
     char msg[256] = "";
-    ASSERT_INT(codec_jxl_encode(&src, &o, &file, &len, msg, sizeof msg), ==, CODEC_OK);
-    ASSERT(codec_jxl_sniff(file, len));
-    ASSERT_INT(codec_jxl_decode(file, len, NULL, &back, msg, sizeof msg), ==, CODEC_OK);
+    ASSERT_INT(codec_jxl_format.encode(&src, &o, &file, &len, msg, sizeof msg), ==, CODEC_OK);
+    ASSERT(codec_jxl_format.sniff(file, len));
+    ASSERT_INT(codec_jxl_format.decode(file, len, NULL, &back, msg, sizeof msg), ==, CODEC_OK);
     ASSERT_INT(max_diff(&src, &back), ==, 0);
     codec_image_free(&back);
     back = libjxl_decode(file, len, src.channels, src.depth);
     ASSERT_INT(max_diff(&src, &back), ==, 0);
-    ASSERT_INT(codec_jxl_icc(file, len, &back_icc, &n), ==, CODEC_OK);
+    ASSERT_INT(codec_jxl_format.icc(file, len, &back_icc, &n), ==, CODEC_OK);
     if (icc) ASSERT(n == icc_len && memcmp(back_icc, icc, n) == 0);
     codec_image_free(&src), codec_image_free(&back), free(file), free(icc), free(back_icc);
   }
@@ -710,9 +700,9 @@ static void test_jxl_lossy_encode(void) {
     uint8_t *file = NULL;
     size_t len;
     char msg[256] = "";
-    ASSERT_INT(codec_jxl_encode(&photo, &o, &file, &len, msg, sizeof msg), ==, CODEC_OK);
+    ASSERT_INT(codec_jxl_format.encode(&photo, &o, &file, &len, msg, sizeof msg), ==, CODEC_OK);
     struct codec_image ours, theirs = libjxl_decode(file, len, 3, 8);
-    ASSERT_INT(codec_jxl_decode(file, len, NULL, &ours, msg, sizeof msg), ==, CODEC_OK);
+    ASSERT_INT(codec_jxl_format.decode(file, len, NULL, &ours, msg, sizeof msg), ==, CODEC_OK);
     ASSERT_INT(max_diff(&ours, &theirs), ==, 0);
     double p = psnr(&photo, &ours);
     fprintf(stderr, "    JPEG XL quality %d: %zu bytes, PSNR %.2f\n", promised[i].quality, len, p);
@@ -734,8 +724,8 @@ static void test_encode_cancel(void) {
     uint8_t *file = (uint8_t *)&s;
     size_t len = 1;
     codec_cancel_set(&hook);
-    enum codec_status st = k == 0 ? codec_avif_encode(&photo, &o, &file, &len, NULL, 0)
-                                  : codec_jxl_encode(&photo, &o, &file, &len, NULL, 0);
+    enum codec_status st = k == 0 ? codec_avif_format.encode(&photo, &o, &file, &len, NULL, 0)
+                                  : codec_jxl_format.encode(&photo, &o, &file, &len, NULL, 0);
     codec_cancel_set(NULL);
     ASSERT_INT(st, ==, CODEC_CANCELLED);
     ASSERT(file == NULL && len == 0);

@@ -1,14 +1,13 @@
-/* format_encode: writes an image as AVIF or JPEG XL with the new formats' encoders
- * (codecs/avif.c, codecs/jxl.c, called directly) and measures the result, for
- * docs/engineering-notes.md's quality tables.
+/* format_encode: writes an image in an output format of the table (codecs/formats.c) with
+ * codec_encode and measures the result, for the cost calibration and the docs' quality tables.
  *
- *   build/format_encode avif|jxl IN OUT [QUALITY (default 75)] [EFFORT (0..6, default 2)]
+ *   build/format_encode FORMAT IN OUT [QUALITY (default 75)] [EFFORT (0..6, default 2)]
  *                       [lossless]
  *
- * IN is any file codec_decode reads. Prints the encode's milliseconds (wall clock; the best of
- * three encodes), the file's bytes, bits a pixel, and the PSNR of the file decoded again by
- * blurd's decoder (codec_heif_decode, codec_jxl_decode) against IN's 8-bit samples (16-bit
- * samples scaled to 8 bits, alpha ignored); "inf" when they are equal. */
+ * FORMAT is a format's name (avif, jxl, webp, jpeg, png); IN is any file codec_decode reads.
+ * Prints the encode's milliseconds (wall clock; the best of three encodes), the file's bytes,
+ * bits a pixel, and the PSNR of the file decoded again by blurd's decoder against IN's 8-bit
+ * samples (16-bit samples scaled to 8 bits, alpha ignored); "inf" when they are equal. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +15,6 @@
 #include <time.h>
 
 #include "../codecs/codecs.h"
-#include "../codecs/codecs_int.h"
 
 static double now_ms(void) {
   struct timespec t;
@@ -46,17 +44,17 @@ static double psnr(const struct codec_image *a, const struct codec_image *b) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 4 || (strcmp(argv[1], "avif") != 0 && strcmp(argv[1], "jxl") != 0)) {
-    fprintf(stderr, "usage: format_encode avif|jxl IN OUT [QUALITY] [EFFORT] [lossless]\n");
+  enum codec_format format = argc >= 4 ? codec_format_from_name(argv[1]) : CODEC_NONE;
+  if (format == CODEC_NONE || !codec_format(format)->encode || !codec_format(format)->decode) {
+    fprintf(stderr, "usage: format_encode FORMAT IN OUT [QUALITY] [EFFORT] [lossless]\n");
     return 2;
   }
-  int avif = strcmp(argv[1], "avif") == 0;
   struct codec_image img, back;
   if (codec_decode_file(argv[2], &img) != CODEC_OK) {
     fprintf(stderr, "format_encode: cannot decode %s\n", argv[2]);
     return 1;
   }
-  struct codec_encode_opts o = {.format = CODEC_NONE,
+  struct codec_encode_opts o = {.format = format,
                                 .quality = argc > 4 ? atoi(argv[4]) : 75,
                                 .effort = argc > 5 ? atoi(argv[5]) : 2,
                                 .effort_set = 1,
@@ -68,8 +66,7 @@ int main(int argc, char **argv) {
   for (int rep = 0; rep < 3; rep++) {
     free(file);
     double t0 = now_ms();
-    enum codec_status st = avif ? codec_avif_encode(&img, &o, &file, &len, msg, sizeof msg)
-                                : codec_jxl_encode(&img, &o, &file, &len, msg, sizeof msg);
+    enum codec_status st = codec_encode(&img, &o, &file, &len, msg, sizeof msg);
     double t = now_ms() - t0;
     if (st != CODEC_OK) {
       fprintf(stderr, "format_encode: %s (%s)\n", codec_status_msg(st), msg);
@@ -82,8 +79,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "format_encode: cannot write %s\n", argv[3]);
     return 1;
   }
-  enum codec_status st = avif ? codec_heif_decode(file, len, NULL, &back, msg, sizeof msg)
-                              : codec_jxl_decode(file, len, NULL, &back, msg, sizeof msg);
+  enum codec_status st = codec_decode(file, len, NULL, &back, msg, sizeof msg);
   if (st != CODEC_OK || back.width != img.width || back.height != img.height) {
     fprintf(stderr, "format_encode: the file does not decode back (%s)\n", msg);
     return 1;
