@@ -1,10 +1,10 @@
 /* codecs.c: the format-neutral front of the codecs module.
  *
- * It probes and names formats and statuses, checks the arguments of codec_decode and
- * codec_encode, and hands the work to png.c, png_write.c, jpeg.c, webp.c or data.c; for JPEG with
- * a profile it adds the APP2 segments (icc.c) to libjpeg's file. The helpers those files share
- * (the allocator, the sentences, the size check, the 8-bit conversion, format sniffing) live in
- * common.c, so the format files depend on common.c only and never call back into this file. */
+ * It probes and names formats and statuses, checks the arguments of codec_decode, codec_encode
+ * and codec_encode_held, and hands the work to png.c, png_write.c, jpeg.c, webp.c or data.c; for
+ * JPEG with a profile it adds the APP2 segments (icc.c) to libjpeg's file. The helpers those files
+ * share (the allocator, the sentences, the size check, the 8-bit conversion, format sniffing) live
+ * in common.c, so the format files depend on common.c only and never call back into this file. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -203,6 +203,20 @@ enum codec_status codec_encode(const struct codec_image *img, const struct codec
   if (o->format == CODEC_PNG) return codec_png_write(img, &eo, out, outlen, msg, msglen);
   if (o->format == CODEC_JPEG) return jpeg_with_icc(img, &eo, out, outlen, msg, msglen);
   return codec_webp_encode(img, &eo, out, outlen, msg, msglen);
+}
+
+enum codec_status codec_encode_held(const struct codec_image *img,
+                                    const struct codec_encode_opts *o,
+                                    const struct codec_vp8_analyser *an, uint8_t **out,
+                                    size_t *outlen, char *msg, size_t msglen) {
+  if (msg != NULL && msglen > 0) msg[0] = '\0';
+  *out = NULL;
+  *outlen = 0;
+  if (img == NULL || o == NULL || an == NULL || o->format != CODEC_WEBP || !options_ok(o, NULL, 0))
+    return CODEC_UNSUPPORTED; /* codec_encode says why, from the pixels */
+  struct codec_encode_opts eo = *o;
+  if (codec_icc_colours(o->icc, o->icc_len) != 3) eo.icc = NULL, eo.icc_len = 0;
+  return codec_webp_encode_held(img, &eo, an, out, outlen, msg, msglen);
 }
 
 void codec_image_free(struct codec_image *img) {
