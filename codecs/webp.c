@@ -15,7 +15,7 @@
 #include "cost_table.h"
 
 /* libwebp's lossless preset (cwebp -z): 0 fastest .. 9 smallest (docs/engineering-notes.md,
- * "Notes moved from the WebP encoder's comments"). */
+ * "Notes moved from the code's comments"). */
 #define WEBP_LOSSLESS_LEVEL 2
 
 /* Rates of libwebp's encoder in ns a pixel, at least twice those measured on noise at quality 100
@@ -241,8 +241,7 @@ static enum codec_status run_libwebp(struct webp_job *j, struct webp_out *e, cha
 /* Whether a lossy WebP of channels 8-bit channels with o is blurd's own encoder's when the image
  * is smooth: an RGB one at effort 2. */
 static int own_vp8(const struct codec_encode_opts *o, int channels) {
-  return !o->lossless && channels == 3 &&
-         (o->effort_set ? o->effort : CODEC_EFFORT_DEFAULT) == 2;
+  return !o->lossless && channels == 3 && (o->effort_set ? o->effort : CODEC_EFFORT_DEFAULT) == 2;
 }
 
 /* Lossy effort 2 of a smooth RGB image: its planes by codec_webp_yuv (faster than libwebp's
@@ -266,7 +265,7 @@ static enum codec_status own_encode(struct webp_job *j, int width, int height,
   enum codec_status st = codec_vp8_encode(pic->y, pic->y_stride, pic->u, pic->v, pic->uv_stride,
                                           width, height, (int)j->config.quality, &e->file, NULL);
   if (st == CODEC_NOMEM) codec_msgf(msg, msglen, "out of memory encoding the WebP image");
-  if (st == CODEC_OK && o->encoder) *o->encoder = "blurd-vp8";
+  if (st != CODEC_TOO_LARGE && o->encoder) *o->encoder = "blurd-vp8"; /* it ran, whatever came */
   return st;
 }
 
