@@ -122,7 +122,8 @@ const char *codec_png_deflater(int compression);
 #define CODEC_PNG_MAP_COMPRESSION_DEFAULT     2
 #define CODEC_PNG_MAP_COMPRESSION_DEFAULT_STR "2"
 
-/* The effort of lossy WebP, AVIF and JPEG XL when none is given (docs/methods.md, "WebP effort"). */
+/* The effort of lossy WebP, AVIF and JPEG XL when none is given (docs/methods.md, "WebP
+ * effort"). */
 #define CODEC_EFFORT_DEFAULT 2
 
 /* Fields after the first four are optional: a zeroed field keeps the behaviour it describes as
@@ -284,26 +285,27 @@ struct codec_shape { /* what codec_probe reads from a file's header */
 /* ---- The format table (formats.c) ----
  * A format is its file, which fills a struct codec_format_desc, and one line of CODEC_FORMATS.
  * Everything that names, sniffs, probes, decodes, encodes or prices a format reads the table:
- * codec_decode, codec_encode and codec_encode_held here, and outside codecs/ the upload's accepted types, content
- * negotiation, format= and its docs, the command line's file names, /readyz and the cost model. */
+ * codec_decode, codec_encode and codec_encode_held here, and outside codecs/ the upload's accepted
+ * types, content negotiation, format= and its docs, the command line's file names, /readyz and the
+ * cost model. */
 
 struct codec_format_desc {
-  const char *name;    /* format= and the logs: "jpeg" */
-  const char *title;   /* how the docs name it: "JPEG" */
-  const char *mime;    /* its media type: "image/jpeg" */
-  const char *mimes;   /* other media types an upload may say, space-separated ("image/jpg") */
-  const char *exts;    /* file name extensions, space-separated, the first for files written; format=
-                          takes them too */
-  const char *lib;     /* the library that reads and writes it ("libpng"): the codec's name */
-  const char *reader;  /* what decodes it, as /readyz says; NULL: not an input */
-  const char *writer;  /* what encodes it, as /readyz says; NULL: not an output */
+  const char *name;   /* format= and the logs: "jpeg" */
+  const char *title;  /* how the docs name it: "JPEG" */
+  const char *mime;   /* its media type: "image/jpeg" */
+  const char *mimes;  /* other media types an upload may say, space-separated ("image/jpg") */
+  const char *exts;   /* file name extensions, space-separated, the first for files written; format=
+                         takes them too */
+  const char *lib;    /* the library that reads and writes it ("libpng"): the codec's name */
+  const char *reader; /* what decodes it, as /readyz says; NULL: not an input */
+  const char *writer; /* what encodes it, as /readyz says; NULL: not an output */
   enum codec_format as; /* what format=input answers a file of it in: itself (CODEC_NONE) or
                            another (HEIC answers JPEG: browsers cannot show it) */
-  int data;            /* samples for programs (raw, npy), not a picture */
-  int exact16;         /* its encoder keeps 16-bit gray samples exactly (a /variance map) */
-  int quality;         /* its encoder takes quality (1..100) */
-  int lossless;        /* its encoder takes lossless=true */
-  int rgb_only;        /* it holds colour only: an ICC profile must describe RGB to go in */
+  int data;             /* samples for programs (raw, npy), not a picture */
+  int exact16;          /* its encoder keeps 16-bit gray samples exactly (a /variance map) */
+  int quality;          /* its encoder takes quality (1..100) */
+  int lossless;         /* its encoder takes lossless=true */
+  int rgb_only;         /* it holds colour only: an ICC profile must describe RGB to go in */
   /* 1 when buf starts like a file of it (any len; NULL: 0). NULL: never sniffed (outputs). */
   int (*sniff)(const uint8_t *buf, size_t len);
   /* Width and height (upright), channels and depth from the header, without decoding pixels or
@@ -319,8 +321,7 @@ struct codec_format_desc {
                               uint8_t **out, size_t *outlen, char *msg, size_t msglen);
   /* codec_encode_held's encoder, for an image held elsewhere (o checked, o->icc kept only when
    * it fits the file); NULL: the format has none. */
-  enum codec_status (*encode_held)(const struct codec_image *img,
-                                   const struct codec_encode_opts *o,
+  enum codec_status (*encode_held)(const struct codec_image *img, const struct codec_encode_opts *o,
                                    const struct codec_vp8_analyser *an, uint8_t **out,
                                    size_t *outlen, char *msg, size_t msglen);
   /* The cost model's terms, in ns of one core (codecs/cost_table.h, measured by

@@ -168,7 +168,10 @@ static const char *outputs(char *buf, size_t n) {
   for (int f = CODEC_NONE + 1; f < CODEC_NFORMATS; f++) {
     if (!codec_format(f)->encode) continue;
     size_t at = strlen(buf);
-    snprintf(buf + at, n - at, "%s%s", k == 0 ? "" : k == total - 1 ? " or " : ", ",
+    snprintf(buf + at, n - at, "%s%s",
+             k == 0           ? ""
+             : k == total - 1 ? " or "
+                              : ", ",
              codec_format(f)->name);
     k++;
   }

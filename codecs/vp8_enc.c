@@ -483,8 +483,8 @@ static void write_tokens(struct enc *e, struct bw *w) {
 }
 
 /* libwebp 1.2's quantiser index for one segment at quality (0..100), as its frame headers show,
- * so that `quality` keeps its meaning (docs/engineering-notes.md, "Notes moved from the WebP
- * encoder's comments"). */
+ * so that `quality` keeps its meaning (docs/engineering-notes.md, "Notes moved from the
+ * code's comments"). */
 static int quality_to_q(int quality) {
   double c = quality / 100.0, lin = c < 0.75 ? c * 2 / 3 : 2 * c - 1;
   return lin <= 0 ? 127 : (int)(127 * (1 - cbrt(lin)));
