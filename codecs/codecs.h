@@ -122,8 +122,8 @@ const char *codec_png_deflater(int compression);
 #define CODEC_PNG_MAP_COMPRESSION_DEFAULT     2
 #define CODEC_PNG_MAP_COMPRESSION_DEFAULT_STR "2"
 
-/* The effort of lossy WebP, AVIF and JPEG XL when none is given (docs/methods.md, "WebP
- * effort"). */
+/* The effort of lossy WebP, AVIF and JPEG XL when none is given (docs/methods.md, "WebP effort").
+ */
 #define CODEC_EFFORT_DEFAULT 2
 
 /* Fields after the first four are optional: a zeroed field keeps the behaviour it describes as

@@ -28,6 +28,7 @@ static int cli_is_endpoint(const char *name) {
 
 static void usage(FILE *f) {
   const char *path, *method;
+  char exts[256];
   fprintf(f, "usage: blurd ENDPOINT [options] [--PARAM VALUE ...] IN OUT\n"
              "       blurd ENDPOINT [options] [--PARAM VALUE ...] -o DIR IN...\n\n"
              "Runs each file through POST /ENDPOINT as the HTTP API would, with the --PARAM VALUE "
@@ -35,19 +36,21 @@ static void usage(FILE *f) {
              "ENDPOINT is one of:");
   for (int i = 0; (path = api_route(i, &method)); i++)
     if (strcmp(method, "POST") == 0) fprintf(f, " %s", path + 1);
-  fprintf(f, ".\nIN may be a directory (its files); OUT is a file, or a directory. Outputs in a "
-             "directory take\nthe input's name with the extension of the output format. Without "
-             "--format, OUT's extension\n(.png, .jpg, .webp) picks the format; otherwise the API's "
-             "default applies (the input's format).\n\n"
-             "  -o DIR     write the outputs into DIR (created when missing)\n"
-             "  --json     one JSON object per file on stdout: file, output, status, timing_ms, "
-             "psnr_db,\n             method, backend, error\n"
-             "  --help     print this and exit\n"
-             "The server's options (blurd --help) apply as well, e.g. --backend cpu, --workers, "
-             "--gpu-codecs;\nno warm-up unless --warm-image is given.\n\n"
-             "Exit status: 0 when every file was written, 1 when any failed (each named on "
-             "stderr), 2 for bad usage.\n"
-             "example: blurd blur --sigma 12 --method auto photo.jpg photo_blurred.png\n");
+  fprintf(f,
+          ".\nIN may be a directory (its files); OUT is a file, or a directory. Outputs in a "
+          "directory take\nthe input's name with the extension of the output format. Without "
+          "--format, OUT's extension\n(%s) picks the format; otherwise the API's "
+          "default applies (the input's format).\n\n"
+          "  -o DIR     write the outputs into DIR (created when missing)\n"
+          "  --json     one JSON object per file on stdout: file, output, status, timing_ms, "
+          "psnr_db,\n             method, backend, error\n"
+          "  --help     print this and exit\n"
+          "The server's options (blurd --help) apply as well, e.g. --backend cpu, --workers, "
+          "--gpu-codecs;\nno warm-up unless --warm-image is given.\n\n"
+          "Exit status: 0 when every file was written, 1 when any failed (each named on "
+          "stderr), 2 for bad usage.\n"
+          "example: blurd blur --sigma 12 --method auto photo.jpg photo_blurred.png\n",
+          api_output_extensions(exts, sizeof(exts)));
 }
 
 static int bad_usage(const char *what, const char *arg) {
@@ -163,7 +166,8 @@ static int parse(struct cli *c, int argc, char **argv, const char **out) {
   if (!c->outdir && npos == 2 && (is_dir(pos[0]) || is_dir(pos[1]))) c->outdir = pos[--npos];
   if (!c->outdir && npos == 2) {
     *out = pos[1];
-    if (!format && api_format_of_path(*out)) add_param(c, &end, "format", 6, api_format_of_path(*out));
+    if (!format && api_format_of_path(*out))
+      add_param(c, &end, "format", 6, api_format_of_path(*out));
     rc = add_file(c, strdup(pos[0]));
   } else if (c->outdir && npos > 0) {
     for (int i = 0; i < npos && rc == 0; i++) rc = add_input(c, pos[i]);
