@@ -143,8 +143,9 @@ struct codec_encode_opts {
    * fn(arg, begin, end) over [0, n) and returns when every call has (the CPU backend's pool). */
   void (*parallel)(void *ctx, int n, void (*fn)(void *arg, int begin, int end), void *arg);
   void *parallel_ctx;
-  /* When not NULL, set to the encoder that wrote a WebP file: "libwebp", or "blurd-vp8" (a
-   * smooth RGB image at effort 2: codecs/vp8_enc.c), or codec_encode_held's analyser's name. */
+  /* When not NULL, set after a successful encode to the encoder that wrote the file: the
+   * format's lib, or one of its own ("blurd-vp8" for a smooth RGB WebP at effort 2), or
+   * codec_encode_held's analyser's name. */
   const char **encoder;
 };
 
@@ -205,7 +206,7 @@ struct codec_vp8_analyser {
  * CODEC_UNSUPPORTED, having written nothing, when no codec takes the image that way: another
  * format or setting, an image that is not smooth, a frame too large for blurd's VP8 encoder, or
  * an analyser that could not run; the caller then brings the pixels to the host and calls
- * codec_encode. Else as codec_encode, *o->encoder set to an->name. */
+ * codec_encode. Else as codec_encode, *o->encoder set to an->name after a success. */
 enum codec_status codec_encode_held(const struct codec_image *img,
                                     const struct codec_encode_opts *o,
                                     const struct codec_vp8_analyser *an, uint8_t **out,

@@ -225,8 +225,11 @@ enum codec_status codec_encode(const struct codec_image *img, const struct codec
   if (!options_ok(o, msg, msglen)) return CODEC_UNSUPPORTED;
   const struct codec_format_desc *d = codec_format(o->format);
   struct codec_encode_opts eo = with_icc(d, img, o);
-  if (o->encoder) *o->encoder = d->lib; /* unless the format's encoder says which of its own ran */
-  return d->encode(img, &eo, out, outlen, msg, msglen);
+  const char *ran = NULL; /* set by an encoder that has more than one of its own */
+  eo.encoder = &ran;
+  enum codec_status st = d->encode(img, &eo, out, outlen, msg, msglen);
+  if (st == CODEC_OK && o->encoder) *o->encoder = ran ? ran : d->lib;
+  return st;
 }
 
 enum codec_status codec_encode_held(const struct codec_image *img,
@@ -241,7 +244,9 @@ enum codec_status codec_encode_held(const struct codec_image *img,
   if (img == NULL || an == NULL || !d || !d->encode_held || !options_ok(o, NULL, 0))
     return CODEC_UNSUPPORTED; /* codec_encode says why, from the pixels */
   struct codec_encode_opts eo = with_icc(d, img, o);
-  return d->encode_held(img, &eo, an, out, outlen, msg, msglen);
+  enum codec_status st = d->encode_held(img, &eo, an, out, outlen, msg, msglen);
+  if (st == CODEC_OK && o->encoder) *o->encoder = an->name;
+  return st;
 }
 
 void codec_image_free(struct codec_image *img) {

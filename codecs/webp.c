@@ -265,7 +265,7 @@ static enum codec_status own_encode(struct webp_job *j, int width, int height,
   enum codec_status st = codec_vp8_encode(pic->y, pic->y_stride, pic->u, pic->v, pic->uv_stride,
                                           width, height, (int)j->config.quality, &e->file, NULL);
   if (st == CODEC_NOMEM) codec_msgf(msg, msglen, "out of memory encoding the WebP image");
-  if (st != CODEC_TOO_LARGE && o->encoder) *o->encoder = "blurd-vp8"; /* it ran, whatever came */
+  if (st == CODEC_OK && o->encoder) *o->encoder = "blurd-vp8";
   return st;
 }
 
@@ -395,9 +395,7 @@ enum codec_status codec_webp_encode_held(const struct codec_image *img,
   if (!an->analyse(an->arg, &p, &a)) return CODEC_UNSUPPORTED; /* from the pixels */
   if (codec_stopped()) return CODEC_CANCELLED;
   enum codec_status st = write_vp8(&a, o, out, outlen, msg, msglen);
-  if (st == CODEC_TOO_LARGE) return CODEC_UNSUPPORTED; /* libwebp's, from the pixels */
-  if (o->encoder) *o->encoder = an->name;
-  return st;
+  return st == CODEC_TOO_LARGE ? CODEC_UNSUPPORTED : st; /* too large: libwebp's, from the pixels */
 }
 
 /* ---- the format's descriptor ---- */
