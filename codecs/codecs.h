@@ -76,7 +76,7 @@ struct codec_cancel {
 };
 
 /* Makes c the calling thread's cancellation hook (NULL: none), until it is set again; c must
- * outlive its use. Every codec_decode, codec_encode, codec_webp_from_vp8 and codec_to_srgb the
+ * outlive its use. Every codec_decode, codec_encode, codec_encode_held and codec_to_srgb the
  * thread then runs asks it at least every few milliseconds of work, on whatever threads or
  * processes the work runs (codecs/stop.c), and once it says stop frees what the call holds and
  * returns CODEC_CANCELLED (codec_to_srgb: -1), never a result made from unfinished work. Work
@@ -144,7 +144,8 @@ struct codec_encode_opts {
   void (*parallel)(void *ctx, int n, void (*fn)(void *arg, int begin, int end), void *arg);
   void *parallel_ctx;
   /* When not NULL, set after a successful encode to the encoder that wrote the file: the
-   * format's lib, or one of its own ("blurd-vp8" for a smooth RGB WebP at effort 2). */
+   * format's lib, or one of its own ("blurd-vp8" for a smooth RGB WebP at effort 2), or
+   * codec_encode_held's analyser's name. */
   const char **encoder;
 };
 
@@ -157,24 +158,16 @@ struct codec_encode_opts {
 enum codec_status codec_encode(const struct codec_image *img, const struct codec_encode_opts *o,
                                uint8_t **out, size_t *outlen, char *msg, size_t msglen);
 
-/* ---- Lossy WebP of smooth images (codecs/vp8_enc.c), with its analysis done elsewhere ----
- * At effort 2 an 8-bit RGB image whose luma is smooth (at most width * height /
- * CODEC_WEBP_SMOOTH_PER pixels, rounded down, differ from their left neighbour by more than
- * CODEC_WEBP_SMOOTH_STEP levels) is coded by blurd's own VP8 encoder at quality
- * CODEC_WEBP_SMOOTH_QUALITY(quality). Its first pass (prediction, transforms, quantisation,
- * reconstruction: the macroblocks' modes and levels) may run on the GPU (gpu/vp8.cu, the twin of
- * vp8_enc.c's); codec_webp_from_vp8 then writes the same file the CPU would. */
-#define CODEC_WEBP_SMOOTH_STEP       8
-#define CODEC_WEBP_SMOOTH_PER        1000
-#define CODEC_WEBP_SMOOTH_QUALITY(q) ((q) >= 1 ? (q)-1 : 0)
-
-/* The quantisers the first pass uses at quality (0..100): q[Y, Y2, UV][step, bias, 2^16 / step
- * rounded up][DC, AC]; a level is ((|c| + bias) * that) >> 16, at most 2048. */
-void codec_vp8_quant(int quality, int q[3][3][2]);
+/* ---- An image the caller holds elsewhere (a GPU's memory) ----
+ * Lossy WebP at effort 2 codes an 8-bit RGB image whose luma is smooth with blurd's own VP8
+ * encoder (codecs/vp8_enc.c). Its first pass (the YUV 4:2:0 planes, the test of smoothness, and
+ * every macroblock's prediction, transforms, quantisation and reconstruction) may run where the
+ * image is, given as an analyser: the GPU backend's is gpu/vp8.cu, the twin of vp8_enc.c's, whose
+ * arrays give the file the CPU would write. */
 
 /* A frame's first pass, macroblocks in raster order (ceil(width / 16) by ceil(height / 16)). */
 struct codec_vp8_mbs {
-  int width, height, quality; /* quality: as given to codec_vp8_quant */
+  int width, height, quality; /* quality: the VP8 encoder's, one below the one asked for */
   const uint8_t *modes;       /* per macroblock: luma mode | chroma mode << 2 | skip << 4 */
   const int16_t *levels;      /* 25 blocks of 16 per macroblock: Y 0..15, U 16..19, V 20..23,
                                  Y2 24, in zigzag order */
@@ -186,13 +179,38 @@ struct codec_vp8_mbs {
   const uint32_t *stats;
 };
 
-/* The lossy WebP file of a, with o->icc when given, as codec_encode would write it for the image
- * a was made from. Returns CODEC_OK, CODEC_NOMEM, CODEC_CANCELLED (codec_cancel_set), or
- * CODEC_TOO_LARGE when the modes' partition passes VP8's 512 KiB (codec_encode then goes to
- * libwebp). */
-enum codec_status codec_webp_from_vp8(const struct codec_vp8_mbs *a,
-                                      const struct codec_encode_opts *o, uint8_t **out,
-                                      size_t *outlen, char *msg, size_t msglen);
+/* What an analyser's first pass is asked for. */
+struct codec_vp8_pass {
+  int width, height;           /* the image's */
+  int smooth_step, smooth_per; /* smooth: at most width * height / smooth_per pixels (rounded
+                                  down) differ from their left neighbour's luma by more than
+                                  smooth_step levels */
+  int q[3][3][2]; /* the quantisers: [Y, Y2, UV][step, bias, 2^16 / step rounded up][DC, AC]; a
+                     coefficient's level is ((|c| + bias) * that) >> 16, at most 2048 */
+};
+
+/* A first pass of blurd's VP8 encoder over an 8-bit RGB image that the caller holds. analyse(arg,
+ * p, out), given out with its width, height and quality, returns 1 when the image is smooth, with
+ * out's modes, levels, last and stats set (arrays the analyser owns, valid until it is called
+ * again); 0 when it is not smooth, or when the pass could not run (the image is then encoded from
+ * its pixels). */
+struct codec_vp8_analyser {
+  int (*analyse)(void *arg, const struct codec_vp8_pass *p, struct codec_vp8_mbs *out);
+  void *arg;
+  const char *name; /* what codec_encode_opts.encoder reports for a file made from its pass */
+};
+
+/* Encodes an image whose pixels the caller holds elsewhere (img gives its shape; img->pixels is
+ * not read), where a codec can do so from an analyser's first pass: lossy WebP at effort 2 of a
+ * smooth 8-bit RGB image, the same file codec_encode writes from the pixels. Returns
+ * CODEC_UNSUPPORTED, having written nothing, when no codec takes the image that way: another
+ * format or setting, an image that is not smooth, a frame too large for blurd's VP8 encoder, or
+ * an analyser that could not run; the caller then brings the pixels to the host and calls
+ * codec_encode. Else as codec_encode, *o->encoder set to an->name after a success. */
+enum codec_status codec_encode_held(const struct codec_image *img,
+                                    const struct codec_encode_opts *o,
+                                    const struct codec_vp8_analyser *an, uint8_t **out,
+                                    size_t *outlen, char *msg, size_t msglen);
 
 /* ---- ICC colour profiles (icc.c) ---- */
 
@@ -268,8 +286,9 @@ struct codec_shape { /* what codec_probe reads from a file's header */
 /* ---- The format table (formats.c) ----
  * A format is its file, which fills a struct codec_format_desc, and one line of CODEC_FORMATS.
  * Everything that names, sniffs, probes, decodes, encodes or prices a format reads the table:
- * codec_decode and codec_encode here, and outside codecs/ the upload's accepted types, content
- * negotiation, format= and its docs, the command line's file names, /readyz and the cost model.
+ * codec_decode, codec_encode and codec_encode_held here, and outside codecs/ the upload's accepted
+ * types, content negotiation, format= and its docs, the command line's file names, /readyz and the
+ * cost model.
  * A decoder reads the whole file in buf: out is zeroed first, limits are checked from the header
  * before any pixel buffer is allocated, a failure leaves out holding no memory and puts a sentence
  * in msg (when not NULL), the thread's hook (codec_cancel_set) makes it return CODEC_CANCELLED,
@@ -308,6 +327,11 @@ struct codec_format_desc {
   enum codec_status (*icc)(const uint8_t *buf, size_t len, uint8_t **icc, size_t *icc_len);
   enum codec_status (*encode)(const struct codec_image *img, const struct codec_encode_opts *o,
                               uint8_t **out, size_t *outlen, char *msg, size_t msglen);
+  /* codec_encode_held's encoder, for an image held elsewhere (o checked, o->icc kept only when
+   * it fits the file); NULL: the format has none. */
+  enum codec_status (*encode_held)(const struct codec_image *img, const struct codec_encode_opts *o,
+                                   const struct codec_vp8_analyser *an, uint8_t **out,
+                                   size_t *outlen, char *msg, size_t msglen);
   /* The cost model's terms, in ns of one core (codecs/cost_table.h, measured by
    * scripts/cost-calibration.sh): decoding buf (of shape s) beyond a stored PNG's decode, and
    * encoding an image of shape s with o beyond a stored PNG's encode. NULL: none. */

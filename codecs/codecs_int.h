@@ -1,11 +1,12 @@
 /* codecs_int.h: the per-format entry points of codecs/, not part of the public interface.
  *
- * codecs.c dispatches to the per-format decoders and encoders below (png.c and png_write.c,
- * jpeg.c, webp.c, data.c) after it has checked the arguments; exif.c holds the EXIF orientation
- * parser and the code that turns decoded pixels upright, icc.c the CMYK conversion; png.c's
- * decoder uses png_inflate.c's chunk walker and inflater and png_unfilter.c's row filters. The
- * helpers all of these share are in common.h (common.c). unit_codecs.c includes this header to test
- * the EXIF parser and the libpng decoder directly. */
+ * formats.c dispatches to the per-format decoders and encoders below (png.c and png_write.c,
+ * jpeg.c, webp.c, data.c and the others) through their descriptors after it has checked the
+ * arguments; exif.c holds the EXIF orientation parser and the code that turns decoded pixels
+ * upright, icc.c the CMYK conversion; png.c's decoder uses png_inflate.c's chunk walker and
+ * inflater and png_unfilter.c's row filters. The helpers all of these share are in common.h
+ * (common.c). unit_codecs.c includes this header to test the EXIF parser and the libpng decoder
+ * directly. */
 #ifndef BLURD_CODECS_INT_H
 #define BLURD_CODECS_INT_H
 
@@ -112,10 +113,20 @@ enum codec_status codec_jpeg_encode(const struct codec_image *img, int quality, 
 enum codec_status codec_webp_encode(const struct codec_image *img,
                                     const struct codec_encode_opts *o, uint8_t **out,
                                     size_t *outlen, char *msg, size_t msglen);
-/* 1 if the w x h 8-bit luma plane y (rows stride bytes apart) is smooth in the sense of lossy
- * WebP's one-segment rule at effort 2 (webp.c, docs/methods.md "WebP effort"): at most
- * w * h / CODEC_WEBP_SMOOTH_PER pixels (rounded down) differ from their left neighbour by more
- * than CODEC_WEBP_SMOOTH_STEP levels; else 0. */
+/* Lossy WebP at effort 2 (webp.c, docs/methods.md "WebP effort"): an image whose luma is smooth
+ * (at most width * height / CODEC_WEBP_SMOOTH_PER pixels, rounded down, differ from their left
+ * neighbour by more than CODEC_WEBP_SMOOTH_STEP levels) is coded at quality
+ * CODEC_WEBP_SMOOTH_QUALITY(quality), by blurd's own VP8 encoder when it is RGB. */
+#define CODEC_WEBP_SMOOTH_STEP       8
+#define CODEC_WEBP_SMOOTH_PER        1000
+#define CODEC_WEBP_SMOOTH_QUALITY(q) ((q) >= 1 ? (q)-1 : 0)
+/* codec_webp_format's encode_held (webp.c): o has been checked, and o->icc is RGB's or NULL. */
+enum codec_status codec_webp_encode_held(const struct codec_image *img,
+                                         const struct codec_encode_opts *o,
+                                         const struct codec_vp8_analyser *an, uint8_t **out,
+                                         size_t *outlen, char *msg, size_t msglen);
+/* 1 if the w x h 8-bit luma plane y (rows stride bytes apart) is smooth in the sense of the rule
+ * above; else 0. */
 int codec_webp_smooth(const uint8_t *y, int stride, int w, int h);
 /* Converts the w x h 8-bit RGB pixels rgb (rows stride bytes apart) to YUV 4:2:0 planes y, u and
  * v as libwebp lays them out, if the image is smooth (codec_webp_smooth of its luma): luma as
@@ -144,6 +155,14 @@ enum codec_status codec_vp8_analyse(const uint8_t *y, int y_stride, const uint8_
 /* Appends the lossy WebP file (RIFF, one VP8 key frame) of the first pass a to out, the same
  * bytes codec_vp8_encode writes for the planes a was made from. Returns as codec_vp8_encode. */
 enum codec_status codec_vp8_write(const struct codec_vp8_mbs *a, struct codec_buf *out);
+/* The quantisers of the encoder at quality (0..100), as struct codec_vp8_pass's q. */
+void codec_vp8_quant(int quality, int q[3][3][2]);
+/* The lossy WebP file of a, with o->icc when it describes RGB, as codec_encode would write it for
+ * the image a was made from (webp.c); *o->encoder is "blurd-vp8". Returns CODEC_OK, CODEC_NOMEM,
+ * CODEC_CANCELLED, or CODEC_TOO_LARGE when the modes' partition passes VP8's 512 KiB. */
+enum codec_status codec_webp_from_vp8(const struct codec_vp8_mbs *a,
+                                      const struct codec_encode_opts *o, uint8_t **out,
+                                      size_t *outlen, char *msg, size_t msglen);
 
 /* Raw samples or a .npy file of img (data.c); f is CODEC_RAW or CODEC_NPY. */
 enum codec_status codec_data_encode(const struct codec_image *img, enum codec_format f,

@@ -3,7 +3,7 @@
  * size check every decoder makes before allocating, the 8-bit conversion of the JPEG and WebP
  * encoders, the thread's cancellation hook, and the two ways stop.c stops work inside a library
  * that has no hook. It includes only codecs.h: the per-format files depend on it, never on
- * codecs.c. */
+ * formats.c. */
 #ifndef BLURD_CODECS_COMMON_H
 #define BLURD_CODECS_COMMON_H
 

@@ -1,7 +1,8 @@
 /* The format table and the codecs' front: the descriptors the format files fill
  * (codec_<name>_format), indexed by enum codec_format; what is read from them (names, media types,
  * extensions, the sniff, the header probe, the cost model's terms); and codec_decode and
- * codec_encode, which check their arguments and hand the work to the format's descriptor. */
+ * codec_encode (and codec_encode_held), which check their arguments and hand the work to the
+ * format's descriptor. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,7 +156,6 @@ static const char *encode_problem(const struct codec_image *img) {
   return NULL;
 }
 
-/* Whether o can be used; if not, says why in msg. */
 /* The output formats' names, as "png, jpeg, webp, avif, jxl, raw or npy", into buf. */
 static const char *outputs(char *buf, size_t n) {
   int total = 0, k = 0;
@@ -174,6 +174,7 @@ static const char *outputs(char *buf, size_t n) {
   return buf;
 }
 
+/* Whether o can be used; if not, says why in msg. */
 static int options_ok(const struct codec_encode_opts *o, char *msg, size_t msglen) {
   const struct codec_format_desc *d = codec_format(o->format);
   char names[160];
@@ -193,6 +194,16 @@ static int options_ok(const struct codec_encode_opts *o, char *msg, size_t msgle
   return 0;
 }
 
+/* o with its ICC profile dropped unless it describes the colours of d's file of img. */
+static struct codec_encode_opts with_icc(const struct codec_format_desc *d,
+                                         const struct codec_image *img,
+                                         const struct codec_encode_opts *o) {
+  struct codec_encode_opts eo = *o;
+  int colours = d->rgb_only || img->channels >= 3 ? 3 : 1; /* what the file holds */
+  if (codec_icc_colours(o->icc, o->icc_len) != colours) eo.icc = NULL, eo.icc_len = 0;
+  return eo;
+}
+
 enum codec_status codec_encode(const struct codec_image *img, const struct codec_encode_opts *o,
                                uint8_t **out, size_t *outlen, char *msg, size_t msglen) {
   if (msg != NULL && msglen > 0) msg[0] = '\0';
@@ -209,13 +220,28 @@ enum codec_status codec_encode(const struct codec_image *img, const struct codec
   }
   if (!options_ok(o, msg, msglen)) return CODEC_UNSUPPORTED;
   const struct codec_format_desc *d = codec_format(o->format);
-  struct codec_encode_opts eo = *o;
-  int colours = d->rgb_only || img->channels >= 3 ? 3 : 1; /* what the file holds */
-  if (codec_icc_colours(o->icc, o->icc_len) != colours) eo.icc = NULL, eo.icc_len = 0;
+  struct codec_encode_opts eo = with_icc(d, img, o);
   const char *ran = NULL; /* set by an encoder that has more than one of its own */
   eo.encoder = &ran;
   enum codec_status st = d->encode(img, &eo, out, outlen, msg, msglen);
   if (st == CODEC_OK && o->encoder) *o->encoder = ran ? ran : d->lib;
+  return st;
+}
+
+enum codec_status codec_encode_held(const struct codec_image *img,
+                                    const struct codec_encode_opts *o,
+                                    const struct codec_vp8_analyser *an, uint8_t **out,
+                                    size_t *outlen, char *msg, size_t msglen) {
+  if (msg != NULL && msglen > 0) msg[0] = '\0';
+  if (out == NULL || outlen == NULL) return CODEC_UNSUPPORTED;
+  *out = NULL;
+  *outlen = 0;
+  const struct codec_format_desc *d = o ? codec_format(o->format) : NULL;
+  if (img == NULL || an == NULL || !d || !d->encode_held || !options_ok(o, NULL, 0))
+    return CODEC_UNSUPPORTED; /* codec_encode says why, from the pixels */
+  struct codec_encode_opts eo = with_icc(d, img, o);
+  enum codec_status st = d->encode_held(img, &eo, an, out, outlen, msg, msglen);
+  if (st == CODEC_OK && o->encoder) *o->encoder = an->name;
   return st;
 }
 

@@ -1,38 +1,22 @@
-/* vp8_enc.c: lossy WebP for smooth images, a VP8 key-frame encoder of blurd's own (RFC 6386).
- *
- * libwebp at its fastest setting for a smooth image (effort 2, one segment) decides every
- * macroblock's modes twice, once for the token statistics and once to code it, and tries the
- * sixteen 4x4 predictors of each subblock besides the four 16x16 ones. On a smooth image (a blur:
- * what codec_webp_smooth accepts) the 16x16 predictors win, so this encoder has only those: per
- * macroblock, the luma and chroma predictors (DC, V, H, TM) with the smallest squared error
- * against the source, predicted from the reconstruction as the decoder will see it; the residue's
- * 4x4 DCTs, the luma DCs' WHT (the Y2 block), quantisation with a dead zone, and the
- * reconstruction by RFC 6386's inverse transforms, bit for bit the decoder's. It visits every
- * macroblock once, keeping the quantised levels; the token statistics of that pass choose the
- * token probabilities the frame header updates, and a second pass over the kept levels writes
- * them with the boolean coder. One segment, one token partition, the normal loop filter.
- *
- * The quantiser index for a quality is the one libwebp 1.2 writes for one segment at that quality
- * (read from its frame headers: 10 at 89, 39 at 49, 77 at 9), with its chroma deltas (DC -2, AC
- * -4), so `quality` keeps its meaning; the loop filter's level is 0.875 of the AC step, chosen by
- * measurement (docs/methods.md, "WebP effort").
- *
- * The first pass (analyse_mb) is also gpu/vp8.cu's, on the GPU backend: its twin there gives the
- * same modes, levels and token counts, which codec_vp8_write turns into the same file
- * (codec_vp8_analyse gives the CPU's arrays for tests/gpu_codecs.c to compare). Both passes ask
- * the thread's cancellation hook every macroblock row and stop with CODEC_CANCELLED. */
+/* vp8_enc.c: blurd's own VP8 key-frame encoder (RFC 6386), for lossy WebP of smooth images:
+ * 16x16 predictors only, one segment, one token partition, the normal loop filter. A first pass
+ * (analyse_mb) predicts, transforms, quantises and reconstructs every macroblock and counts its
+ * tokens; a second writes the levels it kept with the boolean coder, under the probabilities those
+ * counts chose. The first pass's integer steps are vp8_dsp.h's, which its twin on the device
+ * (gpu/vp8.cu) shares, and codec_vp8_write makes the same file from that twin's arrays. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "codecs_int.h"
+#include "vp8_dsp.h"
 #include "vp8_tables.h"
 
 enum { DC_PRED, V_PRED, H_PRED, TM_PRED };
 enum { TYPE_Y_AFTER_Y2, TYPE_Y2, TYPE_UV }; /* RFC 6386's block types 0, 1, 2 (3 is unused) */
 
-static const uint8_t zigzag[16] = {0, 1, 4, 8, 5, 2, 3, 6, 9, 12, 13, 10, 7, 11, 14, 15};
-static const uint8_t band[17] = {0, 1, 2, 3, 6, 4, 5, 6, 6, 6, 6, 6, 6, 6, 6, 7, 0};
+static const uint8_t zigzag[16] = VP8_ZIGZAG;
+static const uint8_t band[17] = VP8_BANDS;
 /* The extra bits of categories 1 to 6 (base 5, 7, 11, 19, 35, 67), most significant first. */
 static const uint8_t cat_probs[6][12] = {
     {159},
@@ -115,178 +99,35 @@ static void bw_finish(struct bw *w) {
   bw_append(w, 0);
 }
 
-/* ---- Transforms. ---- */
+/* ---- Quantisers (vp8_dsp.h's q[step, bias, iq][DC, AC]). ---- */
 
-/* Four 32-bit lanes (GCC's and clang's vector extension): the transforms below work on four
- * rows or columns at once. */
+/* The quantiser of steps dc and ac; the ACs' rounding bias is ac_bias_q8 / 256 of a step (less
+ * than half: a dead zone), the DC's half a step. */
+static void quant_init(int q[3][2], int dc, int ac, int ac_bias_q8) {
+  for (int k = 0; k < 2; k++) {
+    int step = k ? ac : dc;
+    q[0][k] = step, q[1][k] = k ? step * ac_bias_q8 >> 8 : step / 2;
+    q[2][k] = (65536 + step - 1) / step;
+  }
+}
+
+/* ---- Prediction (RFC 6386 section 12, the 16x16 and 8x8 modes). ---- */
+
+/* v clamped to 0..255, lane by lane: four 32-bit lanes (GCC's and clang's vector extension). */
 typedef int32_t v4 __attribute__((vector_size(16)));
-
-/* v clamped to 0..255, lane by lane. */
 static inline v4 clamp255(v4 v) {
   v &= ~(v >> 31);
   v4 over = v > 255;
   return (v & ~over) | (over & 255);
 }
 
-static inline void transpose(v4 *m) {
-  v4 t[4];
-  for (int i = 0; i < 4; i++) t[i] = (v4){m[0][i], m[1][i], m[2][i], m[3][i]};
-  memcpy(m, t, sizeof t);
-}
-
-/* The forward DCT of the 4x4 residue src - pred (rows stride apart) to VP8's scale (twice the
- * orthonormal DCT, which RFC 6386's inverse undoes), in fixed point: sqrt(2) cos(pi/8) = 5352 /
- * 4096, sqrt(2) sin(pi/8) = 2217 / 4096; the first pass keeps 3 more bits. Not normative: any close
- * forward transform decodes. The vertical pass works on the four columns at once, the horizontal
- * one, after a transpose, on the four rows. */
-static void fdct4(const uint8_t *src, const uint8_t *pred, int stride, int16_t *out) {
-  v4 m[4];
-  for (int i = 0; i < 4; i++) {
-    const uint8_t *s = src + i * stride, *p = pred + i * stride;
-    m[i] = (v4){s[0] - p[0], s[1] - p[1], s[2] - p[2], s[3] - p[3]};
-  }
-  v4 a = m[0] + m[3], b = m[1] + m[2], c = m[1] - m[2], d = m[0] - m[3];
-  m[0] = (a + b) * 8, m[2] = (a - b) * 8;
-  m[1] = (d * 5352 + c * 2217 + 256) >> 9, m[3] = (d * 2217 - c * 5352 + 256) >> 9;
-  transpose(m);
-  a = m[0] + m[3], b = m[1] + m[2], c = m[1] - m[2], d = m[0] - m[3];
-  m[0] = (a + b + 8) >> 4, m[2] = (a - b + 8) >> 4;
-  m[1] = (d * 5352 + c * 2217 + (1 << 15)) >> 16, m[3] = (d * 2217 - c * 5352 + (1 << 15)) >> 16;
-  for (int i = 0; i < 4; i++)
-    for (int j = 0; j < 4; j++) out[4 * i + j] = (int16_t)m[j][i];
-}
-
-/* RFC 6386 section 14.4's inverse DCT of in (dequantised), added to pred (rows ps apart) and
- * clamped into dst (rows ds apart): the same integer steps, the vertical pass on four columns
- * at once, then the horizontal one on four rows. A block with only its DC adds (DC + 4) >> 3,
- * which is what the full inverse gives. */
-static void idct4_add(const int16_t *in, int dc_only, const uint8_t *pred, int ps, uint8_t *dst,
-                      int ds) {
-  v4 m[4];
-  if (dc_only) {
-    v4 v = (v4){1, 1, 1, 1} * ((in[0] + 4) >> 3);
-    for (int i = 0; i < 4; i++) m[i] = v;
-  } else {
-    for (int i = 0; i < 4; i++) m[i] = (v4){in[4 * i], in[4 * i + 1], in[4 * i + 2], in[4 * i + 3]};
-    for (int pass = 0; pass < 2; pass++) {
-      v4 a = m[0] + m[2], b = m[0] - m[2];
-      v4 c = ((m[1] * 35468) >> 16) - (m[3] + ((m[3] * 20091) >> 16));
-      v4 d = m[1] + ((m[1] * 20091) >> 16) + ((m[3] * 35468) >> 16);
-      m[0] = a + d, m[1] = b + c, m[2] = b - c, m[3] = a - d;
-      transpose(m);
-    }
-    for (int i = 0; i < 4; i++) m[i] = (m[i] + 4) >> 3;
-  }
-  for (int i = 0; i < 4; i++) {
-    const uint8_t *p = pred + i * ps;
-    v4 v = clamp255(m[i] + (v4){p[0], p[1], p[2], p[3]});
-    for (int j = 0; j < 4; j++) dst[i * ds + j] = (uint8_t)v[j];
-  }
-}
-
-/* The forward WHT of the 16 luma DCs (RFC 6386's inverse is M X M / 8 with M symmetric and
- * M M = 4 I, so the forward is M D M / 2), and the inverse of section 14.3. */
-static void fwht4(const int16_t *dc, int16_t *out) {
-  int t[16];
-  for (int i = 0; i < 4; i++) {
-    const int16_t *r = dc + 4 * i;
-    int a = r[0] + r[3], b = r[1] + r[2], c = r[1] - r[2], d = r[0] - r[3];
-    t[4 * i] = a + b, t[4 * i + 1] = c + d, t[4 * i + 2] = a - b, t[4 * i + 3] = d - c;
-  }
-  for (int i = 0; i < 4; i++) {
-    int a = t[i] + t[12 + i], b = t[4 + i] + t[8 + i], c = t[4 + i] - t[8 + i],
-        d = t[i] - t[12 + i];
-    int v[4] = {a + b, c + d, a - b, d - c};
-    for (int j = 0; j < 4; j++) out[4 * j + i] = (int16_t)((v[j] + (v[j] > 0)) >> 1);
-  }
-}
-
-static void iwht4(const int16_t *in, int16_t *out) {
-  int t[16];
-  for (int i = 0; i < 4; i++) {
-    int a = in[i] + in[12 + i], b = in[4 + i] + in[8 + i], c = in[4 + i] - in[8 + i],
-        d = in[i] - in[12 + i];
-    t[i] = a + b, t[4 + i] = c + d, t[8 + i] = a - b, t[12 + i] = d - c;
-  }
-  for (int i = 0; i < 4; i++) {
-    const int *r = t + 4 * i;
-    int a = r[0] + r[3], b = r[1] + r[2], c = r[1] - r[2], d = r[0] - r[3];
-    out[4 * i] = (int16_t)((a + b + 3) >> 3), out[4 * i + 1] = (int16_t)((c + d + 3) >> 3);
-    out[4 * i + 2] = (int16_t)((a - b + 3) >> 3), out[4 * i + 3] = (int16_t)((d - c + 3) >> 3);
-  }
-}
-
-/* ---- Quantisation. ---- */
-
-struct quant {
-  v4 step[4], bias[4], iq[4]; /* per coefficient (natural order): the DC's, then the ACs' */
-};
-
-/* A quantiser of steps dc and ac; the ACs' rounding bias is ac_bias_q8 / 256 of a step (less
- * than half: a dead zone), the DC's half a step. iq is 2^16 / step, rounded up. */
-static void quant_init(struct quant *q, int dc, int ac, int ac_bias_q8) {
-  for (int k = 0; k < 16; k++) {
-    int step = k ? ac : dc;
-    q->step[k / 4][k % 4] = step, q->bias[k / 4][k % 4] = k ? step * ac_bias_q8 >> 8 : step / 2;
-    q->iq[k / 4][k % 4] = (65536 + step - 1) / step;
-  }
-}
-
-/* Quantises the coefficients c (natural order; from zigzag position `first`) into levels zz in
- * zigzag order, and replaces c by their dequantised values. Returns the last nonzero zigzag
- * position, or first - 1 when every level is zero. */
-static int quantize(int16_t *c, int16_t *zz, const struct quant *q, int first) {
-  int16_t lv[16];
-  for (int k = 0; k < 4; k++) {
-    v4 v = {c[4 * k], c[4 * k + 1], c[4 * k + 2], c[4 * k + 3]}, neg = v >> 31;
-    v4 l = (((v ^ neg) - neg + q->bias[k]) * q->iq[k]) >> 16;
-    v4 over = l > 2048;
-    l = (l & ~over) | (over & 2048);
-    l = (l ^ neg) - neg;
-    v = l * q->step[k];
-    for (int j = 0; j < 4; j++) lv[4 * k + j] = (int16_t)l[j], c[4 * k + j] = (int16_t)v[j];
-  }
-  if (first) lv[0] = 0;
-  int last = first - 1;
-  for (int i = first; i < 16; i++) {
-    zz[i] = lv[zigzag[i]];
-    if (zz[i]) last = i;
-  }
-  return last;
-}
-
-/* 1 when every AC coefficient of the residue src - pred (rows stride apart) quantises to zero
- * with q, by a bound that needs no transform: an AC coefficient (twice the orthonormal DCT's) is
- * at most 2 * 0.6533^2 = 0.8536 times the residue's sum of absolute deviations from its mean, and
- * a level is zero when |X| + bias < step (one level of margin for fdct4's rounding). *dc is then
- * the DC fdct4 gives, (sum + 1) >> 1. Most blocks of a smooth image pass and skip the transform. */
-static int flat(const uint8_t *src, const uint8_t *pred, int stride, const struct quant *q,
-                int *dc) {
-  int r[16], sum = 0, dev = 0;
-  for (int i = 0; i < 4; i++)
-    for (int j = 0; j < 4; j++) sum += r[4 * i + j] = src[i * stride + j] - pred[i * stride + j];
-  for (int k = 0; k < 16; k++) dev += abs(16 * r[k] - sum);
-  *dc = (sum + 1) >> 1;
-  return dev * 875 < (q->step[0][1] - q->bias[0][1] - 1) * 16384; /* dev / 16 * 0.8545 < room */
-}
-
-/* ---- Prediction (RFC 6386 section 12, the 16x16 and 8x8 modes). ---- */
-
 /* The n x n prediction (n = 16 or 8) of mode from the row above (127s on the frame's top row),
  * the column left (129s on its left column) and the pixel above-left p. DC averages only the
  * edges inside the frame (128 when none is). */
 static void predict(uint8_t *dst, int n, int mode, const uint8_t *top, const uint8_t *left, int p,
                     int has_top, int has_left) {
-  int shift = n == 16 ? 4 : 3;
   if (mode == DC_PRED) {
-    int s = 0, k = 0;
-    if (has_top)
-      for (int i = 0; i < n; i++) s += top[i];
-    if (has_left)
-      for (int i = 0; i < n; i++) s += left[i];
-    k = has_top + has_left;
-    int dc = k == 0 ? 128 : (s + (n * k >> 1)) >> (shift + k - 1);
-    memset(dst, dc, (size_t)(n * n));
+    memset(dst, vp8_dc_pred(n, top, left, has_top, has_left), (size_t)(n * n));
   } else if (mode == V_PRED) {
     for (int r = 0; r < n; r++) memcpy(dst + r * n, top, (size_t)n);
   } else if (mode == H_PRED) {
@@ -320,9 +161,9 @@ struct plane {
 struct enc {
   int w, h, mbw, mbh;
   struct plane pl[3]; /* Y, U, V */
-  struct quant qy, qy2, quv;
-  uint8_t *modes; /* per macroblock: luma mode | chroma mode << 2 | skip << 4 */
-  int16_t *lv;    /* the levels kept, per coded block: its end, then its levels */
+  int quant[3][3][2]; /* Y, Y2, UV: vp8_dsp.h's quantisers */
+  uint8_t *modes;     /* per macroblock: luma mode | chroma mode << 2 | skip << 4 */
+  int16_t *lv;        /* the levels kept, per coded block: its end, then its levels */
   size_t nlv, caplv;
   uint32_t stats[VP8_PROBS][2];
   uint8_t probs[VP8_PROBS];
@@ -450,7 +291,11 @@ static void tokens(struct bw *w, uint32_t (*st)[2], const uint8_t *p, const int1
 
 /* Predicts, transforms, quantises and reconstructs macroblock (mx, my): its levels in zz (block
  * b: Y 0..15, U 16..19, V 20..23, Y2 24; zigzag order) up to last[b] (first - 1: none). Returns
- * its modes byte: luma mode | chroma mode << 2 | skip << 4, skip when every level is zero. */
+ * its modes byte: luma mode | chroma mode << 2 | skip << 4, skip when every level is zero. The
+ * luma and chroma modes (DC, V, H, TM: on a smooth image, what codec_webp_smooth accepts, the
+ * 16x16 predictors are the ones that win) are those with the smallest squared error against the
+ * source, predicted from the reconstruction as the decoder will see it. Most blocks of a smooth
+ * image are flat (vp8_flat) and skip the DCT; the reconstruction is the decoder's, bit for bit. */
 static int analyse_mb(struct enc *e, int mx, int my, int16_t zz[25][16], int last[25]) {
   uint8_t src[256], srcuv[128], pred[256], preduv[128];
   int16_t coef[25][16], dc[16];
@@ -463,37 +308,37 @@ static int analyse_mb(struct enc *e, int mx, int my, int16_t zz[25][16], int las
   int dc_only[16];
   for (int b = 0; b < 16; b++) {
     int o = (b >> 2) * 64 + (b & 3) * 4, d;
-    dc_only[b] = flat(src + o, pred + o, 16, &e->qy, &d);
+    dc_only[b] = vp8_flat(src + o, pred + o, 16, e->quant[0], &d);
     if (dc_only[b])
       memset(coef[b], 0, sizeof coef[b]), coef[b][0] = (int16_t)d;
     else
-      fdct4(src + o, pred + o, 16, coef[b]);
+      vp8_fdct4(src + o, pred + o, 16, coef[b]);
     dc[b] = coef[b][0];
   }
-  fwht4(dc, coef[24]);
-  last[24] = quantize(coef[24], zz[24], &e->qy2, 0);
-  iwht4(coef[24], dc);
+  vp8_fwht4(dc, coef[24]);
+  last[24] = vp8_quantize(coef[24], zz[24], e->quant[1], 0, zigzag);
+  vp8_iwht4(coef[24], dc);
   uint8_t *ry = e->pl[0].rec + (size_t)(my * 16) * (size_t)e->pl[0].rstride + (size_t)(mx * 16);
   for (int b = 0; b < 16; b++) {
     int o = (b >> 2) * 64 + (b & 3) * 4;
-    last[b] = dc_only[b] ? 0 : quantize(coef[b], zz[b], &e->qy, 1);
+    last[b] = dc_only[b] ? 0 : vp8_quantize(coef[b], zz[b], e->quant[0], 1, zigzag);
     coef[b][0] = dc[b];
-    idct4_add(coef[b], last[b] < 1, pred + o, 16,
-              ry + (b >> 2) * 4 * e->pl[0].rstride + (b & 3) * 4, e->pl[0].rstride);
+    vp8_idct4_add(coef[b], last[b] < 1, pred + o, 16,
+                  ry + (b >> 2) * 4 * e->pl[0].rstride + (b & 3) * 4, e->pl[0].rstride);
   }
   for (int b = 16; b < 24; b++) {
     int k = b < 20 ? 1 : 2, i = (b - 16) & 3, bx = (i & 1) * 4, by = (i >> 1) * 4;
     const uint8_t *s = srcuv + (k - 1) * 64 + by * 8 + bx, *p = preduv + (k - 1) * 64 + by * 8 + bx;
     int d;
-    if (flat(s, p, 8, &e->quv, &d))
+    if (vp8_flat(s, p, 8, e->quant[2], &d))
       memset(coef[b], 0, sizeof coef[b]), coef[b][0] = (int16_t)d;
     else
-      fdct4(s, p, 8, coef[b]);
-    last[b] = quantize(coef[b], zz[b], &e->quv, 0);
+      vp8_fdct4(s, p, 8, coef[b]);
+    last[b] = vp8_quantize(coef[b], zz[b], e->quant[2], 0, zigzag);
     struct plane *pl = &e->pl[k];
-    idct4_add(coef[b], last[b] < 1, p, 8,
-              pl->rec + (size_t)(my * 8 + by) * (size_t)pl->rstride + (size_t)(mx * 8 + bx),
-              pl->rstride);
+    vp8_idct4_add(coef[b], last[b] < 1, p, 8,
+                  pl->rec + (size_t)(my * 8 + by) * (size_t)pl->rstride + (size_t)(mx * 8 + bx),
+                  pl->rstride);
   }
   int any = 0;
   for (int b = 0; b < 25; b++) any |= last[b] >= (b < 16);
@@ -637,7 +482,9 @@ static void write_tokens(struct enc *e, struct bw *w) {
   bw_finish(w);
 }
 
-/* libwebp 1.2's quantiser index for one segment at quality (0..100), as its headers show. */
+/* libwebp 1.2's quantiser index for one segment at quality (0..100), as its frame headers show,
+ * so that `quality` keeps its meaning (docs/engineering-notes.md, "Notes moved from the
+ * code's comments"). */
 static int quality_to_q(int quality) {
   double c = quality / 100.0, lin = c < 0.75 ? c * 2 / 3 : 2 * c - 1;
   return lin <= 0 ? 127 : (int)(127 * (1 - cbrt(lin)));
@@ -650,17 +497,18 @@ static void put_le(struct codec_buf *b, uint32_t v, int n, enum codec_status *st
 
 /* The quantisers of quality: qs[Y, Y2, UV] (libwebp's chroma deltas, DC -2 and AC -4; Y2's
  * steps as RFC 6386 scales them). Returns the quantiser index. */
-static int quants_of(int quality, struct quant qs[3]) {
+static int quants_of(int quality, int qs[3][3][2]) {
   int q = quality_to_q(quality), quv_dc = q - 2 < 0 ? 0 : q - 2, quv_ac = q - 4 < 0 ? 0 : q - 4;
   int y2ac = vp8_ac_q[q] * 155 / 100, uvdc = vp8_dc_q[quv_dc];
-  quant_init(&qs[0], vp8_dc_q[q], vp8_ac_q[q], 56);
-  quant_init(&qs[1], vp8_dc_q[q] * 2, y2ac < 8 ? 8 : y2ac, 128);
-  quant_init(&qs[2], uvdc > 132 ? 132 : uvdc, vp8_ac_q[quv_ac], 56);
+  quant_init(qs[0], vp8_dc_q[q], vp8_ac_q[q], 56);
+  quant_init(qs[1], vp8_dc_q[q] * 2, y2ac < 8 ? 8 : y2ac, 128);
+  quant_init(qs[2], uvdc > 132 ? 132 : uvdc, vp8_ac_q[quv_ac], 56);
   return q;
 }
 
 /* An encoder for a w x h frame at quality: its quantisers, loop filter level (0 when filter is
- * 0) and the per-macroblock state of the second pass; NULL when out of memory. */
+ * 0; else 0.875 of the AC step, docs/methods.md "WebP effort") and the per-macroblock state of
+ * the second pass; NULL when out of memory. */
 static struct enc *enc_new(int w, int h, int quality, int filter) {
   struct enc *e = codec_malloc(sizeof *e);
   if (e == NULL) return NULL;
@@ -670,9 +518,7 @@ static struct enc *enc_new(int w, int h, int quality, int filter) {
   e->nz_top = codec_malloc((size_t)e->mbw * 9);
   e->caplv = 1 << 16;
   e->lv = codec_malloc(e->caplv * sizeof *e->lv);
-  struct quant qs[3];
-  int q = e->q = quants_of(quality, qs);
-  e->qy = qs[0], e->qy2 = qs[1], e->quv = qs[2];
+  int q = e->q = quants_of(quality, e->quant);
   e->level = q <= 2 || !filter ? 0 : vp8_ac_q[q] * 28 >> 5;
   e->level = e->level > 63 ? 63 : e->level;
   if (e->modes == NULL || e->nz_top == NULL || e->lv == NULL)
@@ -724,16 +570,13 @@ static enum codec_status enc_finish(struct enc *e, struct codec_buf *out) {
 }
 
 void codec_vp8_quant(int quality, int q[3][3][2]) {
-  struct quant qs[3];
-  quants_of(quality, qs);
-  for (int i = 0; i < 3; i++)
-    for (int k = 0; k < 2; k++)
-      q[i][0][k] = qs[i].step[0][k], q[i][1][k] = qs[i].bias[0][k], q[i][2][k] = qs[i].iq[0][k];
+  quants_of(quality, q);
 }
 
 /* The first pass over the planes: each macroblock analysed and accounted, and when modes is not
- * NULL stored into the arrays too (levels zero beyond each block's last). Returns the
- * reconstruction, NULL when out of memory (e->oom). */
+ * NULL stored into the arrays too (levels zero beyond each block's last). The thread's hook is
+ * asked every macroblock row (e->stopped), as write_tokens does. Returns the reconstruction, NULL
+ * when out of memory (e->oom). */
 static uint8_t *first_pass(struct enc *e, const uint8_t *y, int y_stride, const uint8_t *u,
                            const uint8_t *v, int uv_stride, uint8_t *modes, int16_t *levels,
                            int8_t *lasts) {

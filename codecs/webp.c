@@ -1,37 +1,9 @@
-/* webp.c: WebP decode and encode with libwebp (1.2), from and to memory.
- *
- * Decoding reads the header with WebPGetFeatures, which allocates nothing: an animated file is
- * refused there, and width, height and pixel count are checked against the caller's limits
- * before the pixel buffer is allocated (with codec_malloc). libwebp then decodes straight into
- * that buffer, as 8-bit RGB, or RGBA (not premultiplied) when the file has alpha. Lossy (VP8)
- * and lossless (VP8L) files, with or without an extended header (VP8X) and alpha (ALPH), all go
- * the same way: through libwebp's incremental decoder, fed the file a piece at a time (about a
- * megapixel's worth, feed_bytes) with the thread's cancellation hook asked between pieces; its
- * pixels are WebPDecode's. A file that ends before its image does is CODEC_CORRUPT, like bad
- * data. EXIF and XMP are ignored: samples are passed through as stored, and the EXIF orientation
- * is not applied; an ICC profile is read from the bytes by icc.c.
- *
- * Encoding takes 8-bit RGB or RGBA as it is; anything else is converted first (codec_to_8bit:
- * 16-bit samples scaled to 8 bits, gray repeated into RGB, alpha kept). Lossy output uses
- * libwebp's default preset at the quality asked for. At effort 2 an image whose luma is smooth
- * (codec_webp_smooth) is coded at one quality step lower: an RGB one is converted to YUV 4:2:0 by
- * webp_yuv.c (three times as fast as libwebp's import) and coded by blurd's own VP8 encoder
- * (vp8_enc.c: 16x16 predictors only, one pass), in two thirds of the CPU time of libwebp's
- * fastest setting (one segment) for a smaller file at a higher PSNR; an RGBA one goes to libwebp as
- * one segment, which skips its analysis pass (docs/methods.md, "WebP effort"). Lossless output uses
- * libwebp's lossless preset WEBP_LOSSLESS_LEVEL and keeps the colour of transparent pixels (exact),
- * so it decodes to exactly the samples it was given. An ICC profile is added with WebPMux (a VP8X
- * header and an ICCP chunk) after libwebp has written the file. The file grows in a codec_buf
- * (codec_realloc), so allocation-failure tests reach the encoder's output; libwebp's own working
- * memory is its own malloc's.
- *
- * Cancellation: blurd's VP8 encoder asks the thread's hook every macroblock row. libwebp's
- * encoder asks its progress hook only when its whole percent changes, and not at all while it
- * codes an alpha plane or writes its tokens, so an encode that may run CHILD_MS or longer
- * (predicted from the image's pixels and twice the rates measured for its settings) runs
- * in a child process that is killed when the hook says stop (codec_run_child, stop.c); a shorter
- * one, which is over within CHILD_MS even if nothing stops it, runs here with the progress hook.
- * Both write the same bytes. */
+/* webp.c: WebP decode and encode, from and to memory. libwebp (1.2) decodes every file, through
+ * its incremental decoder, and encodes lossless files, lossy ones at efforts other than 2, and
+ * what is not smooth; blurd's own VP8 encoder (vp8_enc.c) codes lossy effort 2 of a smooth RGB
+ * image, from codec_webp_yuv's planes or from the first pass of an analyser where the image is
+ * held (codec_encode_held). The file grows in a codec_buf, and an ICC profile is added with
+ * WebPMux. */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -42,17 +14,14 @@
 #include "codecs_int.h"
 #include "cost_table.h"
 
-/* libwebp's lossless preset (cwebp -z): 0 fastest .. 9 smallest. photo_1080p.jpg blurred at
- * sigma 3 and 40 took 1,135,330 and 208,830 bytes at 2, against 1,160,186 and 272,822 at 1 and
- * 1,030,460 and 187,018 at cwebp's default 6, which took up to twice as long as 2; libpng at
- * level 6 took 1,449,993 and 351,898 bytes. On the photograph itself 9 took 16 times as long as
- * 6. */
+/* libwebp's lossless preset (cwebp -z): 0 fastest .. 9 smallest (docs/engineering-notes.md,
+ * "Notes moved from the code's comments"). */
 #define WEBP_LOSSLESS_LEVEL 2
 
 /* Rates of libwebp's encoder in ns a pixel, at least twice those measured on noise at quality 100
  * (BLURD_STOP_BENCH in tests/unit_codecs.c prints them; docs/engineering-notes.md, "Every stage
  * stops at the deadline"): lossy by effort, what an alpha plane adds to it by effort, and
- * lossless. An encode predicted to take CHILD_MS or more runs in a child process. */
+ * lossless. An encode predicted to take CHILD_MS or more runs in a child process (run_libwebp). */
 static const double ns_lossy[7] = {150, 170, 180, 280, 280, 320, 740};
 static const double ns_alpha[7] = {180, 270, 280, 390, 650, 810, 18000};
 #define NS_LOSSLESS 380
@@ -93,9 +62,9 @@ static size_t feed_bytes(size_t len, uint64_t pixels) {
   return n < 4096 ? 4096 : n > 65536 ? 65536 : n;
 }
 
-/* Decodes buf into config's output a piece at a time, asking the thread's hook before each
- * piece; *stopped is set when it said stop. Returns libwebp's status, NOT_ENOUGH_DATA for a file
- * that ends before its image. */
+/* Decodes buf into config's output a piece at a time (the pixels WebPDecode would give), asking
+ * the thread's hook before each piece; *stopped is set when it said stop. Returns libwebp's
+ * status, NOT_ENOUGH_DATA for a file that ends before its image. */
 static VP8StatusCode decode_pieces(const uint8_t *buf, size_t len, WebPDecoderConfig *config,
                                    uint64_t pixels, int *stopped) {
   WebPIDecoder *idec = WebPIDecode(NULL, 0, config);
@@ -110,6 +79,13 @@ static VP8StatusCode decode_pieces(const uint8_t *buf, size_t len, WebPDecoderCo
   return vs == VP8_STATUS_SUSPENDED ? VP8_STATUS_NOT_ENOUGH_DATA : vs;
 }
 
+/* The header is read with WebPGetFeatures, which allocates nothing: an animated file is refused
+ * there, and the size checked against lim before the pixel buffer is allocated (codec_malloc).
+ * libwebp then decodes into that buffer, as 8-bit RGB, or RGBA (not premultiplied) when the file
+ * has alpha: lossy (VP8) and lossless (VP8L) files, with or without an extended header (VP8X)
+ * and alpha (ALPH), all through decode_pieces. A file that ends before its image does is
+ * CODEC_CORRUPT, like bad data. EXIF and XMP are ignored: the samples are passed through as
+ * stored, the EXIF orientation is not applied; icc.c reads an ICC profile from the bytes. */
 enum codec_status codec_webp_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
                                     struct codec_image *out, char *msg, size_t msglen) {
   WebPDecoderConfig config;
@@ -151,6 +127,8 @@ enum codec_status codec_webp_decode(const uint8_t *buf, size_t len, const struct
   return CODEC_OK;
 }
 
+/* The file grows through codec_realloc, so the allocation-failure tests reach the encoder's
+ * output; libwebp's own working memory is its own malloc's. */
 struct webp_out {        /* pic.custom_ptr */
   struct codec_buf file; /* the encoded file so far */
   int oom;               /* growing it failed */
@@ -163,15 +141,13 @@ static int on_write(const uint8_t *data, size_t n, const WebPPicture *pic) {
   return 0; /* WebPEncode stops with VP8_ENC_ERROR_BAD_WRITE */
 }
 
-/* One segment, at a quality one lower: lossy effort 2's rule for a smooth image. libwebp's
- * analysis pass (a DCT histogram of every macroblock under each intra-16 and chroma predictor, to
- * split the image into four segments quantised apart) is about 30% of an effort-2 encode and is
- * skipped when there is one segment. On smooth images (blurs) one segment at a quality one lower
- * gives about the same size and PSNR (the 1080p photograph blurred at sigma 12: +2.5%, +0.17 dB)
- * in 70% of the time, where one segment at the same quality would be 7% larger; on detailed ones
- * (photographs, pixelated images) the segments save 10 to 15% of the size, so they keep them.
- * Efforts 0 and 1 analyse whatever the segments (their mode choice needs it), and 3 to 6 are
- * asked for for size. */
+/* One segment, at a quality one lower: lossy effort 2's rule for a smooth image. libwebp skips
+ * its analysis pass (a DCT histogram of every macroblock under each intra-16 and chroma
+ * predictor, to split the image into four segments quantised apart) when there is one segment;
+ * on a smooth image (a blur) one segment at a quality one lower gives about the size and PSNR of
+ * four in less time, where on a detailed one (photographs, pixelated images) the segments make
+ * the file smaller, so it keeps them (docs/methods.md, "WebP effort"). Efforts 0 and 1 analyse
+ * whatever the segments (their mode choice needs it), and 3 to 6 are asked for for size. */
 static void one_segment(WebPConfig *config) {
   config->segments = 1;
   config->quality = (float)CODEC_WEBP_SMOOTH_QUALITY((int)config->quality);
@@ -229,7 +205,11 @@ static int long_encode(const struct webp_job *j) {
 }
 
 /* libwebp's encode of j into e, in a child process when it may run long and the thread has a
- * hook, else here. */
+ * hook, else here. libwebp asks its progress hook only when its whole percent changes, and not at
+ * all while it codes an alpha plane or writes its tokens, so an encode that may run CHILD_MS or
+ * longer runs in a child process that is killed when the thread's hook says stop
+ * (codec_run_child, stop.c); a shorter one, over within CHILD_MS even if nothing stops it, runs
+ * here and stops at its progress hook. Both write the same bytes. */
 static enum codec_status run_libwebp(struct webp_job *j, struct webp_out *e, char *msg,
                                      size_t msglen) {
   int status = 0;
@@ -258,11 +238,17 @@ static enum codec_status run_libwebp(struct webp_job *j, struct webp_out *e, cha
   return CODEC_UNSUPPORTED;
 }
 
-/* Lossy effort 2 of a smooth RGB image: its planes by codec_webp_yuv (in a third of the time of
- * libwebp's import) into j's picture (j->imported: the image is smooth and there), and blurd's
- * own encoder into e. Returns CODEC_TOO_LARGE when the image is not smooth, or its frame too large
- * for that encoder (libwebp then codes it), else the encoder's status (CODEC_CANCELLED too when
- * the hook said stop during the conversion). */
+/* Whether a lossy WebP of channels 8-bit channels with o is blurd's own encoder's when the image
+ * is smooth: an RGB one at effort 2. */
+static int own_vp8(const struct codec_encode_opts *o, int channels) {
+  return !o->lossless && channels == 3 && (o->effort_set ? o->effort : CODEC_EFFORT_DEFAULT) == 2;
+}
+
+/* Lossy effort 2 of a smooth RGB image: its planes by codec_webp_yuv (faster than libwebp's
+ * import) into j's picture (j->imported: the image is smooth and there), and blurd's own encoder
+ * into e, which asks the thread's hook every macroblock row. Returns CODEC_TOO_LARGE when the image
+ * is not smooth, or its frame too large for that encoder (libwebp then codes it), else the
+ * encoder's status (CODEC_CANCELLED too when the hook said stop during the conversion). */
 static enum codec_status own_encode(struct webp_job *j, int width, int height,
                                     const struct codec_encode_opts *o, struct webp_out *e,
                                     char *msg, size_t msglen) {
@@ -283,7 +269,11 @@ static enum codec_status own_encode(struct webp_job *j, int width, int height,
   return st;
 }
 
-/* Encodes the 8-bit RGB or RGBA pixels src (img's size, channels channels) into e. */
+/* Encodes the 8-bit RGB or RGBA pixels src (img's size, channels channels) into e: lossy with
+ * libwebp's default preset at o->quality and o's effort as its method, blurd's own encoder for a
+ * smooth RGB image at effort 2 (own_vp8); lossless with libwebp's lossless preset
+ * WEBP_LOSSLESS_LEVEL, keeping the colour of transparent pixels (exact), so that the file decodes
+ * to exactly the samples it was given. */
 static enum codec_status encode_run(const struct codec_image *img, const uint8_t *src, int channels,
                                     const struct codec_encode_opts *o, struct webp_out *e,
                                     char *msg, size_t msglen) {
@@ -304,8 +294,7 @@ static enum codec_status encode_run(const struct codec_image *img, const uint8_t
   j.pic.custom_ptr = e;
   j.stride = img->width * channels;
   enum codec_status st = CODEC_TOO_LARGE;
-  if (!o->lossless && channels == 3 && j.config.method == 2)
-    st = own_encode(&j, img->width, img->height, o, e, msg, msglen);
+  if (own_vp8(o, channels)) st = own_encode(&j, img->width, img->height, o, e, msg, msglen);
   if (st == CODEC_TOO_LARGE) { /* libwebp's */
     if (o->encoder) *o->encoder = "libwebp";
     st = run_libwebp(&j, e, msg, msglen);
@@ -346,6 +335,8 @@ static enum codec_status finish(struct webp_out *e, enum codec_status st,
   return CODEC_OK;
 }
 
+/* 8-bit RGB and RGBA are encoded as they are; anything else is converted first (codec_to_8bit:
+ * 16-bit samples scaled to 8 bits, gray repeated into RGB, alpha kept). */
 enum codec_status codec_webp_encode(const struct codec_image *img,
                                     const struct codec_encode_opts *o, uint8_t **out,
                                     size_t *outlen, char *msg, size_t msglen) {
@@ -366,17 +357,45 @@ enum codec_status codec_webp_encode(const struct codec_image *img,
   return finish(&e, st, o, out, outlen, msg, msglen);
 }
 
+/* The file of the first pass a, handed to *out by finish(); o->icc is an RGB profile or NULL. */
+static enum codec_status write_vp8(const struct codec_vp8_mbs *a, const struct codec_encode_opts *o,
+                                   uint8_t **out, size_t *outlen, char *msg, size_t msglen) {
+  struct webp_out e = {{NULL, 0, 0}, 0};
+  enum codec_status st = codec_vp8_write(a, &e.file); /* asks the thread's hook as it goes */
+  if (st == CODEC_NOMEM) codec_msgf(msg, msglen, "out of memory encoding the WebP image");
+  return finish(&e, st, o, out, outlen, msg, msglen);
+}
+
 enum codec_status codec_webp_from_vp8(const struct codec_vp8_mbs *a,
                                       const struct codec_encode_opts *o, uint8_t **out,
                                       size_t *outlen, char *msg, size_t msglen) {
-  struct webp_out e = {{NULL, 0, 0}, 0};
   *out = NULL, *outlen = 0;
   struct codec_encode_opts eo = *o; /* a profile goes with an RGB image only, as codec_encode's */
   if (codec_icc_colours(o->icc, o->icc_len) != 3) eo.icc = NULL, eo.icc_len = 0;
-  enum codec_status st = codec_vp8_write(a, &e.file); /* asks the thread's hook as it goes */
-  if (st == CODEC_NOMEM) codec_msgf(msg, msglen, "out of memory encoding the WebP image");
+  enum codec_status st = write_vp8(a, &eo, out, outlen, msg, msglen);
   if (st == CODEC_OK && o->encoder) *o->encoder = "blurd-vp8";
-  return finish(&e, st, &eo, out, outlen, msg, msglen);
+  return st;
+}
+
+/* own_encode's path with the analyser's first pass in place of the planes: the same quality and
+ * quantisers, the same test of smoothness (made by the analyser), the same file. The thread's
+ * hook is asked between the pass and the file, and by the writer every macroblock row. */
+enum codec_status codec_webp_encode_held(const struct codec_image *img,
+                                         const struct codec_encode_opts *o,
+                                         const struct codec_vp8_analyser *an, uint8_t **out,
+                                         size_t *outlen, char *msg, size_t msglen) {
+  if (img->depth != 8 || !own_vp8(o, img->channels) || img->width < 1 || img->height < 1 ||
+      img->width > WEBP_MAX_DIMENSION || img->height > WEBP_MAX_DIMENSION)
+    return CODEC_UNSUPPORTED;
+  int quality = CODEC_WEBP_SMOOTH_QUALITY(o->quality);
+  struct codec_vp8_pass p = {
+      img->width, img->height, CODEC_WEBP_SMOOTH_STEP, CODEC_WEBP_SMOOTH_PER, {{{0}}}};
+  struct codec_vp8_mbs a = {img->width, img->height, quality, NULL, NULL, NULL, NULL};
+  codec_vp8_quant(quality, p.q);
+  if (!an->analyse(an->arg, &p, &a)) return CODEC_UNSUPPORTED; /* from the pixels */
+  if (codec_stopped()) return CODEC_CANCELLED;
+  enum codec_status st = write_vp8(&a, o, out, outlen, msg, msglen);
+  return st == CODEC_TOO_LARGE ? CODEC_UNSUPPORTED : st; /* too large: libwebp's, from the pixels */
 }
 
 /* ---- the format's descriptor ---- */
@@ -442,6 +461,7 @@ const struct codec_format_desc codec_webp_format = {
     .decode = codec_webp_decode,
     .icc = codec_webp_icc,
     .encode = codec_webp_encode,
+    .encode_held = codec_webp_encode_held,
     .decode_ns = webp_decode_ns,
     .encode_ns = webp_encode_ns,
 };

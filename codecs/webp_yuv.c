@@ -1,37 +1,20 @@
-/* webp_yuv.c: lossy WebP's RGB to YUV 4:2:0 conversion for smooth images, and the test of
- * smoothness (docs/methods.md, "WebP effort").
- *
- * webp.c codes a smooth image at effort 2 as one segment; such an image is also converted here
- * rather than by WebPPictureImportRGB, in 0.85 ms instead of 2.9 for 1920x1080 on the 2-core
- * build machine. Luma is libwebp's, bit for bit (BT.601, limited range, VP8RGBToY's rounding),
- * so the test of smoothness sees the plane libwebp would make. Chroma is the BT.601 conversion of
- * the plain mean of each 2x2 block (libwebp's VP8RGBToU/V on the block's sums), where libwebp
- * averages in linear light through gamma tables: on a smooth image the two blocks' four pixels
- * are nearly equal and the planes differ by at most one level (tests/unit_codec_webp). The
- * conversion stops at the row where the image proves not smooth, and the caller then has
- * libwebp import it as usual; detailed images stop within their first rows. The thread's
- * cancellation hook is asked every 64 rows. On x86-64 with AVX2
- * sixteen pixels go at a time (SSSE3 shuffles split them into planes, 16-bit multiply-adds as in
- * libwebp's SSE2 code); elsewhere, and for the last columns, a plain loop computes the same
- * values. */
+/* webp_yuv.c: lossy WebP's RGB to YUV 4:2:0 conversion for smooth images, with the test of
+ * smoothness on the way (docs/methods.md, "WebP effort"): what blurd's own VP8 encoder codes, in
+ * place of WebPPictureImportRGB. Luma is libwebp's, bit for bit, so the test sees the plane
+ * libwebp would make; chroma is libwebp's formula on the plain mean of each 2x2 block, where
+ * libwebp averages in linear light through gamma tables (vp8_dsp.h holds both formulas). On
+ * x86-64 with AVX2 sixteen pixels go at a time; elsewhere, and for the last columns, a plain loop
+ * computes the same values. */
 #include <stdlib.h>
 
 #include "codecs_int.h"
+#include "vp8_dsp.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define YUV_AVX2 1
 #define AVX2     __attribute__((target("avx2")))
 #endif
-
-/* libwebp's luma of one pixel, and chroma of the sums r, g, b of four (coefficients cr, cg,
- * cb: VP8RGBToU's and VP8RGBToV's). */
-static inline uint8_t luma(const uint8_t *p) {
-  return (uint8_t)((16839 * p[0] + 33059 * p[1] + 6420 * p[2] + (16 << 16) + (1 << 15)) >> 16);
-}
-static inline uint8_t chroma(int r, int g, int b, int cr, int cg, int cb) {
-  return (uint8_t)((cr * r + cg * g + cb * b + (128 << 18) + (1 << 17)) >> 18);
-}
 
 /* The pixels of row that differ from their left neighbour by more than CODEC_WEBP_SMOOTH_STEP. */
 static unsigned row_steps(const uint8_t *row, int w) {
@@ -51,7 +34,7 @@ int codec_webp_smooth(const uint8_t *y, int stride, int w, int h) {
 }
 
 #ifdef YUV_AVX2
-/* The 16 RGB pixels at p as planes of 16 bytes. */
+/* The 16 RGB pixels at p as planes of 16 bytes (SSSE3 shuffles). */
 AVX2 static inline void split16(const uint8_t *p, __m128i *r, __m128i *g, __m128i *b) {
   const __m128i a = _mm_loadu_si128((const __m128i *)p);
   const __m128i m = _mm_loadu_si128((const __m128i *)(p + 16));
@@ -107,7 +90,8 @@ AVX2 static inline __m256i block_sums(__m128i a, __m128i b) {
   return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
 }
 
-/* 8 chroma samples of the sums r, g, b (coefficients cr, cg, cb) to d. */
+/* 8 chroma samples of the sums r, g, b to d, with the coefficients cr, cg, cb of vp8_chroma_u or
+ * vp8_chroma_v. */
 AVX2 static inline void chroma8(uint8_t *d, __m256i r, __m256i g, __m256i b, int cr, int cg,
                                 int cb) {
   __m256i s = _mm256_add_epi32(_mm256_mullo_epi32(r, _mm256_set1_epi32(cr)),
@@ -139,7 +123,7 @@ static unsigned luma_row(const uint8_t *s, int w, uint8_t *d, int simd) {
 #ifdef YUV_AVX2
   if (simd) x = luma_avx2(s, w, d);
 #endif
-  for (; x < w; x++) d[x] = luma(s + 3 * x);
+  for (; x < w; x++) d[x] = vp8_luma(s + 3 * x);
   (void)simd;
   return row_steps(d, w);
 }
@@ -157,12 +141,16 @@ static void chroma_row(const uint8_t *s0, const uint8_t *s1, int w, uint8_t *u, 
     const uint8_t *a = s0 + 3 * x, *b = s0 + 3 * x1, *c = s1 + 3 * x, *d = s1 + 3 * x1;
     int r = a[0] + b[0] + c[0] + d[0], g = a[1] + b[1] + c[1] + d[1];
     int bl = a[2] + b[2] + c[2] + d[2];
-    u[x / 2] = chroma(r, g, bl, -9719, -19081, 28800);
-    v[x / 2] = chroma(r, g, bl, 28800, -24116, -4684);
+    u[x / 2] = vp8_chroma_u(r, g, bl);
+    v[x / 2] = vp8_chroma_v(r, g, bl);
   }
   (void)simd;
 }
 
+/* Two rows at a time, luma first: the conversion stops at the row where the image proves not
+ * smooth (a detailed image within its first rows), and the caller then has libwebp import it.
+ * On a smooth image the four pixels of a block are nearly equal, and the chroma is within one
+ * level of libwebp's (tests/unit_codec_webp). The thread's hook is asked every 64 rows. */
 int codec_webp_yuv(const uint8_t *rgb, size_t stride, int w, int h, uint8_t *y, int y_stride,
                    uint8_t *u, uint8_t *v, int uv_stride) {
   int simd = 0;

@@ -1,11 +1,13 @@
 /* The CUDA backend: its verbs (backend_ops), each worker with its own context (a stream, device
  * buffers) on device index % ndev. With the GPU codecs, JPEG is decoded into device memory by
  * nvJPEG (batched across the workers by gpu/jpeg.cu) and encoded there; PNG, WebP, and what
- * nvJPEG refuses, go through the CPU codecs with an upload or a download. An operation runs as its
- * descriptor's GPU compute (op->gpu), which launches through op_gpu_run: the image stays on the
- * device from the decode to the encode. The kernels are not interrupted: the job's cancel token
- * (op_cancelled) is asked between the host-side steps, and the CPU codecs ask it themselves
- * (codec_cancel_set). A build without CUDA has none of this. */
+ * nvJPEG refuses, go through the CPU codecs with an upload or a download, but for a file that a
+ * codec makes from work done on the device (codec_encode_held with gpu_vp8_pass: lossy WebP's
+ * first pass, no download). An operation runs as its descriptor's GPU compute (op->gpu), which
+ * launches through op_gpu_run: the image stays on the device from the decode to the encode. The
+ * kernels are not interrupted: the job's cancel token (op_cancelled) is asked between the
+ * host-side steps, and the CPU codecs ask it themselves (codec_cancel_set). A build without CUDA
+ * has none of this. */
 #include "engine_int.h"
 
 #include <stdio.h>
@@ -145,27 +147,39 @@ static enum err gpu_add_icc(const struct codec_encode_opts *o, int channels, uin
   return ERR_OK;
 }
 
-/* Lossy WebP at effort 2 of the 8-bit RGB image on the device: its first pass there
- * (gpu_vp8_analyse, the twin of codecs/vp8_enc.c's), then the file from the host's codecs, the
- * bytes the CPU writes. Returns 0 when the image is not smooth, the frame too large for blurd's
- * encoder or the device out of memory for its buffers (the host then encodes it, as the CPU
- * backend does), else 1 and the outcome in *e. */
-static int gpu_webp(struct gpu_worker *w, const struct codec_image *img,
-                    const struct codec_encode_opts *o, uint8_t **out, size_t *len,
-                    const char **codec, enum err *e, char *msg, size_t msglen) {
-  struct cpu_image shape = {NULL, img->width, img->height, img->channels, img->depth};
+/* codec_encode_held's analyser on a worker: its device image and the status of its pass. */
+struct gpu_held {
+  struct gpu_worker *w;
+  enum gpu_status status; /* gpu_vp8_analyse's */
+};
+
+/* The analyser's pass (struct codec_vp8_analyser): lossy WebP's first pass over the worker's
+ * device image, gpu_vp8_analyse. 0 when the image is not smooth, or the device failed or is out
+ * of memory for the pass (h->status says which). */
+static int gpu_vp8_pass(void *arg, const struct codec_vp8_pass *p, struct codec_vp8_mbs *out) {
+  struct gpu_held *h = arg;
+  struct cpu_image shape = {NULL, p->width, p->height, 3, 8};
   struct gpu_vp8 a;
-  int q[3][3][2], quality = CODEC_WEBP_SMOOTH_QUALITY(o->quality);
-  codec_vp8_quant(quality, q);
-  enum gpu_status s = gpu_vp8_analyse(w->ctx, w->img, &shape, (const int(*)[3][2])q,
-                                      CODEC_WEBP_SMOOTH_STEP, CODEC_WEBP_SMOOTH_PER, &a);
-  if (s == GPU_FATAL) return *e = gpu_error(w, s), 1;
-  if (s != GPU_OK || !a.smooth) return 0; /* out of device or pinned memory: the host's path */
-  if ((*e = op_cancelled()) != ERR_OK) return 1;
-  struct codec_vp8_mbs m = {img->width, img->height, quality, a.modes, a.levels, a.last, a.stats};
-  enum codec_status c = codec_webp_from_vp8(&m, o, out, len, msg, msglen);
-  if (c == CODEC_TOO_LARGE) return 0;
-  *codec = "blurd-vp8-cuda";
+  h->status =
+      gpu_vp8_analyse(h->w->ctx, h->w->img, &shape, p->q, p->smooth_step, p->smooth_per, &a);
+  if (h->status != GPU_OK || !a.smooth) return 0;
+  out->modes = a.modes, out->levels = a.levels, out->last = a.last, out->stats = a.stats;
+  return 1;
+}
+
+/* The device image encoded by a codec from what the device computes of it, where one can
+ * (codec_encode_held, with gpu_vp8_pass). Returns 0 when none does (the host then encodes the
+ * image from its pixels), else 1 and the outcome in *e. */
+static int gpu_held_encode(struct gpu_worker *w, const struct codec_image *img,
+                           const struct codec_encode_opts *o, uint8_t **out, size_t *len,
+                           const char **codec, enum err *e, char *msg, size_t msglen) {
+  struct gpu_held h = {w, GPU_OK};
+  struct codec_vp8_analyser an = {gpu_vp8_pass, &h, "blurd-vp8-cuda"};
+  struct codec_encode_opts named = *o;
+  named.encoder = codec;
+  enum codec_status c = codec_encode_held(img, &named, &an, out, len, msg, msglen);
+  if (h.status == GPU_FATAL) return *e = gpu_error(w, h.status), 1;
+  if (c == CODEC_UNSUPPORTED) return 0;
   *e = backend_codec_error(c);
   return 1;
 }
@@ -188,14 +202,11 @@ static enum err gpu_encode(void *state, const struct codec_image *img,
     if (s == GPU_OK) return gpu_add_icc(o, img->channels, out, len);
     if (s != GPU_ERROR) return gpu_error(w, s); /* GPU_ERROR: libjpeg-turbo encodes it */
   }
-  if (o->format == CODEC_WEBP && !o->lossless && img->depth == 8 && img->channels == 3 &&
-      (o->effort_set ? o->effort : CODEC_EFFORT_DEFAULT) == 2) {
-    enum err e;
-    if (gpu_webp(w, img, o, out, len, codec, &e, msg, msglen)) return e; /* else libwebp's */
-  }
+  enum err e;
+  if (gpu_held_encode(w, img, o, out, len, codec, &e, msg, msglen)) return e;
   void *pixels = NULL;
   struct gpu_times g = {0, 0, 0, 0};
-  enum err e = gpu_error(w, gpu_download(w->ctx, w->img, &shape, &pixels, &g));
+  e = gpu_error(w, gpu_download(w->ctx, w->img, &shape, &pixels, &g));
   if (e == ERR_OK) e = op_cancelled();
   if (e != ERR_OK) return e;
   struct codec_image host = *img;

@@ -281,11 +281,10 @@ const char *gpu_ctx_error(const struct gpu_ctx *ctx);
  * The first pass of codecs/vp8_enc.c's encoder on the device, from the 8-bit RGB image `which`
  * (shape img): its YUV 4:2:0 planes as codecs/webp_yuv.c makes them, the count of luma steps over
  * smooth_step levels, and unless that count passes width * height / smooth_per (the image is not
- * smooth: smooth stays 0, libwebp encodes it from the host), every macroblock's modes and levels
- * with the quantisers q (codec_vp8_quant's [Y, Y2, UV][step, bias, iq][DC, AC]), and the tokens'
- * counts: the CPU's, bit for bit. The arrays are in ctx's pinned memory, laid out as struct
- * codec_vp8_mbs's, valid until the next call on ctx. GPU_ERROR for an image that is not 8-bit RGB.
- */
+ * smooth: smooth stays 0), every macroblock's modes and levels with the quantisers q (struct
+ * codec_vp8_pass's [Y, Y2, UV][step, bias, iq][DC, AC]), and the tokens' counts: the CPU's, bit
+ * for bit. The arrays are in ctx's pinned memory, laid out as struct codec_vp8_mbs's, valid until
+ * the next call on ctx. GPU_ERROR for an image that is not 8-bit RGB. */
 struct gpu_vp8 {
   int smooth;
   const uint8_t *modes;

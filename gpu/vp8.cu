@@ -1,29 +1,21 @@
-/* Lossy WebP's first pass on the device: the twin of codecs/vp8_enc.c's analyse_mb and of
- * codecs/webp_yuv.c's conversion, the same integer steps in the same order, so that the modes
- * and levels are the CPU's bit for bit (tests/gpu_codecs.c compares them) and the file the
- * codecs then write is the same bytes.
- *
- * Two kernels. vp8_planes: one thread per 2x2 block converts the RGB image to YUV 4:2:0 (luma as
- * libwebp's, chroma from the block's plain mean) and counts the luma steps over the smoothness
- * threshold; the host reads the count and stops there when the image is not smooth. vp8_rows:
- * a wavefront, one warp per macroblock row. A macroblock needs the reconstruction of the one to
- * its left (the same warp, the step before) and the bottom row of the ones above (another warp):
- * each row publishes its bottom rows to `line` and its progress, and the row below waits for
- * the macroblock above before it starts. Rows are taken in order from a ticket, so the row a
- * warp waits on has always been taken by a warp already running: no wait can deadlock. Within
- * a macroblock the 32 lanes share the mode choice (8 luma and 4 chroma samples each), then lanes
- * 0..15 take the luma blocks and 16..23 the chroma blocks, lane 0 the Y2 block between. Then
- * vp8_stats counts the tokens the frame will code, one thread a block, so that the host only
- * chooses the probabilities and writes (codec_vp8_write with stats). */
+/* Lossy WebP's first pass on the device, the twin of codecs/webp_yuv.c's conversion and of
+ * codecs/vp8_enc.c's analyse_mb: the same integer steps (codecs/vp8_dsp.h) in the same order, so
+ * that the modes, levels and token counts are the CPU's bit for bit (tests/gpu_codecs.c compares
+ * them) and the file the codecs write from them is the same bytes. Three kernels: vp8_planes
+ * converts the image and counts its luma steps (the host stops there when the image is not
+ * smooth), vp8_rows codes the macroblocks as a wavefront, vp8_stats counts the tokens. */
 #include "gpu_int.cuh"
+
+#include "../codecs/vp8_dsp.h"
 
 namespace {
 
-__constant__ uint8_t kZigzag[16] = {0, 1, 4, 8, 5, 2, 3, 6, 9, 12, 13, 10, 7, 11, 14, 15};
+__constant__ uint8_t kZigzag[16] = VP8_ZIGZAG;
+__constant__ uint8_t kBand[17] = VP8_BANDS;
 
 enum { DC_PRED, V_PRED, H_PRED, TM_PRED };
 
-/* The quantisers (codec_vp8_quant's q[Y, Y2, UV][step, bias, iq][DC, AC]). */
+/* The quantisers, gpu_vp8_analyse's q: [Y, Y2, UV], each vp8_dsp.h's [step, bias, iq][DC, AC]. */
 struct vp8q {
   int v[3][3][2];
 };
@@ -40,11 +32,8 @@ struct vp8_args {
   vp8q q;
 };
 
-__device__ __forceinline__ uint8_t luma_of(const uint8_t *p) {
-  return (uint8_t)((16839 * p[0] + 33059 * p[1] + 6420 * p[2] + (16 << 16) + (1 << 15)) >> 16);
-}
-
-/* webp_yuv.c's planes and its count of luma steps over `step` levels. */
+/* webp_yuv.c's planes, one thread per 2x2 block, and its count of luma steps over `step`
+ * levels. */
 __global__ void vp8_planes(const uint8_t *rgb, int w, int h, int step, uint8_t *y, uint8_t *u,
                            uint8_t *v, unsigned long long *steps) {
   int cw = (w + 1) / 2, cx = blockIdx.x * blockDim.x + threadIdx.x, cy = blockIdx.y;
@@ -53,9 +42,9 @@ __global__ void vp8_planes(const uint8_t *rgb, int w, int h, int step, uint8_t *
     int x0 = 2 * cx, y0 = 2 * cy, x1 = min(x0 + 1, w - 1), y1 = min(y0 + 1, h - 1);
     for (int r = y0; r <= y1; r++) {
       const uint8_t *row = rgb + (size_t)r * w * 3;
-      int prev = x0 > 0 ? luma_of(row + 3 * (x0 - 1)) : -1;
+      int prev = x0 > 0 ? vp8_luma(row + 3 * (x0 - 1)) : -1;
       for (int x = x0; x <= x1; x++) {
-        int l = luma_of(row + 3 * x);
+        int l = vp8_luma(row + 3 * x);
         y[(size_t)r * w + x] = (uint8_t)l;
         n += prev >= 0 && abs(l - prev) > step;
         prev = l;
@@ -66,16 +55,16 @@ __global__ void vp8_planes(const uint8_t *rgb, int w, int h, int step, uint8_t *
     int sr = a[0] + b[0] + c[0] + d[0], sg = a[1] + b[1] + c[1] + d[1],
         sb = a[2] + b[2] + c[2] + d[2];
     size_t at = (size_t)cy * cw + cx;
-    u[at] = (uint8_t)((-9719 * sr - 19081 * sg + 28800 * sb + (128 << 18) + (1 << 17)) >> 18);
-    v[at] = (uint8_t)((28800 * sr - 24116 * sg - 4684 * sb + (128 << 18) + (1 << 17)) >> 18);
+    u[at] = vp8_chroma_u(sr, sg, sb);
+    v[at] = vp8_chroma_v(sr, sg, sb);
   }
   for (int o = 16; o > 0; o >>= 1) n += __shfl_down_sync(0xffffffffu, n, o);
   if ((threadIdx.x & 31) == 0 && n) atomicAdd(steps, (unsigned long long)n);
 }
 
-/* ---- vp8_enc.c's steps, one 4x4 block at a time ---- */
+/* ---- vp8_rows: one macroblock row per warp ---- */
 
-/* The prediction of mode at (r, c) of an n x n block (vp8_enc.c's predict). */
+/* The prediction of mode at (r, c) of an n x n block (vp8_enc.c's predict), dc its DC. */
 __device__ __forceinline__ int pred_at(int mode, int r, int c, const uint8_t *top,
                                        const uint8_t *left, int p, int dc) {
   int v = mode == DC_PRED  ? dc
@@ -85,257 +74,206 @@ __device__ __forceinline__ int pred_at(int mode, int r, int c, const uint8_t *to
   return v < 0 ? 0 : v > 255 ? 255 : v;
 }
 
-__device__ __forceinline__ int dc_of(int n, const uint8_t *top, const uint8_t *left, int has_top,
-                                     int has_left) {
-  int s = 0, shift = n == 16 ? 4 : 3, k = has_top + has_left;
-  for (int i = 0; i < n; i++) s += (has_top ? top[i] : 0) + (has_left ? left[i] : 0);
-  return k == 0 ? 128 : (s + (n * k >> 1)) >> (shift + k - 1);
-}
-
-/* vp8_enc.c's flat: every AC level zero by the bound, and the DC. */
-__device__ int flat4(const uint8_t *src, const uint8_t *pred, int stride, const int q[3][2],
-                     int *dc) {
-  int r[16], sum = 0, dev = 0;
-  for (int i = 0; i < 4; i++)
-    for (int j = 0; j < 4; j++) sum += r[4 * i + j] = src[i * stride + j] - pred[i * stride + j];
-  for (int k = 0; k < 16; k++) dev += abs(16 * r[k] - sum);
-  *dc = (sum + 1) >> 1;
-  return dev * 875 < (q[0][1] - q[1][1] - 1) * 16384;
-}
-
-/* vp8_enc.c's fdct4, lane by lane. */
-__device__ void fdct4(const uint8_t *src, const uint8_t *pred, int stride, int16_t *out) {
-  int t[4][4];
-  for (int j = 0; j < 4; j++) {
-    int r0 = src[j] - pred[j], r1 = src[stride + j] - pred[stride + j],
-        r2 = src[2 * stride + j] - pred[2 * stride + j],
-        r3 = src[3 * stride + j] - pred[3 * stride + j];
-    int a = r0 + r3, b = r1 + r2, c = r1 - r2, d = r0 - r3;
-    t[0][j] = (a + b) * 8, t[2][j] = (a - b) * 8;
-    t[1][j] = (d * 5352 + c * 2217 + 256) >> 9, t[3][j] = (d * 2217 - c * 5352 + 256) >> 9;
-  }
-  for (int k = 0; k < 4; k++) {
-    int a = t[k][0] + t[k][3], b = t[k][1] + t[k][2], c = t[k][1] - t[k][2], d = t[k][0] - t[k][3];
-    out[4 * k] = (int16_t)((a + b + 8) >> 4), out[4 * k + 2] = (int16_t)((a - b + 8) >> 4);
-    out[4 * k + 1] = (int16_t)((d * 5352 + c * 2217 + (1 << 15)) >> 16);
-    out[4 * k + 3] = (int16_t)((d * 2217 - c * 5352 + (1 << 15)) >> 16);
-  }
-}
-
-/* RFC 6386's inverse DCT added to pred into dst (vp8_enc.c's idct4_add). */
-__device__ void idct4_add(const int16_t *in, int dc_only, const uint8_t *pred, int ps, uint8_t *dst,
-                          int ds) {
-  int m[4][4];
-  if (dc_only) {
-    for (int i = 0; i < 16; i++) m[i / 4][i % 4] = (in[0] + 4) >> 3;
-  } else {
-    int t[4][4];
-    for (int j = 0; j < 4; j++) {
-      int a = in[j] + in[8 + j], b = in[j] - in[8 + j];
-      int c = ((in[4 + j] * 35468) >> 16) - (in[12 + j] + ((in[12 + j] * 20091) >> 16));
-      int d = in[4 + j] + ((in[4 + j] * 20091) >> 16) + ((in[12 + j] * 35468) >> 16);
-      t[0][j] = a + d, t[1][j] = b + c, t[2][j] = b - c, t[3][j] = a - d;
-    }
-    for (int i = 0; i < 4; i++) {
-      int a = t[i][0] + t[i][2], b = t[i][0] - t[i][2];
-      int c = ((t[i][1] * 35468) >> 16) - (t[i][3] + ((t[i][3] * 20091) >> 16));
-      int d = t[i][1] + ((t[i][1] * 20091) >> 16) + ((t[i][3] * 35468) >> 16);
-      m[i][0] = (a + d + 4) >> 3, m[i][1] = (b + c + 4) >> 3;
-      m[i][2] = (b - c + 4) >> 3, m[i][3] = (a - d + 4) >> 3;
-    }
-  }
-  for (int i = 0; i < 4; i++)
-    for (int j = 0; j < 4; j++) {
-      int s = pred[i * ps + j] + m[i][j];
-      dst[i * ds + j] = (uint8_t)(s < 0 ? 0 : s > 255 ? 255 : s);
-    }
-}
-
-/* vp8_enc.c's quantize with the quantiser q (step, bias, iq by DC and AC). */
-__device__ int quantize(int16_t *c, int16_t *zz, const int q[3][2], int first) {
-  int16_t lv[16];
-  for (int k = 0; k < 16; k++) {
-    int ac = k > 0, v = c[k], neg = v >> 31;
-    int l = (((v ^ neg) - neg + q[1][ac]) * q[2][ac]) >> 16;
-    l = l > 2048 ? 2048 : l;
-    l = (l ^ neg) - neg;
-    lv[k] = (int16_t)l, c[k] = (int16_t)(l * q[0][ac]);
-  }
-  if (first) lv[0] = 0;
-  int last = first - 1;
-  for (int i = first; i < 16; i++) {
-    zz[i] = lv[kZigzag[i]];
-    if (zz[i]) last = i;
-  }
-  return last;
-}
-
-__device__ void fwht4(const int16_t *dc, int16_t *out) {
-  int t[16];
-  for (int i = 0; i < 4; i++) {
-    const int16_t *r = dc + 4 * i;
-    int a = r[0] + r[3], b = r[1] + r[2], c = r[1] - r[2], d = r[0] - r[3];
-    t[4 * i] = a + b, t[4 * i + 1] = c + d, t[4 * i + 2] = a - b, t[4 * i + 3] = d - c;
-  }
-  for (int i = 0; i < 4; i++) {
-    int a = t[i] + t[12 + i], b = t[4 + i] + t[8 + i], c = t[4 + i] - t[8 + i],
-        d = t[i] - t[12 + i];
-    int v[4] = {a + b, c + d, a - b, d - c};
-    for (int j = 0; j < 4; j++) out[4 * j + i] = (int16_t)((v[j] + (v[j] > 0)) >> 1);
-  }
-}
-
-__device__ void iwht4(const int16_t *in, int16_t *out) {
-  int t[16];
-  for (int i = 0; i < 4; i++) {
-    int a = in[i] + in[12 + i], b = in[4 + i] + in[8 + i], c = in[4 + i] - in[8 + i],
-        d = in[i] - in[12 + i];
-    t[i] = a + b, t[4 + i] = c + d, t[8 + i] = a - b, t[12 + i] = d - c;
-  }
-  for (int i = 0; i < 4; i++) {
-    const int *r = t + 4 * i;
-    int a = r[0] + r[3], b = r[1] + r[2], c = r[1] - r[2], d = r[0] - r[3];
-    out[4 * i] = (int16_t)((a + b + 3) >> 3), out[4 * i + 1] = (int16_t)((c + d + 3) >> 3);
-    out[4 * i + 2] = (int16_t)((a - b + 3) >> 3), out[4 * i + 3] = (int16_t)((d - c + 3) >> 3);
-  }
-}
-
 __device__ __forceinline__ uint32_t warp_sum(uint32_t v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
 
-/* The wavefront: one warp a macroblock row, left to right (the header says how rows wait). */
-__global__ void __launch_bounds__(32) vp8_rows(vp8_args a) {
-  __shared__ uint8_t src[256], srcuv[128], pred[256], preduv[128], rec[256], recuv[128];
-  __shared__ uint8_t top[3][16], left[3][16];
-  __shared__ int16_t coef[25][16], zz[25][16], dcs[16];
-  __shared__ int lasts[25], dc_only[16], corner[3], row;
-  const int t = threadIdx.x;
-  if (t == 0) row = atomicAdd(a.ticket, 1);
-  __syncwarp();
-  const int my = row, lw = a.mbw * 16;
-  if (my >= a.mbh) return;
-  for (int mx = 0; mx < a.mbw; mx++) {
-    if (t == 0 && my > 0) {
-      while (*(volatile int *)&a.progress[my - 1] < mx + 1) {
-      }
-      __threadfence();
-    }
-    __syncwarp();
-    /* the edges: the row above from the line, the column left from the last reconstruction */
-    const uint8_t *lines[3] = {a.line_y, a.line_u, a.line_v};
-    for (int k = 0; k < 3; k++) {
-      int n = k ? 8 : 16, lwk = k ? lw / 2 : lw;
-      const uint8_t *above = lines[k] + (size_t)(my > 0 ? my - 1 : 0) * lwk + (size_t)mx * n;
-      if (t < n) {
-        top[k][t] = my > 0 ? __ldcg(above + t) : 127;
-        left[k][t] = mx == 0 ? 129 : k == 0 ? rec[t * 16 + 15] : recuv[(k - 1) * 64 + t * 8 + 7];
-      }
-      if (t == 0) corner[k] = my == 0 ? 127 : mx == 0 ? 129 : __ldcg(above - 1);
-    }
-    for (int i = t; i < 256; i += 32) {
-      int r = min(my * 16 + i / 16, a.h - 1), c = min(mx * 16 + i % 16, a.w - 1);
-      src[i] = a.y[(size_t)r * a.w + c];
-    }
-    for (int i = t; i < 128; i += 32) {
-      int j = i % 64, r = min(my * 8 + j / 8, a.ch - 1), c = min(mx * 8 + j % 8, a.cw - 1);
-      srcuv[i] = (i < 64 ? a.u : a.v)[(size_t)r * a.cw + c];
-    }
-    __syncwarp();
-    /* the modes: the smallest squared error, the first of equals (vp8_enc.c's choose) */
-    int dcy = dc_of(16, top[0], left[0], my > 0, mx > 0);
-    int dcu = dc_of(8, top[1], left[1], my > 0, mx > 0),
-        dcv = dc_of(8, top[2], left[2], my > 0, mx > 0);
-    uint32_t ey[4] = {0, 0, 0, 0}, euv[4] = {0, 0, 0, 0};
-    for (int i = t; i < 256; i += 32)
-      for (int m = 0; m < 4; m++) {
-        int d = src[i] - pred_at(m, i / 16, i % 16, top[0], left[0], corner[0], dcy);
-        ey[m] += (uint32_t)(d * d);
-      }
-    for (int i = t; i < 128; i += 32) {
-      int k = 1 + i / 64, j = i % 64;
-      for (int m = 0; m < 4; m++) {
-        int d = srcuv[i] - pred_at(m, j / 8, j % 8, top[k], left[k], corner[k], k == 1 ? dcu : dcv);
-        euv[m] += (uint32_t)(d * d);
-      }
-    }
-    int ymode = 0, uvmode = 0;
-    uint32_t by = UINT32_MAX, buv = UINT32_MAX;
-    for (int m = 0; m < 4; m++) {
-      uint32_t s = warp_sum(ey[m]), su = warp_sum(euv[m]);
-      if (s < by) by = s, ymode = m;
-      if (su < buv) buv = su, uvmode = m;
-    }
-    for (int i = t; i < 256; i += 32)
-      pred[i] = (uint8_t)pred_at(ymode, i / 16, i % 16, top[0], left[0], corner[0], dcy);
-    for (int i = t; i < 128; i += 32) {
-      int k = 1 + i / 64, j = i % 64;
-      preduv[i] =
-          (uint8_t)pred_at(uvmode, j / 8, j % 8, top[k], left[k], corner[k], k == 1 ? dcu : dcv);
-    }
-    __syncwarp();
-    /* the blocks: luma by lanes 0..15 (the DCs to Y2 first), chroma by lanes 16..23 */
-    if (t < 16) {
-      int o = (t >> 2) * 64 + (t & 3) * 4, d;
-      dc_only[t] = flat4(src + o, pred + o, 16, a.q.v[0], &d);
-      if (dc_only[t]) {
-        for (int k = 0; k < 16; k++) coef[t][k] = 0;
-        coef[t][0] = (int16_t)d;
-      } else {
-        fdct4(src + o, pred + o, 16, coef[t]);
-      }
-      dcs[t] = coef[t][0];
-    } else if (t < 24) {
-      int b = t, i = (b - 16) & 3, po = (b < 20 ? 0 : 64) + (i >> 1) * 32 + (i & 1) * 4, d;
-      const int(*q)[2] = a.q.v[2];
-      if (flat4(srcuv + po, preduv + po, 8, q, &d)) {
-        int l = ((d < 0 ? -d : d) + q[1][0]) * q[2][0] >> 16;
-        for (int k = 0; k < 16; k++) coef[b][k] = 0;
-        zz[b][0] = (int16_t)(d < 0 ? -l : l), coef[b][0] = (int16_t)(zz[b][0] * q[0][0]);
-        lasts[b] = l ? 0 : -1;
-      } else {
-        fdct4(srcuv + po, preduv + po, 8, coef[b]);
-        lasts[b] = quantize(coef[b], zz[b], q, 0);
-      }
-      idct4_add(coef[b], lasts[b] < 1, preduv + po, 8, recuv + po, 8);
-    }
-    __syncwarp();
-    if (t == 0) {
-      fwht4(dcs, coef[24]);
-      lasts[24] = quantize(coef[24], zz[24], a.q.v[1], 0);
-      iwht4(coef[24], dcs);
-    }
-    __syncwarp();
-    if (t < 16) {
-      int o = (t >> 2) * 64 + (t & 3) * 4;
-      lasts[t] = dc_only[t] ? 0 : quantize(coef[t], zz[t], a.q.v[0], 1);
-      coef[t][0] = dcs[t];
-      idct4_add(coef[t], lasts[t] < 1, pred + o, 16, rec + o, 16);
-    }
-    __syncwarp();
-    /* the analysis out, the bottom rows to the line, then the progress */
-    size_t mb = (size_t)my * a.mbw + mx;
-    for (int k = t; k < 400; k += 32) {
-      int b = k / 16, j = k % 16;
-      a.levels[mb * 400 + k] = j >= (b < 16) && j <= lasts[b] ? zz[b][j] : 0;
-    }
-    if (t < 25) a.last[mb * 25 + t] = (int8_t)lasts[t];
-    int any = t < 25 && lasts[t] >= (t < 16);
-    any = __any_sync(0xffffffffu, any);
-    if (t == 0) a.modes[mb] = (uint8_t)(ymode | uvmode << 2 | !any << 4);
-    if (t < 16) a.line_y[(size_t)my * lw + (size_t)mx * 16 + t] = rec[15 * 16 + t];
-    if (t < 8) {
-      a.line_u[(size_t)my * (lw / 2) + (size_t)mx * 8 + t] = recuv[7 * 8 + t];
-      a.line_v[(size_t)my * (lw / 2) + (size_t)mx * 8 + t] = recuv[64 + 7 * 8 + t];
+/* A macroblock's working set, in shared memory: planes Y (256 bytes) and U, V (64 each). */
+struct mb_work {
+  uint8_t src[256], srcuv[128];   /* the source, its pixels past the image repeating the last */
+  uint8_t pred[256], preduv[128]; /* the chosen modes' prediction */
+  uint8_t rec[256], recuv[128];   /* the reconstruction, the next macroblock's left edge */
+  uint8_t top[3][16], left[3][16];
+  int corner[3];        /* the pixel above-left, per plane */
+  int16_t coef[25][16]; /* per block (Y 0..15, U 16..19, V 20..23, Y2 24), natural order */
+  int16_t zz[25][16];   /* the levels, zigzag order */
+  int16_t dcs[16];      /* the luma DCs, then their reconstruction from Y2 */
+  int lasts[25];        /* each block's last level (vp8_quantize's) */
+  int dc_only[16];      /* the luma block is flat: its DC alone */
+};
+
+/* Lane 0 waits until the row above has finished macroblock mx (the one above this one). */
+__device__ __forceinline__ void wait_for_row_above(const vp8_args &a, int my, int mx, int t) {
+  if (t == 0 && my > 0) {
+    while (*(volatile int *)&a.progress[my - 1] < mx + 1) {
     }
     __threadfence();
-    __syncwarp();
-    if (t == 0) atomicExch(&a.progress[my], mx + 1);
+  }
+  __syncwarp();
+}
+
+/* The edges of macroblock (mx, my): the row above from the line the row above published (read
+ * with __ldcg, from the L2: the L1 may hold a stale copy), the column left from the last
+ * reconstruction, 127s and 129s outside the frame. */
+__device__ __forceinline__ void load_edges(const vp8_args &a, int my, int mx, int t, mb_work &s) {
+  const uint8_t *lines[3] = {a.line_y, a.line_u, a.line_v};
+  const int lw = a.mbw * 16;
+  for (int k = 0; k < 3; k++) {
+    int n = k ? 8 : 16, lwk = k ? lw / 2 : lw;
+    const uint8_t *above = lines[k] + (size_t)(my > 0 ? my - 1 : 0) * lwk + (size_t)mx * n;
+    if (t < n) {
+      s.top[k][t] = my > 0 ? __ldcg(above + t) : 127;
+      s.left[k][t] = mx == 0  ? 129
+                     : k == 0 ? s.rec[t * 16 + 15]
+                              : s.recuv[(k - 1) * 64 + t * 8 + 7];
+    }
+    if (t == 0) s.corner[k] = my == 0 ? 127 : mx == 0 ? 129 : __ldcg(above - 1);
   }
 }
 
-__constant__ uint8_t kBand[17] = {0, 1, 2, 3, 6, 4, 5, 6, 6, 6, 6, 6, 6, 6, 6, 7, 0};
+/* The source pixels of macroblock (mx, my), the image's last row and column repeated past it. */
+__device__ __forceinline__ void load_source(const vp8_args &a, int my, int mx, int t, mb_work &s) {
+  for (int i = t; i < 256; i += 32) {
+    int r = min(my * 16 + i / 16, a.h - 1), c = min(mx * 16 + i % 16, a.w - 1);
+    s.src[i] = a.y[(size_t)r * a.w + c];
+  }
+  for (int i = t; i < 128; i += 32) {
+    int j = i % 64, r = min(my * 8 + j / 8, a.ch - 1), c = min(mx * 8 + j % 8, a.cw - 1);
+    s.srcuv[i] = (i < 64 ? a.u : a.v)[(size_t)r * a.cw + c];
+  }
+}
+
+/* The luma and chroma modes with the smallest squared error, the first of equals (vp8_enc.c's
+ * choose), each lane summing its 8 luma and 4 chroma samples; their prediction into s.pred and
+ * s.preduv. Returns the modes byte's luma mode | chroma mode << 2. */
+__device__ __forceinline__ int choose_modes(int my, int mx, int t, mb_work &s) {
+  int dcy = vp8_dc_pred(16, s.top[0], s.left[0], my > 0, mx > 0);
+  int dcu = vp8_dc_pred(8, s.top[1], s.left[1], my > 0, mx > 0),
+      dcv = vp8_dc_pred(8, s.top[2], s.left[2], my > 0, mx > 0);
+  uint32_t ey[4] = {0, 0, 0, 0}, euv[4] = {0, 0, 0, 0};
+  for (int i = t; i < 256; i += 32)
+    for (int m = 0; m < 4; m++) {
+      int d = s.src[i] - pred_at(m, i / 16, i % 16, s.top[0], s.left[0], s.corner[0], dcy);
+      ey[m] += (uint32_t)(d * d);
+    }
+  for (int i = t; i < 128; i += 32) {
+    int k = 1 + i / 64, j = i % 64;
+    for (int m = 0; m < 4; m++) {
+      int d = s.srcuv[i] -
+              pred_at(m, j / 8, j % 8, s.top[k], s.left[k], s.corner[k], k == 1 ? dcu : dcv);
+      euv[m] += (uint32_t)(d * d);
+    }
+  }
+  int ymode = 0, uvmode = 0;
+  uint32_t by = UINT32_MAX, buv = UINT32_MAX;
+  for (int m = 0; m < 4; m++) {
+    uint32_t e = warp_sum(ey[m]), eu = warp_sum(euv[m]);
+    if (e < by) by = e, ymode = m;
+    if (eu < buv) buv = eu, uvmode = m;
+  }
+  for (int i = t; i < 256; i += 32)
+    s.pred[i] = (uint8_t)pred_at(ymode, i / 16, i % 16, s.top[0], s.left[0], s.corner[0], dcy);
+  for (int i = t; i < 128; i += 32) {
+    int k = 1 + i / 64, j = i % 64;
+    s.preduv[i] = (uint8_t)pred_at(uvmode, j / 8, j % 8, s.top[k], s.left[k], s.corner[k],
+                                   k == 1 ? dcu : dcv);
+  }
+  return ymode | uvmode << 2;
+}
+
+/* Lane t < 16: luma block t's DCT (its DC alone when flat), its DC to s.dcs for Y2. */
+__device__ __forceinline__ void transform_luma(const vp8_args &a, int t, mb_work &s) {
+  int o = (t >> 2) * 64 + (t & 3) * 4, d;
+  s.dc_only[t] = vp8_flat(s.src + o, s.pred + o, 16, a.q.v[0], &d);
+  if (s.dc_only[t]) {
+    for (int k = 0; k < 16; k++) s.coef[t][k] = 0;
+    s.coef[t][0] = (int16_t)d;
+  } else {
+    vp8_fdct4(s.src + o, s.pred + o, 16, s.coef[t]);
+  }
+  s.dcs[t] = s.coef[t][0];
+}
+
+/* Chroma block b (16..23) whole: its DCT (its DC alone when flat), levels and reconstruction. */
+__device__ __forceinline__ void code_chroma(const vp8_args &a, int b, mb_work &s) {
+  int i = (b - 16) & 3, po = (b < 20 ? 0 : 64) + (i >> 1) * 32 + (i & 1) * 4, d;
+  const int(*q)[2] = a.q.v[2];
+  if (vp8_flat(s.srcuv + po, s.preduv + po, 8, q, &d)) {
+    for (int k = 0; k < 16; k++) s.coef[b][k] = 0;
+    s.coef[b][0] = (int16_t)d;
+    s.zz[b][0] = vp8_level(&s.coef[b][0], q[0][0], q[1][0], q[2][0]);
+    s.lasts[b] = s.zz[b][0] ? 0 : -1;
+  } else {
+    vp8_fdct4(s.srcuv + po, s.preduv + po, 8, s.coef[b]);
+    s.lasts[b] = vp8_quantize(s.coef[b], s.zz[b], q, 0, kZigzag);
+  }
+  vp8_idct4_add(s.coef[b], s.lasts[b] < 1, s.preduv + po, 8, s.recuv + po, 8);
+}
+
+/* Lane 0: the Y2 block, from the luma DCs to its levels and back to their reconstruction. */
+__device__ __forceinline__ void code_y2(const vp8_args &a, mb_work &s) {
+  vp8_fwht4(s.dcs, s.coef[24]);
+  s.lasts[24] = vp8_quantize(s.coef[24], s.zz[24], a.q.v[1], 0, kZigzag);
+  vp8_iwht4(s.coef[24], s.dcs);
+}
+
+/* Lane t < 16: luma block t's AC levels and its reconstruction with the DC Y2 gave back. */
+__device__ __forceinline__ void code_luma(const vp8_args &a, int t, mb_work &s) {
+  int o = (t >> 2) * 64 + (t & 3) * 4;
+  s.lasts[t] = s.dc_only[t] ? 0 : vp8_quantize(s.coef[t], s.zz[t], a.q.v[0], 1, kZigzag);
+  s.coef[t][0] = s.dcs[t];
+  vp8_idct4_add(s.coef[t], s.lasts[t] < 1, s.pred + o, 16, s.rec + o, 16);
+}
+
+/* Macroblock (mx, my)'s analysis out (its levels, block ends and modes byte, skip when no block
+ * has levels), its bottom rows to the lines, then its progress for the row below. */
+__device__ __forceinline__ void publish(const vp8_args &a, int my, int mx, int t, const mb_work &s,
+                                        int modes) {
+  const int lw = a.mbw * 16;
+  size_t mb = (size_t)my * a.mbw + mx;
+  for (int k = t; k < 400; k += 32) {
+    int b = k / 16, j = k % 16;
+    a.levels[mb * 400 + k] = j >= (b < 16) && j <= s.lasts[b] ? s.zz[b][j] : 0;
+  }
+  if (t < 25) a.last[mb * 25 + t] = (int8_t)s.lasts[t];
+  int any = t < 25 && s.lasts[t] >= (t < 16);
+  any = __any_sync(0xffffffffu, any);
+  if (t == 0) a.modes[mb] = (uint8_t)(modes | !any << 4);
+  if (t < 16) a.line_y[(size_t)my * lw + (size_t)mx * 16 + t] = s.rec[15 * 16 + t];
+  if (t < 8) {
+    a.line_u[(size_t)my * (lw / 2) + (size_t)mx * 8 + t] = s.recuv[7 * 8 + t];
+    a.line_v[(size_t)my * (lw / 2) + (size_t)mx * 8 + t] = s.recuv[64 + 7 * 8 + t];
+  }
+  __threadfence();
+  __syncwarp();
+  if (t == 0) atomicExch(&a.progress[my], mx + 1);
+}
+
+/* The wavefront: one warp a macroblock row, left to right. A macroblock needs the reconstruction
+ * of the one to its left (this warp's, the step before) and the bottom row of the ones above
+ * (another warp's): each row publishes its bottom rows to the lines and its progress, and the row
+ * below waits for the macroblock above before it starts. Rows are taken in order from a ticket,
+ * so the row a warp waits on has always been taken by a warp already running: no wait can
+ * deadlock. Within a macroblock the 32 lanes share the mode choice, then lanes 0..15 take the
+ * luma blocks and 16..23 the chroma blocks, lane 0 the Y2 block between. */
+__global__ void __launch_bounds__(32) vp8_rows(vp8_args a) {
+  __shared__ mb_work s;
+  __shared__ int row;
+  const int t = threadIdx.x;
+  if (t == 0) row = atomicAdd(a.ticket, 1);
+  __syncwarp();
+  const int my = row;
+  if (my >= a.mbh) return;
+  for (int mx = 0; mx < a.mbw; mx++) {
+    wait_for_row_above(a, my, mx, t);
+    load_edges(a, my, mx, t, s);
+    load_source(a, my, mx, t, s);
+    __syncwarp();
+    int modes = choose_modes(my, mx, t, s);
+    __syncwarp();
+    if (t < 16)
+      transform_luma(a, t, s);
+    else if (t < 24)
+      code_chroma(a, t, s);
+    __syncwarp();
+    if (t == 0) code_y2(a, s);
+    __syncwarp();
+    if (t < 16) code_luma(a, t, s);
+    __syncwarp();
+    publish(a, my, mx, t, s, modes);
+  }
+}
 
 /* Whether block b of macroblock mb has levels (its context for the blocks below and right). */
 __device__ __forceinline__ int has_levels(const int8_t *last, size_t mb, int b) {
@@ -345,7 +283,8 @@ __device__ __forceinline__ int has_levels(const int8_t *last, size_t mb, int b) 
 /* The tokens' counts (vp8_enc.c's tokens with no writer), one thread a block, into stats
  * ([type][band][context][node][bit], 1056 * 2): the first token's context from the blocks above
  * and left in the same plane (none outside the frame; a skipped macroblock's have none), the
- * next ones' from the level before. Counted in shared memory, then added to stats. */
+ * next ones' from the level before. Counted in shared memory, then added to stats, so that the
+ * host only chooses the probabilities and writes (codec_vp8_write with the counts given). */
 __global__ void vp8_stats(const int16_t *levels, const int8_t *last, const uint8_t *modes, int mbw,
                           int mbh, unsigned *stats) {
   __shared__ unsigned s[1056 * 2];

@@ -353,6 +353,110 @@ static void test_from_analysis(void) {
   codec_image_free(&blur);
 }
 
+/* An analyser for codec_encode_held that makes the first pass on the host, from pixels it holds
+ * (codec_webp_yuv and codec_vp8_analyse, what the GPU's twin computes), or declines when
+ * decline is set. */
+struct host_pass {
+  const struct codec_image *img;
+  int decline, calls;
+  uint8_t *y, *u, *v, *modes;
+  int16_t *levels;
+  int8_t *last;
+  uint32_t stats[1056 * 2];
+};
+
+static int host_analyse(void *arg, const struct codec_vp8_pass *p, struct codec_vp8_mbs *out) {
+  struct host_pass *h = arg;
+  int w = p->width, ht = p->height, cw = (w + 1) / 2, n = (w + 15) / 16 * ((ht + 15) / 16);
+  int q[3][3][2];
+  h->calls++;
+  ASSERT_INT(w, ==, h->img->width);
+  ASSERT_INT(ht, ==, h->img->height);
+  ASSERT_INT(p->smooth_step, ==, CODEC_WEBP_SMOOTH_STEP);
+  ASSERT_INT(p->smooth_per, ==, CODEC_WEBP_SMOOTH_PER);
+  codec_vp8_quant(out->quality, q);
+  ASSERT(memcmp(q, p->q, sizeof q) == 0);
+  if (h->decline) return 0;
+  h->y = malloc((size_t)w * ht), h->u = malloc((size_t)cw * ((ht + 1) / 2));
+  h->v = malloc((size_t)cw * ((ht + 1) / 2)), h->modes = malloc((size_t)n);
+  h->levels = malloc((size_t)n * 400 * sizeof *h->levels), h->last = malloc((size_t)n * 25);
+  ASSERT(h->y && h->u && h->v && h->modes && h->levels && h->last);
+  if (codec_webp_yuv(h->img->pixels, (size_t)w * 3, w, ht, h->y, w, h->u, h->v, cw) != 1) return 0;
+  ASSERT_INT(codec_vp8_analyse(h->y, w, h->u, h->v, cw, w, ht, out->quality, h->modes, h->levels,
+                               h->last, h->stats),
+             ==, CODEC_OK);
+  out->modes = h->modes, out->levels = h->levels, out->last = h->last, out->stats = h->stats;
+  return 1;
+}
+
+static void host_pass_free(struct host_pass *h) {
+  free(h->y), free(h->u), free(h->v), free(h->modes), free(h->levels), free(h->last);
+  *h = (struct host_pass){h->img, h->decline, 0, NULL, NULL, NULL, NULL, NULL, NULL, {0}};
+}
+
+/* codec_encode_held of img with o through host_analyse: CODEC_UNSUPPORTED with nothing written
+ * and the analyser asked `calls` times, or (expect_file) codec_encode's file, byte for byte,
+ * reported as the analyser's. */
+static void expect_held(const struct codec_image *img, struct codec_encode_opts o, int decline,
+                        int calls, int expect_file) {
+  struct host_pass h = {.img = img, .decline = decline};
+  struct codec_vp8_analyser an = {host_analyse, &h, "host-vp8"};
+  const char *encoder = NULL;
+  uint8_t *f, *g;
+  size_t n, m;
+  o.encoder = &encoder;
+  struct codec_image shape = *img;
+  shape.pixels = NULL; /* the pixels are the analyser's */
+  enum codec_status st = codec_encode_held(&shape, &o, &an, &f, &n, NULL, 0);
+  ASSERT_INT(h.calls, ==, calls);
+  if (!expect_file) {
+    ASSERT_INT(st, ==, CODEC_UNSUPPORTED);
+    ASSERT(f == NULL && n == 0 && encoder == NULL);
+  } else {
+    ASSERT_INT(st, ==, CODEC_OK);
+    ASSERT_STR(encoder, "host-vp8");
+    ASSERT_INT(codec_encode(img, &o, &g, &m, NULL, 0), ==, CODEC_OK);
+    ASSERT_STR(encoder, "blurd-vp8");
+    expect_same(f, n, g, m);
+    free(f), free(g);
+  }
+  host_pass_free(&h);
+}
+
+/* The first pass made where the pixels are (codec_encode_held): for the blur at effort 2 the file
+ * codec_encode writes, at qualities 1 and 90, with a profile too; the photograph (not smooth), an
+ * analyser that declines, and what blurd's VP8 encoder does not take (lossless, other efforts,
+ * RGBA, 16-bit samples, PNG) go back to the caller, the last ones without asking the analyser. */
+static void test_encode_held(void) {
+  struct codec_image photo = fixture_photo("astronaut.png"), blur = fixture_photo("astronaut.png");
+  box_blur(&blur, 8);
+  size_t icc_len;
+  uint8_t *icc = fixture_bytes("display_p3.icc", &icc_len);
+  struct codec_encode_opts o = {.format = CODEC_WEBP, .quality = 90};
+  expect_held(&blur, o, 0, 1, 1);
+  o.quality = 1;
+  expect_held(&blur, o, 0, 1, 1);
+  o.quality = 90, o.effort = 2, o.effort_set = 1, o.icc = icc, o.icc_len = icc_len;
+  expect_held(&blur, o, 0, 1, 1);
+  o.icc = NULL, o.icc_len = 0;
+  expect_held(&photo, o, 0, 1, 0);
+  expect_held(&blur, o, 1, 1, 0);
+  o.effort = 4;
+  expect_held(&blur, o, 0, 0, 0);
+  o.effort_set = 0, o.lossless = 1;
+  expect_held(&blur, o, 0, 0, 0);
+  o.lossless = 0, o.format = CODEC_PNG;
+  expect_held(&blur, o, 0, 0, 0);
+  o.format = CODEC_WEBP;
+  struct codec_image rgba = {NULL, 512, 512, 4, 8, CODEC_PNG, 1},
+                     wide = {NULL, 512, 512, 3, 16, CODEC_PNG, 1};
+  expect_held(&rgba, o, 0, 0, 0);
+  expect_held(&wide, o, 0, 0, 0);
+  free(icc);
+  codec_image_free(&photo);
+  codec_image_free(&blur);
+}
+
 /* astronaut.png (512x512) and its blur (radius 8: no luma step over 8 levels). The blur at
  * effort 2, given or by default, is blurd's own VP8 file of codec_webp_yuv's planes at quality 89
  * for 90 (not segmented); at every other effort, and the photograph at 2, libwebp's own
@@ -704,6 +808,7 @@ int main(void) {
   RUN(test_yuv_planes);
   RUN(test_vp8_exact);
   RUN(test_from_analysis);
+  RUN(test_encode_held);
   RUN(test_own_encoder_when_smooth);
   RUN(test_own_alloc_failures);
   RUN(test_one_segment_alpha);
