@@ -34,7 +34,7 @@ LDFLAGS += -pthread $(SANFLAGS)
 LDLIBS := $(shell pkg-config --libs $(PKGS)) -lgif -lz -lm
 TEST_LDLIBS := $(shell pkg-config --libs libcurl)
 
-LIB_SRC := $(wildcard base/*.c cpu/*.c codecs/*.c engine/*.c http/*.c api/*.c api/ops/*.c)
+LIB_SRC := $(wildcard base/*.c cpu/*.c codecs/*.c formats/*.c engine/*.c http/*.c api/*.c api/ops/*.c)
 SERVER_SRC := $(wildcard server/*.c)
 CU_SRC := $(filter-out gpu/nvjpeg_check.cu,$(wildcard gpu/*.cu))
 TOOL_SRC := $(filter-out tools/bench.c,$(wildcard tools/*.c))

@@ -1,7 +1,10 @@
-/* codecs: PNG (libpng), JPEG (libjpeg-turbo) and WebP (libwebp) to and from interleaved pixels.
- * Decoders are functions over a byte buffer. They read the header, check width, height and pixel
- * count against the caller's limits before allocating any pixel buffer, and report failures as
- * a status plus a sentence a person understands. setjmp/longjmp stay inside png.c and jpeg.c. */
+/* codecs: image files to and from interleaved pixels, through the format table: each format is
+ * a descriptor in its own file under formats/ (libpng, libjpeg-turbo, libwebp, libheif, libjxl,
+ * libtiff, giflib, ...) and a line of CODEC_FORMATS. codecs/ holds the table and the front
+ * (table.c), blurd's own coders (deflate-RLE, PNG inflate and unfilter, the PNG writer, the VP8
+ * encoder), colour profiles, EXIF, and the runtime they share: allocator, output buffer,
+ * cancellation. Decoders read the header and check the caller's limits before allocating any
+ * pixel buffer, and report failures as a status plus a sentence a person understands. */
 #ifndef BLURD_CODECS_H
 #define BLURD_CODECS_H
 
@@ -332,7 +335,7 @@ struct codec_format_desc {
   enum codec_status (*encode_held)(const struct codec_image *img, const struct codec_encode_opts *o,
                                    const struct codec_vp8_analyser *an, uint8_t **out,
                                    size_t *outlen, char *msg, size_t msglen);
-  /* The cost model's terms, in ns of one core (codecs/cost_table.h, measured by
+  /* The cost model's terms, in ns of one core (formats/cost_table.h, measured by
    * scripts/cost-calibration.sh): decoding buf (of shape s) beyond a stored PNG's decode, and
    * encoding an image of shape s with o beyond a stored PNG's encode. NULL: none. */
   double (*decode_ns)(const uint8_t *buf, size_t len, const struct codec_shape *s);

@@ -1,12 +1,13 @@
-/* codecs_int.h: the per-format entry points of codecs/, not part of the public interface.
+/* codecs_int.h: what codecs/ and the format files of formats/ share, not part of the public
+ * interface.
  *
- * formats.c dispatches to the per-format decoders and encoders below (png.c and png_write.c,
- * jpeg.c, webp.c, data.c and the others) through their descriptors after it has checked the
- * arguments; exif.c holds the EXIF orientation parser and the code that turns decoded pixels
- * upright, icc.c the CMYK conversion; png.c's decoder uses png_inflate.c's chunk walker and
- * inflater and png_unfilter.c's row filters. The helpers all of these share are in common.h
- * (common.c). unit_codecs.c includes this header to test the EXIF parser and the libpng decoder
- * directly. */
+ * table.c dispatches to the format files' decoders and encoders (formats/png.c with png_write.c,
+ * formats/jpeg.c, formats/webp.c, formats/data.c and the others) through their descriptors after
+ * it has checked the arguments; exif.c holds the EXIF orientation parser and the code that turns
+ * decoded pixels upright, icc.c the CMYK conversion; png.c's decoder uses png_inflate.c's chunk
+ * walker and inflater and png_unfilter.c's row filters. The helpers all of these share are in
+ * common.h (common.c). unit_codecs.c includes this header to test the EXIF parser and the libpng
+ * decoder directly. */
 #ifndef BLURD_CODECS_INT_H
 #define BLURD_CODECS_INT_H
 

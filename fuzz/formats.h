@@ -1,6 +1,6 @@
 /* formats.h: the body the fuzz targets of the HEIC/AVIF, JPEG XL, TIFF and GIF decoders share
  * (fuzz/heif.c, jxl.c, tiff.c, gif.c). Their decoders are called through the format table
- * (codecs/formats.c), as codec_decode calls them. Include after fuzz.h. */
+ * (codecs/table.c), as codec_decode calls them. Include after fuzz.h. */
 #ifndef BLURD_FUZZ_FORMATS_H
 #define BLURD_FUZZ_FORMATS_H
 

@@ -1,4 +1,4 @@
-/* fuzz/gif.c: libFuzzer target for the GIF decoder (codecs/gif.c: giflib over the buffer, the
+/* fuzz/gif.c: libFuzzer target for the GIF decoder (formats/gif.c: giflib over the buffer, the
  * records before the first frame, the frame composed onto the screen, interlaced rows) and its
  * ICC reader. Inputs that do not start GIF87a or GIF89a are skipped; whatever decodes is encoded
  * back as PNG, which must give the same pixels. See formats.h and fuzz/README.md. */

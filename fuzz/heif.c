@@ -1,4 +1,4 @@
-/* fuzz/heif.c: libFuzzer target for the HEIC and AVIF decoder (codecs/heif.c: libheif's reading,
+/* fuzz/heif.c: libFuzzer target for the HEIC and AVIF decoder (formats/heif.c: libheif's reading,
  * the box reader, the tiles decoded by libde265 and dav1d, the YCbCr conversion, libheif's own
  * decode for what the tile path leaves) and its ICC reader (colr profiles, nclx made into ICC).
  * Inputs whose ftyp box is neither HEIC nor AVIF are skipped; whatever decodes is encoded back as

@@ -1,4 +1,4 @@
-/* fuzz/jpeg.c: libFuzzer target for the JPEG decoder (codecs/jpeg.c and the EXIF orientation in
+/* fuzz/jpeg.c: libFuzzer target for the JPEG decoder (formats/jpeg.c and the EXIF orientation in
  * codecs/exif.c, through codec_decode) and the encoders. Inputs that do not start with the JPEG
  * SOI marker are skipped, so the fuzzer spends its time inside libjpeg and jpeg.c; whatever
  * decodes is encoded back as PNG (which must give the same pixels) and as JPEG. See fuzz.h and

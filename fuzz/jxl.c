@@ -1,4 +1,4 @@
-/* fuzz/jxl.c: libFuzzer target for the JPEG XL decoder (codecs/jxl.c: libjxl fed in pieces, the
+/* fuzz/jxl.c: libFuzzer target for the JPEG XL decoder (formats/jxl.c: libjxl fed in pieces, the
  * limits at the basic info, the orientation read apart) and its ICC reader. Inputs that are
  * neither a bare codestream (FF 0A) nor the container are skipped; whatever decodes is encoded
  * back as PNG, which must give the same pixels. See formats.h and fuzz/README.md. */

@@ -1,4 +1,4 @@
-/* fuzz/png.c: libFuzzer target for the PNG decoder (codecs/png.c through codec_decode) and the
+/* fuzz/png.c: libFuzzer target for the PNG decoder (formats/png.c through codec_decode) and the
  * encoders. Every input's bytes, as they are, first go through the PNG encoder's run-length coder
  * (codecs/deflate_rle.c) whole and in two parts, which libdeflate must inflate back exactly.
  * Inputs that do not start with the PNG signature are then skipped, so the fuzzer spends its

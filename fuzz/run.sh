@@ -24,7 +24,7 @@ LIBS="$(pkg-config --libs libpng libturbojpeg jansson libwebp libwebpmux libdefl
 # ---- build: the project's sources once, then one binary per target ----
 mkdir -p "$OUT/obj"
 echo "== building the fuzz targets in $OUT/ with $CC"
-for src in base/*.c codecs/*.c cpu/*.c engine/*.c http/*.c api/*.c api/ops/*.c; do
+for src in base/*.c codecs/*.c formats/*.c cpu/*.c engine/*.c http/*.c api/*.c api/ops/*.c; do
   obj="$OUT/obj/${src//\//_}"
   # shellcheck disable=SC2086 # CFLAGS is a list of flags
   $CC $CFLAGS -c "$src" -o "${obj%.c}.o" &
@@ -35,7 +35,7 @@ sh scripts/embed-web.sh "$OUT/obj/web_assets.c" web/*
 $CC $CFLAGS -Iapi -c "$OUT/obj/web_assets.c" -o "$OUT/obj/api_web_assets.o" &
 for pid in $(jobs -p); do wait "$pid"; done # set -e stops here if one failed
 for t in $TARGETS; do
-  objs=("$OUT"/obj/codecs_*.o "$OUT"/obj/base_*.o)
+  objs=("$OUT"/obj/codecs_*.o "$OUT"/obj/formats_*.o "$OUT"/obj/base_*.o)
   case $t in
   multipart | params | handler | framing)
     objs+=("$OUT"/obj/cpu_*.o "$OUT"/obj/engine_*.o "$OUT"/obj/http_*.o "$OUT"/obj/api_*.o) ;;

@@ -1,4 +1,4 @@
-/* fuzz/tiff.c: libFuzzer target for the TIFF decoder (codecs/tiff.c: libtiff over the buffer,
+/* fuzz/tiff.c: libFuzzer target for the TIFF decoder (formats/tiff.c: libtiff over the buffer,
  * the tags, strips and tiles unpacked at every bit depth and planar layout, palettes, CMYK,
  * alpha, libtiff's RGBA interface, the orientation) and its ICC reader. Inputs that do not start
  * II* / MM* (or BigTIFF's II+ / MM+) are skipped; whatever decodes is encoded back as PNG, which

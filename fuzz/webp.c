@@ -1,4 +1,4 @@
-/* fuzz/webp.c: libFuzzer target for the WebP decoder (codecs/webp.c through codec_decode) and the
+/* fuzz/webp.c: libFuzzer target for the WebP decoder (formats/webp.c through codec_decode) and the
  * encoders. Inputs that do not start with "RIFF....WEBP" are skipped, so the fuzzer spends its
  * time inside libwebp and webp.c; whatever decodes is encoded back as PNG (which must give the
  * same pixels), as JPEG and as lossless WebP (the same pixels again). See fuzz.h and

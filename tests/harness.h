@@ -85,7 +85,7 @@ double http_stage(const struct http_resp *r, const char *stage, char *desc, size
 void http_expect_stages(const struct http_resp *r, int filtered, const char *decoder,
                         const char *encoder);
 /* The codec the server should report for a file of this format ("jpeg", "png", "webp") on the
- * decode or encode side: libpng for PNG (libdeflate for the files codecs/png.c reads itself:
+ * decode or encode side: libpng for PNG (libdeflate for the files formats/png.c reads itself:
  * codec_png_direct), libwebp for WebP; for JPEG "nvjpeg" (any nvJPEG decoder)
  * when the environment sets BLURD_EXPECT_GPU_CODECS=1, else libjpeg-turbo. */
 const char *expected_codec(const char *format);

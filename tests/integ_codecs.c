@@ -172,7 +172,7 @@ static void test_decoders(void) {
 }
 
 /* Server-Timing names what decoded a PNG on both servers: libdeflate and blurd's unfilter for
- * the common files, libpng for palettes, tRNS and interlacing (codecs/png.c). */
+ * the common files, libpng for palettes, tRNS and interlacing (formats/png.c). */
 static void test_png_decoders(void) {
   static const struct {
     const char *file, *decoder;

@@ -1,4 +1,4 @@
-/* unit_codec_formats: the HEIC, AVIF, JPEG XL, TIFF and GIF codecs (codecs/heif.c, jxl.c,
+/* unit_codec_formats: the HEIC, AVIF, JPEG XL, TIFF and GIF codecs (formats/heif.c, jxl.c,
  * tiff.c, gif.c) through their own entry points, on the files tests/data/make-formats.sh made
  * with Debian's encoders.
  *

@@ -1,7 +1,7 @@
 /* unit_codec_png: the PNG encoder (codecs/png_write.c) at every level and filter strategy.
  *
  * Each output is read back by two decoders that share no code with the encoder nor with each
- * other: libpng (codecs/png.c's decoder, reached through codecs_int.h) and libspng, called here
+ * other: libpng (formats/png.c's decoder, reached through codecs_int.h) and libspng, called here
  * directly; both must give back every sample. The filter bytes of the rows are read from the
  * inflated IDAT stream, so a strategy that was asked for and not used fails. Fixtures come from
  * $BLURD_DATA, or tests/data when run from the repository root. */

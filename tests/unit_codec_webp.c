@@ -1,4 +1,4 @@
-/* unit_codec_webp: lossy WebP for smooth images at effort 2 (codecs/webp.c, codecs/webp_yuv.c,
+/* unit_codec_webp: lossy WebP for smooth images at effort 2 (formats/webp.c, codecs/webp_yuv.c,
  * codecs/vp8_enc.c, docs/methods.md "WebP effort"). The rule's test of the luma plane is checked
  * at its bounds on made-up planes; codec_webp_yuv's planes against libwebp's import (luma
  * identical, chroma within one level); blurd's VP8 encoder against libwebp's decoder, sample for

@@ -1,5 +1,6 @@
-/* unit_format_names: the codecs' format table (codecs/formats.c) is the one place that names a
- * format. Reads the C sources of the folders above codecs/ (api/, http/, server/, engine/, base/,
+/* unit_format_names: the format files (formats/, each with its descriptor) and the table that
+ * lists them (codecs/codecs.h's CODEC_FORMATS, codecs/table.c) are the one place that names a
+ * format. Reads the C sources of the other product folders (api/, http/, server/, engine/, base/,
  * cpu/) and fails on a string literal, outside comments, that holds a format's media type, is a
  * format's file extension ("jpg", ".jpg"), or is a format's name or starts a key with it ("jpeg",
  * "jpeg_decode"), application/octet-stream aside. gpu/ is left out: it holds the GPU's JPEG and

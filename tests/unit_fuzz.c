@@ -33,7 +33,7 @@ struct target {
   const char *name;
   int (*run)(const uint8_t *data, size_t size);
   int accepted;        /* what run returns for an input that went all the way through */
-  const char *formats; /* the formats of the table (codecs/formats.c) whose decoder it covers */
+  const char *formats; /* the formats of the table (codecs/table.c) whose decoder it covers */
 };
 
 static const struct target targets[] = {

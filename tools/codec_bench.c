@@ -12,7 +12,7 @@
  * (codecs/png_write.c) with the level's own filter and with each of none, up, paeth and
  * adaptive. IMAGE is any file codec_decode reads; its channels and depth are kept, so a 16-bit
  * gray PNG measures the variance maps. pngdec times, for each PNG, the median of 11 decodes with
- * codec_decode (codecs/png.c) and with libspng (its own format, palettes to RGBA8). Times are
+ * codec_decode (formats/png.c) and with libspng (its own format, palettes to RGBA8). Times are
  * milliseconds of one thread. webp times lossy WebP at each effort (libwebp's method 0..6) at
  * one quality, with the file's size and its PSNR against the image (effort 2 on a smooth image
  * is blurd's own encoder, vp8_enc.c), then libwebp alone at method 2: its RGB import and four
@@ -170,7 +170,7 @@ static double psnr8(const struct codec_image *a, const struct codec_image *b) {
 }
 
 /* libwebp alone at method 2 and quality: its default preset, its RGB import and `segments`
- * segments: four as codecs/webp.c encodes a detailed image (and encoded every one before its
+ * segments: four as formats/webp.c encodes a detailed image (and encoded every one before its
  * one-segment rule), one at quality - 1 as it encoded a smooth one before vp8_enc.c. The best of
  * reps times in ms; *size and *db: the file's bytes and PSNR. */
 static double webp_plain(const struct codec_image *img, int quality, int segments, int reps,

@@ -1,4 +1,4 @@
-/* format_decode: reads an image file of any format the table reads (codecs/formats.c) with its
+/* format_decode: reads an image file of any format the table reads (codecs/table.c) with its
  * decoder, for bench/cpu_codecs.sh, the cost calibration and looking at what they give.
  *
  *   build/format_decode IN [OUT]

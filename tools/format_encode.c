@@ -1,4 +1,4 @@
-/* format_encode: writes an image in an output format of the table (codecs/formats.c) with
+/* format_encode: writes an image in an output format of the table (codecs/table.c) with
  * codec_encode and measures the result, for the cost calibration and the docs' quality tables.
  *
  *   build/format_encode FORMAT IN OUT [QUALITY (default 75)] [EFFORT (0..6, default 2)]

@@ -33,7 +33,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "codecs_int.h"
+#include "../codecs/codecs_int.h"
 #include "cost_table.h"
 
 /* Bytes of the file given to the decoder at a time: it decodes the groups each piece completes,

@@ -30,7 +30,7 @@
 #include <string.h>
 #include <tiffio.h>
 
-#include "codecs_int.h"
+#include "../codecs/codecs_int.h"
 #include "cost_table.h"
 
 /* TIFF and BigTIFF (II*, MM*, II+, MM+). The decoder gives the first page: 8-bit or 16-bit gray,

@@ -19,7 +19,7 @@
 #include <gif_lib.h>
 #include <string.h>
 
-#include "codecs_int.h"
+#include "../codecs/codecs_int.h"
 #include "cost_table.h"
 
 /* GIF87a and GIF89a. The decoder gives the first frame composed onto the logical screen: 8-bit
