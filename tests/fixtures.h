@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* The bytes of the file at path (malloc'd, the caller frees them) and their count in *len; NULL
  * when it cannot be opened. */
@@ -154,6 +155,101 @@ static inline int fixture_vp8_segmented(const uint8_t *f, size_t len) {
   fixture_bool_read(&d, 128); /* color_space */
   fixture_bool_read(&d, 128); /* clamping_type */
   return fixture_bool_read(&d, 128);
+}
+
+/* ---- cancellation (codec_cancel_set) ---- */
+
+struct stopper { /* a hook that says stop from its call `at` on (0: never); counts its calls */
+  long at;
+  long calls; /* atomic: a codec's helper threads ask too */
+};
+
+static inline int stop_at(void *arg) {
+  struct stopper *s = arg;
+  long n = __atomic_add_fetch(&s->calls, 1, __ATOMIC_RELAXED);
+  return s->at > 0 && n >= s->at;
+}
+
+/* codec_encode under the hook s (NULL: none); the thread's hook is cleared after. Fails the test
+ * on any status but CODEC_OK and CODEC_CANCELLED. */
+static inline enum codec_status encode_with(const struct codec_image *img,
+                                            const struct codec_encode_opts *o, struct stopper *s,
+                                            uint8_t **out, size_t *len) {
+  struct codec_cancel hook = {stop_at, s};
+  char msg[256] = "";
+  codec_cancel_set(s ? &hook : NULL);
+  enum codec_status st = codec_encode(img, o, out, len, msg, sizeof msg);
+  codec_cancel_set(NULL);
+  if (st != CODEC_OK && st != CODEC_CANCELLED) TEST_FAIL("encode: %d: %s", (int)st, msg);
+  return st;
+}
+
+/* codec_decode of buf under the hook s (NULL: none), as encode_with. */
+static inline enum codec_status decode_with(const uint8_t *buf, size_t len, struct stopper *s,
+                                            struct codec_image *img) {
+  struct codec_cancel hook = {stop_at, s};
+  char msg[256] = "";
+  codec_cancel_set(s ? &hook : NULL);
+  enum codec_status st = codec_decode(buf, len, NULL, img, msg, sizeof msg);
+  codec_cancel_set(NULL);
+  if (st != CODEC_OK && st != CODEC_CANCELLED) TEST_FAIL("decode: %d: %s", (int)st, msg);
+  return st;
+}
+
+/* The call of a hook that asked calls times in a whole run that at names: at itself, or -1 for the
+ * last, -2 for the middle one. */
+static inline long stop_call(long at, long calls) {
+  return at == -1 ? calls : at == -2 ? (calls / 2 > 1 ? calls / 2 : 1) : at;
+}
+
+/* img encoded with o: with a hook that never says stop, the bytes of an encode without one and at
+ * least min_calls questions; with one that says stop at each call of at[] (stop_call's; 0 ends
+ * it), CODEC_CANCELLED and no output. Returns the calls of a whole encode. */
+static inline long expect_encode_stops(const struct codec_image *img,
+                                       const struct codec_encode_opts *o, long min_calls,
+                                       const long *at, const char *what) {
+  uint8_t *plain, *hooked;
+  size_t plain_len, hooked_len;
+  struct stopper never = {0, 0};
+  ASSERT_INT(encode_with(img, o, NULL, &plain, &plain_len), ==, CODEC_OK);
+  ASSERT_INT(encode_with(img, o, &never, &hooked, &hooked_len), ==, CODEC_OK);
+  if (hooked_len != plain_len || memcmp(hooked, plain, plain_len) != 0)
+    TEST_FAIL("%s: other bytes with a hook that never stops", what);
+  if (never.calls < min_calls) TEST_FAIL("%s: the hook asked %ld times", what, never.calls);
+  for (; *at; at++) {
+    struct stopper s = {stop_call(*at, never.calls), 0};
+    uint8_t *out = (uint8_t *)&s;
+    size_t len = 1;
+    if (encode_with(img, o, &s, &out, &len) != CODEC_CANCELLED)
+      TEST_FAIL("%s: not stopped at call %ld of %ld", what, s.at, never.calls);
+    ASSERT(out == NULL && len == 0);
+  }
+  free(plain), free(hooked);
+  return never.calls;
+}
+
+/* The same for a decode of buf: the pixels of a decode without a hook. */
+static inline long expect_decode_stops(const uint8_t *buf, size_t len, long min_calls,
+                                       const long *at, const char *what) {
+  struct codec_image plain, hooked;
+  struct stopper never = {0, 0};
+  ASSERT_INT(decode_with(buf, len, NULL, &plain), ==, CODEC_OK);
+  ASSERT_INT(decode_with(buf, len, &never, &hooked), ==, CODEC_OK);
+  size_t bytes = (size_t)plain.width * plain.height * plain.channels * (plain.depth / 8);
+  if (hooked.width != plain.width || hooked.height != plain.height ||
+      hooked.channels != plain.channels || hooked.depth != plain.depth ||
+      memcmp(plain.pixels, hooked.pixels, bytes) != 0)
+    TEST_FAIL("%s: other pixels with a hook that never stops", what);
+  if (never.calls < min_calls) TEST_FAIL("%s: the hook asked %ld times", what, never.calls);
+  for (; *at; at++) {
+    struct stopper s = {stop_call(*at, never.calls), 0};
+    struct codec_image img;
+    if (decode_with(buf, len, &s, &img) != CODEC_CANCELLED)
+      TEST_FAIL("%s: not stopped at call %ld of %ld", what, s.at, never.calls);
+    ASSERT(img.pixels == NULL);
+  }
+  codec_image_free(&plain), codec_image_free(&hooked);
+  return never.calls;
 }
 
 #endif
