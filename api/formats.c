@@ -12,21 +12,8 @@ const char *params_map_formats[CODEC_NFORMATS + 1];    /* the outputs exact for 
 char params_map_default[16];
 char params_format_doc[512], params_quality_doc[320], params_lossless_doc[320];
 
-/* The titles of the formats whose descriptor has want(d), as "JPEG, WebP or AVIF", into buf. */
-static void titles(char *buf, size_t n, int (*want)(const struct codec_format_desc *d)) {
-  int total = 0, k = 0;
-  for (int f = CODEC_NONE + 1; f < CODEC_NFORMATS; f++) total += want(codec_format(f));
-  buf[0] = 0;
-  for (int f = CODEC_NONE + 1; f < CODEC_NFORMATS; f++) {
-    if (!want(codec_format(f))) continue;
-    size_t at = strlen(buf);
-    snprintf(buf + at, n - at, "%s%s",
-             k == 0           ? ""
-             : k == total - 1 ? " and "
-                              : ", ",
-             codec_format(f)->title);
-    k++;
-  }
+static const char *title_of(const struct codec_format_desc *d) {
+  return d->title;
 }
 
 static int picture_out(const struct codec_format_desc *d) {
@@ -68,10 +55,10 @@ __attribute__((constructor)) static void formats_from_table(void) {
   }
   format_doc();
   char list[128];
-  titles(list, sizeof(list), lossy_out);
+  codec_format_list(list, sizeof(list), lossy_out, title_of, " and ");
   snprintf(params_quality_doc, sizeof(params_quality_doc),
            "Quality of the lossy outputs (%s); ignored for lossless ones.", list);
-  titles(list, sizeof(list), lossless_out);
+  codec_format_list(list, sizeof(list), lossless_out, title_of, " and ");
   snprintf(params_lossless_doc, sizeof(params_lossless_doc),
            "%s only: lossless, every sample exact (quality is not used); false is lossy at "
            "quality. Ignored for the other outputs.",
@@ -117,20 +104,17 @@ const char *api_extension_of(const char *media) {
   return ext;
 }
 
+static int writable(const struct codec_format_desc *d) {
+  return d->encode != NULL;
+}
+
+/* ".png" for a format whose first extension is png. */
+static const char *dot_extension(const struct codec_format_desc *d) {
+  static _Thread_local char ext[16];
+  snprintf(ext, sizeof(ext), ".%.*s", (int)strcspn(d->exts, " "), d->exts);
+  return ext;
+}
+
 char *api_output_extensions(char *buf, size_t n) {
-  int total = 0, k = 0;
-  for (int f = CODEC_NONE + 1; f < CODEC_NFORMATS; f++) total += codec_format(f)->encode != NULL;
-  buf[0] = 0;
-  for (int f = CODEC_NONE + 1; f < CODEC_NFORMATS; f++) {
-    const struct codec_format_desc *d = codec_format(f);
-    if (!d->encode) continue;
-    size_t at = strlen(buf);
-    snprintf(buf + at, n - at, "%s.%.*s",
-             k == 0           ? ""
-             : k == total - 1 ? " or "
-                              : ", ",
-             (int)strcspn(d->exts, " "), d->exts);
-    k++;
-  }
-  return buf;
+  return codec_format_list(buf, n, writable, dot_extension, " or ");
 }

@@ -364,7 +364,11 @@ enum codec_format codec_format_from_mime(const char *content_type);
 const char *codec_decoder(const uint8_t *buf, size_t len);
 /* f's media type ("image/png"), or NULL. */
 const char *codec_mime(enum codec_format f);
-/* The names of the inputs (names != 0) or their media types, as "PNG, JPEG, WebP or GIF" (titles)
+/* The formats that want(d) picks, each as word(d) says, as "a, b, c" with last before the last
+ * one (" or ", " and "), into buf. Returns buf. */
+char *codec_format_list(char *buf, size_t n, int (*want)(const struct codec_format_desc *d),
+                        const char *(*word)(const struct codec_format_desc *d), const char *last);
+/* The titles of the inputs (mime == 0) or their media types, as "PNG, JPEG, WebP or GIF" (titles)
  * or "image/png, image/jpeg or image/gif" (mime != 0), into buf. Returns buf. */
 char *codec_inputs_text(char *buf, size_t n, int mime);
 

@@ -82,18 +82,38 @@ enum codec_format codec_format_from_mime(const char *content_type) {
   return CODEC_NONE;
 }
 
-char *codec_inputs_text(char *buf, size_t n, int mime) {
-  int count = 0, total = 0;
-  for (int f = CODEC_NONE + 1; f < CODEC_NFORMATS; f++) total += table[f]->decode != NULL;
+char *codec_format_list(char *buf, size_t n, int (*want)(const struct codec_format_desc *d),
+                        const char *(*word)(const struct codec_format_desc *d), const char *last) {
+  int total = 0, k = 0;
+  for (int f = CODEC_NONE + 1; f < CODEC_NFORMATS; f++) total += want(table[f]) != 0;
   buf[0] = 0;
   for (int f = CODEC_NONE + 1; f < CODEC_NFORMATS; f++) {
-    if (!table[f]->decode) continue;
+    if (!want(table[f])) continue;
     size_t at = strlen(buf);
-    const char *sep = count == 0 ? "" : count == total - 1 ? " or " : ", ";
-    snprintf(buf + at, n - at, "%s%s", sep, mime ? table[f]->mime : table[f]->title);
-    count++;
+    snprintf(buf + at, n - at, "%s%s", k == 0 ? "" : k == total - 1 ? last : ", ", word(table[f]));
+    k++;
   }
   return buf;
+}
+
+static int readable(const struct codec_format_desc *d) {
+  return d->decode != NULL;
+}
+static int writable(const struct codec_format_desc *d) {
+  return d->encode != NULL;
+}
+static const char *title_of(const struct codec_format_desc *d) {
+  return d->title;
+}
+static const char *mime_of(const struct codec_format_desc *d) {
+  return d->mime;
+}
+static const char *name_of(const struct codec_format_desc *d) {
+  return d->name;
+}
+
+char *codec_inputs_text(char *buf, size_t n, int mime) {
+  return codec_format_list(buf, n, readable, mime ? mime_of : title_of, " or ");
 }
 
 enum codec_status codec_icc_read(const uint8_t *buf, size_t len, uint8_t **icc, size_t *icc_len) {
@@ -156,30 +176,13 @@ static const char *encode_problem(const struct codec_image *img) {
   return NULL;
 }
 
-/* The output formats' names, as "png, jpeg, webp, avif, jxl, raw or npy", into buf. */
-static const char *outputs(char *buf, size_t n) {
-  int total = 0, k = 0;
-  for (int f = CODEC_NONE + 1; f < CODEC_NFORMATS; f++) total += codec_format(f)->encode != NULL;
-  buf[0] = 0;
-  for (int f = CODEC_NONE + 1; f < CODEC_NFORMATS; f++) {
-    if (!codec_format(f)->encode) continue;
-    size_t at = strlen(buf);
-    snprintf(buf + at, n - at, "%s%s",
-             k == 0           ? ""
-             : k == total - 1 ? " or "
-                              : ", ",
-             codec_format(f)->name);
-    k++;
-  }
-  return buf;
-}
-
 /* Whether o can be used; if not, says why in msg. */
 static int options_ok(const struct codec_encode_opts *o, char *msg, size_t msglen) {
   const struct codec_format_desc *d = codec_format(o->format);
   char names[160];
   if (!d || !d->encode)
-    codec_msgf(msg, msglen, "the output format must be %s", outputs(names, sizeof names));
+    codec_msgf(msg, msglen, "the output format must be %s",
+               codec_format_list(names, sizeof names, writable, name_of, " or "));
   else if (o->format == CODEC_PNG && (o->compression < 0 || o->compression > 9))
     codec_msgf(msg, msglen, "PNG compression %d is outside 0..9", o->compression);
   else if (o->format == CODEC_PNG &&
