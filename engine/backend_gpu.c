@@ -6,7 +6,7 @@
  * would refuse at the headers is refused in the same words; a file nvJPEG fails on is decoded
  * again by libjpeg, whose verdict stands. An operation runs as its descriptor's GPU compute
  * (op->gpu), which launches through op_gpu_run: the image stays on the device from the decode to
- * the encode. The job's cancel token (op_cancelled) is asked between the host-side steps: before
+ * the encode. The job's cancel token (cpu_stop_error) is asked between the host-side steps: before
  * a CPU decode after nvJPEG, before the host writes the file of the device's VP8 first pass, and
  * after a download; the CPU codecs ask it themselves (codec_cancel_set), the kernels are not
  * interrupted. A build without CUDA has none of this. */
@@ -127,7 +127,7 @@ static enum err gpu_decode(void *state, const uint8_t *buf, size_t len,
     if (s == GPU_FATAL || s == GPU_NO_MEMORY) return gpu_error(w, s);
   }
   gpu_jpeg_expect(w->ctx, 0); /* the CPU decodes this one, and decides what it is */
-  enum err stop = op_cancelled();
+  enum err stop = cpu_stop_error();
   if (stop != ERR_OK) return stop;
   return backend_host_decode(buf, len, lim, img, codec, msg, msglen);
 }
@@ -163,7 +163,7 @@ static int gpu_webp(struct gpu_worker *w, const struct codec_image *img,
                                       CODEC_WEBP_SMOOTH_STEP, CODEC_WEBP_SMOOTH_PER, &a);
   if (s == GPU_FATAL) return *e = gpu_error(w, s), 1;
   if (s != GPU_OK || !a.smooth) return 0; /* out of device or pinned memory: the host's path */
-  if ((*e = op_cancelled()) != ERR_OK) return 1;
+  if ((*e = cpu_stop_error()) != ERR_OK) return 1;
   struct codec_vp8_mbs m = {img->width, img->height, quality, a.modes, a.levels, a.last, a.stats};
   enum codec_status c = codec_webp_from_vp8(&m, o, out, len, msg, msglen);
   if (c == CODEC_TOO_LARGE) return 0;
@@ -196,7 +196,7 @@ static enum err gpu_encode(void *state, const struct codec_image *img,
   void *pixels = NULL;
   struct gpu_times g = {0, 0, 0, 0};
   enum err e = gpu_error(w, gpu_download(w->ctx, w->img, &shape, &pixels, &g));
-  if (e == ERR_OK) e = op_cancelled();
+  if (e == ERR_OK) e = cpu_stop_error();
   if (e != ERR_OK) return e;
   struct codec_image host = *img;
   host.pixels = pixels;
@@ -226,7 +226,7 @@ enum err op_gpu_run(struct op_env *env, struct op_io *io, op_gpu_launch launch, 
   struct gpu_times g = {0, 0, 0, 0};
   struct cpu_image src = op_image(io->in);
   enum gpu_status s = src.data ? gpu_upload(ctx, &src, &g) : GPU_OK;
-  enum err stop = s == GPU_OK ? op_cancelled() : ERR_OK; /* a failed upload says why */
+  enum err stop = s == GPU_OK ? cpu_stop_error() : ERR_OK; /* a failed upload says why */
   if (stop != ERR_OK) return stop;
   if (s == GPU_OK) s = launch(ctx, arg, &src, acc, &g);
   w->img = GPU_OUTPUT;
