@@ -25,12 +25,13 @@ BUILD ?= build/san
 SANFLAGS := -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
 endif
 
-PKGS := jansson libpng libturbojpeg libjpeg libwebp libwebpmux libdeflate spng lcms2
+PKGS := jansson libpng libturbojpeg libjpeg libwebp libwebpmux libdeflate spng lcms2 libheif \
+        libde265 dav1d libavif libjxl libjxl_threads libtiff-4
 OPT ?= -O3 -g
 CFLAGS += -std=c11 $(OPT) -Wall -Wextra -Werror -Wstrict-prototypes -Wshadow -D_GNU_SOURCE \
           -pthread -MMD -MP $(SANFLAGS) $(shell pkg-config --cflags $(PKGS))
 LDFLAGS += -pthread $(SANFLAGS)
-LDLIBS := $(shell pkg-config --libs $(PKGS)) -lz -lm
+LDLIBS := $(shell pkg-config --libs $(PKGS)) -lgif -lz -lm
 TEST_LDLIBS := $(shell pkg-config --libs libcurl)
 
 LIB_SRC := $(wildcard base/*.c cpu/*.c codecs/*.c engine/*.c http/*.c api/*.c api/ops/*.c)

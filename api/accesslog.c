@@ -20,21 +20,6 @@
 #define PATH_MAX_LOG    256  /* bytes of the path that are logged */
 #define LOG_MESSAGE_MAX 600  /* bytes of a library's message that are logged (6 each, escaped) */
 
-int access_log_open(const char *path, char *err, size_t errlen) {
-  if (!path || !*path || strcmp(path, "off") == 0) return -1;
-  if (strcmp(path, "-") == 0) return STDERR_FILENO;
-  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    snprintf(err, errlen, "--access-log %s: %s", path, strerror(errno));
-    return -2;
-  }
-  return fd;
-}
-
-void access_log_close(int fd) {
-  if (fd > STDERR_FILENO) close(fd);
-}
-
 /* splitmix64's finaliser: a bijection, so distinct counters give distinct ids. */
 static uint64_t mix(uint64_t x) {
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;

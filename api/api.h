@@ -21,10 +21,10 @@ enum api_gpu_codecs { API_GPU_CODECS_AUTO, API_GPU_CODECS_ON, API_GPU_CODECS_OFF
 
 /* The default warm-up images. A CPU warm-up is a whole job (its buffers are allocated per job, so
  * what it sets up is the allocator's memory and the code paths), and its time grows with the
- * image: two 4096x4096 RGBA workers took 17 s on a 2-core machine; one 1080p frame, 0.5 s. A GPU
- * worker warms what a first request needs (its context, nvJPEG states, kernels and buffers for a
- * 1080p frame); a larger image grows its buffers at its first use. 32 workers warming 4096x4096
- * RGBA one after the other were ready after 24.4 s on an H200 (issue 34). */
+ * image, so a 1080p frame keeps the start short. A GPU worker warms what a first request needs
+ * (its context, nvJPEG states, kernels and buffers for a 1080p frame); a larger image grows its
+ * buffers at its first use, and many workers warming a large image one after the other would
+ * take long to be ready (engineering-notes.md, "Notes moved from the code's comments"). */
 #define API_WARM_GPU                                                                               \
   { 1920, 1080, 3 }
 #define API_WARM_CPU                                                                               \
@@ -120,7 +120,7 @@ struct api_ctx;
 struct api_ctx *api_new(const struct api_config *cfg, char *err, size_t errlen);
 /* Finishes queued jobs, joins the workers and frees ctx; ctx may be NULL. */
 void api_free(struct api_ctx *ctx);
-/* "cpu", or e.g. "cuda:0 NVIDIA H200". */
+/* "cpu", or e.g. "cuda:0 " and the device's name. */
 const char *api_backend_name(const struct api_ctx *ctx);
 /* Whether the GPU failed for good (see on_fatal). */
 int api_failed(struct api_ctx *ctx);
@@ -193,6 +193,16 @@ const char *api_route(int i, const char **method);
  * from: the routes, each endpoint's parameters and API_ERRORS. Returns a malloc'd string (the
  * caller frees it), or NULL when out of memory. */
 char *api_reference_markdown(void);
+
+/* ---- file names and media types, from the codecs' format table (formats.c) ---- */
+
+/* The output format a file name's extension names ("jpeg" for out.JPG), or NULL. */
+const char *api_format_of_path(const char *path);
+/* The media type of the image file body, as a client would send it ("image/png"), or
+ * application/octet-stream when no format reads it. */
+const char *api_media_type(const uint8_t *body, size_t len);
+/* The extension for a file of media type media ("jpg"), or "bin" for one of no format. */
+const char *api_extension_of(const char *media);
 
 /* Monotonic clock in milliseconds. */
 double api_now_ms(void);

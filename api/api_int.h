@@ -1,11 +1,6 @@
-/* Internals shared by the files of api/: parameter specs and parsing (params.c), the operations'
- * descriptors and their table (op.h, ops/), the multipart/form-data parser (multipart.c), the
- * streaming check of JSON bodies (bodyscan.c), uploads (upload.c), the backend's queue and
- * workers (queue.c) and its verbs (backend_cpu.c, backend_gpu.c), jobs (job.c), response helpers
- * (response.c), the route table (routes.c) and the answers (handler.c), the OpenAPI description
- * built from them (openapi.c), the demo page's files (web.c), metrics (metrics.c), request ids
- * and the access log (accesslog.c), the API key and CORS (guard.c), the context's life cycle
- * (lifecycle.c) and state (ctx.c). Nothing outside api/ includes this header. */
+/* Internals shared by the files of api/: the context, parameter specs and parsing, uploads, jobs,
+ * responses, routes, metrics and the access log. The operations' descriptors are in op.h.
+ * Nothing outside api/ includes this header. */
 #ifndef BLURD_API_INT_H
 #define BLURD_API_INT_H
 
@@ -65,7 +60,17 @@ extern const struct endpoint api_convolve_endpoint;
 extern const struct endpoint api_sharpen_endpoint;
 
 /* The words of the output parameters format and of the booleans (params.c). */
-extern const char *const params_format_choices[];
+/* ---- what the api reads from the format table (formats.c, made before main) ---- */
+extern const char *params_format_choices[]; /* format=: "input", then the pictures written */
+extern const char *params_map_formats[];    /* a map's format=: the outputs exact for 16 bits */
+extern char params_map_default[];           /* its default: the first of them (a picture) */
+extern char params_format_doc[], params_quality_doc[], params_lossless_doc[];
+/* Whether a raw upload may say it is content_type: a format's media type, or octet-stream. */
+int api_upload_type_ok(const char *content_type);
+/* The format format=input answers an upload in input with under the Accept header accept (NULL:
+ * none): the input's own (or the one its format answers as), unless Accept gives another output
+ * a higher q. */
+enum codec_format api_output_format(enum codec_format input, const char *accept);
 extern const char *const params_bool_choices[];
 extern const char *const params_colorspace_choices[]; /* colorspace: keep, srgb */
 
@@ -123,24 +128,16 @@ struct upload { /* where the image and the params are in the body */
   uint8_t *owned; /* the image decoded from base64 (owned until handed to the job), or NULL */
 };
 
-/* Does the media type of content_type (before any ';') equal type? */
-int http_media_is(const char *content_type, const char *type);
 /* Finds the image and the params in req's body, by its Content-Type, into u (zeroed first; free
  * it with upload_free). Returns ERR_OK, or an error with a sentence in msg. */
 enum err upload_read(const struct api_request *req, struct upload *u, char *msg, size_t msglen);
 void upload_free(struct upload *u);
-/* The checks of an upload once its parameters are in params (ep's struct): it carries an image,
- * PNG, JPEG or WebP, whose estimated cost is within the budget (op_budget). Returns NULL to
- * go on, or the error response (the caller owns it). */
-struct api_response *upload_check(struct api_ctx *ctx, const struct endpoint *ep,
-                                  const void *params, const uint8_t *image, size_t len);
 /* A JSON body's parse, run by its job on the worker: its parameters (and the query string's, query
  * without '?') into params (ep's struct), its base64 image decoded into *owned (malloc'd, the
- * caller frees it) of *len bytes, then upload_check. Returns NULL, or the error response with the
- * statuses and sentences a multipart upload gets. */
-struct api_response *upload_json(struct api_ctx *ctx, const struct endpoint *ep, const char *query,
-                                 const uint8_t *body, size_t body_len, void *params,
-                                 uint8_t **owned, size_t *len);
+ * caller frees it) of *len bytes. Returns NULL, or the error response with the statuses and
+ * sentences a multipart upload gets. */
+struct api_response *upload_json(const struct endpoint *ep, const char *query, const uint8_t *body,
+                                 size_t body_len, void *params, uint8_t **owned, size_t *len);
 
 /* ---- metrics ---- */
 
@@ -160,12 +157,6 @@ void metrics_refused(struct metrics *m, enum err e);
 struct api_response *metrics_response(struct api_ctx *ctx);
 
 /* ---- the access log ---- */
-
-/* Opens the log that path names (see api_config.access_log). Returns its descriptor, -1 for no
- * log, or -2 with a sentence in err. */
-int access_log_open(const char *path, char *err, size_t errlen);
-/* Closes fd unless it is stderr or none. */
-void access_log_close(int fd);
 
 /* ---- the context ---- */
 
@@ -224,8 +215,8 @@ struct route {
  * number. Built once, on first use. */
 const struct route *route_table(int *n);
 
-/* The answers of handler.c: /healthz, /readyz, /metrics, /methods, and every image endpoint
- * (r->op's upload, queued as a job). */
+/* The answers of handler.c: /healthz, /readyz, /metrics, /methods; and of job.c: every image
+ * endpoint (r->op's upload, queued as a job). */
 struct api_response *handler_healthz(ROUTE_ARGS);
 struct api_response *handler_readyz(ROUTE_ARGS);
 struct api_response *handler_metrics(ROUTE_ARGS);

@@ -55,26 +55,3 @@ struct api_response *handler_methods(ROUTE_ARGS) {
                      "in seconds of one CPU core (the filter and the PSNR reference); past "
                      "max_cost_s (0: no limit) the answer is 422 too_expensive"));
 }
-
-/* An image endpoint: read the upload and the parameters, then queue the job of r's operation. A
- * JSON body is queued as it is, and parsed by its job on a worker: a large one costs an HTTP
- * thread nothing. */
-struct api_response *handler_image(ROUTE_ARGS) {
-  char msg[512] = "";
-  if (api_failed(ctx)) return api_error_response(ERR_GPU_LOST, NULL);
-  if (http_media_is(req->content_type, "application/json")) {
-    enum err e = job_submit(ctx, req, req->body, req->body_len, NULL, r->op, NULL, done, udata);
-    return e == ERR_OK ? NULL : api_error_response(e, NULL);
-  }
-  struct upload u;
-  void *p = calloc(1, r->op->params_size); /* large (a custom kernel): not on the stack */
-  if (!p) return api_error_response(ERR_OUT_OF_MEMORY, NULL);
-  struct api_response *resp = NULL;
-  enum err e = upload_read(req, &u, msg, sizeof(msg));
-  if (e == ERR_OK) e = params_parse(r->ep, query, u.json, u.json_len, p, msg, sizeof(msg));
-  if (e == ERR_OK) resp = upload_check(ctx, r->ep, p, u.image, u.len);
-  if (e == ERR_OK && !resp) e = job_submit(ctx, req, u.image, u.len, NULL, r->op, p, done, udata);
-  upload_free(&u);
-  free(p);
-  return resp ? resp : e == ERR_OK ? NULL : api_error_response(e, msg);
-}

@@ -114,7 +114,7 @@ static json_t *json_body(const struct image_job *j, const struct codec_image *im
 static enum err job_output(void *arg, enum codec_format in, struct codec_encode_opts *o, char *msg,
                            size_t msglen) {
   struct image_job *j = arg;
-  *o = op_output(j->op->ep, j->params.bytes, in);
+  *o = op_output(j->op->ep, j->params.bytes, in, j->accept);
   return http_negotiate(j->accept, codec_mime(o->format), &j->want_json, msg, msglen);
 }
 
@@ -166,9 +166,9 @@ static struct api_response *parse_body(struct image_job *j) {
   size_t len = 0;
   if (!j->json) return NULL;
   struct api_response *r =
-      upload_json(j->ctx, j->op->ep, j->query, j->image, j->len, j->params.bytes, &owned, &len);
+      upload_json(j->op->ep, j->query, j->image, j->len, j->params.bytes, &owned, &len);
   if (!r) j->image = j->owned = owned, j->len = len;
-  return r;
+  return r ? r : op_admit(j->ctx, j->op->ep, j->params.bytes, j->image, j->len, j->accept);
 }
 
 static void job_run(struct job *job, struct worker *w) {
@@ -235,4 +235,27 @@ enum err job_submit(struct api_ctx *ctx, const struct api_request *req, const ui
     return ctx->draining ? ERR_SHUTTING_DOWN : ERR_QUEUE_FULL;
   }
   return ERR_OK;
+}
+
+/* An image endpoint: read the upload and the parameters, then queue the job of r's operation. A
+ * JSON body is queued as it is, and parsed by its job on a worker: a large one costs an HTTP
+ * thread nothing. */
+struct api_response *handler_image(ROUTE_ARGS) {
+  char msg[512] = "";
+  if (api_failed(ctx)) return api_error_response(ERR_GPU_LOST, NULL);
+  if (http_media_is(req->content_type, "application/json")) {
+    enum err e = job_submit(ctx, req, req->body, req->body_len, NULL, r->op, NULL, done, udata);
+    return e == ERR_OK ? NULL : api_error_response(e, NULL);
+  }
+  struct upload u;
+  void *p = calloc(1, r->op->params_size); /* large (a custom kernel): not on the stack */
+  if (!p) return api_error_response(ERR_OUT_OF_MEMORY, NULL);
+  struct api_response *resp = NULL;
+  enum err e = upload_read(req, &u, msg, sizeof(msg));
+  if (e == ERR_OK) e = params_parse(r->ep, query, u.json, u.json_len, p, msg, sizeof(msg));
+  if (e == ERR_OK) resp = op_admit(ctx, r->ep, p, u.image, u.len, req->accept);
+  if (e == ERR_OK && !resp) e = job_submit(ctx, req, u.image, u.len, NULL, r->op, p, done, udata);
+  upload_free(&u);
+  free(p);
+  return resp ? resp : e == ERR_OK ? NULL : api_error_response(e, msg);
 }

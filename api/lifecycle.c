@@ -7,9 +7,29 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
+
+/* Opens the log that path names (see api_config.access_log). Returns its descriptor, -1 for no
+ * log, or -2 with err filled. */
+static int access_log_open(const char *path, char *err, size_t errlen) {
+  if (!path || !*path || strcmp(path, "off") == 0) return -1;
+  if (strcmp(path, "-") == 0) return STDERR_FILENO;
+  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    snprintf(err, errlen, "--access-log %s: %s", path, strerror(errno));
+    return -2;
+  }
+  return fd;
+}
+
+/* Closes fd unless it is stderr or none. */
+static void access_log_close(int fd) {
+  if (fd > STDERR_FILENO) close(fd);
+}
 
 /* A copy of s, or NULL when s is NULL or empty; *oom is set when the copy failed. */
 static char *copy_option(const char *s, int *oom) {

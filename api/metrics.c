@@ -1,12 +1,10 @@
 /* Metrics: the counters, histograms and gauges behind GET /metrics, in the Prometheus text
  * exposition format 0.0.4, with Prometheus's own label names (`code` for the HTTP status, `route`
- * for the path pattern) and the standard process_* metrics, read from /proc when /metrics is
- * rendered. Answered requests are counted by (route, algorithm, code) and job stage times land in
- * one histogram per stage name. Both tables are fixed arrays whose slots are
- * claimed with compare-and-swap on first use, so recording takes no lock and allocates nothing,
- * and a new endpoint, algorithm or stage gets its series without a line of code here: the names
- * come from the route table and the jobs (api_trace). Gauges (queue, workers, in flight, GPU
- * memory, backend) are read when /metrics is rendered. */
+ * for the path pattern) and the standard process_* metrics. Answered requests are counted by
+ * (route, algorithm, code) and job stage times land in one histogram per stage name; the names
+ * come from the route table and the jobs (api_trace), so a new endpoint, algorithm or stage gets
+ * its series without a line of code here. Gauges and the process_* metrics are read when /metrics
+ * is rendered. */
 #include "api_int.h"
 
 #include <stdarg.h>
@@ -33,6 +31,8 @@ struct histogram {
   uint64_t sum_ns;           /* sum of the observations (atomic) */
 };
 
+/* Both tables are fixed arrays whose slots are claimed with compare-and-swap on first use, so
+ * recording takes no lock and allocates nothing. */
 struct metrics {
   const char *label[LABELS]; /* interned route and algorithm names (atomic) */
   uint32_t key[SERIES];      /* (route+1) << 24 | (algorithm+1) << 16 | code; 0: free (atomic) */
@@ -290,11 +290,9 @@ static void render_info(struct text *t, struct api_ctx *ctx) {
   put(t, "\"} 1\n");
   put_family(t, "blurd_build_info", "gauge",
              "The backends compiled in and the compiler (always 1).");
-#ifdef BLURD_CUDA
-  put(t, "blurd_build_info{backends=\"cpu,cuda\",compiler=\"");
-#else
-  put(t, "blurd_build_info{backends=\"cpu\",compiler=\"");
-#endif
+  put(t, "blurd_build_info{backends=\"");
+  put_label(t, engine_built());
+  put(t, "\",compiler=\"");
   put_label(t, __VERSION__);
   put(t, "\"} 1\n");
 }

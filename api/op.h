@@ -27,9 +27,9 @@ struct blur_params { /* POST /blur, and POST /sharpen (which has no regions) */
   double sigma_y;
   double truncate;            /* fir family and separable: kernel radius in sigmas */
   int coeffs;                 /* enum cpu_yvv_set */
-  int format;                 /* index in params_format_choices: the input's, png, jpeg, webp */
-  int quality;                /* JPEG and lossy WebP quality */
-  int lossless;               /* WebP: lossless */
+  int format;                 /* index in params_format_choices: input, then the outputs */
+  int quality;                /* the lossy outputs' quality */
+  int lossless;               /* WebP and JPEG XL: lossless */
   int compression;            /* PNG zlib level */
   int effort;                 /* lossy WebP: libwebp's method 0..6 */
   int colorspace;             /* index in params_colorspace_choices: keep, srgb */
@@ -97,6 +97,7 @@ struct op_field {   /* a field an operation adds to the JSON result */
 struct api_op {
   const char *name;          /* "blur": the path without '/', and the CLI verb */
   const char *summary;       /* one sentence for /openapi.json and docs/api.md */
+  const char *x_method;      /* what its X-Method header names, for /openapi.json; NULL: none */
   const struct endpoint *ep; /* the path, the parameter specs, the check and the cost */
   size_t params_size;        /* sizeof the endpoint's parameter struct */
   /* Adds the operation's rows to /methods' list (each with method_entry); NULL: none. */
@@ -145,7 +146,7 @@ extern const char *const op_coeff_choices[];
    params_format_choices,                                                                          \
    "input",                                                                                        \
    offsetof(T, format),                                                                            \
-   "Output format; 'input' keeps the format of the upload.",                                       \
+   params_format_doc,                                                                              \
    0},                                                                                             \
       {"quality",                                                                                  \
        PT_INT,                                                                                     \
@@ -154,7 +155,7 @@ extern const char *const op_coeff_choices[];
        NULL,                                                                                       \
        "90",                                                                                       \
        offsetof(T, quality),                                                                       \
-       "JPEG and lossy WebP quality; ignored for PNG and lossless WebP.",                          \
+       params_quality_doc,                                                                         \
        0},                                                                                         \
       {"lossless",                                                                                 \
        PT_BOOL,                                                                                    \
@@ -163,8 +164,7 @@ extern const char *const op_coeff_choices[];
        params_bool_choices,                                                                        \
        "false",                                                                                    \
        offsetof(T, lossless),                                                                      \
-       "WebP only: lossless, every sample exact (quality is not used); false is lossy at "         \
-       "quality. Ignored for PNG and JPEG.",                                                       \
+       params_lossless_doc,                                                                        \
        0},                                                                                         \
       OP_COMPRESSION_PARAM(T, CODEC_PNG_COMPRESSION_DEFAULT_STR),                                  \
       {"effort",                                                                                   \
@@ -174,8 +174,9 @@ extern const char *const op_coeff_choices[];
        NULL,                                                                                       \
        "2",                                                                                        \
        offsetof(T, effort),                                                                        \
-       "Lossy WebP only: libwebp's method, 0 (fastest) to 6 (smallest files); at 2 a smooth RGB "  \
-       "image (a blur) is coded by blurd's own VP8 encoder instead, faster; ignored otherwise.",   \
+       "Lossy WebP, AVIF and JPEG XL: 0 (fastest) to 6 (smallest files): libwebp's method, aom's " \
+       "speed 9 to 3, libjxl's effort 1 to 9. At 2 a smooth RGB image (a blur) is coded as WebP "  \
+       "by blurd's own VP8 encoder instead, faster. Ignored otherwise.",                           \
        0},                                                                                         \
   {                                                                                                \
     "colorspace", PT_ENUM, 0, 0, params_colorspace_choices, "keep", offsetof(T, colorspace),       \
@@ -215,17 +216,24 @@ int op_param(const struct endpoint *ep, const void *params, const char *name, in
 const char *op_choice(const struct endpoint *ep, const void *params, const char *name,
                       const char *def);
 /* How ep's answer is encoded: its format, quality, lossless, compression and effort parameters
- * where it has them (else the input's format, 90, lossy, the PNG and WebP defaults); the format
- * "input" is input. No ICC profile. */
+ * where it has them (else 90, lossy, the codecs' defaults); the format "input" (or none) is
+ * api_output_format's for input and the Accept header accept (NULL: none). No ICC profile. */
 struct codec_encode_opts op_output(const struct endpoint *ep, const void *params,
-                                   enum codec_format input);
+                                   enum codec_format input, const char *accept);
+/* The checks of an upload once its parameters are in params (ep's struct): it carries an image
+ * in a format the service reads, within the image limits, whose estimated cost is within the
+ * budget (op_budget). Returns NULL to go on, or the error response (the caller owns it). */
+struct api_response *op_admit(struct api_ctx *ctx, const struct endpoint *ep, const void *params,
+                              const uint8_t *image, size_t len, const char *accept);
 /* The budget of one request, from its image's header: ERR_IMAGE_TOO_LARGE when the image
  * passes ctx's --max-width, --max-height or --max-pixels (whatever its cost); else ERR_OK when
  * the estimate (op_request_s, ep's cost, op_encode_s) is within ctx's --max-cost (or there is
- * none, or the header cannot be read: the decoder will say why); else ERR_TOO_EXPENSIVE. msg
+ * none, or the header cannot be read: the decoder will say why); else ERR_TOO_EXPENSIVE. The
+ * answer's format is op_output's under accept (the Accept header, or NULL). msg
  * then holds a sentence; *estimate_s is the estimate in seconds of CPU (0 when not made). */
 enum err op_budget(const struct api_ctx *ctx, const struct endpoint *ep, const void *params,
-                   const uint8_t *image, size_t len, double *estimate_s, char *msg, size_t msglen);
+                   const uint8_t *image, size_t len, const char *accept, double *estimate_s,
+                   char *msg, size_t msglen);
 /* Seconds of CPU that the request of the image file image (len bytes, shape s) costs whatever its
  * operation: the request, the upload, the decode, the answer's buffers and a stored PNG of it
  * written and sent (the cost model's base). */

@@ -159,7 +159,7 @@ static json_t *json_body(const struct endpoint *ep) {
       "{s:{s:s, s:s, s:s, s:s}}", "image", "type", "string", "format", "byte", "contentEncoding",
       "base64", "description",
       "The image file in standard base64 (RFC 4648), alone or after a data: URL prefix "
-      "(data:image/png;base64,). The '=' padding may be left out; line breaks are skipped; any "
+      "(data:, a media type, ;base64,). The '=' padding may be left out; line breaks are skipped; any "
       "other character that is not base64 is a 400 invalid_image_encoding.");
   json_object_update(props, json_object_get(o, "properties")); /* image first, then params */
   json_object_set_new(o, "properties", props);
@@ -184,12 +184,19 @@ static json_t *upload_body(const struct route *r) {
       "additionalProperties", 0);
   json_object_set_new(json_object_get(json_object_get(form, "properties"), "file"), "description",
                       json_string("Another name for image; send one of the two."));
-  json_t *body = json_pack(
-      "{s:b, s:s, s:{s:{s:o}, s:{s:o}, s:{s:o}, s:{s:o}, s:{s:o}}}", "required", 1, "description",
-      "A PNG, JPEG or WebP: in a multipart form, as the raw body, or in base64 in a JSON object.",
-      "content", "multipart/form-data", "schema", form, "image/png", "schema", binary("image/png"),
-      "image/jpeg", "schema", binary("image/jpeg"), "image/webp", "schema", binary("image/webp"),
-      "application/octet-stream", "schema", binary("application/octet-stream"));
+  char titles[256], text[400];
+  snprintf(text, sizeof(text),
+           "The image (%s): in a multipart form, as the raw body, or in base64 in a JSON object.",
+           codec_inputs_text(titles, sizeof(titles), 0));
+  json_t *body = json_pack("{s:b, s:s, s:{s:{s:o}}}", "required", 1, "description", text,
+                           "content", "multipart/form-data", "schema", form);
+  json_t *content = json_object_get(body, "content");
+  for (int f = CODEC_NONE + 1; f < CODEC_NFORMATS; f++) /* the format table's inputs */
+    if (codec_format(f)->decode)
+      json_object_set_new(content, codec_mime(f),
+                          json_pack("{s:o}", "schema", binary(codec_mime(f))));
+  json_object_set_new(content, "application/octet-stream",
+                      json_pack("{s:o}", "schema", binary("application/octet-stream")));
   json_object_set_new(json_object_get(body, "content"), "application/json",
                       json_pack("{s:o}", "schema", json_body(r->ep)));
   return body;
@@ -231,7 +238,9 @@ static int answers_format(const struct endpoint *ep, enum codec_format f) {
   for (int i = 0; ep && i < ep->nparams; i++)
     if (strcmp(ep->params[i].name, "format") == 0) {
       for (const char *const *c = ep->params[i].choices; *c; c++)
-        if (strcmp(*c, name) == 0 || (strcmp(*c, "input") == 0 && f <= CODEC_WEBP)) return 1;
+        if (strcmp(*c, name) == 0 ||
+            (strcmp(*c, "input") == 0 && codec_format(f)->encode && !codec_format(f)->data))
+          return 1;
       return 0;
     }
   return 1;
@@ -256,10 +265,7 @@ static json_t *image_ok(const struct route *r) {
               "Stage times, e.g. queue;dur=0.02, decode;dur=8.8, filter;dur=41.1, encode;dur=7.0, "
               "total;dur=57.9 (ms); the CUDA backend adds upload, kernel and download."),
           "X-Backend", header("Where it ran: cpu, or e.g. cuda:0 NVIDIA H200.")));
-  if (r->op && r->op->compute[ENGINE_CPU]) /* every compute names what ran */
-    json_object_set_new(h, "X-Method",
-                        header("The method that ran (auto resolved); /contrast: wallis; "
-                               "/convolve: the kernel's name, or custom; /pixelate: mosaic."));
+  if (r->op && r->op->x_method) json_object_set_new(h, "X-Method", header(r->op->x_method));
   if (has_param(r->ep, "sigma"))
     json_object_set_new(h, "X-Sigma", header("The sigmas along x and y, e.g. 3,3."));
   if (has_field(r->op, "scale"))
@@ -277,8 +283,8 @@ static json_t *image_ok(const struct route *r) {
                         header("With format=raw or npy: uint16le (or uint8 for an 8-bit image)."));
   }
   json_t *content = json_object();
-  for (enum codec_format f = CODEC_PNG; f <= CODEC_NPY; f++)
-    if (answers_format(r->ep, f))
+  for (int f = CODEC_NONE + 1; f < CODEC_NFORMATS; f++)
+    if (codec_format(f)->encode && answers_format(r->ep, f))
       json_object_set_new(content, codec_mime(f),
                           json_pack("{s:o}", "schema", binary(codec_mime(f))));
   json_object_set_new(content, "application/json",
@@ -628,11 +634,14 @@ static void md_result(FILE *f) {
              "The Accept header chooses, by its q-values (RFC 9110 section 12.5.1; `*/*` and "
              "`image/*` count, the most specific range that matches wins): JSON when it weighs "
              "`application/json` above the result's image type, the image otherwise (on a tie "
-             "too, and without Accept). The image type is the `format` parameter's, or the "
-             "upload's: Accept does not convert. So HTTPie's `application/json, */*;q=0.5` and "
-             "`Accept: application/json` get JSON; `image/png, application/json;q=0.5` and `*/*` "
-             "the image; and `application/json;q=0`, or `image/webp` on a PNG upload without "
-             "`format=webp`, a 406 `not_acceptable` before any filtering. "
+             "too, and without Accept). The image type is the `format` parameter's; with "
+             "`format=input` (the default) it is the upload's (or the one its format answers as: "
+             "[Formats](#formats)), unless Accept gives another output format a higher q: "
+             "`Accept: image/avif` on a JPEG upload answers AVIF, while `image/*` or `*/*` keep "
+             "the upload's. So HTTPie's `application/json, */*;q=0.5` and `Accept: "
+             "application/json` get JSON; an image type with `application/json;q=0.5` and `*/*` "
+             "the image; and `application/json;q=0` alone, or an image type with an explicit "
+             "`format` of another type, a 406 `not_acceptable` before any filtering. "
              "Fields marked always are in every result; the others where they apply.\n\n"
              "| field | type | meaning |\n|---|---|---|\n");
   json_object_foreach(json_object_get(o, "properties"), k, v) {
@@ -650,6 +659,25 @@ static void md_result(FILE *f) {
     fprintf(f, " |\n");
   }
   json_decref(o);
+}
+
+/* The format table (codecs/): what each format's media type and extensions are, what reads
+ * and writes it, and what format=input answers it in. */
+static void md_formats(FILE *f) {
+  fprintf(f, "\n## Formats\n\nWhat blurd reads and writes, from the codecs' format table. An "
+             "upload's bytes decide its format, whatever its Content-Type says; `format=` takes "
+             "a format's name or one of its extensions. Only the first frame, page or primary "
+             "image of a file is read (a GIF's animation, a TIFF's later pages, a HEIF's other "
+             "images are not).\n\n"
+             "| format | media type | extensions | read by | written by | format=input answers "
+             "|\n|---|---|---|---|---|---|\n");
+  for (int k = CODEC_NONE + 1; k < CODEC_NFORMATS; k++) {
+    const struct codec_format_desc *d = codec_format(k);
+    const char *as = d->as != CODEC_NONE ? codec_format(d->as)->name : d->name;
+    fprintf(f, "| `%s` (%s) | `%s` | %s | %s | %s | %s |\n", d->name, d->title, d->mime, d->exts,
+            d->reader ? d->reader : "-", d->writer ? d->writer : "-",
+            !d->decode ? "-" : as);
+  }
 }
 
 static void md_errors(FILE *f) {
@@ -698,13 +726,12 @@ char *openapi_markdown(const struct route *routes, int nroutes) {
   fprintf(f,
           "\nGET endpoints also answer HEAD.\n\n## Requests\n\n"
           "- An image endpoint takes the image as the form field `image` (or `file`) of a "
-          "`multipart/form-data` body, or as the whole body with `Content-Type: image/png`, "
-          "`image/jpeg`, `image/webp` or `application/octet-stream`. The bytes decide the "
-          "format: PNG, JPEG, or WebP (lossy or lossless, with or without alpha; not "
-          "animated).\n"
+          "`multipart/form-data` body, or as the whole body with `Content-Type` one of the "
+          "media types of [Formats](#formats) or `application/octet-stream`. The bytes decide "
+          "the format.\n"
           "- Or the body is `application/json`: an object with the image file in standard "
           "base64 as `image` and the parameters as its other keys, as in `params`. A "
-          "`data:image/png;base64,` prefix is allowed and the `=` padding may be left out; line "
+          "`data:` URL prefix (`data:` and a media type, then `;base64,`) is allowed and the `=` padding may be left out; line "
           "breaks are skipped, and any other character that is not base64 is a 400 "
           "`invalid_image_encoding` that gives its byte offset in the string. `--max-body` "
           "counts the whole JSON body; outside its `image` string it may have at most %d bytes "
@@ -731,6 +758,7 @@ char *openapi_markdown(const struct route *routes, int nroutes) {
           BODYSCAN_BYTES_MAX, BODYSCAN_VALUES_MAX, BODYSCAN_DEPTH_MAX, PARAMS_JSON_MAX);
   for (int i = 0; i < nroutes; i++) md_route(f, &routes[i]);
   md_result(f);
+  md_formats(f);
   md_errors(f);
   if (fclose(f) != 0) {
     free(text);

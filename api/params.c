@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const params_format_choices[] = {"input", "png", "jpeg", "webp", NULL};
 const char *const params_bool_choices[] = {"false", "true", NULL};
 const char *const params_colorspace_choices[] = {"keep", "srgb", NULL};
 

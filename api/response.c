@@ -109,7 +109,7 @@ static enum err data_prefix(const char *s, size_t len, size_t *skip, char *msg, 
   if (!comma || comma - s < 12 || strncasecmp(comma - 7, ";base64", 7) != 0) {
     snprintf(msg, msglen,
              "The image is a data: URL without ';base64,' before its data: send "
-             "'data:image/png;base64,...' or the base64 alone.");
+             "'data:' with the media type and ';base64,' then the data, or the base64 alone.");
     return ERR_BAD_IMAGE_ENCODING;
   }
   *skip = (size_t)(comma - s) + 1;

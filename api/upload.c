@@ -92,60 +92,35 @@ enum err upload_read(const struct api_request *req, struct upload *u, char *msg,
     http_multipart_free(parts, n);
     return e;
   }
-  if (http_media_is(ct, "image/png") || http_media_is(ct, "image/jpeg") ||
-      http_media_is(ct, "image/jpg") || http_media_is(ct, "image/webp") ||
-      http_media_is(ct, "application/octet-stream")) {
+  if (api_upload_type_ok(ct)) {
     u->image = req->body;
     u->len = req->body_len;
     return ERR_OK;
   }
   if (!ct && req->body_len == 0) return ERR_OK; /* no image: reported by the caller */
+  char types[512];
   snprintf(msg, msglen,
            "Content-Type '%.64s' is not accepted: send multipart/form-data with an 'image' "
-           "field, the raw image as image/png, image/jpeg or image/webp, or application/json "
-           "with the image in base64.",
-           ct ? ct : "(none)");
+           "field, the raw image as %s (or application/octet-stream), or application/json with "
+           "the image in base64.",
+           ct ? ct : "(none)", codec_inputs_text(types, sizeof(types), 1));
   return ERR_UNSUPPORTED_MEDIA;
 }
 
-struct api_response *upload_check(struct api_ctx *ctx, const struct endpoint *ep,
-                                  const void *params, const uint8_t *image, size_t len) {
-  char msg[512];
-  double estimate;
-  if (!image || len == 0)
-    return api_error_response(
-        ERR_MISSING_IMAGE,
-        "The request carries no image: send it in the form field 'image', or as the raw body "
-        "with Content-Type image/png, image/jpeg or image/webp.");
-  if (codec_sniff(image, len) == CODEC_NONE)
-    return api_error_response(ERR_UNSUPPORTED_MEDIA,
-                              "The upload is neither a PNG, a JPEG nor a WebP file.");
-  enum err e = op_budget(ctx, ep, params, image, len, &estimate, msg, sizeof(msg));
-  if (e == ERR_OK) return NULL;
-  if (e != ERR_TOO_EXPENSIVE) return api_error_response(e, msg); /* past the image limits */
-  /* one decimal, as in the sentence */
-  return response_error(e, msg,
-                        json_pack("{s:f, s:f}", "estimate_s", round(estimate * 10) / 10,
-                                  "max_cost_s", ctx->cfg.max_cost));
-}
-
-struct api_response *upload_json(struct api_ctx *ctx, const struct endpoint *ep, const char *query,
-                                 const uint8_t *body, size_t body_len, void *params,
-                                 uint8_t **owned, size_t *len) {
+struct api_response *upload_json(const struct endpoint *ep, const char *query, const uint8_t *body,
+                                 size_t body_len, void *params, uint8_t **owned, size_t *len) {
   char msg[512] = "";
   struct upload u;
   struct http_bodyscan scan = {0};
   memset(&u, 0, sizeof(u));
-  /* The server checks the body as it streams in (api_body_chunk); checked again here, at memory
-   * speed, so that jansson never sees a body past the limits whatever called api_handle. */
+  /* The server checks the body as it streams in; checked again here, at memory speed, so that
+   * jansson never sees a body past the limits whoever handed it over. */
   enum err e = http_bodyscan_feed(&scan, body, body_len, msg, sizeof(msg));
   if (e == ERR_OK) e = read_json(body, body_len, &u, msg, sizeof(msg));
   if (e == ERR_OK)
     e = params_parse_object(ep, query, u.object, "the JSON body", params, msg, sizeof(msg));
   if (e == ERR_OK) e = json_image(&u, msg, sizeof(msg));
-  struct api_response *r =
-      e != ERR_OK ? api_error_response(e, msg) : upload_check(ctx, ep, params, u.image, u.len);
-  if (!r) *owned = u.owned, *len = u.len, u.owned = NULL;
+  if (e == ERR_OK) *owned = u.owned, *len = u.len, u.owned = NULL;
   upload_free(&u);
-  return r;
+  return e == ERR_OK ? NULL : api_error_response(e, msg);
 }

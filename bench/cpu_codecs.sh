@@ -94,3 +94,40 @@ vips copy "$tmp/blurd.png" "$tmp/interlaced.png[interlace]" 2>/dev/null || true
 "$bin_dir/codec_bench" pngdec "$tmp/blurd.png" "$tmp/blur12.png" "$tmp/variance.png" \
   "$tmp/level6.png" $(ls "$tmp/vips.png" "$tmp"/pillow*.png 2>/dev/null) tests/data/astronaut.png \
   tests/data/palette.png $(ls "$tmp/interlaced.png" 2>/dev/null)
+
+# HEIC input: a 12-megapixel photograph as a phone writes it (4032x3024, a grid of 512x512 HEVC
+# tiles), made here from the 1080p photograph mirrored into a 4032x3024 mosaic (the detail of a
+# real photograph, not an upscale) with heif-enc and tests/data/heif-grid.py; then, alternated,
+# REPS whole-process runs each of blurd's decoder (build/format_decode, which calls
+# codec_heif_decode and writes the raw pixels) and `vips copy in.heic out.v`: the median wall-clock
+# seconds and CPU seconds (user + system) of each, and their ratios.
+if command -v heif-enc >/dev/null && command -v vips >/dev/null; then
+  "${PYTHON:-/usr/bin/python3}" -c "
+import numpy as np
+from PIL import Image
+a = np.asarray(Image.open('tests/data/photo_1080p.jpg'))
+row = np.concatenate([a, a[:, ::-1], a], axis=1)[:, :4032]
+Image.fromarray(np.concatenate([row, row[::-1], row], axis=0)[:3024]).save('$tmp/12mp.png')"
+  "${PYTHON:-/usr/bin/python3}" tests/data/heif-grid.py --tile 512 --quality 50 "$tmp/12mp.png" \
+    "$tmp/12mp.heic"
+  for _ in $(seq "$reps"); do
+    /usr/bin/time -f "blurd %e %U %S" "$bin_dir/format_decode" "$tmp/12mp.heic" "$tmp/12mp.raw" \
+      2>&1 >/dev/null | tail -1
+    /usr/bin/time -f "vips %e %U %S" vips copy "$tmp/12mp.heic" "$tmp/12mp.v" 2>&1 | tail -1
+  done | awk '
+    { wall[$1, ++n[$1]] = $2; cpu[$1, n[$1]] = $3 + $4 }
+    function median(a, who, k,   v, i, j, t) {
+      for (i = 1; i <= k; i++) v[i] = a[who, i]
+      for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+      return v[int((k + 1) / 2)]
+    }
+    END {
+      bw = median(wall, "blurd", n["blurd"]); vw = median(wall, "vips", n["vips"])
+      bc = median(cpu, "blurd", n["blurd"]); vc = median(cpu, "vips", n["vips"])
+      printf "\n| 12 MP HEIC (4032x3024, 48 tiles of 512x512), median of %d | wall s | CPU s |\n", n["blurd"]
+      printf "|---|---|---|\n| blurd (format_decode: codec_heif_decode, raw pixels written) | %.2f | %.2f |\n", bw, bc
+      printf "| vips copy in.heic out.v | %.2f | %.2f |\n| vips / blurd | %.2f | %.2f |\n", vw, vc, vw / bw, vc / bc
+    }'
+else
+  echo "| 12 MP HEIC | heif-enc or vips not installed (libheif-examples, libvips-tools) | |"
+fi

@@ -1,27 +1,40 @@
 /* codecs: PNG (libpng), JPEG (libjpeg-turbo) and WebP (libwebp) to and from interleaved pixels.
- *
  * Decoders are functions over a byte buffer. They read the header, check width, height and pixel
  * count against the caller's limits before allocating any pixel buffer, and report failures as
- * a status plus a sentence a person understands. setjmp/longjmp stay inside png.c and jpeg.c.
- *
- * Decoded images are 1 (gray), 2 (gray+alpha), 3 (RGB) or 4 (RGBA) channels of 8- or 16-bit
- * samples in host byte order. Palettes are expanded to RGB, or RGBA when they carry tRNS; gray
- * below 8 bits becomes 8 bits; tRNS on gray or RGB becomes an alpha channel. JPEG EXIF
- * orientation is applied, so the pixels are upright. WebP, lossy or lossless, decodes to 8-bit
- * RGB, or RGBA when it has alpha; an animated WebP is refused as unsupported. */
+ * a status plus a sentence a person understands. setjmp/longjmp stay inside png.c and jpeg.c. */
 #ifndef BLURD_CODECS_H
 #define BLURD_CODECS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-/* RAW and NPY are outputs only (data.c): samples for programs, not pictures. */
-enum codec_format { CODEC_NONE = 0, CODEC_PNG, CODEC_JPEG, CODEC_WEBP, CODEC_RAW, CODEC_NPY };
+/* The formats, in the order their sniffs are tried and the docs list them: one line each, and
+ * the format's own file fills its struct codec_format_desc (codec_<name>_format). RAW and NPY
+ * are outputs only (data.c): samples for programs, not pictures. */
+#define CODEC_FORMATS(X)                                                                           \
+  X(PNG, png)                                                                                      \
+  X(JPEG, jpeg)                                                                                    \
+  X(WEBP, webp)                                                                                    \
+  X(HEIC, heic)                                                                                    \
+  X(AVIF, avif)                                                                                    \
+  X(JXL, jxl)                                                                                      \
+  X(TIFF, tiff)                                                                                    \
+  X(GIF, gif)                                                                                      \
+  X(RAW, raw)                                                                                      \
+  X(NPY, npy)
+
+enum codec_format {
+  CODEC_NONE = 0,
+#define X(id, name) CODEC_##id,
+  CODEC_FORMATS(X)
+#undef X
+      CODEC_NFORMATS
+};
 
 /* clang-format off */
 #define CODEC_STATUSES(X)                                                    \
   X(OK,          "ok")                                                       \
-  X(UNKNOWN,     "the data is neither PNG, JPEG nor WebP")                    \
+  X(UNKNOWN,     "the data is in no format this service reads")              \
   X(CORRUPT,     "the image data is corrupt or truncated")                    \
   X(TOO_LARGE,   "the image is larger than the configured limits")            \
   X(UNSUPPORTED, "the image uses a feature this service does not support")    \
@@ -41,6 +54,11 @@ struct codec_limits {
   uint64_t max_pixels; /* width*height; 0 means no limit */
 };
 
+/* A decoded image: 1 (gray), 2 (gray+alpha), 3 (RGB) or 4 (RGBA) channels of 8- or 16-bit
+ * samples in host byte order. Palettes are expanded to RGB, or RGBA when they carry tRNS; gray
+ * below 8 bits becomes 8 bits; tRNS on gray or RGB becomes an alpha channel. JPEG EXIF
+ * orientation is applied, so the pixels are upright. WebP, lossy or lossless, decodes to 8-bit
+ * RGB, or RGBA when it has alpha; an animated WebP is refused as unsupported. */
 struct codec_image {
   uint8_t *pixels;          /* owned; free with codec_image_free() */
   int width, height;        /* pixels */
@@ -70,15 +88,6 @@ void codec_cancel_set(const struct codec_cancel *c);
  * 8- and 16-bit gray, gray+alpha, RGB and RGBA, not interlaced, no tRNS) rather than through
  * libpng's rows. */
 int codec_png_direct(const uint8_t *buf, size_t len);
-/* The format of buf from its magic bytes, or CODEC_NONE. */
-enum codec_format codec_sniff(const uint8_t *buf, size_t len);
-/* "png", "jpeg", "webp", "raw", "npy", or NULL. */
-const char *codec_format_name(enum codec_format f);
-/* The format called name ("png", "jpeg", "jpg", "webp", "raw" or "npy"), or CODEC_NONE. */
-enum codec_format codec_format_from_name(const char *name);
-/* MIME type of f ("image/png"; raw: "application/octet-stream", npy: "application/x-npy"), or
- * NULL. */
-const char *codec_mime(enum codec_format f);
 /* The generic sentence for status s. */
 const char *codec_status_msg(enum codec_status s);
 
@@ -105,16 +114,16 @@ enum codec_png_filter {
 const char *codec_png_deflater(int compression);
 
 /* The compression levels the measurements chose for PNG output, images and /variance's 16-bit
- * maps (docs/methods.md, "PNG output"): level 2, the run-length coder after paeth, costs a fifth
- * to a quarter of libdeflate's level 6 (images) and 3 (maps) with files 3-7% larger than level 6
- * and 1% smaller than 3. Both are also written as text, for the API's parameter tables. */
+ * maps (docs/methods.md, "PNG output"): level 2, the run-length coder after paeth, costs a small
+ * part of libdeflate's level 6 (images) and 3 (maps) for files of about their size. Both are also
+ * written as text, for the API's parameter tables. */
 #define CODEC_PNG_COMPRESSION_DEFAULT         2
 #define CODEC_PNG_COMPRESSION_DEFAULT_STR     "2"
 #define CODEC_PNG_MAP_COMPRESSION_DEFAULT     2
 #define CODEC_PNG_MAP_COMPRESSION_DEFAULT_STR "2"
 
-/* Lossy WebP's method when none is given (docs/methods.md, "WebP effort"). */
-#define CODEC_WEBP_EFFORT_DEFAULT 2
+/* The effort of lossy WebP, AVIF and JPEG XL when none is given (docs/methods.md, "WebP effort"). */
+#define CODEC_EFFORT_DEFAULT 2
 
 /* Fields after the first four are optional: a zeroed field keeps the behaviour it describes as
  * the default, so callers that set only the first four get what they always got. */
@@ -126,7 +135,7 @@ struct codec_encode_opts {
   enum codec_png_filter png_filter; /* PNG: AUTO (the level's own), or one strategy for all rows */
   int png_libpng; /* PNG: encode with libpng and zlib instead (tests and benchmarks compare) */
   int effort;     /* lossy WebP: libwebp's method, 0 (fastest) .. 6 (smallest); needs effort_set */
-  int effort_set; /* 0: CODEC_WEBP_EFFORT_DEFAULT */
+  int effort_set; /* 0: CODEC_EFFORT_DEFAULT */
   const uint8_t *icc; /* an ICC profile to embed (PNG iCCP, JPEG APP2, WebP ICCP), or NULL */
   size_t icc_len;     /* its bytes; the caller keeps ownership */
   /* Threads for a large PNG at levels 1 and 2, or NULL: parallel(parallel_ctx, n, fn, arg) calls
@@ -255,11 +264,80 @@ struct codec_shape { /* what codec_probe reads from a file's header */
   int depth;         /* bits a sample as codec_decode would give: 16 for a 16-bit PNG, else 8 */
 };
 
-/* Reads the width, height and channels of the PNG, JPEG or WebP file in buf from its header
- * (PNG's IHDR, JPEG's SOF through codec_jpeg_probe, WebP's VP8/VP8L/VP8X header), without
- * decoding pixels or checking limits: microseconds, for estimating a request's cost before it is
- * decoded. Returns 0, or -1 when the header cannot be read (codec_decode then says why). */
+/* ---- The format table (formats.c) ----
+ * A format is its file, which fills a struct codec_format_desc, and one line of CODEC_FORMATS.
+ * Everything that names, sniffs, probes, decodes, encodes or prices a format reads the table:
+ * codec_decode and codec_encode here, and outside codecs/ the upload's accepted types, content
+ * negotiation, format= and its docs, the command line's file names, /readyz and the cost model. */
+
+struct codec_format_desc {
+  const char *name;    /* format= and the logs: "jpeg" */
+  const char *title;   /* how the docs name it: "JPEG" */
+  const char *mime;    /* its media type: "image/jpeg" */
+  const char *mimes;   /* other media types an upload may say, space-separated ("image/jpg") */
+  const char *exts;    /* file name extensions, space-separated, the first for files written; format=
+                          takes them too */
+  const char *lib;     /* the library that reads and writes it ("libpng"): the codec's name */
+  const char *reader;  /* what decodes it, as /readyz says; NULL: not an input */
+  const char *writer;  /* what encodes it, as /readyz says; NULL: not an output */
+  enum codec_format as; /* what format=input answers a file of it in: itself (CODEC_NONE) or
+                           another (HEIC answers JPEG: browsers cannot show it) */
+  int data;            /* samples for programs (raw, npy), not a picture */
+  int exact16;         /* its encoder keeps 16-bit gray samples exactly (a /variance map) */
+  int quality;         /* its encoder takes quality (1..100) */
+  int lossless;        /* its encoder takes lossless=true */
+  int rgb_only;        /* it holds colour only: an ICC profile must describe RGB to go in */
+  /* 1 when buf starts like a file of it (any len; NULL: 0). NULL: never sniffed (outputs). */
+  int (*sniff)(const uint8_t *buf, size_t len);
+  /* Width and height (upright), channels and depth from the header, without decoding pixels or
+   * checking limits: microseconds. Returns 0, or -1 when the header cannot be read. */
+  int (*probe)(const uint8_t *buf, size_t len, struct codec_shape *out);
+  enum codec_status (*decode)(const uint8_t *buf, size_t len, const struct codec_limits *lim,
+                              struct codec_image *out, char *msg, size_t msglen);
+  /* What decodes buf, when that is not always lib ("libdeflate"); NULL: lib. */
+  const char *(*decoder)(const uint8_t *buf, size_t len);
+  /* The file's ICC profile as codec_icc_read gives it; NULL: it never has one. */
+  enum codec_status (*icc)(const uint8_t *buf, size_t len, uint8_t **icc, size_t *icc_len);
+  enum codec_status (*encode)(const struct codec_image *img, const struct codec_encode_opts *o,
+                              uint8_t **out, size_t *outlen, char *msg, size_t msglen);
+  /* The cost model's terms, in ns of one core (codecs/cost_table.h, measured by
+   * scripts/cost-calibration.sh): decoding buf (of shape s) beyond a stored PNG's decode, and
+   * encoding an image of shape s with o beyond a stored PNG's encode. NULL: none. */
+  double (*decode_ns)(const uint8_t *buf, size_t len, const struct codec_shape *s);
+  double (*encode_ns)(const struct codec_encode_opts *o, const struct codec_shape *s);
+};
+
+/* Format f's descriptor, or NULL for CODEC_NONE or a value past the table. */
+const struct codec_format_desc *codec_format(enum codec_format f);
+/* The format of buf from its magic bytes, or CODEC_NONE. */
+enum codec_format codec_sniff(const uint8_t *buf, size_t len);
+/* f's name ("png"), or NULL. */
+const char *codec_format_name(enum codec_format f);
+/* The format that name ("png", "jpeg") or one of its extensions ("jpg") names, exactly (lower
+ * case), or CODEC_NONE. */
+enum codec_format codec_format_from_name(const char *name);
+/* The format of a file called path, by its extension (any case), or CODEC_NONE. */
+enum codec_format codec_format_from_path(const char *path);
+/* The input format whose media type, or one of its others, is the media type of content_type
+ * (before any ';', any case), or CODEC_NONE. */
+enum codec_format codec_format_from_mime(const char *content_type);
+/* What codec_decode decodes buf with ("libpng", "libdeflate"), or NULL when no format reads it. */
+const char *codec_decoder(const uint8_t *buf, size_t len);
+/* f's media type ("image/png"), or NULL. */
+const char *codec_mime(enum codec_format f);
+/* The names of the inputs (names != 0) or their media types, as "PNG, JPEG, WebP or GIF" (titles)
+ * or "image/png, image/jpeg or image/gif" (mime != 0), into buf. Returns buf. */
+char *codec_inputs_text(char *buf, size_t n, int mime);
+
+/* Reads the width, height, channels and depth of the file in buf from its header (the format's
+ * probe) without decoding pixels or checking limits: microseconds, for estimating a request's
+ * cost before it is decoded. Returns 0, or -1 when the header cannot be read (codec_decode then
+ * says why). */
 int codec_probe(const uint8_t *buf, size_t len, struct codec_shape *out);
+/* The cost model's terms for buf's decode and for an encode with o (the formats' decode_ns and
+ * encode_ns), in ns of one core; 0 where the format has none. */
+double codec_decode_cost_ns(const uint8_t *buf, size_t len, const struct codec_shape *s);
+double codec_encode_cost_ns(const struct codec_encode_opts *o, const struct codec_shape *s);
 
 /* Reads the file at path and decodes it without limits (for tools and tests; the service
  * decodes uploads with codec_decode). Returns CODEC_OK, the decoder's failure, or CODEC_UNKNOWN

@@ -171,4 +171,81 @@ int codec_exif_parse(const uint8_t *app1, size_t len);
  * CODEC_NOMEM or CODEC_CANCELLED (the thread's hook, asked every row) with img unchanged. */
 enum codec_status codec_orient(struct codec_image *img, int o);
 
+/* The ICC profiles of PNG (iCCP), JPEG (APP2 ICC_PROFILE segments) and WebP (ICCP), read from
+ * the bytes alone (icc.c), as codec_icc_read gives them. */
+enum codec_status codec_png_icc(const uint8_t *b, size_t len, uint8_t **icc, size_t *icc_len);
+enum codec_status codec_jpeg_icc(const uint8_t *b, size_t len, uint8_t **icc, size_t *icc_len);
+enum codec_status codec_webp_icc(const uint8_t *b, size_t len, uint8_t **icc, size_t *icc_len);
+
+/* ---- The formats read and written by heif.c, jxl.c, tiff.c and gif.c ----
+ * Each decoder is a function over the whole file in buf, with the same contract as the ones
+ * above: out is zeroed first, limits are checked from the header before any pixel buffer is
+ * allocated, a failure leaves out holding no memory and puts a sentence in msg (when not NULL),
+ * and the thread's hook (codec_cancel_set) makes it return CODEC_CANCELLED. Their images have
+ * out->format CODEC_NONE (the format table names them) and out->orientation the EXIF value of
+ * the transform already applied (1: none). Each sniff returns 1 when buf starts like its format
+ * (0 otherwise; any len, NULL buf gives 0). Each probe fills *out from the header without
+ * decoding pixels or checking limits (width and height upright, after the orientation) and
+ * returns 0, or -1 when the header cannot be read. Each *_icc sets *icc to a malloc'd ICC profile
+ * (free it with free()) of *icc_len bytes, or NULL when the file has none or it cannot be read,
+ * and returns CODEC_OK or CODEC_NOMEM. Encoders take an image as codec_encode does (checked:
+ * pixels set, sizes >= 1, channels 1..4, depth 8 or 16) and on success set *out to a malloc'd
+ * file owned by the caller. */
+
+/* heif.c: HEIC (ftyp brand heic, heix, hevc, hevx, heim or heis; or mif1/msf1 with an hvcC) and
+ * AVIF (brand avif or avis; or mif1/msf1 with an av1C). */
+int codec_heic_sniff(const uint8_t *buf, size_t len);
+int codec_avif_sniff(const uint8_t *buf, size_t len);
+/* Both: 8-bit RGB or RGBA, or 16-bit scaled from 10 or 12 bits; irot/imir applied. */
+int codec_heif_probe(const uint8_t *buf, size_t len, struct codec_shape *out);
+enum codec_status codec_heif_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
+                                    struct codec_image *out, char *msg, size_t msglen);
+/* The colr ICC profile; or one made from an nclx description for the sRGB/BT.709, Display P3
+ * and BT.2020 primaries with the sRGB, BT.709, linear or gamma transfers; else NULL. */
+enum codec_status codec_heif_icc(const uint8_t *buf, size_t len, uint8_t **icc, size_t *icc_len);
+/* Lossy AVIF at o->quality (1..100) and o->effort (0..6; effort_set), alpha kept, 16-bit input
+ * as 10-bit, o->icc embedded when its colours match. CODEC_UNSUPPORTED for o->lossless. */
+enum codec_status codec_avif_encode(const struct codec_image *img,
+                                    const struct codec_encode_opts *o, uint8_t **out,
+                                    size_t *outlen, char *msg, size_t msglen);
+
+/* gif.c: GIF87a and GIF89a, the first frame composed onto the logical screen: 8-bit RGB, or
+ * RGBA when the frame has a transparent index or leaves part of the screen uncovered. */
+int codec_gif_sniff(const uint8_t *buf, size_t len);
+int codec_gif_probe(const uint8_t *buf, size_t len, struct codec_shape *out);
+enum codec_status codec_gif_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
+                                   struct codec_image *out, char *msg, size_t msglen);
+/* The profile of an ICCRGBG1012 application extension before the first frame, or NULL. */
+enum codec_status codec_gif_icc(const uint8_t *buf, size_t len, uint8_t **icc, size_t *icc_len);
+
+/* tiff.c: TIFF and BigTIFF (II*, MM*, II+, MM+), the first page: 8-bit or 16-bit gray, gray+alpha,
+ * RGB or RGBA (palettes to RGB, CMYK to RGB, bilevel and 2- or 4-bit gray to 8 bits, associated
+ * alpha unpremultiplied), the Orientation tag applied. Floating-point and signed samples are
+ * CODEC_UNSUPPORTED. */
+int codec_tiff_sniff(const uint8_t *buf, size_t len);
+int codec_tiff_probe(const uint8_t *buf, size_t len, struct codec_shape *out);
+enum codec_status codec_tiff_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
+                                    struct codec_image *out, char *msg, size_t msglen);
+/* The ICC profile tag of the first page, or NULL. */
+enum codec_status codec_tiff_icc(const uint8_t *buf, size_t len, uint8_t **icc, size_t *icc_len);
+
+/* jxl.c: JPEG XL, a bare codestream (FF 0A) or the ISOBMFF container. Decoding gives 8-bit or
+ * 16-bit (9..16-bit and floating-point samples) gray, gray+alpha, RGB or RGBA, upright, the first
+ * frame of an animation. */
+int codec_jxl_sniff(const uint8_t *buf, size_t len);
+int codec_jxl_probe(const uint8_t *buf, size_t len, struct codec_shape *out);
+enum codec_status codec_jxl_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
+                                   struct codec_image *out, char *msg, size_t msglen);
+/* The ICC profile of the decoded pixels (libjxl's target-data profile: the file's own, or one
+ * libjxl makes from its colour encoding), or NULL. */
+enum codec_status codec_jxl_icc(const uint8_t *buf, size_t len, uint8_t **icc, size_t *icc_len);
+/* JPEG XL of img: lossless when o->lossless (every sample kept), else lossy at distance
+ * codec_jxl_distance(o->quality); o->effort 0..6 (effort_set) as libjxl's effort 1, 2, 3, 5, 7,
+ * 8, 9; 8- or 16-bit, alpha kept, o->icc written when its colours match. */
+enum codec_status codec_jxl_encode(const struct codec_image *img, const struct codec_encode_opts *o,
+                                   uint8_t **out, size_t *outlen, char *msg, size_t msglen);
+/* The Butteraugli distance lossy JPEG XL uses at quality q (1..100), as cjxl -q maps it:
+ * 0.1 + (100 - q) * 0.09 from q 30 up (1.0 at 90), 6.4 + 2.5^((30 - q) / 5) / 6.25 below. */
+float codec_jxl_distance(int quality);
+
 #endif

@@ -1,14 +1,9 @@
-/* common.c: the helpers every file of codecs/ shares, below the per-format files.
- *
- * The module's allocator, through which every allocation passes so that tests can make any one
- * of them fail (codec_test_fail_alloc); the growing output buffer; codec_msgf() for sentences and
- * codec_check_size() for the limit check that must happen before any pixel buffer is allocated,
- * so every decoder words its failures alike; the conversion to 8-bit samples that the JPEG and
- * WebP encoders share; codec_sniff, which icc.c and jpeg.c need as codecs.c does; and the thread's
- * cancellation hook, which every loop of the codecs asks (stop.c stops the work of libraries
- * that have none). Nothing here calls a format file: codecs.c -> png.c, jpeg.c, ... -> common.c,
- * one way. */
+/* The helpers every file of codecs/ shares, below the format files: the allocator (through which
+ * every allocation passes, so that tests can make any one fail), the growing output buffer, the
+ * statuses' sentences and the limit check, the conversion to 8-bit samples, the cost model's
+ * curves, and the thread's cancellation hook. Nothing here calls a format file. */
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -18,18 +13,15 @@
 
 #include "common.h"
 
-static const uint8_t png_magic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-static const uint8_t jpeg_magic[3] = {0xff, 0xd8, 0xff};
-#define WEBP_MAGIC_LEN 12 /* "RIFF", the RIFF size (4 bytes), "WEBP" */
-
-enum codec_format codec_sniff(const uint8_t *buf, size_t len) {
-  if (buf == NULL) return CODEC_NONE;
-  if (len >= sizeof png_magic && memcmp(buf, png_magic, sizeof png_magic) == 0) return CODEC_PNG;
-  if (len >= sizeof jpeg_magic && memcmp(buf, jpeg_magic, sizeof jpeg_magic) == 0)
-    return CODEC_JPEG;
-  if (len >= WEBP_MAGIC_LEN && memcmp(buf, "RIFF", 4) == 0 && memcmp(buf + 8, "WEBP", 4) == 0)
-    return CODEC_WEBP;
-  return CODEC_NONE;
+const char *codec_status_msg(enum codec_status s) {
+  switch (s) {
+#define X(e, text)                                                                                 \
+  case CODEC_##e:                                                                                  \
+    return text;
+    CODEC_STATUSES(X)
+#undef X
+  }
+  return "unknown codec status";
 }
 
 static _Thread_local const struct codec_cancel *cancel_hook; /* codec_cancel_set's */
@@ -205,4 +197,18 @@ enum codec_status codec_to_8bit(const struct codec_image *img, int colours, int 
   }
   *channels = out_ch;
   return CODEC_OK;
+}
+
+double codec_interpolate(const double *xs, const double *ys, int n, double x) {
+  if (x <= xs[0]) return ys[0];
+  for (int i = 1; i < n; i++)
+    if (x <= xs[i]) return ys[i - 1] + (ys[i] - ys[i - 1]) * (x - xs[i - 1]) / (xs[i] - xs[i - 1]);
+  return ys[n - 1];
+}
+
+double codec_by_size(const double *sizes, const double *ys, int n, double pixels) {
+  double logs[16];
+  n = n < 16 ? n : 16;
+  for (int i = 0; i < n; i++) logs[i] = log(sizes[i]);
+  return codec_interpolate(logs, ys, n, log(pixels > 1 ? pixels : 1));
 }

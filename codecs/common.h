@@ -79,6 +79,13 @@ int codec_alloc_fails(void);
 void codec_msgf(char *msg, size_t msglen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* The cost model's curves (decode_ns and encode_ns): y at x along the curve through (xs[i],
+ * ys[i]), xs ascending, linear between them and flat past the ends; codec_by_size the same with
+ * x and the xs in logarithms (sizes in pixels). */
+double codec_interpolate(const double *xs, const double *ys, int n, double x);
+double codec_by_size(const double *sizes, const double *ys, int n, double pixels);
+#define CODEC_NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
 /* Checks an image of width x height pixels of bytes_per_pixel bytes against lim (NULL: no
  * limits) and against what this process can address. Returns CODEC_OK and the buffer size in
  * *nbytes, CODEC_CORRUPT for a zero size, or CODEC_TOO_LARGE with a sentence naming the value and

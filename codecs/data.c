@@ -1,14 +1,9 @@
 /* data.c: the data outputs for callers that compute on a map rather than look at it: raw samples
- * and NumPy .npy files.
- *
- * A variance map as 16-bit PNG costs a deflate; a program that reads the numbers wants them as
- * they are. CODEC_RAW is the samples, interleaved, row after row, little-endian, with nothing
- * else: width, height, channels and scale travel beside it (the API's headers). CODEC_NPY is a
- * NumPy format 1.0 file: the magic, the version, a little-endian header length and a Python
- * dict literal ('descr' '|u1', '<u2' or '<f4'; 'fortran_order' False; 'shape' (height, width)
- * or (height, width, channels)) padded with spaces to a multiple of 64 bytes and ending in a
- * newline, then the same bytes as raw. Both take 8- or 16-bit codec_images (codec_encode) or
- * float32 samples (codec_encode_float). */
+ * and NumPy .npy files. A variance map as 16-bit PNG costs a deflate; a program that reads the
+ * numbers wants them as they are. CODEC_RAW is the samples, interleaved, row after row,
+ * little-endian, with nothing else: width, height, channels and scale travel beside it (the API's
+ * headers). CODEC_NPY is the same bytes after a NumPy format 1.0 header. Both take 8- or 16-bit
+ * codec_images (codec_encode) or float32 samples (codec_encode_float). */
 #include <stdio.h>
 #include <string.h>
 
@@ -23,7 +18,10 @@ static int little_endian_host(void) {
   return first == 1;
 }
 
-/* The .npy preamble for the described array into head (at least 256 bytes); returns its size. */
+/* The .npy preamble for the described array into head (at least 256 bytes); returns its size:
+ * the magic, the version, a little-endian header length and a Python dict literal ('descr' '|u1',
+ * '<u2' or '<f4'; 'fortran_order' False; 'shape' (height, width) or (height, width, channels))
+ * padded with spaces to a multiple of NPY_ALIGN bytes and ending in a newline. */
 static size_t npy_header(char *head, const char *descr, int width, int height, int channels) {
   char dict[160], shape[64];
   if (channels == 1)
@@ -94,3 +92,45 @@ enum codec_status codec_encode_float(const float *samples, int width, int height
   return encode_data((const uint8_t *)samples, sizeof(float), "<f4", width, height, channels, f,
                      out, outlen, msg, msglen);
 }
+
+/* ---- the formats' descriptors ---- */
+
+static enum codec_status raw_encode(const struct codec_image *img,
+                                    const struct codec_encode_opts *o, uint8_t **out,
+                                    size_t *outlen, char *msg, size_t msglen) {
+  (void)o;
+  return codec_data_encode(img, CODEC_RAW, out, outlen, msg, msglen);
+}
+
+static enum codec_status npy_encode(const struct codec_image *img,
+                                    const struct codec_encode_opts *o, uint8_t **out,
+                                    size_t *outlen, char *msg, size_t msglen) {
+  (void)o;
+  return codec_data_encode(img, CODEC_NPY, out, outlen, msg, msglen);
+}
+
+const struct codec_format_desc codec_raw_format = {
+    .name = "raw",
+    .title = "raw samples",
+    .mime = "application/octet-stream",
+    .mimes = "",
+    .exts = "raw bin",
+    .lib = "raw",
+    .writer = "blurd",
+    .data = 1,
+    .exact16 = 1,
+    .encode = raw_encode,
+};
+
+const struct codec_format_desc codec_npy_format = {
+    .name = "npy",
+    .title = "NumPy",
+    .mime = "application/x-npy",
+    .mimes = "",
+    .exts = "npy",
+    .lib = "npy",
+    .writer = "blurd",
+    .data = 1,
+    .exact16 = 1,
+    .encode = npy_encode,
+};

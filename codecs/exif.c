@@ -1,13 +1,10 @@
-/* exif.c: the EXIF Orientation tag of a JPEG file, and turning decoded pixels upright.
- *
- * Cameras store pixels as the sensor read them and record in EXIF how to turn them for display.
- * jpeg.c calls codec_exif_orientation() on the file and codec_orient() on the decoded pixels, so
- * callers always get an upright image. The parser walks the JPEG markers up to the first scan,
- * takes the first APP1 segment that starts "Exif\0\0", reads its TIFF header (II or MM byte
- * order) and looks for tag 0x0112 (SHORT, count 1) in IFD0. Every value it reads comes from an
- * untrusted upload, so every offset is checked against the buffer in 64-bit arithmetic before it
- * is used; anything malformed means "no orientation" (1), never an error, because a broken EXIF
- * block does not make the picture itself unreadable. */
+/* exif.c: the EXIF Orientation tag of a JPEG file, and turning decoded pixels upright. Cameras
+ * store pixels as the sensor read them and record in EXIF how to turn them for display. jpeg.c
+ * calls codec_exif_orientation() on the file and codec_orient() on the decoded pixels, so callers
+ * always get an upright image. Every value the parser reads comes from an untrusted upload, so
+ * every offset is checked against the buffer in 64-bit arithmetic before it is used; anything
+ * malformed means "no orientation" (1), never an error, because a broken EXIF block does not make
+ * the picture itself unreadable. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +57,9 @@ static int standalone_marker(unsigned m) {
   return m == 0x01 || (m >= 0xd0 && m <= 0xd8);
 }
 
+/* Walks the JPEG markers up to the first scan and takes the first APP1 segment that starts
+ * "Exif\0\0"; codec_exif_parse reads its TIFF header (II or MM byte order) and looks for tag
+ * 0x0112 (SHORT, count 1) in IFD0. */
 int codec_exif_orientation(const uint8_t *jpeg, size_t len) {
   if (jpeg == NULL || len < 4 || jpeg[0] != 0xff || jpeg[1] != 0xd8) return 1;
   size_t pos = 2;

@@ -1,17 +1,9 @@
 /* icc.c: ICC colour profiles: found in uploads, put into JPEG files, and applied with Little CMS.
- *
  * The reader works on the uploaded bytes, not on a decoder's state, so every decode path (libpng,
- * libjpeg, libwebp, nvJPEG on the GPU) can keep the profile the same way: JPEG's APP2
- * "ICC_PROFILE" segments (joined in their sequence order), PNG's iCCP chunk (inflated) and
- * WebP's ICCP chunk. A profile that is malformed, split inconsistently, larger than
- * CODEC_ICC_MAX, or whose header does not give its own length is treated as absent: a broken
- * profile does not make the picture unreadable. Every offset comes from an untrusted upload and
- * is checked against the buffer before use.
- *
- * Writing: PNG and WebP embed the profile in their encoders; JPEG gets it here, in APP2
- * segments inserted after SOI (and JFIF's APP0), so the same function serves libjpeg's output
- * and nvJPEG's. codec_to_srgb converts pixels to sRGB with lcms2 (perceptual intent, alpha
- * copied) for colorspace=srgb, and jpeg.c converts CMYK through codec_cmyk_to_rgb. */
+ * libjpeg, libwebp, nvJPEG on the GPU) keeps the profile the same way. PNG and WebP embed the
+ * profile in their encoders; JPEG gets it here, in APP2 segments inserted after SOI (and JFIF's
+ * APP0), so the same function serves libjpeg's output and nvJPEG's. codec_to_srgb converts pixels
+ * to sRGB for colorspace=srgb, and jpeg.c converts CMYK through codec_cmyk_to_rgb. */
 #include <lcms2.h>
 #include <string.h>
 #include <zlib.h>
@@ -45,7 +37,7 @@ static enum codec_status keep(const uint8_t *p, size_t n, uint8_t **icc, size_t 
 }
 
 /* The APP2 payloads of a JPEG up to its first scan, joined in sequence order. */
-static enum codec_status jpeg_icc(const uint8_t *b, size_t len, uint8_t **icc, size_t *icc_len) {
+enum codec_status codec_jpeg_icc(const uint8_t *b, size_t len, uint8_t **icc, size_t *icc_len) {
   const uint8_t *part[256] = {0};
   size_t part_len[256] = {0}, total = 0;
   int count = 0;
@@ -96,7 +88,7 @@ static enum codec_status inflate_icc(const uint8_t *z, size_t n, uint8_t **icc, 
 }
 
 /* PNG's iCCP chunk (name, NUL, method 0, zlib data), before the first IDAT. */
-static enum codec_status png_icc(const uint8_t *b, size_t len, uint8_t **icc, size_t *icc_len) {
+enum codec_status codec_png_icc(const uint8_t *b, size_t len, uint8_t **icc, size_t *icc_len) {
   for (size_t pos = 8; len - pos >= 12;) {
     size_t n = codec_be32(b + pos);
     if (n > len - pos - 12 || memcmp(b + pos + 4, "IDAT", 4) == 0) break;
@@ -112,7 +104,7 @@ static enum codec_status png_icc(const uint8_t *b, size_t len, uint8_t **icc, si
 }
 
 /* WebP's ICCP chunk, among the RIFF chunks after "WEBP". */
-static enum codec_status webp_icc(const uint8_t *b, size_t len, uint8_t **icc, size_t *icc_len) {
+enum codec_status codec_webp_icc(const uint8_t *b, size_t len, uint8_t **icc, size_t *icc_len) {
   for (size_t pos = 12; len - pos >= 8;) {
     size_t n = le32(b + pos + 4);
     if (n > len - pos - 8) break;
@@ -123,21 +115,11 @@ static enum codec_status webp_icc(const uint8_t *b, size_t len, uint8_t **icc, s
   return CODEC_OK;
 }
 
-enum codec_status codec_icc_read(const uint8_t *buf, size_t len, uint8_t **icc, size_t *icc_len) {
-  *icc = NULL;
-  *icc_len = 0;
-  switch (codec_sniff(buf, len)) {
-  case CODEC_JPEG:
-    return jpeg_icc(buf, len, icc, icc_len);
-  case CODEC_PNG:
-    return png_icc(buf, len, icc, icc_len);
-  case CODEC_WEBP:
-    return webp_icc(buf, len, icc, icc_len);
-  default:
-    return CODEC_OK;
-  }
-}
-
+/* JPEG's APP2 "ICC_PROFILE" segments (joined in their sequence order), PNG's iCCP chunk (inflated)
+ * and WebP's ICCP chunk. A profile that is malformed, split inconsistently, larger than
+ * CODEC_ICC_MAX, or whose header does not give its own length is treated as absent: a broken
+ * profile does not make the picture unreadable. Every offset comes from an untrusted upload and is
+ * checked against the buffer before use. */
 /* Where APP2 segments go: after SOI and an APP0 (JFIF) right after it. */
 static size_t app2_offset(const uint8_t *jpeg, size_t len) {
   if (len >= 6 && jpeg[2] == 0xff && jpeg[3] == 0xe0) {
@@ -152,7 +134,7 @@ enum codec_status codec_jpeg_insert_icc(const uint8_t *jpeg, size_t len, const u
   *out = NULL;
   *outlen = 0;
   size_t chunks = (icc_len + ICC_CHUNK_MAX - 1) / ICC_CHUNK_MAX;
-  if (codec_sniff(jpeg, len) != CODEC_JPEG || icc == NULL || chunks == 0 || chunks > 255)
+  if (len < 3 || jpeg[0] != 0xff || jpeg[1] != 0xd8 || icc == NULL || chunks == 0 || chunks > 255)
     return CODEC_UNSUPPORTED;
   size_t at = app2_offset(jpeg, len), total = len + icc_len + chunks * 18;
   uint8_t *p = codec_malloc(total);

@@ -1,54 +1,10 @@
 /* jpeg.c: JPEG decode and encode with the libjpeg API (libjpeg-turbo 2.1), from and to memory.
- *
- * Decoding uses libjpeg itself, because TurboJPEG 2.1 cannot limit memory. libjpeg reports errors
- * by calling error_exit; here that records a status and a sentence and longjmps back into this
- * file (as png.c does with libpng), and every path ends in jpeg_destroy_decompress. State that
- * must survive a longjmp lives in struct jpeg_dec, owned by codec_jpeg_decode. A progress
- * monitor, which libjpeg calls for every row it hands out and every piece of input it absorbs,
- * asks the thread's cancellation hook and stops the work through the same longjmp
- * (CODEC_CANCELLED); the CMYK conversion and the turn upright ask it every row. The decoder reads
- * the header, reads the EXIF orientation and checks the upright width,
- * height and pixel count against the caller's limits before it allocates the pixels. Three more
- * limits bound what a hostile file can cost:
- *   - memory: libjpeg may hold at most JPEG_MAX_MEMORY_MIB (512 MiB) for its whole-image
- *     coefficient buffers (cinfo.mem->max_memory_to_use). Only progressive and other multi-scan
- *     files need them, about 2 bytes per sample per component (6 bytes a pixel for 4:4:4 colour,
- *     so 512 MiB is about 89 million pixels). libjpeg asks for them all at once in
- *     jpeg_start_decompress; as libjpeg-turbo has no backing store (jmemnobs.c), a file that needs
- *     more fails there with JERR_NO_BACKING_STORE, before anything large is allocated, and is
- *     CODEC_TOO_LARGE.
- *     Baseline files decode a few rows at a time and need no such buffer.
- *   - scans: at most JPEG_MAX_SCANS (256). A progress monitor looks at the scan number as libjpeg
- *     reads; one scan more makes the file CODEC_CORRUPT, so an absurd scan script cannot burn CPU.
- *     Encoders write about 10.
- *   - warnings: JPEG_MAX_WARNINGS is 0. The first libjpeg warning (a truncated file, bad Huffman
- *     data, extraneous bytes) makes the file CODEC_CORRUPT, the same policy as for PNG.
- * Gray JPEGs decode to 1 channel, YCbCr and RGB ones to RGB; CMYK and YCCK ones (libjpeg gives
- * CMYK for both) become RGB through the file's CMYK profile, or without one by the naive
- * (1 - C)(1 - K) (icc.c); the EXIF orientation is then applied (exif.c). libjpeg never prints:
- * output_message does nothing.
- *
- * libjpeg allocates through its own memory manager (jmemmgr.c over malloc), which cannot be
- * routed through codec_malloc without replacing it. So that allocation-failure tests still reach
- * libjpeg's error paths, its allocation methods are wrapped after jpeg_create_decompress: each
- * request first asks codec_alloc_fails() and, when told to fail, raises JERR_OUT_OF_MEMORY as the
- * memory manager itself would. What jpeg_create_decompress allocates, and the mallocs behind the
- * pools, are out of the tests' reach.
- *
- * codec_jpeg_probe runs the same header stage without decoding: the service asks it whether a
- * file can go to the GPU decoder, so that what the CPU decoder would refuse at its headers is
- * refused in the same words either way.
- *
- * Encoding writes 8-bit gray (1 or 2 channels in) or RGB (3 or 4 in). 16-bit samples are scaled
- * to 8 bits with rounding, alpha is composited over white and dropped, both in one step so there
- * is a single rounding (codec_to_8bit, shared with the WebP encoder). Chroma is 4:4:4 at quality 90
- * and above and 4:2:0 below, as libvips chooses. The output carries no EXIF, since the pixels are
- * already upright. The compressor is set up as TurboJPEG's tjCompress2 sets it up (its
- * setCompDefaults: baseline Huffman tables, the accurate integer DCT from quality 96, the fast one
- * below), so the bytes are tjCompress2's (tests/unit_codecs.c compares them), but it is fed
- * ENCODE_ROWS rows at a time, with a progress monitor that asks the thread's cancellation hook
- * before each: TurboJPEG writes a whole image in one call, with no hook. The file grows in a
- * codec_buf. */
+ * Decoding uses libjpeg itself, because TurboJPEG 2.1 cannot limit memory: the headers are read
+ * and checked against the caller's limits before the pixels are allocated, libjpeg's errors come
+ * back through a longjmp into this file (as png.c does with libpng) as a status and a sentence,
+ * and three more limits bound what a hostile file can cost. codec_jpeg_probe runs the header
+ * stage alone. Encoding makes the bytes TurboJPEG's tjCompress2 would, fed a few rows at a time
+ * so that it can be stopped. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -58,7 +14,22 @@
 #include <jerror.h>
 
 #include "codecs_int.h"
+#include "cost_table.h"
 
+/* What a hostile file can cost, beyond the caller's limits on the upright width, height and pixel
+ * count:
+ *   - memory: libjpeg may hold at most JPEG_MAX_MEMORY_MIB for its whole-image coefficient buffers
+ *     (cinfo.mem->max_memory_to_use). Only progressive and other multi-scan files need them, about
+ *     2 bytes per sample per component (6 bytes a pixel for 4:4:4 colour, so 512 MiB is about 89
+ *     million pixels). libjpeg asks for them all at once in jpeg_start_decompress; as
+ *     libjpeg-turbo has no backing store (jmemnobs.c), a file that needs more fails there with
+ *     JERR_NO_BACKING_STORE, before anything large is allocated, and is CODEC_TOO_LARGE. Baseline
+ *     files decode a few rows at a time and need no such buffer.
+ *   - scans: at most JPEG_MAX_SCANS. A progress monitor looks at the scan number as libjpeg reads;
+ *     one scan more makes the file CODEC_CORRUPT, so an absurd scan script cannot burn CPU.
+ *     Encoders write about 10.
+ *   - warnings: none. The first libjpeg warning (a truncated file, bad Huffman data, extraneous
+ *     bytes) makes the file CODEC_CORRUPT, the same policy as for PNG. */
 #define JPEG_MAX_MEMORY_MIB 512   /* libjpeg's whole-image buffers, per decode */
 #define JPEG_MAX_SCANS      256   /* scans a multi-scan (progressive) file may have */
 #define JPEG_MAX_WARNINGS   0     /* libjpeg warnings tolerated; the next one is a corrupt file */
@@ -82,7 +53,8 @@ struct jpeg_fail {
   char text[JMSG_LENGTH_MAX + 96]; /* its sentence */
 };
 
-/* One decode. */
+/* One decode: the state that must survive a longjmp, owned by codec_jpeg_decode (or
+ * codec_jpeg_probe); every path ends in jpeg_destroy_decompress. */
 struct jpeg_dec {
   struct jpeg_fail fail; /* first */
   struct jpeg_decompress_struct cinfo;
@@ -142,14 +114,21 @@ static void on_output_message(j_common_ptr cinfo) {
 
 /* libjpeg calls this for every jpeg_read_scanlines and, while it absorbs a multi-scan file,
  * before each piece of input it consumes (an MCU row), so it sees every new scan as soon as its
- * header has been read. */
+ * header has been read. It also asks the thread's cancellation hook and stops the work through
+ * the same longjmp (CODEC_CANCELLED); the CMYK conversion and the turn upright ask it every row. */
 static void on_progress(j_common_ptr cinfo) {
   if (((j_decompress_ptr)cinfo)->input_scan_number > JPEG_MAX_SCANS)
     bail(cinfo, CODEC_CORRUPT, "the JPEG file has too many scans (more than %d)", JPEG_MAX_SCANS);
   if (codec_stopped()) bail(cinfo, CODEC_CANCELLED, "%s", codec_status_msg(CODEC_CANCELLED));
 }
 
-/* The wrappers of libjpeg's allocation methods (see the top of this file). */
+/* The wrappers of libjpeg's allocation methods. libjpeg allocates through its own memory manager
+ * (jmemmgr.c over malloc), which cannot be routed through codec_malloc without replacing it. So
+ * that allocation-failure tests still reach libjpeg's error paths, its allocation methods are
+ * wrapped after jpeg_create_decompress: each request first asks codec_alloc_fails() and, when told
+ * to fail, raises JERR_OUT_OF_MEMORY as the memory manager itself would. What
+ * jpeg_create_decompress allocates, and the mallocs behind the pools, are out of the tests'
+ * reach. */
 static struct jpeg_alloc_methods *real_methods(j_common_ptr cinfo) {
   if (codec_alloc_fails()) ERREXIT1(cinfo, JERR_OUT_OF_MEMORY, 0);
   return &((struct jpeg_dec *)cinfo->client_data)->mem;
@@ -354,12 +333,19 @@ static enum codec_status probe_run(struct jpeg_dec *d, const uint8_t *buf, size_
   return CODEC_OK;
 }
 
+static int jpeg_sniff(const uint8_t *buf, size_t len) {
+  return len >= 3 && buf[0] == 0xff && buf[1] == 0xd8 && buf[2] == 0xff;
+}
+
+/* The same header stage as the decoder's, without decoding: the service asks it whether a file
+ * can go to the GPU decoder, so that what the CPU decoder would refuse at its headers is refused
+ * in the same words either way. */
 enum codec_status codec_jpeg_probe(const uint8_t *buf, size_t len, const struct codec_limits *lim,
                                    struct codec_jpeg_info *info, char *msg, size_t msglen) {
   struct jpeg_dec d;
   if (msg != NULL && msglen > 0) msg[0] = '\0';
   memset(info, 0, sizeof(*info));
-  if (codec_sniff(buf, len) != CODEC_JPEG) {
+  if (!jpeg_sniff(buf, len)) {
     codec_msgf(msg, msglen, "the data is not a JPEG file");
     return CODEC_UNKNOWN;
   }
@@ -385,6 +371,11 @@ static enum codec_status to_rgb(struct codec_image *img, const uint8_t *buf, siz
   return st;
 }
 
+/* Reads the header and the EXIF orientation and checks the upright width, height and pixel count
+ * against lim before it allocates the pixels. Gray JPEGs decode to 1 channel, YCbCr and RGB ones
+ * to RGB; CMYK and YCCK ones (libjpeg gives CMYK for both) become RGB through the file's CMYK
+ * profile, or without one by the naive (1 - C)(1 - K) (icc.c); the EXIF orientation is then
+ * applied (exif.c). */
 enum codec_status codec_jpeg_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
                                     struct codec_image *out, char *msg, size_t msglen) {
   struct jpeg_dec d;
@@ -456,8 +447,10 @@ static void dest_term(j_compress_ptr cinfo) {
   dest_put(cinfo, sizeof e->stage - e->dest.free_in_buffer);
 }
 
-/* tjCompress2's settings (setCompDefaults) for out_ch channels at quality, with TurboJPEG's
- * sampling factors: 4:4:4 from CODEC_JPEG_FULL_CHROMA, else 4:2:0. */
+/* tjCompress2's settings (setCompDefaults: baseline Huffman tables, the accurate integer DCT from
+ * quality 96, the fast one below) for out_ch channels at quality, with TurboJPEG's sampling
+ * factors: 4:4:4 from CODEC_JPEG_FULL_CHROMA, else 4:2:0, as libvips chooses. The bytes are then
+ * tjCompress2's (tests/unit_codecs.c compares them). */
 static void compress_settings(j_compress_ptr c, int out_ch, int quality) {
   int f = out_ch == 1 || quality >= CODEC_JPEG_FULL_CHROMA ? 1 : 2;
   c->in_color_space = out_ch == 1 ? JCS_GRAYSCALE : JCS_EXT_RGB;
@@ -498,6 +491,12 @@ static enum codec_status compress_run(struct jpeg_enc *e, const uint8_t *src, in
   return CODEC_OK;
 }
 
+/* Writes 8-bit gray (1 or 2 channels in) or RGB (3 or 4 in). 16-bit samples are scaled to 8 bits
+ * with rounding, alpha is composited over white and dropped, both in one step so there is a single
+ * rounding (codec_to_8bit, shared with the WebP encoder). The output carries no EXIF, since the
+ * pixels are already upright. The compressor is fed ENCODE_ROWS rows at a time, with a progress
+ * monitor that asks the thread's cancellation hook before each: TurboJPEG writes a whole image in
+ * one call, with no hook. The file grows in a codec_buf. */
 enum codec_status codec_jpeg_encode(const struct codec_image *img, int quality, uint8_t **out,
                                     size_t *outlen, char *msg, size_t msglen) {
   if (img->width > JPEG_MAX_SIDE || img->height > JPEG_MAX_SIDE) {
@@ -533,3 +532,62 @@ enum codec_status codec_jpeg_encode(const struct codec_image *img, int quality, 
   codec_free(e);
   return st;
 }
+
+/* ---- the format's descriptor ---- */
+
+static int jpeg_probe(const uint8_t *buf, size_t len, struct codec_shape *out) {
+  struct codec_jpeg_info info;
+  struct codec_limits none = {0, 0, 0};
+  char msg[128];
+  if (codec_jpeg_probe(buf, len, &none, &info, msg, sizeof(msg)) != CODEC_OK) return -1;
+  *out = (struct codec_shape){info.width, info.height, info.channels, 8};
+  return 0;
+}
+
+/* libjpeg's file, with o->icc inserted as APP2 segments when there is one (icc.c). */
+static enum codec_status jpeg_encode(const struct codec_image *img,
+                                     const struct codec_encode_opts *o, uint8_t **out,
+                                     size_t *outlen, char *msg, size_t msglen) {
+  enum codec_status st = codec_jpeg_encode(img, o->quality, out, outlen, msg, msglen);
+  if (st != CODEC_OK || o->icc == NULL) return st;
+  uint8_t *with;
+  size_t with_len;
+  st = codec_jpeg_insert_icc(*out, *outlen, o->icc, o->icc_len, &with, &with_len);
+  codec_free(*out);
+  *out = with;
+  *outlen = with_len;
+  if (st != CODEC_OK) codec_msgf(msg, msglen, "could not add the ICC profile to the JPEG file");
+  return st;
+}
+
+static double jpeg_decode_ns(const uint8_t *buf, size_t len, const struct codec_shape *s) {
+  (void)buf;
+  return (double)s->width * s->height * s->channels * COST_DECODE_JPEG_NS_SAMPLE +
+         (double)len * COST_DECODE_JPEG_NS_BYTE;
+}
+
+/* Per colour sample (alpha dropped): three a pixel, one for gray. */
+static double jpeg_encode_ns(const struct codec_encode_opts *o, const struct codec_shape *s) {
+  static const double q[] = COST_JPEG_QUALITY, ns[] = COST_JPEG_NS_SAMPLE;
+  return (double)s->width * s->height * (s->channels >= 3 ? 3 : 1) *
+         codec_interpolate(q, ns, CODEC_NELEM(q), o->quality);
+}
+
+const struct codec_format_desc codec_jpeg_format = {
+    .name = "jpeg",
+    .title = "JPEG",
+    .mime = "image/jpeg",
+    .mimes = "image/jpg image/pjpeg",
+    .exts = "jpg jpeg jpe jfif",
+    .lib = "libjpeg-turbo",
+    .reader = "libjpeg-turbo",
+    .writer = "libjpeg-turbo",
+    .quality = 1,
+    .sniff = jpeg_sniff,
+    .probe = jpeg_probe,
+    .decode = codec_jpeg_decode,
+    .icc = codec_jpeg_icc,
+    .encode = jpeg_encode,
+    .decode_ns = jpeg_decode_ns,
+    .encode_ns = jpeg_encode_ns,
+};

@@ -1,35 +1,9 @@
-/* png.c: PNG decode and encode with libpng, from and to memory buffers.
- *
- * libpng reports errors by longjmp; that stays in this file. Each entry point creates the libpng
- * structs in a small wrapper, runs the work in a function that owns the setjmp, and turns what
- * the error callback recorded into a status and a sentence. State that must survive a longjmp
- * lives in a struct owned by the wrapper, never in locals of the function that calls setjmp.
- *
- * Decoding checks width, height and pixel count twice: from the IHDR bytes before libpng is
- * started (so an oversized image is reported as too large, not as libpng's "Invalid IHDR data"
- * from the user limits), and from png_read_info() before the pixel buffer is allocated. Output is
- * 1..4 channels of 8 or 16 bits in host byte order: palettes expand to RGB (RGBA with tRNS), gray
- * below 8 bits to 8 bits, tRNS to an alpha channel; interlaced files are deinterlaced. Running
- * out of data anywhere, including before IEND, is a corrupt file. Colour profiles, gamma and text
- * chunks are ignored: samples are passed through as stored.
- *
- * libpng reads every file up to its pixel data. For the common files (direct_ok: non-interlaced
- * 8- or 16-bit gray, gray+alpha, RGB or RGBA without tRNS, nothing after the pixel data that
- * libpng could refuse) png.c then takes the pixel data itself: libdeflate inflates it into the
- * pixel buffer (png_inflate.c) and png_unfilter.c undoes the row filters in place: a
- * photograph decodes 2.6 times as fast as through libpng (docs/methods.md, "PNG input"). Every
- * other file is libpng's to the end, its data inflated by libdeflate where it can
- * (codec_png_rewrap).
- *
- * Every allocation, libpng's and zlib's included (the *_struct_2 constructors get on_malloc and
- * on_free), goes through codec_malloc, so any failed allocation makes the call CODEC_NOMEM. Two
- * failures are survived: libpng drops an ancillary chunk it cannot allocate with a warning, and
- * the encoder keeps its larger buffer when the final shrinking realloc fails.
- *
- * The thread's cancellation hook (codec_cancel_set) is asked after every row libpng reads or
- * writes (its row callbacks), which then stops the work through the same longjmp as an error
- * and returns CODEC_CANCELLED; on the direct path libdeflate's inflate runs where it can be
- * stopped (codec_run_stoppable) and the unfilter asks every megabyte of rows. */
+/* png.c: PNG decode and encode with libpng, from and to memory buffers. libpng reports errors by
+ * longjmp, which stays in this file: each entry point creates the libpng structs in a small
+ * wrapper, runs the work in a function that owns the setjmp and turns what the error callback
+ * recorded into a status and a sentence. State that must survive a longjmp lives in a struct owned
+ * by the wrapper, never in locals of the function that calls setjmp. For the common files png.c
+ * takes the pixel data itself (png_inflate.c, png_unfilter.c); every other file is libpng's. */
 #include <png.h>
 #include <setjmp.h>
 #include <stdio.h>
@@ -38,6 +12,7 @@
 #include <zlib.h>
 
 #include "codecs_int.h"
+#include "cost_table.h"
 
 #define CHUNK_CACHE_MAX 128 /* ancillary chunks (text, sPLT, unknown) libpng will keep */
 
@@ -85,6 +60,10 @@ static void on_warning(png_structp png, png_const_charp text) {
   (void)text;
 }
 
+/* Every allocation, libpng's and zlib's included (the *_struct_2 constructors get on_malloc and
+ * on_free), goes through codec_malloc, so any failed allocation makes the call CODEC_NOMEM. Two
+ * failures are survived: libpng drops an ancillary chunk it cannot allocate with a warning, and
+ * the encoder keeps its larger buffer when the final shrinking realloc fails. */
 static png_voidp on_malloc(png_structp png, png_alloc_size_t size) {
   void *p = codec_malloc(size);
   if (p == NULL) ((struct png_ctx *)png_get_mem_ptr(png))->oom = 1;
@@ -96,7 +75,10 @@ static void on_free(png_structp png, png_voidp p) {
   codec_free(p);
 }
 
-/* After each row libpng reads or writes: the work stops when the thread's hook says so. */
+/* After each row libpng reads or writes: the work stops when the thread's cancellation hook
+ * (codec_cancel_set) says so, through the same longjmp as an error, and the call returns
+ * CODEC_CANCELLED. On the direct path libdeflate's inflate runs where it can be stopped
+ * (codec_run_stoppable) and the unfilter asks every megabyte of rows. */
 static void on_row(png_structp png, png_uint_32 row, int pass) {
   (void)row, (void)pass;
   if (!codec_stopped()) return;
@@ -142,10 +124,9 @@ static void set_read_limits(png_structp png, const struct codec_limits *lim) {
 }
 
 /* From the first IDAT on, libpng neither checks the chunks' CRCs nor zlib's Adler-32 of the
- * pixel data: 6% of a 1080p decode (the 2-core build machine, build/codec_bench pngdec;
- * docs/methods.md, "PNG input"). Damaged pixel data then decodes to other pixels, or fails in
- * inflate, within the same limits; the headers before it (IHDR, PLTE, tRNS) keep their CRC
- * checks, and a file cut short is still refused. */
+ * pixel data, a measurable part of a decode (docs/methods.md, "PNG input"). Damaged pixel data
+ * then decodes to other pixels, or fails in inflate, within the same limits; the headers before
+ * it (IHDR, PLTE, tRNS) keep their CRC checks, and a file cut short is still refused. */
 static void skip_data_checksums(png_structp png) {
   png_set_crc_action(png, PNG_CRC_QUIET_USE, PNG_CRC_DEFAULT);
 #ifdef PNG_IGNORE_ADLER32
@@ -165,7 +146,10 @@ static void set_read_transforms(png_structp png, png_infop info) {
 /* Whether png.c takes the pixel data of buf itself rather than libpng: a non-interlaced image of
  * 8- or 16-bit gray, gray+alpha, RGB or RGBA without tRNS, its IDAT chunks consecutive and
  * followed only by what libpng would pass over up to IEND (codec_png_layout), so that
- * png_read_end() has nothing left to refuse. *l describes the file when it returns 1. */
+ * png_read_end() has nothing left to refuse. libpng still reads such a file up to its pixel data;
+ * then libdeflate inflates it into the pixel buffer (png_inflate.c) and png_unfilter.c undoes the
+ * row filters in place, faster than libpng's own path (docs/methods.md, "PNG input"). *l
+ * describes the file when it returns 1. */
 static int direct_ok(const uint8_t *buf, size_t len, struct codec_png_layout *l) {
   if (len < 33 || codec_be32(buf + 8) != 13 || memcmp(buf + 12, "IHDR", 4) != 0) return 0;
   int depth = buf[24], colour = buf[25], interlace = buf[28];
@@ -249,6 +233,14 @@ static enum codec_status decode_run(struct png_dec *d, const struct codec_limits
   return CODEC_OK;
 }
 
+/* Checks width, height and pixel count twice: from the IHDR bytes before libpng is started (so
+ * an oversized image is reported as too large, not as libpng's "Invalid IHDR data" from the user
+ * limits), and from png_read_info() before the pixel buffer is allocated. Output is 1..4 channels
+ * of 8 or 16 bits in host byte order: palettes expand to RGB (RGBA with tRNS), gray below 8 bits
+ * to 8 bits, tRNS to an alpha channel; interlaced files are deinterlaced. Running out of data
+ * anywhere, including before IEND, is a corrupt file. Colour profiles, gamma and text chunks are
+ * ignored: samples are passed through as stored. A file that is not direct_ok is libpng's to the
+ * end, its data inflated by libdeflate where it can (codec_png_rewrap). */
 enum codec_status codec_png_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
                                    struct codec_image *out, char *msg, size_t msglen) {
   enum codec_status st = precheck_ihdr(buf, len, lim, msg, msglen);
@@ -348,3 +340,69 @@ enum codec_status codec_png_encode(const struct codec_image *img, int compressio
   codec_buf_take(&e.file, out, outlen);
   return CODEC_OK;
 }
+
+/* ---- the format's descriptor ---- */
+
+static int png_sniff(const uint8_t *buf, size_t len) {
+  static const uint8_t magic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  return len >= sizeof magic && memcmp(buf, magic, sizeof magic) == 0;
+}
+
+/* The IHDR chunk right after the signature (colour type 0 gray, 2 RGB, 3 palette, 4 gray and
+ * alpha, 6 RGBA). */
+static int png_probe(const uint8_t *buf, size_t len, struct codec_shape *out) {
+  static const int channels[] = {1, 0, 3, 4, 2, 0, 4};
+  if (len < 33 || codec_be32(buf + 8) != 13 || memcmp(buf + 12, "IHDR", 4) != 0) return -1;
+  uint32_t w = codec_be32(buf + 16), h = codec_be32(buf + 20);
+  int type = buf[25];
+  if (w == 0 || h == 0 || w > INT32_MAX || h > INT32_MAX || type > 6 || !channels[type]) return -1;
+  *out = (struct codec_shape){(int)w, (int)h, channels[type], buf[24] == 16 ? 16 : 8};
+  return 0;
+}
+
+static const char *png_decoder(const uint8_t *buf, size_t len) {
+  return codec_png_direct(buf, len) ? "libdeflate" : "libpng";
+}
+
+/* blurd's writer (png_write.c: the run-length coder or libdeflate by level), or libpng's. */
+static enum codec_status png_encode(const struct codec_image *img,
+                                    const struct codec_encode_opts *o, uint8_t **out,
+                                    size_t *outlen, char *msg, size_t msglen) {
+  if (o->encoder) *o->encoder = o->png_libpng ? "libpng" : codec_png_deflater(o->compression);
+  if (o->png_libpng) return codec_png_encode(img, o->compression, out, outlen, msg, msglen);
+  return codec_png_write(img, o, out, outlen, msg, msglen);
+}
+
+static double png_decode_ns(const uint8_t *buf, size_t len, const struct codec_shape *s) {
+  (void)buf;
+  double px = (double)s->width * s->height, alpha = s->channels == 2 || s->channels == 4 ? px : 0;
+  return px * s->channels * COST_DECODE_PNG_NS_SAMPLE + (double)len * COST_DECODE_PNG_NS_BYTE +
+         alpha * COST_DECODE_PNG_NS_ALPHA;
+}
+
+static double png_encode_ns(const struct codec_encode_opts *o, const struct codec_shape *s) {
+  static const double png8[] = COST_PNG_NS_BYTE, png16[] = COST_PNG16_NS_BYTE;
+  int level = o->compression < 0 || o->compression > 9 ? 9 : o->compression;
+  double bytes = (double)s->width * s->height * s->channels * (s->depth / 8);
+  return bytes * (s->depth == 16 ? png16 : png8)[level];
+}
+
+const struct codec_format_desc codec_png_format = {
+    .name = "png",
+    .title = "PNG",
+    .mime = "image/png",
+    .mimes = "image/apng",
+    .exts = "png",
+    .lib = "libpng",
+    .reader = "libdeflate (8- and 16-bit, not interlaced, no tRNS), libpng",
+    .writer = "deflate-rle (levels 1 and 2), libdeflate",
+    .exact16 = 1,
+    .sniff = png_sniff,
+    .probe = png_probe,
+    .decode = codec_png_decode,
+    .decoder = png_decoder,
+    .icc = codec_png_icc,
+    .encode = png_encode,
+    .decode_ns = png_decode_ns,
+    .encode_ns = png_encode_ns,
+};

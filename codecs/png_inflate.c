@@ -1,20 +1,11 @@
 /* png_inflate.c: a PNG's pixel data found and inflated by libdeflate, for png.c's own path
- * through the pixel data or handed to libpng as stored blocks.
- *
- * codec_png_layout walks the chunks and codec_png_inflate inflates the joined IDAT data into the
- * exact size IHDR implies; png.c unfilters that itself for the common files (png_unfilter.c).
- * For the others (palettes, low bit depths, tRNS, odd chunk layouts), codec_png_rewrap serves
- * libpng: half or more of a libpng decode is zlib's inflate, which libdeflate does about twice
- * as fast, but libpng has no hook for another inflater. So, for a non-interlaced PNG whose IDAT
- * chunks are consecutive, it inflates their joined zlib stream with libdeflate and writes a copy
- * of the file whose one IDAT chunk holds the same bytes as a stored (uncompressed) zlib stream,
- * which libpng's inflate copies at memory speed. libpng still reads every chunk, unfilters,
- * converts and checks the file as before; only the inflater changed. Anything unexpected (a
- * damaged or short stream, one that inflates to another size, chunks out of order, an
- * interlaced image, a filtered image over REWRAP_MAX bytes) leaves the file as it is, for libpng
- * to decode or refuse in its own words. libdeflate inflates a whole stream in one call, with no
- * hook: a large one runs where the thread's cancellation hook can stop it (codec_run_stoppable),
- * and is then CODEC_CANCELLED. */
+ * through the pixel data or handed to libpng as stored blocks. codec_png_layout walks the chunks
+ * and codec_png_inflate inflates the joined IDAT data into the exact size IHDR implies, which
+ * png.c unfilters itself for the common files (png_unfilter.c); for the others (palettes, low bit
+ * depths, tRNS, odd chunk layouts) codec_png_rewrap hands libpng a copy of the file whose pixel
+ * data is already inflated. libdeflate inflates a whole stream in one call, with no hook: a large
+ * one runs where the thread's cancellation hook can stop it (codec_run_stoppable), and is then
+ * CODEC_CANCELLED. */
 #include <libdeflate.h>
 #include <string.h>
 
@@ -161,6 +152,14 @@ static size_t stored_idat(uint8_t *p, const uint8_t *raw, size_t n) {
   return dlen + 12;
 }
 
+/* Much of a libpng decode is zlib's inflate, which libdeflate does faster, but libpng has no hook
+ * for another inflater. So, for a non-interlaced PNG whose IDAT chunks are consecutive, this
+ * inflates their joined zlib stream with libdeflate and writes a copy of the file whose one IDAT
+ * chunk holds the same bytes as a stored (uncompressed) zlib stream, which libpng's inflate copies
+ * at memory speed. libpng still reads every chunk, unfilters, converts and checks the file; only
+ * the inflater differs. Anything unexpected (a damaged or short stream, one that inflates to
+ * another size, chunks out of order, an interlaced image, a filtered image over REWRAP_MAX bytes)
+ * leaves the file as it is, for libpng to decode or refuse in its own words. */
 enum codec_status codec_png_rewrap(const uint8_t *buf, size_t len, uint8_t **out, size_t *outlen) {
   struct codec_png_layout l;
   size_t n;

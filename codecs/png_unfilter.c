@@ -1,25 +1,9 @@
 /* png_unfilter.c: PNG's row filters undone in place, for png.c's own path through the pixel data.
- *
- * The inflated pixel data of a non-interlaced PNG is `height` rows of one filter-type byte and
- * `stride` filtered bytes; png.c inflates it after three rows of room at the start of the pixel
- * buffer, and codec_png_unfilter turns it, in place, into `height` packed rows of `stride` bytes
- * from the buffer's start. Row y's output starts 3 strides + y + 1 bytes before its filtered
- * bytes, so even row y + 3, made alongside row y, writes only over bytes already read; the row
- * above (the filters' "prior" row) is always output by then. The filters are the PNG
- * specification's (ISO/IEC 15948, 9.2): none, sub, up, average and paeth, each byte
- * reconstructed modulo 256 from the byte bpp to its left (a), the byte above (b) and the byte
- * above that one (c); the first row's prior row is zeros.
- *
- * Sub, average and paeth are serial along a row: each pixel needs the one before it. On x86-64
- * (SSE2, its baseline) a pixel is one register, a byte (paeth: a 16-bit lane) per sample byte,
- * so a few instructions make the whole pixel; up is 16 bytes at a time. Paeth, what photographs
- * get, is then bound by the latency of that chain, so runs of paeth rows are made up to four at
- * a time, each row a pixel behind the one above, in chains the processor overlaps: for pixels of
- * up to 4 bytes two rows a register, two registers (paeth_quad, paeth_pair); for 6 or 8 bytes
- * (16-bit RGB, RGBA) a register a row (paeth_wide). Other architectures, sub and
- * average on pixels of 1 or 2 bytes, and the plain-C twin that the tests compare with
- * (codec_png_unfilter_c) take the C loops. 16-bit samples, big-endian in the file, are swapped
- * to host order once the rows below no longer read them. */
+ * The filters are the PNG specification's (ISO/IEC 15948, 9.2): none, sub, up, average and paeth,
+ * each byte reconstructed modulo 256 from the byte bpp to its left (a), the byte above (b) and the
+ * byte above that one (c); the first row's prior row is zeros. On x86-64 the serial filters run in
+ * SSE2 registers, a pixel at a time and runs of paeth rows together; elsewhere, and in the plain-C
+ * twin the tests compare with (codec_png_unfilter_c), they are C loops. */
 #include <string.h>
 
 #include "codecs_int.h"
@@ -78,6 +62,16 @@ static void row_c(int f, uint8_t *out, const uint8_t *in, const uint8_t *prior, 
 }
 
 #ifdef UNFILTER_SSE2
+/* ---- SSE2 ----
+ * Sub, average and paeth are serial along a row: each pixel needs the one before it. On x86-64
+ * (SSE2, its baseline) a pixel is one register, a byte (paeth: a 16-bit lane) per sample byte, so
+ * a few instructions make the whole pixel; up is 16 bytes at a time. Paeth, what photographs get,
+ * is then bound by the latency of that chain, so runs of paeth rows are made up to four at a time,
+ * each row a pixel behind the one above, in chains the processor overlaps: for pixels of up to 4
+ * bytes two rows a register, two registers (paeth_quad, paeth_pair); for 6 or 8 bytes (16-bit RGB,
+ * RGBA) a register a row (paeth_wide). Sub and average on pixels of 1 or 2 bytes take the C
+ * loops. */
+
 /* A pixel of `wide` bytes (4 or 8) to the low lanes of a register, and back. The loops below use
  * them for every pixel but the row's last: the bytes past a smaller pixel are the next pixel's,
  * whose own step rewrites them, and the output runs three rows behind the input, so no store
@@ -337,6 +331,13 @@ static void paeth_together(uint8_t *out, const uint8_t *in, const uint8_t *prior
 }
 #endif
 
+/* The inflated pixel data of a non-interlaced PNG is `height` rows of one filter-type byte and
+ * `stride` filtered bytes; png.c inflates it after three rows of room at the start of the pixel
+ * buffer, and this turns it, in place, into `height` packed rows of `stride` bytes from the
+ * buffer's start. Row y's output starts 3 strides + y + 1 bytes before its filtered bytes, so even
+ * row y + 3, made alongside row y, writes only over bytes already read; the row above (the
+ * filters' "prior" row) is always output by then. 16-bit samples, big-endian in the file, are
+ * swapped to host order once the rows below no longer read them. */
 static enum codec_status unfilter(uint8_t *data, size_t height, size_t stride, unsigned bpp,
                                   int swap, int plain_c, char *msg, size_t msglen) {
   size_t swapped = 0;                                    /* rows [0, swapped) are in host order */

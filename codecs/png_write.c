@@ -1,22 +1,9 @@
 /* png_write.c: the PNG encoder: rows filtered here, the zlib stream made by libdeflate or by
- * deflate_rle.c.
- *
- * libpng with zlib spends most of a PNG encode in zlib's deflate, which libdeflate does 2-3x
- * faster to the same size or smaller, and deflate_rle.c's run-length coder faster still for a
- * few percent more. libdeflate compresses a whole buffer in one call, so for it the encoder
- * filters every row into one buffer (filter byte + row, samples big-endian); the run-length coder
- * takes a block at a time, so for it the rows are filtered into one block's buffer, coded and
- * the buffer reused (deflate_rle_rows). Then it writes signature, IHDR, an optional iCCP, IDAT
- * chunks of at most IDAT_MAX bytes and IEND. Each `compression`
- * level 0..9 is a plan: a deflater and a filter for 8- and 16-bit samples (chosen by
- * measurement: docs/methods.md). Filters are PNG's none, sub, up, average and paeth; "adaptive"
- * picks per row the one whose bytes, read as signed, have the smallest sum of magnitudes
- * (libpng's heuristic). A large image at levels 1 and 2 is filtered and compressed in parts on
- * the caller's threads when it gives them (deflate_parts). libdeflate allocates through
- * codec_malloc, so codec_test_fail_alloc() reaches its compressor too. The thread's
- * cancellation hook is asked every row as the rows are filtered (on the helping threads too),
- * before each of the run-length coder's blocks and parts, and while libdeflate compresses the
- * whole buffer, which stop.c can stop (codec_run_stoppable). */
+ * deflate_rle.c, then the file assembled: signature, IHDR, an optional iCCP, IDAT chunks of at
+ * most IDAT_MAX bytes and IEND. Each `compression` level 0..9 is a plan: a deflater and a row
+ * filter for 8- and 16-bit samples. Both deflaters are faster than zlib's, where libpng's own
+ * encoder spends most of its time. libdeflate allocates through codec_malloc, so
+ * codec_test_fail_alloc() reaches its compressor too. */
 #include <libdeflate.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -31,12 +18,11 @@
 
 /* What each `compression` level does: the zlib stream's maker (RLE: deflate_rle.c's run-length
  * and Huffman coder; otherwise libdeflate at that level, 0 being stored) and the row filter for
- * 8- and 16-bit samples. Chosen by measurement on a 1080p photograph, its sigma-12 blur and a
- * 16-bit variance map (docs/methods.md, "PNG output"; build/codec_bench): the run-length coder
- * after paeth is as small as libdeflate's level 4 (smaller than 1-3) in a quarter to a half of
- * level 1's time, so it makes levels 1 (after up, the cheapest filter) and 2; 3..8 keep
- * libdeflate's 3..8 and 9 is its slowest and smallest, 12. After libdeflate, up was the smallest
- * and fastest filter for 8-bit samples at every level and paeth the smallest for 16-bit. */
+ * 8- and 16-bit samples, chosen by measurement (docs/methods.md, "PNG output"): the run-length
+ * coder after paeth is about as small as libdeflate's low levels in less time than its level 1,
+ * so it makes levels 1 (after up, the cheapest filter) and 2; 3..8 keep libdeflate's 3..8 and 9
+ * is its slowest and smallest, 12. After libdeflate, up is the smallest and fastest filter for
+ * 8-bit samples and paeth the smallest for 16-bit. */
 #define RLE -1
 static const struct level_plan {
   int deflate;                   /* libdeflate's level, or RLE */
@@ -66,7 +52,7 @@ static void use_codec_allocator(void) {
 }
 
 /* PNG's paeth predictor, written without branches (p - a is b - c, and so on) so that the
- * compiler vectorises the filter loop: 4.8 ms of a 1080p RGB image's encode became about 1. */
+ * compiler vectorises the filter loop. */
 static uint8_t paeth(uint8_t a, uint8_t b, uint8_t c) {
   int16_t pa = (int16_t)(b - c), pb = (int16_t)(a - c), pc = (int16_t)(pa + pb);
   pa = pa < 0 ? (int16_t)-pa : pa;
@@ -91,8 +77,7 @@ static inline __m128i paeth_epi16(__m128i a, __m128i b, __m128i c) {
 }
 
 /* The paeth residuals of cur[i..) into dst, 16 bytes at a time (i >= bpp); returns where the
- * 16-byte steps stopped. The compiler's own vectorisation of the scalar loop ran at about a
- * third of this speed. */
+ * 16-byte steps stopped. Faster than the compiler's own vectorisation of the scalar loop. */
 static size_t paeth_sse2(uint8_t *dst, const uint8_t *cur, const uint8_t *prev, size_t i, size_t n,
                          size_t bpp) {
   const __m128i z = _mm_setzero_si128();
@@ -147,8 +132,9 @@ static uint64_t signed_sum(const uint8_t *p, size_t n) {
   return s;
 }
 
-/* Filters one row into out (its filter byte, then n bytes), trying all five when adaptive;
- * scratch holds n bytes. */
+/* Filters one row into out (its filter byte, then n bytes); scratch holds n bytes. The filters
+ * are PNG's none, sub, up, average and paeth; "adaptive" tries all five and picks the one whose
+ * bytes, read as signed, have the smallest sum of magnitudes (libpng's heuristic). */
 static void filter_one(enum codec_png_filter f, uint8_t *out, const uint8_t *cur,
                        const uint8_t *prev, size_t n, size_t bpp, uint8_t *scratch) {
   static const int fixed[] = {[CODEC_PNG_FILTER_NONE] = 0,
@@ -427,7 +413,13 @@ static void compress_run(void *arg) {
   j->zlen = libdeflate_zlib_compress(j->c, j->in, j->n, j->out, j->bound);
 }
 
-/* Filters and compresses img; on success *z holds the zlib stream of *zlen bytes. */
+/* Filters and compresses img; on success *z holds the zlib stream of *zlen bytes. libdeflate
+ * compresses a whole buffer in one call, so for it every row is filtered into one buffer (filter
+ * byte + row, samples big-endian), and the call runs where stop.c can stop it
+ * (codec_run_stoppable); the run-length coder takes a block at a time (deflate_rle_rows), or a
+ * large image's parts on the caller's threads when it gives them (deflate_parts). The thread's
+ * cancellation hook is asked every row as the rows are filtered (on the helping threads too), and
+ * before each of the run-length coder's blocks and parts. */
 static enum codec_status deflate_image(const struct codec_image *img, enum codec_png_filter f,
                                        int level, const struct codec_encode_opts *o, uint8_t **z,
                                        size_t *zlen) {

@@ -1,24 +1,10 @@
-/* stop.c: stopping work that runs inside a library with no cancellation hook of its own.
- *
- * The codecs' own loops ask the thread's hook (codec_stopped) as they go, and libpng, libjpeg
- * and libwebp's decoder are stopped through their callbacks. Two libraries give nothing to ask
- * for long stretches: libdeflate compresses or inflates a whole buffer in one call, and
- * libwebp's encoder reports its progress in whole percents, and not at all while it codes an
- * alpha plane or writes its tokens (seconds to minutes for the largest images:
- * docs/engineering-notes.md, "Every stage stops at the deadline"). Their work is stopped from
- * outside, in one of two ways, by what it does:
- *   - codec_run_stoppable: libdeflate's calls compute over memory they are given, and allocate
- *     and lock nothing, so they run on a thread of their own with asynchronous cancellation
- *     while the caller asks the hook every STOP_POLL_MS; when it says stop, the thread is
- *     cancelled where it stands, and nothing is left behind but the caller's buffers.
- *   - codec_run_child: libwebp's encoder allocates as it goes, so a thread cancelled inside it
- *     could hold malloc's lock or leak its memory. It runs in a child process (fork) that writes
- *     the file to a pipe, which the caller reads while it asks the hook; when the hook says stop
- *     the child is killed, and the kernel takes back all it held. The child keeps no other file
- *     open (so a client's connection closes when the server closes it) and dies with its parent.
- *     A fork copies only the forking thread: a lock another thread held at that moment stays
- *     held in the child, which would sleep on it forever. A child that sleeps for STALL_MS
- *     without using the CPU is taken for one, killed, and its work left to the caller. */
+/* stop.c: stopping work that runs inside a library with no cancellation hook of its own. The
+ * codecs' own loops ask the thread's hook (codec_stopped) as they go, and libpng, libjpeg and
+ * libwebp's decoder are stopped through their callbacks. Two libraries give nothing to ask for
+ * long stretches: libdeflate compresses or inflates a whole buffer in one call, and libwebp's
+ * encoder reports its progress in whole percents, and not at all while it codes an alpha plane or
+ * writes its tokens (docs/engineering-notes.md, "Every stage stops at the deadline"). Their work
+ * is stopped from outside, on a thread cancelled where it stands or in a child process killed. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -36,7 +22,11 @@
 #define STOP_POLL_MS 5    /* how often a caller asks the hook while the work runs elsewhere */
 #define STALL_MS     1000 /* a child asleep this long, using no CPU, is stuck */
 
-/* ---- a thread cancelled where it stands ---- */
+/* ---- a thread cancelled where it stands ----
+ * codec_run_stoppable: libdeflate's calls compute over memory they are given, and allocate and
+ * lock nothing, so they run on a thread of their own with asynchronous cancellation while the
+ * caller asks the hook every STOP_POLL_MS; when it says stop, the thread is cancelled where it
+ * stands, and nothing is left behind but the caller's buffers. */
 
 struct task {
   void (*fn)(void *arg);
@@ -104,7 +94,15 @@ enum codec_status codec_run_stoppable(void (*fn)(void *arg), void *arg, size_t b
   return stopped ? CODEC_CANCELLED : CODEC_OK;
 }
 
-/* ---- a child process, killed ---- */
+/* ---- a child process, killed ----
+ * codec_run_child: libwebp's encoder allocates as it goes, so a thread cancelled inside it could
+ * hold malloc's lock or leak its memory. It runs in a child process (fork) that writes the file to
+ * a pipe, which the caller reads while it asks the hook; when the hook says stop the child is
+ * killed, and the kernel takes back all it held. The child keeps no other file open (so a
+ * client's connection closes when the server closes it) and dies with its parent. A fork copies
+ * only the forking thread: a lock another thread held at that moment stays held in the child,
+ * which would sleep on it forever. A child that sleeps for STALL_MS without using the CPU is taken
+ * for one, killed, and its work left to the caller. */
 
 int codec_write_all(int fd, const void *p, size_t n) {
   const uint8_t *b = p;

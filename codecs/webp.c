@@ -40,6 +40,7 @@
 #include <webp/mux.h>
 
 #include "codecs_int.h"
+#include "cost_table.h"
 
 /* libwebp's lossless preset (cwebp -z): 0 fastest .. 9 smallest. photo_1080p.jpg blurred at
  * sigma 3 and 40 took 1,135,330 and 208,830 bytes at 2, against 1,160,186 and 272,822 at 1 and
@@ -295,7 +296,7 @@ static enum codec_status encode_run(const struct codec_image *img, const uint8_t
     return CODEC_UNSUPPORTED;
   }
   j.config.exact = o->lossless; /* keep the colour under alpha 0, so lossless is exact */
-  if (!o->lossless) j.config.method = o->effort_set ? o->effort : CODEC_WEBP_EFFORT_DEFAULT;
+  if (!o->lossless) j.config.method = o->effort_set ? o->effort : CODEC_EFFORT_DEFAULT;
   j.pic.use_argb = o->lossless;
   j.pic.width = img->width;
   j.pic.height = img->height;
@@ -377,3 +378,70 @@ enum codec_status codec_webp_from_vp8(const struct codec_vp8_mbs *a,
   if (st == CODEC_OK && o->encoder) *o->encoder = "blurd-vp8";
   return finish(&e, st, &eo, out, outlen, msg, msglen);
 }
+
+/* ---- the format's descriptor ---- */
+
+static int webp_sniff(const uint8_t *buf, size_t len) {
+  return len >= 12 && memcmp(buf, "RIFF", 4) == 0 && memcmp(buf + 8, "WEBP", 4) == 0;
+}
+
+/* Whether the WebP file buf holds a lossless (VP8L) image: its first chunk, or past an extended
+ * header (VP8X) and its ALPH or other chunks the first image chunk. Its decode costs otherwise
+ * than a lossy one's. */
+static int webp_lossless(const uint8_t *buf, size_t len) {
+  for (size_t at = 12; at + 8 <= len;) {
+    if (memcmp(buf + at, "VP8L", 4) == 0) return 1;
+    if (memcmp(buf + at, "VP8 ", 4) == 0) return 0;
+    uint32_t n = buf[at + 4] | buf[at + 5] << 8 | buf[at + 6] << 16 | (uint32_t)buf[at + 7] << 24;
+    if (n > len - at - 8) break;
+    at += 8 + (size_t)n + (n & 1);
+  }
+  return 0;
+}
+
+static double webp_decode_ns(const uint8_t *buf, size_t len, const struct codec_shape *s) {
+  double px = (double)s->width * s->height, samples = px * s->channels,
+         alpha = s->channels == 2 || s->channels == 4 ? px : 0;
+  if (webp_lossless(buf, len))
+    return samples * COST_DECODE_WEBPLL_NS_SAMPLE + (double)len * COST_DECODE_WEBPLL_NS_BYTE +
+           alpha * COST_DECODE_WEBPLL_NS_ALPHA;
+  return samples * COST_DECODE_WEBP_NS_SAMPLE + (double)len * COST_DECODE_WEBP_NS_BYTE +
+         alpha * COST_DECODE_WEBP_NS_ALPHA;
+}
+
+/* Lossy: the colour by effort and quality, and the alpha plane by effort and size; lossless by
+ * size. */
+static double webp_encode_ns(const struct codec_encode_opts *o, const struct codec_shape *s) {
+  static const double sizes[] = COST_WEBP_SIZES, q[] = COST_WEBP_QUALITY,
+                      lossless[] = COST_WEBP_LOSSLESS_NS_PIXEL;
+  static const double colour[][CODEC_NELEM(q)] = COST_WEBP_NS_PIXEL,
+                      alpha[][CODEC_NELEM(lossless)] = COST_WEBP_ALPHA_NS_PIXEL;
+  double px = (double)s->width * s->height;
+  int a = s->channels == 2 || s->channels == 4;
+  int effort = o->effort_set ? o->effort : CODEC_EFFORT_DEFAULT;
+  effort = effort < 0 ? 0 : effort >= CODEC_NELEM(colour) ? CODEC_NELEM(colour) - 1 : effort;
+  if (o->lossless) return px * codec_by_size(sizes, lossless, CODEC_NELEM(sizes), px);
+  return px * (codec_interpolate(q, colour[effort], CODEC_NELEM(q), o->quality) +
+               (a ? codec_by_size(sizes, alpha[effort], CODEC_NELEM(sizes), px) : 0));
+}
+
+const struct codec_format_desc codec_webp_format = {
+    .name = "webp",
+    .title = "WebP",
+    .mime = "image/webp",
+    .mimes = "",
+    .exts = "webp",
+    .lib = "libwebp",
+    .reader = "libwebp",
+    .writer = "blurd-vp8 (smooth RGB images at effort 2), libwebp",
+    .quality = 1,
+    .lossless = 1,
+    .rgb_only = 1,
+    .sniff = webp_sniff,
+    .probe = codec_webp_probe,
+    .decode = codec_webp_decode,
+    .icc = codec_webp_icc,
+    .encode = codec_webp_encode,
+    .decode_ns = webp_decode_ns,
+    .encode_ns = webp_encode_ns,
+};

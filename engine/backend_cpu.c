@@ -30,29 +30,22 @@ enum err backend_codec_error(enum codec_status s) {
 /* ---- the CPU codecs (every backend's, for what stays on the host) ---- */
 
 const char *backend_host_codec(enum codec_format f) {
-  return f == CODEC_PNG    ? "libpng"
-         : f == CODEC_JPEG ? "libjpeg-turbo"
-         : f == CODEC_WEBP ? "libwebp"
-                           : NULL;
+  const struct codec_format_desc *d = codec_format(f);
+  return d ? d->lib : NULL;
 }
 
 enum err backend_host_decode(const uint8_t *buf, size_t len, const struct codec_limits *lim,
                              struct codec_image *img, const char **codec, char *msg,
                              size_t msglen) {
-  enum codec_status s = codec_decode(buf, len, lim, img, msg, msglen);
-  enum codec_format f = s == CODEC_OK ? img->format : codec_sniff(buf, len);
-  *codec = f == CODEC_PNG && codec_png_direct(buf, len) ? "libdeflate" : backend_host_codec(f);
-  return backend_codec_error(s);
+  *codec = codec_decoder(buf, len);
+  return backend_codec_error(codec_decode(buf, len, lim, img, msg, msglen));
 }
 
 enum err backend_host_encode(const struct codec_image *img, const struct codec_encode_opts *o,
                              uint8_t **out, size_t *len, const char **codec, char *msg,
                              size_t msglen) {
-  *codec = o->format == CODEC_PNG && !o->png_libpng ? codec_png_deflater(o->compression)
-           : o->format == CODEC_RAW                 ? "raw"
-           : o->format == CODEC_NPY                 ? "npy"
-                                                    : backend_host_codec(o->format);
-  struct codec_encode_opts named = *o; /* WebP says which of its encoders wrote the file */
+  struct codec_encode_opts named = *o; /* the codec says which of its encoders wrote the file */
+  *codec = backend_host_codec(o->format);
   named.encoder = codec;
   return backend_codec_error(codec_encode(img, &named, out, len, msg, msglen));
 }

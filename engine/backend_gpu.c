@@ -1,15 +1,11 @@
 /* The CUDA backend: its verbs (backend_ops), each worker with its own context (a stream, device
  * buffers) on device index % ndev. With the GPU codecs, JPEG is decoded into device memory by
  * nvJPEG (batched across the workers by gpu/jpeg.cu) and encoded there; PNG, WebP, and what
- * nvJPEG refuses, go through the CPU codecs with an upload or a download. A file goes to the GPU
- * decoder only after codec_jpeg_probe has read its headers with libjpeg, so what the CPU decoder
- * would refuse at the headers is refused in the same words; a file nvJPEG fails on is decoded
- * again by libjpeg, whose verdict stands. An operation runs as its descriptor's GPU compute
- * (op->gpu), which launches through op_gpu_run: the image stays on the device from the decode to
- * the encode. The job's cancel token (cpu_stop_error) is asked between the host-side steps: before
- * a CPU decode after nvJPEG, before the host writes the file of the device's VP8 first pass, and
- * after a download; the CPU codecs ask it themselves (codec_cancel_set), the kernels are not
- * interrupted. A build without CUDA has none of this. */
+ * nvJPEG refuses, go through the CPU codecs with an upload or a download. An operation runs as its
+ * descriptor's GPU compute (op->gpu), which launches through op_gpu_run: the image stays on the
+ * device from the decode to the encode. The kernels are not interrupted: the job's cancel token
+ * (cpu_stop_error) is asked between the host-side steps, and the CPU codecs ask it themselves
+ * (codec_cancel_set). A build without CUDA has none of this. */
 #include "engine_int.h"
 
 #include <stdio.h>
@@ -100,7 +96,9 @@ static enum err gpu_error(struct gpu_worker *w, enum gpu_status s) {
 }
 
 /* A JPEG goes to nvJPEG once libjpeg has read its headers (refusing what the CPU decoder refuses,
- * in its words), when it is one nvJPEG decodes as libjpeg does and is not cut short. */
+ * in its words), when it is one nvJPEG decodes as libjpeg does and is not cut short. A file nvJPEG
+ * fails on is decoded again by libjpeg, whose verdict stands; the job's cancel token is asked
+ * first. */
 static enum err gpu_decode(void *state, const uint8_t *buf, size_t len,
                            const struct codec_limits *lim, struct codec_image *img,
                            const char **codec, char *msg, size_t msglen) {
@@ -172,7 +170,9 @@ static int gpu_webp(struct gpu_worker *w, const struct codec_image *img,
   return 1;
 }
 
-/* JPEG of 8-bit gray or RGB on the device is encoded there; the rest comes to the host. */
+/* JPEG of 8-bit gray or RGB on the device is encoded there; the rest comes to the host. The job's
+ * cancel token is asked before the host writes the file of the device's VP8 first pass, and after
+ * a download. */
 static enum err gpu_encode(void *state, const struct codec_image *img,
                            const struct codec_encode_opts *o, uint8_t **out, size_t *len,
                            const char **codec, double *download, char *msg, size_t msglen) {
@@ -189,7 +189,7 @@ static enum err gpu_encode(void *state, const struct codec_image *img,
     if (s != GPU_ERROR) return gpu_error(w, s); /* GPU_ERROR: libjpeg-turbo encodes it */
   }
   if (o->format == CODEC_WEBP && !o->lossless && img->depth == 8 && img->channels == 3 &&
-      (o->effort_set ? o->effort : CODEC_WEBP_EFFORT_DEFAULT) == 2) {
+      (o->effort_set ? o->effort : CODEC_EFFORT_DEFAULT) == 2) {
     enum err e;
     if (gpu_webp(w, img, o, out, len, codec, &e, msg, msglen)) return e; /* else libwebp's */
   }
@@ -371,8 +371,8 @@ static int gpu_device_start(void *shared, int dev, char *why, size_t n) {
   return start_jpeg_dev(g, dev, why, n) == 0 ? 1 : -1;
 }
 
-/* "cuda:0 NVIDIA H100 80GB HBM3" (what worker 0's context will be called; the workers make their
- * contexts later, on their own threads) or "cuda (2 devices)". */
+/* "cuda:0 " and device 0's name (what worker 0's context will be called; the workers make their
+ * contexts later, on their own threads), or "cuda (2 devices)". */
 static void gpu_name(int ndev, char *buf, size_t n) {
   struct gpu_device_info info;
   if (ndev > 1)
@@ -468,5 +468,5 @@ static int gpu_probe(const struct engine_config *cfg, char *why, size_t n) {
 }
 
 const struct backend_ops backend_gpu_ops = {
-    .kind = "cuda", .column = ENGINE_GPU, .probe = gpu_probe};
+    .kind = "cuda", .column = ENGINE_GPU, .absent = 1, .probe = gpu_probe};
 #endif

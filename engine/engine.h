@@ -141,8 +141,10 @@ struct engine *engine_new(const struct engine_config *cfg, char *err, size_t err
 void engine_free(struct engine *e);
 /* Queues job. Returns 0, or -1 when the queue is full or the engine stops (not taken). */
 int engine_submit(struct engine *e, struct job *job);
-/* "cpu", or e.g. "cuda:0 NVIDIA H200"; "starting" until the backend is chosen. */
+/* "cpu", or e.g. "cuda:0 " and the device's name; "starting" until the backend is chosen. */
 const char *engine_name(const struct engine *e);
+/* The kinds of the backends this build has ("cpu,cuda"), in the order of their columns. */
+const char *engine_built(void);
 /* Whether the process's exit frees the workers faster than engine_free would. */
 int engine_leave_to_exit(const struct engine *e);
 /* Workers still warming up (they take jobs once warm). */

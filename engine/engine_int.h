@@ -1,7 +1,8 @@
 /* The engine's internals, shared by its files: a backend's verbs (struct backend_ops, one file
- * each: backend_cpu.c, backend_gpu.c) and the table of them (start.c), the engine's state (queue.c
- * runs the jobs, start.c chooses and starts the backend, warm.c warms the workers), and the host's
- * codecs every backend uses. Nothing outside engine/ includes it. */
+ * each: backend_cpu.c, backend_gpu.c) and the table of them (start.c), the engine's state (start.c
+ * chooses and starts the backend, workers.c runs the workers, queue.c holds the jobs, warm.c warms
+ * the workers, status.c reports), and the host's codecs every backend uses. Nothing outside
+ * engine/ includes it. */
 #ifndef BLURD_ENGINE_INT_H
 #define BLURD_ENGINE_INT_H
 
@@ -19,6 +20,7 @@ struct backend_ops {
   enum engine_backend column; /* the column of the operations' computes it runs */
   int keeps_images;           /* images stay on the device between steps (see above) */
   int leave_to_exit;          /* the process's exit frees its workers faster than worker_free */
+  int absent;                 /* this build lacks it: probe only says why */
   /* ---- the start (start.c) ---- */
   /* Whether asking it for its devices may take long (CUDA starts every GPU): the engine then asks
    * on a thread of its own, after the server answers. NULL: never. */
@@ -41,7 +43,7 @@ struct backend_ops {
    * after the first). Returns 1 when that made its context, 0 when there was nothing to do, or -1
    * with why: the device takes no jobs. NULL: nothing to do. */
   int (*device_start)(void *shared, int dev, char *why, size_t n);
-  /* Its name for ndev devices ("cpu", "cuda:0 NVIDIA H200"), into buf. */
+  /* Its name for ndev devices ("cpu", or "cuda:0 " and the device's name), into buf. */
   void (*name)(int ndev, char *buf, size_t n);
   /* ---- a worker ---- */
   /* Sets up worker index's state (a stream, buffers). Returns 0, or -1 with err filled. */
@@ -95,7 +97,7 @@ struct engine {
   struct engine_config cfg;
   const struct backend_ops *ops;
   void *shared;   /* the ops' shared state */
-  char name[128]; /* "cpu", "cuda:0 NVIDIA H200" */
+  char name[128]; /* "cpu", or "cuda:0 " and the device's name */
   pthread_mutex_t mu;
   pthread_cond_t cv;        /* a job was queued, or stop */
   struct job **ring;        /* queued jobs, FIFO */
@@ -134,11 +136,14 @@ struct engine {
 
 /* ---- queue.c ---- */
 
+/* Whether engine_free has begun: a worker still warming stops at its next step. */
+int engine_stopping(struct engine *e);
+
+/* ---- workers.c ---- */
+
 /* Starts worker i's thread, which makes the worker's state and warms it (worker_start). Returns
  * 0, or -1 with err filled. */
 int engine_start_worker(struct engine *e, int i, char *err, size_t errlen);
-/* Whether engine_free has begun: a worker still warming stops at its next step. */
-int engine_stopping(struct engine *e);
 /* Whether worker i is one of the first, which warm before the engine is ready. */
 int engine_first_worker(const struct engine *e, int i);
 
@@ -147,9 +152,6 @@ int engine_first_worker(const struct engine *e, int i);
 /* The cores this process may use (its affinity within its cgroup's CPU quota), said once on
  * stderr. */
 int engine_cores(void);
-/* Makes device dev ready for its workers (ops->device_start), once; under dev_mu[dev]. Returns 0,
- * or -1 when it cannot start (said once on stderr). */
-int engine_device_start(struct engine *e, int dev);
 
 /* ---- warm.c ---- */
 

@@ -15,6 +15,22 @@
 static const struct backend_ops *const backends[] = {&backend_gpu_ops, &backend_cpu_ops};
 #define NBACKENDS (int)(sizeof(backends) / sizeof(backends[0]))
 
+static char built[64]; /* engine_built's answer, made once */
+
+static void make_built(void) {
+  for (int c = 0; c < ENGINE_NBACKENDS; c++)
+    for (int i = 0; i < NBACKENDS; i++)
+      if (backends[i]->column == (enum engine_backend)c && !backends[i]->absent)
+        snprintf(built + strlen(built), sizeof(built) - strlen(built), "%s%s", built[0] ? "," : "",
+                 backends[i]->kind);
+}
+
+const char *engine_built(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, make_built);
+  return built;
+}
+
 int engine_cores(void) {
   static int n; /* set by engine_new, or its start thread, before any worker runs */
   char why[700];
@@ -82,17 +98,6 @@ static int start_codecs(struct engine *e, int per_device, char *err, size_t errl
     fprintf(stderr, "blurd: JPEG runs on the CPU (libjpeg-turbo): %s\n", why);
   }
   return 0;
-}
-
-int engine_device_start(struct engine *e, int dev) {
-  char why[256];
-  if (e->dev_failed[dev]) return -1;
-  int rc = e->ops->device_start ? e->ops->device_start(e->shared, dev, why, sizeof(why)) : 0;
-  if (rc > 0) __atomic_store_n(&e->dev_open[dev], 1, __ATOMIC_RELEASE);
-  if (rc >= 0) return 0;
-  e->dev_failed[dev] = 1;
-  fprintf(stderr, "blurd: %s:%d takes no jobs: %s\n", e->ops->kind, dev, why);
-  return -1;
 }
 
 /* Chooses where JPEG runs, then makes and starts the workers. Returns 0, or -1 with err filled. */
@@ -203,4 +208,35 @@ struct engine *engine_new(const struct engine_config *cfg, char *err, size_t err
     return NULL;
   }
   return e;
+}
+
+void engine_free(struct engine *e) {
+  if (!e) return;
+  pthread_mutex_lock(&e->mu);
+  e->stop = 1;
+  pthread_cond_broadcast(&e->cv);
+  pthread_cond_broadcast(&e->ready_cv); /* later workers waiting for their turn give up */
+  pthread_mutex_unlock(&e->mu);
+  if (e->has_starter) pthread_join(e->starter, NULL); /* it makes no worker once stop is set */
+  pthread_mutex_lock(&e->warm_mu);                    /* a worker waiting to warm up gives up */
+  pthread_cond_broadcast(&e->warm_cv);
+  pthread_mutex_unlock(&e->warm_mu);
+  for (int i = 0; i < e->nworkers; i++) pthread_join(e->threads[i], NULL);
+  for (int i = 0; i < e->nworkers; i++)
+    if (e->workers[i].state) e->ops->worker_free(e->workers[i].state);
+  if (e->ops && e->shared) e->ops->shared_free(e->shared); /* after the workers: they use it */
+  for (int d = 0; e->dev_mu && d < (e->ndev ? e->ndev : 1); d++)
+    pthread_mutex_destroy(&e->dev_mu[d]);
+  free(e->dev_mu);
+  free(e->dev_failed);
+  free(e->dev_open);
+  pthread_cond_destroy(&e->cv);
+  pthread_cond_destroy(&e->ready_cv);
+  pthread_mutex_destroy(&e->mu);
+  pthread_mutex_destroy(&e->warm_mu);
+  pthread_cond_destroy(&e->warm_cv);
+  free(e->threads);
+  free(e->workers);
+  free(e->ring);
+  free(e);
 }

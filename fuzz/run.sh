@@ -1,5 +1,5 @@
 #!/bin/bash
-# Builds the seven libFuzzer targets into build/fuzz/ with clang (ASan + UBSan), then runs each for
+# Builds the eleven libFuzzer targets into build/fuzz/ with clang (ASan + UBSan), then runs each for
 # SECONDS (default 60) on a scratch copy of its seed corpus and regressions, so that runs never
 # grow the committed corpus. Prints each target's executions and any crash; exits non-zero when a
 # target crashed, timed out, ran out of memory or leaked, leaving the input that did it in
@@ -12,13 +12,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SECONDS_EACH=${1:-60}
-TARGETS=${FUZZ_TARGETS:-png jpeg webp multipart params handler framing}
+TARGETS=${FUZZ_TARGETS:-png jpeg webp heif jxl tiff gif multipart params handler framing}
 CC=${FUZZ_CC:-clang}
 OUT=${FUZZ_OUT:-build/fuzz}
-PKGS="libpng libturbojpeg jansson libwebp libwebpmux libdeflate spng lcms2"
+PKGS="libpng libturbojpeg jansson libwebp libwebpmux libdeflate spng lcms2 libheif libde265 dav1d
+      libavif libjxl libjxl_threads libtiff-4"
 CFLAGS="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -D_GNU_SOURCE
         -std=c11 -pthread $(pkg-config --cflags $PKGS)"
-LIBS="$(pkg-config --libs libpng libturbojpeg jansson libwebp libwebpmux libdeflate lcms2) -ljpeg -lz -lm -pthread"
+LIBS="$(pkg-config --libs libpng libturbojpeg jansson libwebp libwebpmux libdeflate lcms2 libheif libde265 dav1d libavif libjxl libjxl_threads libtiff-4) -lgif -ljpeg -lz -lm -pthread"
 
 # ---- build: the project's sources once, then one binary per target ----
 mkdir -p "$OUT/obj"

@@ -589,16 +589,10 @@ enum gpu_status gpu_bench(struct gpu_ctx *ctx, const struct cpu_blur *b,
   return st;
 }
 
-/* The GPU rule for `auto`, from docs/gpu_bench.md (H200, kernel time): separable (58.9 dB)
- * is the fastest method at sigma 1 up to 3840x2160 (49.9 against 35.8 Gpix/s for yvv_blocked
- * there; on 8192x8192 it is 4% slower, 55.2 against 57.7) and up to sigma 3 below 3840x2160
- * (22.9 against 18.6 on 1920x1080); elsewhere below sigma 12 yvv_blocked (55 dB), whose cost
- * does not grow with the kernel, wins (57.8 against 28.7 at sigma 3 on 8192x8192, tied at sigma
- * 2 on 3840x2160). From sigma 12 pyramid (58.9 dB on photographs) is faster at every size since
- * its reduction runs more threads on small grids (H100, `bench`, docs/methods.md: 1920x1080
- * 0.039 to 0.116 ms against 0.119 to 0.150 for yvv_blocked at sigma 12 to 100, 3840x2160 0.095
- * to 0.226 against 0.256 to 0.292, 8192x8192 0.53 to 0.92 against 1.33 to 1.37). All reach
- * 48 dB. */
+/* The GPU rule for `auto`, by kernel time (docs/methods.md, "auto"; docs/gpu_bench.md): separable
+ * is the fastest method at sigma 1 and, below 3840x2160, up to sigma 3; elsewhere below sigma 12
+ * yvv_blocked, whose cost does not grow with the kernel, wins; from sigma 12 pyramid is faster at
+ * every size, since its reduction runs more threads on small grids. All reach 48 dB. */
 enum cpu_method gpu_auto_method(double sigma, int width, int height) {
   int small = (double)width * height < 3840.0 * 2160;
   if (sigma <= 1 || (sigma <= 3 && small)) return CPU_SEPARABLE;

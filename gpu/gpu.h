@@ -1,12 +1,10 @@
 /* gpu: the CUDA backend's compute, as a small plain-C API. CUDA types stay inside the .cu
  * files behind the opaque struct gpu_ctx: one context per worker, each with its own device,
  * stream, CUDA events, pinned host staging buffers and device buffers that grow when an image
- * needs more and are reused across jobs (no cudaMalloc per request in steady state).
- *
- * Every method of cpu/ has a kernel here and its CPU function is the oracle the GPU test suite
- * compares against: the fir family gives the same bytes (exact integer sums), the others stay
- * within 1 level. The coefficients come from cpu/ so both backends filter with the same
- * numbers. */
+ * needs more and are reused across jobs (no cudaMalloc per request in steady state). Every method
+ * of cpu/ has a kernel here, and its CPU function is the oracle the GPU test suite compares
+ * against: the fir family gives the same bytes (exact integer sums), the others stay within 1
+ * level. The coefficients come from cpu/, so both backends filter with the same numbers. */
 #ifndef BLURD_GPU_H
 #define BLURD_GPU_H
 
@@ -44,7 +42,7 @@ const char *gpu_status_meaning(enum gpu_status s);
 int gpu_device_count(void);
 
 struct gpu_device_info {
-  char name[96];    /* "NVIDIA H200" */
+  char name[96];    /* the device's name, as CUDA gives it */
   size_t mem_total; /* bytes */
   size_t mem_free;  /* bytes, when asked for (with_free); else 0 */
   int sm_count;
@@ -57,8 +55,8 @@ int gpu_device_open(int dev);
 
 /* Fills info for device dev. Only with_free asks for its free memory, which needs the device's
  * context: the caller passes 1 only for a device whose context is made (gpu_device_open), since
- * making one costs 0.2 to 0.6 s and, made in turn for every GPU at the start, delayed the first
- * GPU's readiness by that much a GPU. Returns 0, or -1. */
+ * making one is slow and, made in turn for every GPU at the start, would delay the first GPU's
+ * readiness by that much a GPU. Returns 0, or -1. */
 int gpu_device_info(int dev, int with_free, struct gpu_device_info *info);
 
 struct gpu_ctx;
@@ -68,7 +66,7 @@ struct gpu_ctx;
 struct gpu_ctx *gpu_ctx_new(int dev, char *err, size_t errlen);
 /* Frees ctx and its buffers; ctx may be NULL. */
 void gpu_ctx_free(struct gpu_ctx *ctx);
-/* "cuda:0 NVIDIA H200" */
+/* "cuda:0 " and the device's name. */
 const char *gpu_ctx_name(const struct gpu_ctx *ctx);
 /* Device bytes this context holds. */
 size_t gpu_ctx_bytes(const struct gpu_ctx *ctx);
@@ -95,9 +93,9 @@ int gpu_reference_exact(const struct gpu_ctx *ctx);
 /* Whether separable (and pyramid below sigma 6) runs on ctx in integers on the tensor cores for
  * blur b of an image shaped as img: 8-bit gray or RGB, the default truncate, radius at most 160
  * (sigma 40), compute capability 8.0 on, neither BLURD_GPU_PRECISION nor BLURD_PSNR_REFERENCE
- * set to another. Each output is then the integer reference rounded (within 1.6e-4 levels of the
- * exact Gaussian at sigma 12: docs/methods.md) and the same pass measures its PSNR, so with the
- * PSNR it costs what the reference alone costs after any other method. */
+ * set to another. Each output is then the integer reference rounded (within its bound of the
+ * exact Gaussian: docs/methods.md, "separable in integers on the GPU") and the same pass measures
+ * its PSNR, so with the PSNR it costs what the reference alone costs after any other method. */
 int gpu_separable_exact(const struct gpu_ctx *ctx, const struct cpu_blur *b,
                         const struct cpu_image *img);
 
@@ -111,10 +109,10 @@ enum gpu_status gpu_bench(struct gpu_ctx *ctx, const struct cpu_blur *b,
 enum cpu_method gpu_auto_method(double sigma, int width, int height);
 
 /* yvv and yvv2way on 8-bit images run in single precision up to this sigma (the larger of the
- * two axes') and in double above
- * it, where their direct forms in single precision drift more than a level from the CPU twin
- * (measured by tests/gpu_check.c; README). yvv_blocked (a cascade) and deriche (two sections in
- * delta form) stay in single precision at every sigma. 16-bit images always use double. */
+ * two axes') and in double above it, where their direct forms in single precision drift more
+ * than a level from the CPU twin (measured by tests/gpu_check.c; README). yvv_blocked (a cascade)
+ * and deriche (two sections in delta form) stay in single precision at every sigma. 16-bit images
+ * always use double. */
 #define GPU_FLOAT_SIGMA_MAX 20.0
 
 /* ---- local statistics, contrast and convolution (the twins of cpu_variance,
@@ -131,7 +129,7 @@ enum gpu_status gpu_variance(struct gpu_ctx *ctx, const struct cpu_var *v,
 enum gpu_status gpu_contrast(struct gpu_ctx *ctx, const struct cpu_contrast *c,
                              const struct cpu_image *src, struct cpu_image *dst,
                              struct gpu_times *t);
-/* cpu_convolve_image on the GPU, a shared-memory tile with halo (seed 003): the same bytes. */
+/* cpu_convolve_image on the GPU, a shared-memory tile with halo: the same bytes. */
 enum gpu_status gpu_convolve(struct gpu_ctx *ctx, const struct cpu_conv *c,
                              const struct cpu_image *src, struct cpu_image *dst,
                              struct gpu_times *t);

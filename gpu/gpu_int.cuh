@@ -41,7 +41,7 @@ struct gpu_buf {
 
 struct gpu_ctx {
   int dev;
-  char name[128]; /* "cuda:0 NVIDIA H200" */
+  char name[128]; /* "cuda:0 " and the device's name */
   char err[256];  /* the last error, as a sentence */
   cudaStream_t s;
   cudaEvent_t ev[NEV];
@@ -151,11 +151,10 @@ void deliver(const struct cpu_image *img, void *pixels, struct cpu_image *dst);
 void jpeg_ctx_free(struct gpu_ctx *ctx);
 /* Lets kernel take as much dynamic shared memory as the current device allows a block, less its
  * static shared memory. The limit is an attribute of the kernel that every worker shares: set
- * before each launch to that launch's size, one worker lowered it under another's launch between
- * the other's two calls, which then failed (cudaErrorInvalidValue or
- * cudaErrorLaunchOutOfResources: 288 requests of 98,997 in 120 s of tests/stress/stress.py on an
- * H200). Raised to the most, it is never lowered. Returns the CUDA error, which also stays the last
- * error, so that the launch after it reports it. */
+ * before each launch to that launch's size, one worker could lower it under another's launch
+ * between the other's two calls, which would then fail (cudaErrorInvalidValue or
+ * cudaErrorLaunchOutOfResources). Raised to the most, it is never lowered. Returns the CUDA
+ * error, which also stays the last error, so that the launch after it reports it. */
 cudaError_t smem_allow_max(const void *kernel);
 /* Milliseconds between events a and b of ctx, or -1. */
 double elapsed(const struct gpu_ctx *ctx, int a, int b);
@@ -503,9 +502,8 @@ struct pyr_params { /* one axis */
 };
 #define PYR_BATCH 16 /* images a launch covers */
 /* One image of a batch: its input, out.w x out.h pixels at (x0, y0) of in; out.p NULL: blended
- * into in there. pyr_reduce takes one by value, and at 140 bytes nvcc reloaded its fields from
- * the parameter space at every pixel (ptxas: 527 loads in pyr_reduce<4,4> against 10; 8192x8192
- * at sigma 30 0.55 to 0.92 ms), hence the batch holds what only regions need. */
+ * into in there. pyr_reduce takes one by value, and a larger struct makes nvcc reload its fields
+ * from the parameter space at every pixel, hence the batch holds what only regions need. */
 struct pyr_item {
   packed in;
   int x0, y0;

@@ -1,24 +1,10 @@
 /* JPEG on the GPU with nvJPEG, loaded at run time (dlopen) so that one binary runs with or without
- * it. The declarations come from nvjpeg_api.h.
- *
- * Decoding is batched across requests. Each device has one struct gpu_jpeg: nvJPEG handles and one
- * or more batch threads. A context that decodes puts a request on the device's list and sleeps; a
- * free thread takes the list when it holds max_batch requests, when every context that said it may
- * decode (gpu_jpeg_expect) has submitted, or when the oldest request has waited batch_wait_us, and
- * decodes it with nvjpegDecodeBatched: on the hardware JPEG decoder (A100, H100, H200) when the GPU
- * has one, else with nvJPEG's CUDA decoder. A batch the decoder fails is decoded again image by
- * image, so that one bad file fails alone. What the batched decoder refuses (progressive files on
- * the hardware decoder) is decoded alone on the context's stream by the default backend.
- *
- * The handles upsample chroma by interpolation (NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION), as
- * libjpeg's fancy upsampling does, and decode strictly (NVJPEG_FLAGS_BITSTREAM_STRICT), so that a
- * damaged file fails and goes to the CPU decoder instead of decoding to garbage; each flag is
- * dropped when the library refuses it. Outputs are interleaved RGB or gray, written straight into
- * the context's input image, or into its output image and turned upright from there when the file
- * has an EXIF orientation.
- *
- * Encoding runs on the context's stream with the context's encoder state; only the compressed
- * bytes come back to the host. */
+ * it; the declarations come from nvjpeg_api.h. Decoding is batched across requests: each device
+ * has one struct gpu_jpeg, whose batch threads decode what its contexts submit, on the hardware
+ * JPEG decoder when the GPU has one, else with nvJPEG's CUDA decoder. Outputs are interleaved RGB
+ * or gray, written straight into the context's input image, or into its output image and turned
+ * upright from there when the file has an EXIF orientation. Encoding runs on the context's stream
+ * with the context's encoder state; only the compressed bytes come back to the host. */
 #include "gpu_int.cuh"
 #include "nvjpeg_api.h"
 
@@ -82,7 +68,11 @@ static const char *nvj_name(nvj_status s) {
   return "an unknown nvJPEG status";
 }
 
-/* A handle for backend b with the most of our flags the library accepts (into *flags). */
+/* A handle for backend b with the most of our flags the library accepts (into *flags). The flags
+ * upsample chroma by interpolation (NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION), as libjpeg's
+ * fancy upsampling does, and decode strictly (NVJPEG_FLAGS_BITSTREAM_STRICT), so that a damaged
+ * file fails and goes to the CPU decoder instead of decoding to garbage; each flag is dropped when
+ * the library refuses it. */
 static nvj_status create_handle(nvj_backend b, nvj_handle *h, unsigned *flags) {
   static const unsigned tries[] = {NVJ_FLAGS_UPSAMPLING_WITH_INTERPOLATION |
                                        NVJ_FLAGS_BITSTREAM_STRICT,
@@ -107,7 +97,13 @@ static double now_ms(void) {
   return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
-/* ---- one device's decoder ---- */
+/* ---- one device's decoder ----
+ * A context that decodes puts a request on the device's list and sleeps; a free batch thread
+ * takes the list when it holds max_batch requests, when every context that said it may decode
+ * (gpu_jpeg_expect) has submitted, or when the oldest request has waited batch_wait_us, and
+ * decodes it with nvjpegDecodeBatched. A batch the decoder fails is decoded again image by image,
+ * so that one bad file fails alone. What the batched decoder refuses (progressive files on the
+ * hardware decoder) is decoded alone on the context's stream by the default backend. */
 
 struct dec_req { /* one decode waiting for a batch thread */
   const unsigned char *data;
@@ -156,8 +152,9 @@ struct gpu_jpeg {
   int stop;
   struct gpu_jpeg_stats stats;
   /* Single-image decodes (images the batched decoder does not take) share a few states, made as
-   * they are first needed: a state costs the process's exit about 25 ms in the driver, so one per
-   * context would make the exit of a server with many workers take seconds. */
+   * they are first needed: each state adds to the process's exit in the driver, so one per
+   * context would make the exit of a server with many workers slow (engineering-notes.md, "Notes
+   * moved from the code's comments"). */
   nvj_state single[SINGLE_STATES_MAX];
   int nsingle, single_cap;  /* made; the most, half the device's contexts */
   unsigned single_free;     /* bit i: single[i] is made and not in use */
@@ -393,7 +390,7 @@ void gpu_jpeg_stats(struct gpu_jpeg *j, struct gpu_jpeg_stats *s) {
 
 /* Runs one 1920x1080 image through ctx's encoder (both chroma layouts) and the batch decoder,
  * so that nvJPEG's buffers for a common size exist before the first request (nvJPEG sizes them
- * on first use: 10 ms more for the first 1080p encode of each context). */
+ * on first use, which the first request would otherwise wait for). */
 static enum gpu_status warm_up(struct gpu_ctx *ctx) {
   struct cpu_image img = {NULL, 1920, 1080, 3, 8};
   struct cpu_image shape;

@@ -1,9 +1,9 @@
-/* The fir family on the GPU: direct 2-D convolution with the integer kernel of cpu/fir.c, in
- * seed 001's three memory strategies. fir (GF_Default): one thread per pixel reading global
- * memory. fir_shared (GF_SM): a 16x16 tile and its halo staged in shared memory, in bands of
- * rows so that any radius fits. fir_mwpt (GF_SM_MWPT): the same with a 2x2 block of outputs per
- * thread, so each row sum read from shared memory serves four outputs. Every sum is an exact
- * 64-bit integer, so all three give the bytes of the CPU twin. */
+/* The fir family on the GPU: direct 2-D convolution with the integer kernel of cpu/fir.c, in the
+ * three memory strategies of "Gaussian Filtering With GPU". fir (GF_Default): one thread per
+ * pixel reading global memory. fir_shared (GF_SM): a 16x16 tile and its halo staged in shared
+ * memory, in bands of rows so that any radius fits. fir_mwpt (GF_SM_MWPT): the same with a 2x2
+ * block of outputs per thread, so each row sum read from shared memory serves four outputs. Every
+ * sum is an exact 64-bit integer, so all three give the bytes of the CPU twin. */
 #include "gpu_int.cuh"
 
 struct fir_args {

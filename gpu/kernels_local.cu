@@ -1,28 +1,13 @@
-/* Local statistics (seed 004), local contrast and convolution (seed 003) on the GPU: the kernels
- * behind gpu_variance, gpu_contrast and gpu_convolve, each launched from a small host function.
- *
- * Every float32 kernel spells its arithmetic with __fadd_rn, __fmul_rn and friends, in the order
- * of its CPU twin (cpu/variance.c, cpu/var_merge.c, cpu/convolve.c), so nvcc cannot fuse a
- * multiply and an add the CPU keeps apart: the float methods aim at the CPU's bits, not merely
- * at its accuracy.
- *
- * - naive, koenig, welford: one thread per pixel over every tap of the (2r+1)^2 window.
- * - pairwise, threewise: one kernel per merge step, along x over lines extended by r replicated
- *   samples at each end, then along y over the x pass's results; a line entry holds (mean, M2)
- *   and, since every entry of a step has the same weight, the weights are scalars the host
- *   computes in float32 exactly as the CPU does.
- * - exact: running integer sums, O(1) per pixel at any radius. An x pass stages a row segment in
- *   shared memory and each thread walks 31 outputs of it; a y pass gives each thread a segment
- *   of one column (a warp reads 32 adjacent columns, so every load is coalesced). The triangle's
- *   weighted sum T moves by T(p+1) = T(p) + R(p) - L(p), with R and L the box sums right and
- *   left of p; the box moves by its two end samples. The numerator W S2 - S1^2 is formed in 64
- *   bits, or in 128 where 64 can overflow, rounded once to double and divided once.
- * - contrast: luma, then exact box statistics, then the Wallis formula in double.
- * - convolve: a 16x16 tile plus halo of each colour channel in shared memory (seed 003's
- *   layout); the weights travel as a __grid_constant__ parameter, read by all threads at once. */
+/* Local statistics (Gouin et al.'s local-variance methods, Threewise among them), local contrast
+ * and convolution on the GPU: the kernels behind gpu_variance, gpu_contrast and gpu_convolve, each
+ * launched from a small host function. Every float32 kernel spells its arithmetic with __fadd_rn,
+ * __fmul_rn and friends, in the order of its CPU twin (cpu/variance.c, cpu/var_merge.c,
+ * cpu/convolve.c), so nvcc cannot fuse a multiply and an add the CPU keeps apart: the float
+ * methods aim at the CPU's bits, not merely at its accuracy. */
 #include "gpu_int.cuh"
 
-/* ---- direct methods: naive, koenig, welford ---- */
+/* ---- direct methods: naive, koenig, welford ----
+ * One thread per pixel over every tap of the (2r+1)^2 window. */
 
 #define DIRECT_BX 32
 #define DIRECT_BY 8
@@ -111,7 +96,11 @@ cudaError_t launch_var_direct(enum cpu_var_method m, packed in, int r, int tri, 
   return cudaGetLastError();
 }
 
-/* ---- merge methods: pairwise, threewise ---- */
+/* ---- merge methods: pairwise, threewise ----
+ * One kernel per merge step, along x over lines extended by r replicated samples at each end,
+ * then along y over the x pass's results; a line entry holds (mean, M2) and, since every entry of
+ * a step has the same weight, the weights are scalars the host computes in float32 exactly as the
+ * CPU does. */
 
 #define MERGE_T 256 /* threads of a merge block */
 
@@ -163,7 +152,7 @@ __device__ __forceinline__ float2 merge2(const mstep &m, float2 a, float2 b) {
                      __fadd_rn(__fadd_rn(a.y, b.y), __fmul_rn(__fmul_rn(d, d), m.awf)));
 }
 
-/* Three sets around a centre b, as var_merge.c's merge3 (seed 004's equation 18). */
+/* Three sets around a centre b, as var_merge.c's merge3 (the Threewise paper's equation 18). */
 __device__ __forceinline__ float2 merge3(const mstep &m, float2 a, float2 b, float2 c) {
   float da = __fsub_rn(a.x, b.x), dc = __fsub_rn(c.x, b.x), dac = __fsub_rn(a.x, c.x);
   float mean = __fadd_rn(b.x, __fdiv_rn(__fadd_rn(__fmul_rn(m.aw, da), __fmul_rn(m.cw, dc)), m.ow));
@@ -338,7 +327,13 @@ cudaError_t launch_var_merge(enum cpu_var_method m, packed in, int r, int tri, v
   return R.err;
 }
 
-/* ---- exact: running integer sums ---- */
+/* ---- exact: running integer sums ----
+ * O(1) per pixel at any radius. An x pass stages a row segment in shared memory and each thread
+ * walks EX_ROW_S outputs of it; a y pass gives each thread a segment of one column (a warp reads
+ * 32 adjacent columns, so every load is coalesced). The triangle's weighted sum T moves by
+ * T(p+1) = T(p) + R(p) - L(p), with R and L the box sums right and left of p; the box moves by its
+ * two end samples. The numerator W S2 - S1^2 is formed in 64 bits, or in 128 where 64 can
+ * overflow, rounded once to double and divided once. */
 
 #define EX_ROW_T 64 /* threads of an x-pass block */
 #define EX_ROW_S 31 /* outputs a thread walks (odd: its shared-memory reads hit distinct banks) */
@@ -514,7 +509,8 @@ cudaError_t launch_var_exact(packed in, int r, int tri, void *d_s1, void *d_s2, 
   return exact_both<uint32_t>(in, r, tri, d_s1, d_s2, o, s);
 }
 
-/* ---- contrast ---- */
+/* ---- contrast ----
+ * Luma, then exact box statistics, then the Wallis formula in double. */
 
 #define PX_T 256 /* threads of a per-pixel block */
 
@@ -590,7 +586,9 @@ cudaError_t launch_contrast(packed in, packed gray, const double *mean, const do
   return cudaGetLastError();
 }
 
-/* ---- convolution ---- */
+/* ---- convolution ----
+ * A shared-memory tile with a halo: a 16x16 tile plus halo of each colour channel in shared
+ * memory; the weights travel as a __grid_constant__ parameter, read by all threads at once. */
 
 #define CONV_B 16 /* outputs per tile side */
 

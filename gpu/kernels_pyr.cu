@@ -5,9 +5,7 @@
  * the grid, and the quadratic B-spline expands it into the packed output. The grid is
  * 1/(kx ky) of the image, so the reduction's reads and the expansion's writes are most of the
  * work whatever sigma is. An axis with k = 1 (sigma below 6 while the other axis is reduced)
- * keeps one cell per sample and expands by copying them: the plain sampled Gaussian of the CPU
- * twin. Regions' windows are blurred and blended into the image where they lie, in three
- * launches (pyr_rows, pyr_cols_fir, pyr_fir_blend). */
+ * keeps one cell per sample and expands by copying them: the CPU twin's plain sampled Gaussian. */
 #include "gpu_int.cuh"
 
 #define PYR_RUN        8         /* at most, cells one reducing thread stacks vertically */
@@ -23,7 +21,7 @@ template <int K> __device__ __forceinline__ float tri(int a) {
 
 /* A row of in in cell column cx of an image at x0 of it, weighted along x: sum over a of tri(a)
  * pixel x0 + clamp(K cx + a, lo, hi) of row yy. in is a copy in registers: read from the item,
- * its fields were loaded again at every pixel (ptxas). */
+ * its fields would be loaded again at every pixel (ptxas). */
 template <int K>
 __device__ __forceinline__ v4<float> tri_row(const packed in, int x0, int cx, int yy, int lo,
                                              int hi) {
@@ -56,8 +54,8 @@ static __device__ __forceinline__ float4 float4_of(const v4<float> &v, float nor
  * (a shorter run on a small grid gives more threads, a row between runs read twice). The rows of
  * a cell are unrolled when KX == KY only: unrolled, the 20 pairs of different K would take
  * several times as long to compile as the rest of gpu/. One item a launch: read from a batch by
- * blockIdx.z, the item's fields were loaded again inside the loops, which took 8192x8192 at sigma
- * 100 from 0.83 to 1.79 ms (ncu, H100). */
+ * blockIdx.z, the item's fields would be loaded again inside the loops, much slower on a large
+ * image. */
 template <int KX, int KY> __global__ void pyr_reduce(const pyr_item it, int ex, int ey, int run) {
   int gx = blockIdx.x * blockDim.x + threadIdx.x,
       gy0 = (blockIdx.y * blockDim.y + threadIdx.y) * run;
@@ -126,9 +124,7 @@ __device__ __forceinline__ float4 cell_of_rows(const pyr_item &it, const float4 
  * each cell's rows of it. The same operations in the same order as pyr_reduce, so the same grid.
  * pyr_reduce's thread sums 4 KX KY pixels in a chain of dependent loads, which leaves the GPU idle
  * on grids of fewer cells than PYR_THREADS and is slow from K = 8 on both axes; elsewhere the
- * plane's traffic costs more than it saves (H100, `bench`, RGBA8, one step against two: 3840x2160
- * at sigma 12, K = 4, 0.094 against 0.110 ms; at sigma 30, K = 8, 0.121 against 0.084; 8192x8192 at
- * sigma 100, K = 16, 0.905 against 0.58). The plane takes at most PYR_ROWS_BYTES. */
+ * plane's traffic costs more than it saves. The plane takes at most PYR_ROWS_BYTES. */
 template <int KX> __global__ void pyr_rows(const __grid_constant__ pyr_batch b, int ex) {
   const pyr_item it = b.it[blockIdx.z];
   let_next_start();
@@ -257,15 +253,13 @@ template <int KX, int KY> __global__ void pyr_expand(const __grid_constant__ pyr
     if (x0 + i < out.w) store_px<float>(out, x0 + i, y, o[i]);
 }
 
-/* Regions' windows take three launches instead of five: pyr_rows, then pyr_cols_fir (pyr_cols
- * and the Gaussian along x), then pyr_fir_blend (the Gaussian along y, the expansion and the
- * blend), whose blocks each read what they need into shared memory, each launched while the one
- * before runs (programmatic dependent launch). Their grids are small, and the five launches were
- * mostly latency: 33 to 34 us of an H200 back to back for four 256x256 windows at sigma 30, the
- * two pyr_fir 7 and 9 us (ncu) with a tenth of the warps active, waiting on L2; three take 25 us.
- * The same operations in the same order, so the same samples. pyr_fir_blend's blocks take two
- * rows of cells with 512 threads, a run of four samples each (four rows and 256 threads, four
- * runs each, took 28 us). */
+/* Regions' windows take three launches: pyr_rows, then pyr_cols_fir (pyr_cols and the Gaussian
+ * along x), then pyr_fir_blend (the Gaussian along y, the expansion and the blend), whose blocks
+ * each read what they need into shared memory, each launched while the one before runs
+ * (programmatic dependent launch). Their grids are small, so a launch for each step (five) would
+ * be mostly latency, with few warps active, waiting on L2. The same operations in the same order,
+ * so the same samples. pyr_fir_blend's blocks take two rows of cells with 512 threads, a run of
+ * four samples each, which is faster than four rows of 256 threads. */
 #define PYR_TX 64  /* pyr_cols_fir: cells of a row a block smooths */
 #define PYR_TY 4   /* and rows */
 #define PYR_CX 16  /* pyr_fir_blend: cells of a row a block expands */

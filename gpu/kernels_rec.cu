@@ -1,15 +1,10 @@
 /* The recursive methods on the GPU, each as an x pass then a y pass over lines (pass_io):
- *  - yvv: seed 002's kernel, one thread per line, causal then anti-causal with Triggs-Sdika;
- *  - yvv2way: seed 000's Algorithm 1, three threads per line;
+ *  - yvv: Vidal-Migallon et al.'s Young-van Vliet kernel, one thread per line, causal then
+ *    anti-causal with Triggs-Sdika;
+ *  - yvv2way: Lee, Ko and Choe's two-way partition (their Algorithm 1), three threads per line;
  *  - deriche: four threads per line (one per channel), causal plus anti-causal, as two
  *    second-order sections;
- *  - yvv_blocked: block-parallel with exact carries (cpu_yvv_blocked_line, after Nehab et al.
- *    2011). Tiles of 32 lines x B samples pass through shared memory (coalesced along image rows
- *    in both passes); one thread per line and channel computes a block's zero-state carries,
- *    one thread per line and channel fixes them along the line, and one thread per line and
- *    channel filters each block again from its true states, in place in the tile. The whole
- *    GPU works whatever the image's shape. The filter runs as a cascade of a first-order and a
- *    second-order section, which stays within a level in single precision at every sigma.
+ *  - yvv_blocked: block-parallel with exact carries (after Nehab et al. 2011), below.
  * Each runs in R = float or double; the line functions of cpu/gauss.c are their statements. */
 #include "gpu_int.cuh"
 
@@ -53,7 +48,8 @@ template <class R> __device__ __forceinline__ void to_tmp(float4 *t, size_t i, c
   t[i] = make_float4((float)v.l[0], (float)v.l[1], (float)v.l[2], (float)v.l[3]);
 }
 
-/* seed 002: one thread per line. The causal outputs wait in tmp for the anti-causal pass. */
+/* Vidal-Migallon et al.'s kernel: one thread per line. The causal outputs wait in tmp for the
+ * anti-causal pass. */
 template <class R> __global__ void yvv_lines(pass_io io, rec_params p, float4 *tmp) {
   int line = blockIdx.x * blockDim.x + threadIdx.x;
   if (line >= io.lines) return;
@@ -123,8 +119,9 @@ template <class R> __global__ void deriche_lines(pass_io io, rec_params p, float
   }
 }
 
-/* seed 000, Algorithm 1: three threads per line (threadIdx.y): 0 the left block, 1 the centre
- * pixel by FIR, 2 the right block. The first pass's values wait in tmp. */
+/* Lee, Ko and Choe's two-way partition, their Algorithm 1: three threads per line (threadIdx.y):
+ * 0 the left block, 1 the centre pixel by FIR, 2 the right block. The first pass's values wait in
+ * tmp. */
 template <class R> __global__ void yvv2way_lines(pass_io io, rec_params p, float4 *tmp) {
   __shared__ v4<R> s_pc[32];
   int line = blockIdx.x * 32 + threadIdx.x, role = threadIdx.y, h = io.n / 2;
@@ -172,7 +169,14 @@ template <class R> __global__ void yvv2way_lines(pass_io io, rec_params p, float
   }
 }
 
-/* ---- yvv_blocked ---- */
+/* ---- yvv_blocked ----
+ * Block-parallel with exact carries (cpu_yvv_blocked_line, after Nehab et al. 2011). Tiles of 32
+ * lines x B samples pass through shared memory (coalesced along image rows in both passes); one
+ * thread per line and channel computes a block's zero-state carries, one thread per line and
+ * channel fixes them along the line, and one thread per line and channel filters each block again
+ * from its true states, in place in the tile. The whole GPU works whatever the image's shape. The
+ * filter runs as a cascade of a first-order and a second-order section, which stays within a
+ * level in single precision at every sigma. */
 
 /* The cascade yvv_blocked filters with (cpu_yvv_blocked): w = p w + q x, u = g w + c1 u1 + c2 u2,
  * whose two sections of unit gain keep single precision accurate at every sigma. The kernels

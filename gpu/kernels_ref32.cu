@@ -1,19 +1,20 @@
 /* The PSNR's fast references, each with a proven bound on its error (docs/methods.md, "PSNR"):
  * in integers on the tensor cores for 8-bit images without alpha (the second half of this file),
- * and in single precision for the rest. The single-precision one is the same separable Gaussian as
- * the double reference (kernels_sep.cu), summed so that
- * every partial sum is small and non-negative. A thread has 8 adjacent outputs of one lane; the
- * taps are taken in symmetric pairs from the tails inward, w_m (y[i - m] + y[i + m]) for m = R8
- * down to 1 (R8: the radius rounded up to 8, the weights past the radius 0), into four accumulators
- * by m mod 4, which are added and then the centre tap w_0 y[i]. Two windows of 8
- * samples slide through registers, one load each a pair. The row pass writes a float plane (the
- * image's lanes, colour premultiplied, a plane each); the column pass compares the method's output
- * with its sums in double, counting an error under the threshold `tau` (the bound plus 1e-6) as
- * none, and each block writes its sum of squared errors, sum of absolute errors and largest error;
- * one block adds them in order (the same image gives the same bits). gpu.cu's run_psnr decides from
- * the sums whether the result is certain to within 0.01 dB, and runs the double reference when it
- * is not. */
+ * and in single precision for the rest. Each one's column pass writes, block by block, the sums of
+ * squared and of absolute errors and the largest error, added in order by one block (the same
+ * image gives the same bits); gpu.cu's run_psnr decides from the sums whether the result is
+ * certain to within 0.01 dB, and runs the double reference when it is not. */
 #include "gpu_int.cuh"
+
+/* ---- the single-precision reference ----
+ * The same separable Gaussian as the double reference (kernels_sep.cu), summed so that every
+ * partial sum is small and non-negative. A thread has 8 adjacent outputs of one lane; the taps are
+ * taken in symmetric pairs from the tails inward, w_m (y[i - m] + y[i + m]) for m = R8 down to 1
+ * (R8: the radius rounded up to 8, the weights past the radius 0), into four accumulators by m mod
+ * 4, which are added and then the centre tap w_0 y[i]. Two windows of 8 samples slide through
+ * registers, one load each a pair. The row pass writes a float plane (the image's lanes, colour
+ * premultiplied, a plane each); the column pass compares the method's output with its sums in
+ * double, counting an error under the threshold `tau` (the bound plus 1e-6) as none. */
 
 #define R32_P  8   /* outputs a thread */
 #define R32_T  128 /* threads a row block: R32_T * R32_P outputs */

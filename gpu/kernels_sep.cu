@@ -75,9 +75,8 @@ cudaError_t launch_separable(packed in, packed out, mid m, const float *d_wx, in
 
 /* ---- the exact reference: a double-precision separable pass with the image's own lanes (L,
  * its channels, colour premultiplied) through a plane of L doubles a pixel, and the error of the
- * method's output against it. ncu on 1920x1080 RGB at sigma 12 (radius 48), H100: 614 us for the
- * row pass and 314 for the column pass with four lanes, one output a thread in rows and 32 rows a
- * block in columns; the kernels below are what replaced them (docs/engineering-notes.md). ---- */
+ * method's output against it. A thread sums 4 adjacent outputs from one staged window (slide4),
+ * so that every sample read from shared memory serves four outputs. ---- */
 
 /* Adds the n taps of one chunk into a thread's 4 outputs acc[q], with one sliding window of
  * weights: staged sample i (lane c at s[c][p0 + (i / 4) gs + (i % 4) us]) is tap i - q of output

@@ -1,13 +1,10 @@
 /* The part of nvJPEG's C API that blurd calls, declared here so that blurd builds without the
- * CUDA toolkit's nvjpeg.h (CI has none) and loads libnvjpeg at run time (gpu/jpeg.cu). One binary
- * then runs with or without nvJPEG.
- *
- * The names are nvJPEG's own with NVJ_ for NVJPEG_ and nvj_ for the types; the opaque handles are
- * the same struct tags as nvjpeg.h's, so they are the very same types. gpu/nvjpeg_check.cu
- * includes this header beside the real nvjpeg.h and proves at compile time that every constant,
- * the image struct and every function type below agree with it (make builds it wherever
- * $(CUDA_HOME)/include/nvjpeg.h exists: the CUDA devel image of the Dockerfile, the GPU
- * machine). Declarations written from NVIDIA's nvJPEG documentation; no code is taken from it. */
+ * CUDA toolkit's nvjpeg.h (CI has none) and loads libnvjpeg at run time (gpu/jpeg.cu): one binary
+ * runs with or without nvJPEG. The names are nvJPEG's own with NVJ_ for NVJPEG_ and nvj_ for the
+ * types; the opaque handles are the same struct tags as nvjpeg.h's, so they are the very same
+ * types. gpu/nvjpeg_check.cu proves at compile time that the declarations agree with the real
+ * nvjpeg.h wherever it exists. Written from NVIDIA's nvJPEG documentation; no code is taken from
+ * it. */
 #ifndef BLURD_NVJPEG_API_H
 #define BLURD_NVJPEG_API_H
 

@@ -2,7 +2,7 @@
  * constant has nvJPEG's value, nvj_image has nvjpegImage_t's layout, and every function pointer
  * of struct nvj_api, with blurd's types mapped to nvJPEG's, has the type of nvJPEG's function.
  * Nothing here runs: the Makefile compiles it wherever $(CUDA_HOME)/include/nvjpeg.h exists (the
- * Dockerfile's CUDA devel image); on the GPU machine, `nvcc -std=c++17 -c gpu/nvjpeg_check.cu`. */
+ * Dockerfile's CUDA devel image); by hand, `nvcc -std=c++17 -c gpu/nvjpeg_check.cu`. */
 #include <nvjpeg.h>
 
 #include "nvjpeg_api.h"

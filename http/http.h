@@ -77,6 +77,11 @@ struct http1_chunked {
 enum err http1_chunk(struct http1_chunked *c, const uint8_t *in, size_t n, size_t *used,
                      const uint8_t **data, size_t *len, int *done, char *msg, size_t msglen);
 
+/* The reason phrase of an HTTP status ("Not Found"). */
+const char *http_reason(int status);
+/* The Date header's value now (RFC 9110's IMF-fixdate), made once a second per thread. */
+const char *http_date(void);
+
 /* ---- the streaming check of a JSON body (bodyscan.c) ---- */
 
 /* Limits of a JSON body outside the value of its top-level "image" string. A 31x31 custom kernel

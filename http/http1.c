@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #define CHUNK_EXT_MAX 4096 /* bytes of a chunk size line's extensions */
 #define TRAILER_MAX   8192 /* bytes of a chunked body's trailer section */
@@ -295,4 +296,50 @@ enum err http1_chunk(struct http1_chunked *c, const uint8_t *in, size_t n, size_
   *used = i;
   *done = c->state == CH_DONE;
   return ERR_OK;
+}
+
+static const struct {
+  int status;
+  const char *reason;
+} reasons[] = {
+    {100, "Continue"},
+    {200, "OK"},
+    {204, "No Content"},
+    {400, "Bad Request"},
+    {401, "Unauthorized"},
+    {404, "Not Found"},
+    {405, "Method Not Allowed"},
+    {406, "Not Acceptable"},
+    {408, "Request Timeout"},
+    {413, "Content Too Large"},
+    {414, "URI Too Long"},
+    {415, "Unsupported Media Type"},
+    {417, "Expectation Failed"},
+    {422, "Unprocessable Content"},
+    {429, "Too Many Requests"},
+    {431, "Request Header Fields Too Large"},
+    {500, "Internal Server Error"},
+    {501, "Not Implemented"},
+    {503, "Service Unavailable"},
+    {505, "HTTP Version Not Supported"},
+};
+
+const char *http_reason(int status) {
+  for (size_t i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++)
+    if (reasons[i].status == status) return reasons[i].reason;
+  return status < 300 ? "OK" : status < 500 ? "Bad Request" : "Internal Server Error";
+}
+
+/* Formatted once a second per thread. */
+const char *http_date(void) {
+  static _Thread_local char text[40];
+  static _Thread_local time_t last = -1;
+  time_t t = time(NULL);
+  if (t != last) {
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(text, sizeof(text), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    last = t;
+  }
+  return text;
 }

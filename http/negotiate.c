@@ -1,13 +1,8 @@
 /* Proactive content negotiation (RFC 9110 section 12.5.1): which of the two answers an image
  * endpoint can give, the image itself or the JSON object with the image in base64, the request's
- * Accept header prefers. Each media range weighs by its q-value; of the ranges that match a type,
- * the most specific one counts (image/png, then the range of all images, then the range of
- * everything); a type no range matches, or
- * that the counting range gives q=0, is not acceptable. On a tie the image wins, so
- * `Accept: image/png, application/json` and a lone range of everything get the image. The job asks
- * once it knows the result's format (the `format` parameter's, or the upload's), and answers 406
- * when neither is acceptable. A function over strings, with no allocation, so the unit test needs
- * no server. */
+ * Accept header prefers. The job asks once it knows the result's format (the `format`
+ * parameter's, or the upload's), and answers 406 when neither is acceptable. A function over
+ * strings, with no allocation, so the unit test needs no server. */
 #include "http.h"
 
 #include <ctype.h>
@@ -63,6 +58,9 @@ static int element_q(const char *params, size_t n) {
   return 1000;
 }
 
+/* Each media range weighs by its q-value; of the ranges that match a type, the most specific one
+ * counts (image/png, then the range of all images, then the range of everything); a type no range
+ * matches, or that the counting range gives q=0, is not acceptable. */
 int http_accept_q(const char *accept, const char *type) {
   size_t total = accept ? strlen(accept) : 0;
   trim(accept, &total);
@@ -80,6 +78,8 @@ int http_accept_q(const char *accept, const char *type) {
   return q;
 }
 
+/* On a tie the image wins, so `Accept: image/png, application/json` and a lone range of everything
+ * get the image. */
 enum err http_negotiate(const char *accept, const char *image_type, int *json, char *msg,
                         size_t msglen) {
   int qi = http_accept_q(accept, image_type), qj = http_accept_q(accept, "application/json");

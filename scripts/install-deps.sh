@@ -2,7 +2,8 @@
 # Installs the packages that building and testing blurd need: on Debian 12 (CI, the README) and
 # on Ubuntu 24.04 (the Dockerfile's build stage). Run as root (CI and the Dockerfile do); as
 # another user it uses sudo. The same script serves CI, the README and the Dockerfile.
-#   sh scripts/install-deps.sh            what building and `make test` need, and curl and jq
+#   sh scripts/install-deps.sh            what building and `make test` need (avifdec from
+#                                         libavif-bin checks blurd's AVIF files), and curl and jq
 #                                         for the README's examples
 #   sh scripts/install-deps.sh --runtime  only what build/blurd links, and curl for the
 #                                         container's health check (the Dockerfile's runtime stage)
@@ -18,9 +19,11 @@ set -eu
 if [ "$ID" = ubuntu ] && [ "$VERSION_ID" = 24.04 ]; then
   jpeg=libjpeg-turbo8 turbojpeg=libturbojpeg png=libpng16-16t64
   clang_rt=libclang-rt-18-dev
+  formats="libheif1 libde265-0 libdav1d7 libavif16 libjxl0.7 libtiff6 libgif7"
 else # Debian 12
   jpeg=libjpeg62-turbo turbojpeg=libturbojpeg0 png=libpng16-16
   clang_rt=libclang-rt-14-dev
+  formats="libheif1 libde265-0 libdav1d6 libavif15 libjxl0.7 libtiff6 libgif7"
 fi
 case "${1:-}" in
 "")
@@ -28,11 +31,13 @@ case "${1:-}" in
     libjansson-dev libturbojpeg0-dev $jpeg-dev libpng-dev libwebp-dev zlib1g-dev
     libdeflate-dev libspng-dev liblcms2-dev python3-pil python3-numpy libvips-tools libgs-common
     libcurl4-openssl-dev
+    libheif-dev libde265-dev libdav1d-dev libavif-dev libjxl-dev libtiff-dev libgif-dev
+    libavif-bin
     python3-skimage python3-yaml python3-h11 gnuplot-nox wrk clang $clang_rt
     curl jq"
   ;;
 --runtime) pkgs="libjansson4 $png $turbojpeg $jpeg libwebp7 libwebpmux3 zlib1g libdeflate0
-  libspng0 liblcms2-2 curl" ;;
+  libspng0 liblcms2-2 $formats curl" ;;
 --web | --ci)
   pkgs="chromium"
   command -v node >/dev/null && command -v npm >/dev/null || pkgs="$pkgs nodejs npm"

@@ -132,15 +132,6 @@ static enum cli_status add_input(struct cli *c, const char *path) {
   return rc;
 }
 
-/* The format OUT's extension names, or NULL. */
-static const char *format_of(const char *out) {
-  const char *dot = strrchr(out, '.');
-  if (dot && strcasecmp(dot, ".png") == 0) return "png";
-  if (dot && (strcasecmp(dot, ".jpg") == 0 || strcasecmp(dot, ".jpeg") == 0)) return "jpeg";
-  if (dot && strcasecmp(dot, ".webp") == 0) return "webp";
-  return NULL;
-}
-
 /* Reads the command line into c; the output of one IN OUT into *out. Returns CLI_OK (c->help set
  * after --help), CLI_FAILED when out of memory, or CLI_USAGE after saying what is wrong. */
 static enum cli_status parse(struct cli *c, int argc, char **argv, const char **out) {
@@ -180,7 +171,7 @@ static enum cli_status parse(struct cli *c, int argc, char **argv, const char **
   if (!c->outdir && npos == 2 && (is_dir(pos[0]) || is_dir(pos[1]))) c->outdir = pos[--npos];
   if (!c->outdir && npos == 2) {
     *out = pos[1];
-    if (!format && format_of(*out)) add_param(c, &end, "format", 6, format_of(*out));
+    if (!format && api_format_of_path(*out)) add_param(c, &end, "format", 6, api_format_of_path(*out));
     rc = add_file(c, strdup(pos[0]));
   } else if (c->outdir && npos > 0) {
     for (int i = 0; i < npos && rc == CLI_OK; i++) rc = add_input(c, pos[i]);
@@ -208,15 +199,6 @@ static void on_done(void *udata, struct api_response *resp) {
   pthread_mutex_unlock(&w->mu);
 }
 
-/* The media type the server would have been sent for body. */
-static const char *media_type(const uint8_t *body, size_t len) {
-  if (len >= 8 && memcmp(body, "\x89PNG\r\n\x1a\n", 8) == 0) return "image/png";
-  if (len >= 3 && memcmp(body, "\xff\xd8\xff", 3) == 0) return "image/jpeg";
-  if (len >= 12 && memcmp(body, "RIFF", 4) == 0 && memcmp(body + 8, "WEBP", 4) == 0)
-    return "image/webp";
-  return "application/octet-stream";
-}
-
 /* The api's answer to a POST of body (NULL: none), once it is ready. */
 static struct api_response *handle(struct cli *c, const uint8_t *body, size_t len) {
   struct api_trace trace = {0};
@@ -224,7 +206,7 @@ static struct api_response *handle(struct cli *c, const uint8_t *body, size_t le
   double now = api_now_ms();
   struct api_request req = {.method = "POST",
                             .uri = c->uri,
-                            .content_type = body ? media_type(body, len) : NULL,
+                            .content_type = body ? api_media_type(body, len) : NULL,
                             .body = body,
                             .body_len = len,
                             .t_start = now,
@@ -294,10 +276,7 @@ static json_t *timing(const char *st) {
 static char *output_path(const char *dir, const char *in, const char *media) {
   const char *base = strrchr(in, '/') ? strrchr(in, '/') + 1 : in, *dot = strrchr(base, '.');
   int n = dot && dot > base ? (int)(dot - base) : (int)strlen(base);
-  const char *ext = !media                             ? "png"
-                    : strcmp(media, "image/jpeg") == 0 ? "jpg"
-                    : strcmp(media, "image/webp") == 0 ? "webp"
-                                                       : "png";
+  const char *ext = api_extension_of(media);
   char *p = NULL;
   return asprintf(&p, "%s/%.*s.%s", dir, n, base, ext) >= 0 ? p : NULL;
 }

@@ -170,67 +170,6 @@ static void conn_linger(struct conn *c) {
   set_events(c, EPOLLIN | EPOLLRDHUP);
 }
 
-const char *http_reason(int status) {
-  switch (status) {
-  case 100:
-    return "Continue";
-  case 200:
-    return "OK";
-  case 204:
-    return "No Content";
-  case 400:
-    return "Bad Request";
-  case 401:
-    return "Unauthorized";
-  case 404:
-    return "Not Found";
-  case 405:
-    return "Method Not Allowed";
-  case 406:
-    return "Not Acceptable";
-  case 408:
-    return "Request Timeout";
-  case 413:
-    return "Content Too Large";
-  case 414:
-    return "URI Too Long";
-  case 415:
-    return "Unsupported Media Type";
-  case 417:
-    return "Expectation Failed";
-  case 422:
-    return "Unprocessable Content";
-  case 429:
-    return "Too Many Requests";
-  case 431:
-    return "Request Header Fields Too Large";
-  case 500:
-    return "Internal Server Error";
-  case 501:
-    return "Not Implemented";
-  case 503:
-    return "Service Unavailable";
-  case 505:
-    return "HTTP Version Not Supported";
-  default:
-    return status < 300 ? "OK" : status < 500 ? "Bad Request" : "Internal Server Error";
-  }
-}
-
-/* Formatted once a second per thread. */
-const char *http_date(void) {
-  static _Thread_local char text[40];
-  static _Thread_local time_t last = -1;
-  time_t t = time(NULL);
-  if (t != last) {
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(text, sizeof(text), "%a, %d %b %Y %H:%M:%S GMT", &tm);
-    last = t;
-  }
-  return text;
-}
-
 static void conn_write(struct conn *c);
 
 /* Sends resp (taken over; NULL: out of memory) as the answer to the connection's request, or to

@@ -143,8 +143,5 @@ void conn_job_done(struct request *r, struct api_response *resp);
 void conn_close(struct conn *c);
 /* Frees the loop's closed connections. */
 void conn_free_dead(struct loop *l);
-/* The reason phrase of an HTTP status, and the Date header's value now. */
-const char *http_reason(int status);
-const char *http_date(void);
 
 #endif

@@ -2,17 +2,10 @@
  * instead of a reset, and so that a probe still gets through when clients hold every connection.
  * One thread waits on the listening socket with epoll. For each connection it counts the open
  * ones, in total and from the client's IPv4 address (an open-addressing table sized for
- * max_conns), and passes it on to the HTTP loops when it is within the limits. One over a limit
- * waits in a ring of WAIT_MAX for its request line, which the gate peeks at without reading it: a
- * probe (cfg.is_probe) is passed on, marked as over, while cfg.reserve of them are being served;
- * anything else, a connection that sends nothing for WAIT_MS, or the oldest waiting one when the
- * ring is full, is refused. A refusal is the canned answer, written without reading the request
- * (it fits in the socket buffer); then the sending side is shut, and the connection lingers: what
- * the client still sends is read and dropped until it closes, for at most LINGER_MS. Closing a
- * socket with unread data would send a reset, and a reset can destroy the answer before the
- * client reads it. A refusal costs an accept, a write and a close: a flood of them does not reach
- * the HTTP loops or the workers. When the process runs out of descriptors, the oldest lingering
- * refusal is closed to make room for the next client. */
+ * max_conns), and passes it on to the HTTP loops when it is within the limits; one over a limit
+ * waits for its request line (wait_add) and is passed on if it is a probe, else refused (refuse).
+ * A refusal costs an accept, a write and a close: a flood of them does not reach the HTTP loops
+ * or the workers. */
 #include "gate.h"
 
 #include <arpa/inet.h>
@@ -178,6 +171,10 @@ static void linger_expire(struct gate *g, double now) {
     linger_pop(g);
 }
 
+/* A refusal is the canned answer, written without reading the request (it fits in the socket
+ * buffer); then the sending side is shut, and the connection lingers: what the client still sends
+ * is read and dropped until it closes, for at most LINGER_MS. Closing a socket with unread data
+ * would send a reset, and a reset can destroy the answer before the client reads it. */
 static void refuse(struct gate *g, int fd, enum gate_refusal why) {
   char buf[1024];
   size_t len = g->cfg.answer(g->cfg.arg, why, buf, sizeof(buf));
@@ -212,8 +209,10 @@ static void wait_refuse(struct gate *g, int i) {
   refuse(g, fd, why);
 }
 
-/* A connection over a limit: it waits for its request line, or without a way to tell a probe
- * (no is_probe, or draining) is refused at once. */
+/* A connection over a limit: it waits in a ring of WAIT_MAX for its request line, which the gate
+ * peeks at without reading it (wait_ready), or without a way to tell a probe (no is_probe, or
+ * draining) is refused at once. A connection that sends nothing for WAIT_MS, or the oldest waiting
+ * one when the ring is full, is refused. */
 static void wait_add(struct gate *g, int fd, const struct sockaddr_storage *ss, socklen_t len,
                      enum gate_refusal why) {
   if (!g->cfg.is_probe || why == GATE_DRAINING) {
@@ -266,6 +265,8 @@ static void wait_expire(struct gate *g, double now) {
   }
 }
 
+/* Accepts what is pending. When the process runs out of descriptors, the oldest lingering refusal
+ * is closed to make room for the next client, then the oldest waiting connection is refused. */
 static void accept_all(struct gate *g) {
   for (int k = 0; k < 64; k++) { /* then let the lingering connections have a turn */
     struct sockaddr_storage ss;

@@ -47,7 +47,7 @@ static double estimate(const char *name, const char *query, const char *params, 
       ERR_OK)
     TEST_FAIL("%s?%s: %s", op->ep->path, query, msg);
   ctx.cfg.max_cost = 1e-12;
-  ASSERT_INT(op_budget(&ctx, op->ep, p.bytes, img, len, &est, msg, sizeof(msg)), ==,
+  ASSERT_INT(op_budget(&ctx, op->ep, p.bytes, img, len, NULL, &est, msg, sizeof(msg)), ==,
              ERR_TOO_EXPENSIVE);
   return est;
 }

@@ -18,7 +18,7 @@ static uint8_t *encode(const struct codec_image *img, const struct codec_encode_
   return out;
 }
 
-/* Each effort is libwebp's method: the default is CODEC_WEBP_EFFORT_DEFAULT's file byte for
+/* Each effort is libwebp's method: the default is CODEC_EFFORT_DEFAULT's file byte for
  * byte, the extremes differ, every file decodes, and 7 is refused. */
 static void test_webp_effort(void) {
   struct codec_image img = fixture_photo("chelsea.png");
@@ -35,8 +35,8 @@ static void test_webp_effort(void) {
     ASSERT_INT(back.width, ==, img.width);
     codec_image_free(&back);
   }
-  ASSERT_INT(n_default, ==, n[CODEC_WEBP_EFFORT_DEFAULT]);
-  ASSERT(memcmp(def, files[CODEC_WEBP_EFFORT_DEFAULT], n_default) == 0);
+  ASSERT_INT(n_default, ==, n[CODEC_EFFORT_DEFAULT]);
+  ASSERT(memcmp(def, files[CODEC_EFFORT_DEFAULT], n_default) == 0);
   ASSERT(n[0] != n[6] || memcmp(files[0], files[6], n[0]) != 0);
   for (int e = 0; e <= 6; e++) free(files[e]);
   free(def);

@@ -10,11 +10,15 @@
  * fuzz/ when run from the repository root. See fuzz/README.md. */
 #define FUZZ_NO_MAIN
 #include "../fuzz/framing.c"
+#include "../fuzz/gif.c"
 #include "../fuzz/handler.c"
+#include "../fuzz/heif.c"
 #include "../fuzz/jpeg.c"
+#include "../fuzz/jxl.c"
 #include "../fuzz/multipart.c"
 #include "../fuzz/params.c"
 #include "../fuzz/png.c"
+#include "../fuzz/tiff.c"
 #include "../fuzz/webp.c"
 
 #include "test.h"
@@ -32,7 +36,9 @@ struct target {
 
 static const struct target targets[] = {
     {"png", fuzz_png, CODEC_OK},       {"jpeg", fuzz_jpeg, CODEC_OK},
-    {"webp", fuzz_webp, CODEC_OK},     {"multipart", fuzz_multipart, ERR_OK},
+    {"webp", fuzz_webp, CODEC_OK},     {"heif", fuzz_heif, CODEC_OK},
+    {"jxl", fuzz_jxl, CODEC_OK},       {"tiff", fuzz_tiff, CODEC_OK},
+    {"gif", fuzz_gif, CODEC_OK},       {"multipart", fuzz_multipart, ERR_OK},
     {"params", fuzz_params, ERR_OK},   {"handler", fuzz_handler, 200},
     {"framing", fuzz_framing, ERR_OK},
 };

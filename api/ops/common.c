@@ -183,7 +183,7 @@ const char *op_choice(const struct endpoint *ep, const void *params, const char 
 }
 
 struct codec_encode_opts op_output(const struct endpoint *ep, const void *params,
-                                   enum codec_format input) {
+                                   enum codec_format input, const char *accept) {
   struct codec_encode_opts o = {
       .format = codec_format_from_name(op_choice(ep, params, "format", "input")),
       .quality = op_param(ep, params, "quality", 90),
@@ -191,99 +191,22 @@ struct codec_encode_opts op_output(const struct endpoint *ep, const void *params
       .lossless = op_param(ep, params, "lossless", 0)};
   o.effort = op_param(ep, params, "effort", -1);
   o.effort_set = o.effort >= 0;
-  if (o.format == CODEC_NONE) o.format = input;
+  if (o.format == CODEC_NONE) o.format = api_output_format(input, accept);
   return o;
 }
 
 /* ---- the cost model: the request, its decode and its answer's encode ---- */
 
-#define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
-
-/* y at x along the curve through (xs[i], ys[i]), xs ascending: linear between them, flat past
- * the ends. */
-static double interpolate(const double *xs, const double *ys, int n, double x) {
-  if (x <= xs[0]) return ys[0];
-  for (int i = 1; i < n; i++)
-    if (x <= xs[i]) return ys[i - 1] + (ys[i] - ys[i - 1]) * (x - xs[i - 1]) / (xs[i] - xs[i - 1]);
-  return ys[n - 1];
-}
-
-/* y at pixels along the curve through the cost model's WebP sizes (COST_WEBP_SIZES, ascending),
- * linear in the logarithm of the pixels between them, flat past the ends. */
-static double by_size(const double *ys, double pixels) {
-  static const double sizes[] = COST_WEBP_SIZES;
-  double logs[NELEM(sizes)];
-  for (int i = 0; i < NELEM(sizes); i++) logs[i] = log(sizes[i]);
-  return interpolate(logs, ys, NELEM(sizes), log(pixels > 1 ? pixels : 1));
-}
-
 double op_encode_s(const struct codec_encode_opts *o, const struct codec_shape *s) {
-  static const double png[] = COST_PNG_NS_BYTE, png16[] = COST_PNG16_NS_BYTE,
-                      jpeg_q[] = COST_JPEG_QUALITY, jpeg[] = COST_JPEG_NS_SAMPLE,
-                      webp_q[] = COST_WEBP_QUALITY, lossless[] = COST_WEBP_LOSSLESS_NS_PIXEL;
-  static const double webp[][NELEM(webp_q)] = COST_WEBP_NS_PIXEL,
-                      alpha[][NELEM(lossless)] = COST_WEBP_ALPHA_NS_PIXEL;
-  double px = (double)s->width * s->height;
-  int a = s->channels == 2 || s->channels == 4;
-  int effort = o->effort_set ? o->effort : CODEC_WEBP_EFFORT_DEFAULT;
-  effort = effort < 0 ? 0 : effort >= NELEM(webp) ? NELEM(webp) - 1 : effort;
-  switch (o->format) {
-  case CODEC_PNG: {
-    int level = o->compression < 0 || o->compression > 9 ? 9 : o->compression;
-    return px * s->channels * (s->depth / 8) * (s->depth == 16 ? png16 : png)[level] * 1e-9;
-  }
-  case CODEC_JPEG: /* colour (alpha dropped) in three samples a pixel, gray in one */
-    return px * (s->channels >= 3 ? 3 : 1) * interpolate(jpeg_q, jpeg, NELEM(jpeg_q), o->quality) *
-           1e-9;
-  case CODEC_WEBP:
-    if (o->lossless) return px * by_size(lossless, px) * 1e-9;
-    return px *
-           (interpolate(webp_q, webp[effort], NELEM(webp_q), o->quality) +
-            (a ? by_size(alpha[effort], px) : 0)) *
-           1e-9;
-  default: /* raw and npy: a copy, less than a stored PNG's */
-    return 0;
-  }
-}
-
-/* Whether the WebP file buf holds a lossless (VP8L) image: its first chunk, or past an extended
- * header (VP8X) and its ALPH or other chunks the first image chunk. Its decode costs otherwise
- * than a lossy one's. */
-static int webp_lossless(const uint8_t *buf, size_t len) {
-  for (size_t at = 12; at + 8 <= len;) {
-    if (memcmp(buf + at, "VP8L", 4) == 0) return 1;
-    if (memcmp(buf + at, "VP8 ", 4) == 0) return 0;
-    uint32_t n = buf[at + 4] | buf[at + 5] << 8 | buf[at + 6] << 16 | (uint32_t)buf[at + 7] << 24;
-    if (n > len - at - 8) break;
-    at += 8 + (size_t)n + (n & 1);
-  }
-  return 0;
+  return codec_encode_cost_ns(o, s) * 1e-9; /* the format's own terms */
 }
 
 double op_request_s(const uint8_t *image, size_t len, const struct codec_shape *s) {
-  double px = (double)s->width * s->height, samples = px * s->channels,
-         bytes = samples * (s->depth / 8), alpha = s->channels == 2 || s->channels == 4 ? px : 0;
+  double bytes = (double)s->width * s->height * s->channels * (s->depth / 8);
   double ns = COST_REQUEST_NS +
               bytes * (COST_IO_NS_BYTE +
                        COST_IO_MEM_NS_BYTE * ramp(bytes, COST_L3_BYTES / 8.0, COST_L3_BYTES));
-  switch (codec_sniff(image, len)) {
-  case CODEC_PNG:
-    ns += samples * COST_DECODE_PNG_NS_SAMPLE + (double)len * COST_DECODE_PNG_NS_BYTE +
-          alpha * COST_DECODE_PNG_NS_ALPHA;
-    break;
-  case CODEC_JPEG:
-    ns += samples * COST_DECODE_JPEG_NS_SAMPLE + (double)len * COST_DECODE_JPEG_NS_BYTE;
-    break;
-  case CODEC_WEBP:
-    ns += webp_lossless(image, len)
-              ? samples * COST_DECODE_WEBPLL_NS_SAMPLE + (double)len * COST_DECODE_WEBPLL_NS_BYTE +
-                    alpha * COST_DECODE_WEBPLL_NS_ALPHA
-              : samples * COST_DECODE_WEBP_NS_SAMPLE + (double)len * COST_DECODE_WEBP_NS_BYTE +
-                    alpha * COST_DECODE_WEBP_NS_ALPHA;
-    break;
-  default:
-    break;
-  }
+  ns += codec_decode_cost_ns(image, len, s); /* the format's own terms */
   return ns * 1e-9;
 }
 
@@ -309,14 +232,15 @@ static enum err image_limits(const struct api_ctx *ctx, const struct codec_shape
 }
 
 enum err op_budget(const struct api_ctx *ctx, const struct endpoint *ep, const void *params,
-                   const uint8_t *image, size_t len, double *estimate_s, char *msg, size_t msglen) {
+                   const uint8_t *image, size_t len, const char *accept, double *estimate_s,
+                   char *msg, size_t msglen) {
   struct codec_shape shape;
   double limit = ctx->cfg.max_cost;
   *estimate_s = 0;
   if (codec_probe(image, len, &shape) != 0) return ERR_OK;
   enum err e = image_limits(ctx, &shape, msg, msglen);
   if (e != ERR_OK || limit <= 0) return e;
-  struct codec_encode_opts out = op_output(ep, params, codec_sniff(image, len));
+  struct codec_encode_opts out = op_output(ep, params, codec_sniff(image, len), accept);
   *estimate_s = op_request_s(image, len, &shape) + (ep->cost ? ep->cost(params, &shape) : 0) +
                 op_encode_s(&out, &shape);
   if (*estimate_s <= limit) return ERR_OK;
@@ -328,6 +252,31 @@ enum err op_budget(const struct api_ctx *ctx, const struct endpoint *ep, const v
            *estimate_s, ep->path, shape.width, shape.height, shape.channels,
            shape.channels == 1 ? "" : "s", limit);
   return ERR_TOO_EXPENSIVE;
+}
+
+struct api_response *op_admit(struct api_ctx *ctx, const struct endpoint *ep, const void *params,
+                              const uint8_t *image, size_t len, const char *accept) {
+  char msg[512], types[512];
+  double estimate;
+  if (!image || len == 0) {
+    snprintf(msg, sizeof(msg),
+             "The request carries no image: send it in the form field 'image', or as the raw "
+             "body with Content-Type %s.",
+             codec_inputs_text(types, sizeof(types), 1));
+    return api_error_response(ERR_MISSING_IMAGE, msg);
+  }
+  if (codec_sniff(image, len) == CODEC_NONE) {
+    snprintf(msg, sizeof(msg), "The upload is in no format this service reads: %s.",
+             codec_inputs_text(types, sizeof(types), 0));
+    return api_error_response(ERR_UNSUPPORTED_MEDIA, msg);
+  }
+  enum err e = op_budget(ctx, ep, params, image, len, accept, &estimate, msg, sizeof(msg));
+  if (e == ERR_OK) return NULL;
+  if (e != ERR_TOO_EXPENSIVE) return api_error_response(e, msg); /* past the image limits */
+  /* one decimal, as in the sentence */
+  return response_error(e, msg,
+                        json_pack("{s:f, s:f}", "estimate_s", round(estimate * 10) / 10,
+                                  "max_cost_s", ctx->cfg.max_cost));
 }
 
 int op_given(const struct endpoint *ep, unsigned given, const char *name) {
@@ -348,13 +297,14 @@ enum err op_region_rect(const struct api_regions *rg, int i, int width, int heig
   return ERR_BAD_PARAMETER;
 }
 
-/* The backends this build has: "cpu", and "cuda" when compiled with nvcc. */
+/* The backends this build has, as a JSON array of their kinds. */
 static json_t *backends(void) {
-#ifdef BLURD_CUDA
-  return json_pack("[s, s]", "cpu", "cuda");
-#else
-  return json_pack("[s]", "cpu");
-#endif
+  json_t *a = json_array();
+  char kinds[64];
+  snprintf(kinds, sizeof(kinds), "%s", engine_built());
+  for (char *save, *k = strtok_r(kinds, ",", &save); k; k = strtok_r(NULL, ",", &save))
+    json_array_append_new(a, json_string(k));
+  return a;
 }
 
 json_t *op_method_entry(const char *name, const struct endpoint *ep, const char *desc,

@@ -84,6 +84,7 @@ static enum err contrast_gpu(struct op_env *env, const void *params, struct op_i
 const struct api_op op_contrast = {
     "contrast",
     "Local contrast enhancement (Wallis statistical differencing) on luma, colour kept.",
+    "Always wallis.",
     &api_contrast_endpoint,
     sizeof(struct contrast_params),
     contrast_methods,

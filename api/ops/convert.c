@@ -10,6 +10,7 @@ const struct endpoint api_convert_endpoint = {
 const struct api_op op_convert = {
     "convert",
     "Decodes the upload and encodes it again (format conversion), with no filter.",
+    NULL,
     &api_convert_endpoint,
     sizeof(struct blur_params),
     NULL,

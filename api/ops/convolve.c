@@ -1,6 +1,7 @@
-/* POST /convolve: 2-D convolution with a named (seed 003) or custom odd square kernel, replicate
- * border, per channel, alpha copied. Its check builds the kernel to run from kernel, normalize and
- * bias; cpu_convolve_image on the CPU, gpu_convolve_resident on the device, the same bytes. */
+/* POST /convolve: 2-D convolution with a named (edge, sharpen, emboss, box, gauss3) or custom odd
+ * square kernel, replicate border, per channel, alpha copied. Its check builds the kernel to run
+ * from kernel, normalize and bias; cpu_convolve_image on the CPU, gpu_convolve_resident on the
+ * device, the same bytes. */
 #include "../api_int.h"
 #include "cost_table.h"
 
@@ -123,7 +124,9 @@ static enum err conv_gpu(struct op_env *env, const void *params, struct op_io *i
 
 const struct api_op op_convolve = {
     "convolve",
-    "2-D convolution with a named (seed 003) or custom odd square kernel.",
+    "2-D convolution with a named 3x3 kernel (edge, sharpen, emboss, box, gauss3) or a custom "
+    "odd square kernel.",
+    "The kernel's name, or custom.",
     &api_convolve_endpoint,
     sizeof(struct conv_params),
     conv_methods,

@@ -137,6 +137,7 @@ static enum err pixelate_gpu(struct op_env *env, const void *params, struct op_i
 const struct api_op op_pixelate = {
     "pixelate",
     "Block mosaic: each block of the uploaded image (or of its regions) becomes its mean colour.",
+    "Always mosaic.",
     &api_pixelate_endpoint,
     sizeof(struct pixelate_params),
     pixelate_methods,

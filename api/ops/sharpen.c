@@ -135,6 +135,7 @@ const struct api_op op_sharpen = {
     "sharpen",
     "Unsharp mask: out = in + amount (in - G_sigma(in)), with a threshold, on colour "
     "(premultiplied) or on luma only.",
+    "The blur method that ran, auto resolved to the one it chose.",
     &api_sharpen_endpoint,
     sizeof(struct blur_params),
     sharpen_methods,

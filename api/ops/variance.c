@@ -1,8 +1,8 @@
 /* POST /variance: the local variance or standard deviation map of the upload's luma, as a 16-bit
- * gray PNG with its scale (X-Scale) and statistics. seed 004's methods and an exact one; the
- * float methods are measured against the exact map (X-PSNR). The compute is cpu_variance_image on
- * the CPU and gpu_variance_resident on the device; /methods gives each method's cost per pixel and
- * the largest radius the budget admits. */
+ * gray PNG with its scale (X-Scale) and statistics. Gouin et al.'s local-variance methods
+ * (Threewise among them) and an exact one; the float methods are measured against the exact map
+ * (X-PSNR). The compute is cpu_variance_image on the CPU and gpu_variance_resident on the device;
+ * /methods gives each method's cost per pixel and the largest radius the budget admits. */
 #include "../api_int.h"
 #include "cost_table.h"
 
@@ -19,7 +19,6 @@ static const char *const var_method_choices[] = {
 };
 static const char *const window_choices[] = {"triangle", "box", NULL};    /* enum cpu_window */
 static const char *const output_choices[] = {"stddev", "variance", NULL}; /* enum var_output */
-static const char *const map_formats[] = {"png", "raw", "npy", NULL};
 
 #define OFF(field) offsetof(struct var_params, field)
 
@@ -29,12 +28,12 @@ static const struct param_spec var_params[] = {
     {"radius", PT_INT, 1, CPU_VAR_RADIUS_MAX, NULL, "7", OFF(radius),
      "Window radius r: 2r + 1 pixels per axis; threewise takes r = 2^k - 1 only.", 0},
     {"window", PT_ENUM, 0, 0, window_choices, "triangle", OFF(window),
-     "Weights per axis: triangle is seed 004's 1 2 ... r+1 ... 2 1, box is all ones.", 0},
+     "Weights per axis: triangle is 1 2 ... r+1 ... 2 1 (as in Threewise), box is all ones.", 0},
     {"output", PT_ENUM, 0, 0, output_choices, "stddev", OFF(output),
      "The map: local standard deviation or variance of luma, population convention (divided by "
      "the total weight W, not W - 1), times the scale in X-Scale.",
      0},
-    {"format", PT_ENUM, 0, 0, map_formats, "png", OFF(format),
+    {"format", PT_ENUM, 0, 0, params_map_formats, params_map_default, OFF(format),
      "Output format: a 16-bit gray PNG; or the samples as they are for code that computes on the "
      "map, raw (little-endian uint16, row after row; X-Width, X-Height, X-Sample-Type) or npy (a "
      "NumPy file). JPEG and WebP hold 8 bits only.",
@@ -233,8 +232,9 @@ static enum err var_gpu(struct op_env *env, const void *params, struct op_io *io
 
 const struct api_op op_variance = {
     "variance",
-    "Local variance or standard deviation map of the upload's luma (seed 004's methods and an "
-    "exact one), as a 16-bit gray PNG.",
+    "Local variance or standard deviation map of the upload's luma (the methods the Threewise "
+    "paper compares, and an exact one), as a 16-bit gray PNG.",
+    "The method that ran, auto resolved to the one it chose.",
     &api_variance_endpoint,
     sizeof(struct var_params),
     var_methods,

@@ -1,0 +1,19 @@
+/* fuzz/tiff.c: libFuzzer target for the TIFF decoder (codecs/tiff.c: libtiff over the buffer,
+ * the tags, strips and tiles unpacked at every bit depth and planar layout, palettes, CMYK,
+ * alpha, libtiff's RGBA interface, the orientation) and its ICC reader. Inputs that do not start
+ * II* / MM* (or BigTIFF's II+ / MM+) are skipped; whatever decodes is encoded back as PNG, which
+ * must give the same pixels. See formats.h and fuzz/README.md. */
+#include "formats.h"
+
+int fuzz_tiff(const uint8_t *data, size_t size) {
+  static const struct fuzz_format f = {codec_tiff_sniff, NULL, codec_tiff_probe, codec_tiff_decode,
+                                       codec_tiff_icc};
+  return fuzz_format(data, size, &f);
+}
+
+#ifndef FUZZ_NO_MAIN
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  fuzz_tiff(data, size);
+  return 0;
+}
+#endif
