@@ -48,7 +48,7 @@ void cpu_pages_free(void *p, size_t bytes);
   X(SEPARABLE,  "separable",  "row pass then column pass with the sampled Gaussian", ACC_SEPARABLE) \
   X(YVV,        "yvv",        "Young-van Vliet 3-pole recursive Gaussian, Triggs-Sdika boundaries", ACC_YVV) \
   X(YVV_BLOCKED, "yvv_blocked", "yvv computed block-parallel with exact carries (Nehab et al. 2011); on the CPU the same as yvv", ACC_YVV) \
-  X(YVV2WAY,    "yvv2way",    "seed 000's two-way partitioned Young-van Vliet (each line split at a centre pixel computed by FIR)", ACC_YVV2WAY) \
+  X(YVV2WAY,    "yvv2way",    "Lee, Ko and Choe's two-way partitioned Young-van Vliet (each line split at a centre pixel computed by FIR)", ACC_YVV2WAY) \
   X(DERICHE,    "deriche",    "Deriche's 4th-order recursive Gaussian (causal plus anti-causal)", ACC_DERICHE) \
   X(PYRAMID,    "pyramid",    "reduced k = 2, 4, 8 or 16 times (k <= sigma / 3; triangle weights), the sampled Gaussian there, expanded with the quadratic B-spline; below sigma 6 the same as separable", ACC_PYRAMID)
 /* clang-format on */
@@ -66,8 +66,8 @@ const char *cpu_method_name(enum cpu_method m);
 const char *cpu_method_desc(enum cpu_method m);
 /* The accuracy m measured against the exact Gaussian on photographs (docs/accuracy.md). */
 const char *cpu_method_accuracy(enum cpu_method m);
-/* The method called name, or -1 when there is none. */
-int cpu_method_from_name(const char *name);
+/* The method called name into *m. Returns ERR_OK, or ERR_BAD_PARAMETER when there is none. */
+enum err cpu_method_from_name(const char *name, enum cpu_method *m);
 /* Does m belong to the fir family (fir, fir_shared, fir_mwpt)? */
 int cpu_method_is_fir(enum cpu_method m);
 /* Does m take a Young-van Vliet coefficient set (yvv, yvv2way)? */
@@ -398,7 +398,7 @@ void cpu_region_box(int width, int height, int rx, int ry, const int rect[4], in
   X(KOENIG,    "koenig",    "E[x^2] - E[x]^2 from weighted sums in one pass (float32, O(r^2); loses all digits on flat bright regions)") \
   X(WELFORD,   "welford",   "Welford's online update, weighted, one pass (float32, O(r^2))") \
   X(PAIRWISE,  "pairwise",  "Chan, Golub and LeVeque's pairwise merges over the separable window (float32)") \
-  X(THREEWISE, "threewise", "seed 004's Algorithm 1: merges of three sparse taps, separable (float32; radius 2^k - 1)") \
+  X(THREEWISE, "threewise", "Gouin, Ancourt and Guettier's Threewise: merges of three sparse taps, separable (float32; radius 2^k - 1)") \
   X(EXACT,     "exact",     "running integer sums, O(1) per pixel at any radius; exact for 8- and 16-bit samples")
 /* clang-format on */
 
@@ -413,8 +413,8 @@ enum cpu_var_method {
 const char *cpu_var_method_name(enum cpu_var_method m);
 /* One-line description of m. */
 const char *cpu_var_method_desc(enum cpu_var_method m);
-/* The method called name, or -1. */
-int cpu_var_method_from_name(const char *name);
+/* The method called name into *m. Returns ERR_OK, or ERR_BAD_PARAMETER when there is none. */
+enum err cpu_var_method_from_name(const char *name, enum cpu_var_method *m);
 
 /* The window, per axis, over 2r + 1 samples; the 2-D weight is the product of the two axes'.
  * triangle: Threewise's 1 2 ... n ... 2 1 with n = r + 1 (a box of n convolved with itself; total

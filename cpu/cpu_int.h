@@ -20,7 +20,7 @@
  * measurable. Loops tick once a row (a strip, a column), or once a pixel where a pixel is dear
  * (the O(r^2) variance methods); where a tick inside a row slowed the loop down (fir's row pass,
  * the convolution: the compiler shapes the inner loop differently) they tick once a row, the
- * longest rows taking some milliseconds (docs/engineering-notes.md, "Notes moved from cpu/'s
+ * longest rows taking some milliseconds (docs/engineering-notes.md, "Notes moved from the code's
  * comments"). */
 #define CPU_TICK_WORK ((long)1 << 18)
 

@@ -48,10 +48,13 @@ const char *cpu_method_desc(enum cpu_method m) {
   return (unsigned)m < CPU_NMETHODS ? method_descs[m] : NULL;
 }
 
-int cpu_method_from_name(const char *name) {
-  for (int m = 0; m < CPU_NMETHODS; m++)
-    if (strcmp(name, method_names[m]) == 0) return m;
-  return -1;
+enum err cpu_method_from_name(const char *name, enum cpu_method *m) {
+  for (int k = 0; k < CPU_NMETHODS; k++)
+    if (strcmp(name, method_names[k]) == 0) {
+      *m = (enum cpu_method)k;
+      return ERR_OK;
+    }
+  return ERR_BAD_PARAMETER;
 }
 
 int cpu_method_is_fir(enum cpu_method m) {
@@ -233,8 +236,8 @@ static enum err yvv_calibrated(double sigma, struct cpu_yvv *c) {
 }
 
 /* The calibrated sets of the last CAL_CACHE sigmas: the search costs more than a request's
- * kernels (docs/engineering-notes.md, "Notes moved from cpu/'s comments"), and a service sees the
- * same few sigmas again and again. */
+ * kernels (docs/engineering-notes.md, "Notes moved from the code's comments"), and a service sees
+ * the same few sigmas again and again. */
 #define CAL_CACHE 16
 static struct {
   double sigma; /* 0: empty */
@@ -504,8 +507,8 @@ enum err cpu_pyramid_line(const struct cpu_pyramid *p, const double *w, const do
 
 /* The CPU rule for `auto`: separable up to sigma CPU_AUTO_SEPARABLE, yvv above. Both reach 58 dB
  * on photographs. separable's cost grows with its radius (sep.c: single precision, tiled), yvv's
- * does not; the two cross near sigma 10 (docs/engineering-notes.md, "Notes moved from cpu/'s
- * comments"). */
+ * does not; the two cross near sigma 10 (docs/methods.md, "auto"; docs/engineering-notes.md,
+ * "Notes moved from the code's comments"). */
 #define CPU_AUTO_SEPARABLE 10
 enum cpu_method cpu_auto_method(double sigma, int width, int height) {
   (void)width, (void)height;

@@ -19,8 +19,7 @@
 /* A tile is a band of output rows by a block of interleaved samples. Each of its input rows is
  * converted to float and filtered along x into a ring of 2 ry + 2 rows, and output rows, two at a
  * time, are the weighted sums of the ring's rows at that column, rounded into the image. The ring
- * is sized to stay in L2, so neither pass goes through memory between them. The results differ
- * from the double-precision planes' by about 1e-4 levels before the final rounding. */
+ * is sized to stay in L2, so neither pass goes through memory between them. */
 struct sep {
   const struct cpu_image *src;
   struct cpu_image *dst;

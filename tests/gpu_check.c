@@ -1056,8 +1056,11 @@ int main(int argc, char **argv) {
     cpu_pool_free(pool);
     return failures ? 1 : 0;
   }
-  if (quick > 1 && argc > 2 && !local_only && (only = cpu_method_from_name(argv[2])) < 0)
-    TEST_FAIL("unknown method %s", argv[2]);
+  enum cpu_method named = CPU_FIR;
+  if (quick > 1 && argc > 2 && !local_only) {
+    if (cpu_method_from_name(argv[2], &named) != ERR_OK) TEST_FAIL("unknown method %s", argv[2]);
+    only = (int)named;
+  }
   ASSERT(gpu_device_count() > 0);
   pool = cpu_pool_new(16);
   char err[256];

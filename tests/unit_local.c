@@ -112,11 +112,13 @@ static void test_exact(void) {
 }
 
 static void test_names(void) {
+  enum cpu_var_method found = CPU_VAR_NMETHODS;
   for (int m = 0; m < CPU_VAR_NMETHODS; m++) {
-    ASSERT_INT(cpu_var_method_from_name(cpu_var_method_name(m)), ==, m);
+    ASSERT_INT(cpu_var_method_from_name(cpu_var_method_name(m), &found), ==, ERR_OK);
+    ASSERT_INT(found, ==, m);
     ASSERT(cpu_var_method_desc(m) != NULL);
   }
-  ASSERT_INT(cpu_var_method_from_name("auto"), ==, -1);
+  ASSERT_INT(cpu_var_method_from_name("auto", &found), ==, ERR_BAD_PARAMETER);
   ASSERT(cpu_var_method_name(CPU_VAR_NMETHODS) == NULL);
   for (int r = 1; r <= CPU_VAR_RADIUS_MAX; r++) {
     int pow2 = r == 1 || r == 3 || r == 7 || r == 15 || r == 31 || r == 63 || r == 127;
