@@ -171,7 +171,8 @@ static enum cli_status parse(struct cli *c, int argc, char **argv, const char **
   if (!c->outdir && npos == 2 && (is_dir(pos[0]) || is_dir(pos[1]))) c->outdir = pos[--npos];
   if (!c->outdir && npos == 2) {
     *out = pos[1];
-    if (!format && api_format_of_path(*out)) add_param(c, &end, "format", 6, api_format_of_path(*out));
+    if (!format && api_format_of_path(*out))
+      add_param(c, &end, "format", 6, api_format_of_path(*out));
     rc = add_file(c, strdup(pos[0]));
   } else if (c->outdir && npos > 0) {
     for (int i = 0; i < npos && rc == CLI_OK; i++) rc = add_input(c, pos[i]);
