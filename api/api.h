@@ -201,8 +201,10 @@ const char *api_format_of_path(const char *path);
 /* The media type of the image file body, as a client would send it ("image/png"), or
  * application/octet-stream when no format reads it. */
 const char *api_media_type(const uint8_t *body, size_t len);
-/* The extension for a file of media type media ("jpg"), or "bin" for one of no format. */
+/* The extension for a file of media type media ("jpg"); raw bytes' for one of no format. */
 const char *api_extension_of(const char *media);
+/* The extensions of the files the command line writes, as ".png, .jpg or .npy", into buf. */
+char *api_output_extensions(char *buf, size_t n);
 
 /* Monotonic clock in milliseconds. */
 double api_now_ms(void);

@@ -20,7 +20,10 @@ static void titles(char *buf, size_t n, int (*want)(const struct codec_format_de
   for (int f = CODEC_NONE + 1; f < CODEC_NFORMATS; f++) {
     if (!want(codec_format(f))) continue;
     size_t at = strlen(buf);
-    snprintf(buf + at, n - at, "%s%s", k == 0 ? "" : k == total - 1 ? " and " : ", ",
+    snprintf(buf + at, n - at, "%s%s",
+             k == 0           ? ""
+             : k == total - 1 ? " and "
+                              : ", ",
              codec_format(f)->title);
     k++;
   }
@@ -105,13 +108,29 @@ const char *api_media_type(const uint8_t *body, size_t len) {
 }
 
 const char *api_extension_of(const char *media) {
+  const struct codec_format_desc *d = codec_format(CODEC_RAW); /* bytes of no format: raw */
+  for (int f = CODEC_NONE + 1; f < CODEC_NFORMATS; f++)
+    if (media && codec_format(f)->encode && strcasecmp(codec_format(f)->mime, media) == 0)
+      d = codec_format(f);
+  static _Thread_local char ext[16];
+  snprintf(ext, sizeof(ext), "%.*s", (int)strcspn(d->exts, " "), d->exts);
+  return ext;
+}
+
+char *api_output_extensions(char *buf, size_t n) {
+  int total = 0, k = 0;
+  for (int f = CODEC_NONE + 1; f < CODEC_NFORMATS; f++) total += codec_format(f)->encode != NULL;
+  buf[0] = 0;
   for (int f = CODEC_NONE + 1; f < CODEC_NFORMATS; f++) {
     const struct codec_format_desc *d = codec_format(f);
-    if (media && strcasecmp(d->mime, media) == 0) {
-      static _Thread_local char ext[16];
-      snprintf(ext, sizeof(ext), "%.*s", (int)strcspn(d->exts, " "), d->exts);
-      return ext;
-    }
+    if (!d->encode) continue;
+    size_t at = strlen(buf);
+    snprintf(buf + at, n - at, "%s.%.*s",
+             k == 0           ? ""
+             : k == total - 1 ? " or "
+                              : ", ",
+             (int)strcspn(d->exts, " "), d->exts);
+    k++;
   }
-  return "bin";
+  return buf;
 }

@@ -74,6 +74,7 @@ static void add_headers(struct api_response *r, const char *backend, const struc
                     desc[i] ? ";desc=\"" : "", desc[i] ? desc[i] : "", desc[i] ? "\"" : "", ms[i]);
   api_response_header(r, "Server-Timing", "%s", st);
   api_response_header(r, "X-Backend", "%s", backend);
+  api_response_header(r, "Vary", "Accept"); /* JSON or which image format follows Accept */
   if (isinf(res->psnr)) api_response_header(r, "X-PSNR", "inf");
   if (isfinite(res->psnr)) api_response_header(r, "X-PSNR", "%.2f", res->psnr);
   if (res->method) api_response_header(r, "X-Method", "%s", res->method);

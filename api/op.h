@@ -139,33 +139,11 @@ extern const char *const op_coeff_choices[];
         "PNG zlib compression level; ignored for JPEG and WebP.", 0                                \
   }
 #define OP_OUTPUT_PARAMS(T)                                                                        \
-  {"format",                                                                                       \
-   PT_ENUM,                                                                                        \
-   0,                                                                                              \
-   0,                                                                                              \
-   params_format_choices,                                                                          \
-   "input",                                                                                        \
-   offsetof(T, format),                                                                            \
-   params_format_doc,                                                                              \
-   0},                                                                                             \
-      {"quality",                                                                                  \
-       PT_INT,                                                                                     \
-       1,                                                                                          \
-       100,                                                                                        \
-       NULL,                                                                                       \
-       "90",                                                                                       \
-       offsetof(T, quality),                                                                       \
-       params_quality_doc,                                                                         \
-       0},                                                                                         \
-      {"lossless",                                                                                 \
-       PT_BOOL,                                                                                    \
-       0,                                                                                          \
-       1,                                                                                          \
-       params_bool_choices,                                                                        \
-       "false",                                                                                    \
-       offsetof(T, lossless),                                                                      \
-       params_lossless_doc,                                                                        \
-       0},                                                                                         \
+  {"format",          PT_ENUM, 0, 0, params_format_choices, "input", offsetof(T, format),          \
+   params_format_doc, 0},                                                                          \
+      {"quality", PT_INT, 1, 100, NULL, "90", offsetof(T, quality), params_quality_doc, 0},        \
+      {"lossless",          PT_BOOL, 0, 1, params_bool_choices, "false", offsetof(T, lossless),    \
+       params_lossless_doc, 0},                                                                    \
       OP_COMPRESSION_PARAM(T, CODEC_PNG_COMPRESSION_DEFAULT_STR),                                  \
       {"effort",                                                                                   \
        PT_INT,                                                                                     \

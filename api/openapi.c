@@ -155,12 +155,13 @@ static json_t *binary(const char *media) {
 /* A JSON request body: the image in base64, and the parameters as in params. */
 static json_t *json_body(const struct endpoint *ep) {
   json_t *o = params_object(ep);
-  json_t *props = json_pack(
-      "{s:{s:s, s:s, s:s, s:s}}", "image", "type", "string", "format", "byte", "contentEncoding",
-      "base64", "description",
-      "The image file in standard base64 (RFC 4648), alone or after a data: URL prefix "
-      "(data:, a media type, ;base64,). The '=' padding may be left out; line breaks are skipped; any "
-      "other character that is not base64 is a 400 invalid_image_encoding.");
+  json_t *props =
+      json_pack("{s:{s:s, s:s, s:s, s:s}}", "image", "type", "string", "format", "byte",
+                "contentEncoding", "base64", "description",
+                "The image file in standard base64 (RFC 4648), alone or after a data: URL prefix "
+                "(data:, a media type, ;base64,). The '=' padding may be left out; line breaks are "
+                "skipped; any "
+                "other character that is not base64 is a 400 invalid_image_encoding.");
   json_object_update(props, json_object_get(o, "properties")); /* image first, then params */
   json_object_set_new(o, "properties", props);
   json_object_set_new(o, "required", json_pack("[s]", "image"));
@@ -188,8 +189,8 @@ static json_t *upload_body(const struct route *r) {
   snprintf(text, sizeof(text),
            "The image (%s): in a multipart form, as the raw body, or in base64 in a JSON object.",
            codec_inputs_text(titles, sizeof(titles), 0));
-  json_t *body = json_pack("{s:b, s:s, s:{s:{s:o}}}", "required", 1, "description", text,
-                           "content", "multipart/form-data", "schema", form);
+  json_t *body = json_pack("{s:b, s:s, s:{s:{s:o}}}", "required", 1, "description", text, "content",
+                           "multipart/form-data", "schema", form);
   json_t *content = json_object_get(body, "content");
   for (int f = CODEC_NONE + 1; f < CODEC_NFORMATS; f++) /* the format table's inputs */
     if (codec_format(f)->decode)
@@ -212,7 +213,9 @@ static json_t *common_headers(void) {
       "{s:o, s:o, s:o, s:o, s:o}", "X-Request-Id",
       header("The request's id: the client's X-Request-Id when it is sane, else a new one; also "
              "in the access log."),
-      "Vary", header("With --cors-origins: Origin (answers differ by origin)."),
+      "Vary",
+      header("Accept on an operation's answer (its type, JSON or an image format, follows "
+             "Accept); with --cors-origins also Origin (answers differ by origin)."),
       "Access-Control-Allow-Origin",
       header("With --cors-origins and an allowed Origin: that origin."),
       "Access-Control-Expose-Headers",
@@ -629,21 +632,23 @@ static void md_route(FILE *f, const struct route *r) {
 static void md_result(FILE *f) {
   json_t *o = image_result_schema(), *req = json_object_get(o, "required"), *v;
   const char *k;
-  fprintf(f, "\n## The JSON result\n\nAn image endpoint answers either the image or "
-             "`application/json`: an object with the image in base64 and what the headers say. "
-             "The Accept header chooses, by its q-values (RFC 9110 section 12.5.1; `*/*` and "
-             "`image/*` count, the most specific range that matches wins): JSON when it weighs "
-             "`application/json` above the result's image type, the image otherwise (on a tie "
-             "too, and without Accept). The image type is the `format` parameter's; with "
-             "`format=input` (the default) it is the upload's (or the one its format answers as: "
-             "[Formats](#formats)), unless Accept gives another output format a higher q: "
-             "`Accept: image/avif` on a JPEG upload answers AVIF, while `image/*` or `*/*` keep "
-             "the upload's. So HTTPie's `application/json, */*;q=0.5` and `Accept: "
-             "application/json` get JSON; an image type with `application/json;q=0.5` and `*/*` "
-             "the image; and `application/json;q=0` alone, or an image type with an explicit "
-             "`format` of another type, a 406 `not_acceptable` before any filtering. "
-             "Fields marked always are in every result; the others where they apply.\n\n"
-             "| field | type | meaning |\n|---|---|---|\n");
+  fprintf(f,
+          "\n## The JSON result\n\nAn image endpoint answers either the image or "
+          "`application/json`: an object with the image in base64 and what the headers say. "
+          "The Accept header chooses, by its q-values (RFC 9110 section 12.5.1; `*/*` and "
+          "`image/*` count, the most specific range that matches wins): JSON when it weighs "
+          "`application/json` above the result's image type, the image otherwise (on a tie "
+          "too, and without Accept). The image type is the `format` parameter's; with "
+          "`format=input` (the default) it is the upload's (or the one its format answers as: "
+          "[Formats](#formats)), unless Accept gives another output format a higher q: "
+          "`Accept: %s` on a %s upload answers %s, while `image/*` or `*/*` keep "
+          "the upload's. So HTTPie's `application/json, */*;q=0.5` and `Accept: "
+          "application/json` get JSON; an image type with `application/json;q=0.5` and `*/*` "
+          "the image; and `application/json;q=0` alone, or an image type with an explicit "
+          "`format` of another type, a 406 `not_acceptable` before any filtering. "
+          "Fields marked always are in every result; the others where they apply.\n\n"
+          "| field | type | meaning |\n|---|---|---|\n",
+          codec_mime(CODEC_AVIF), codec_format(CODEC_JPEG)->title, codec_format(CODEC_AVIF)->title);
   json_object_foreach(json_object_get(o, "properties"), k, v) {
     json_t *t = json_object_get(v, "type");
     int always = 0;
@@ -675,8 +680,7 @@ static void md_formats(FILE *f) {
     const struct codec_format_desc *d = codec_format(k);
     const char *as = d->as != CODEC_NONE ? codec_format(d->as)->name : d->name;
     fprintf(f, "| `%s` (%s) | `%s` | %s | %s | %s | %s |\n", d->name, d->title, d->mime, d->exts,
-            d->reader ? d->reader : "-", d->writer ? d->writer : "-",
-            !d->decode ? "-" : as);
+            d->reader ? d->reader : "-", d->writer ? d->writer : "-", !d->decode ? "-" : as);
   }
 }
 
@@ -731,7 +735,8 @@ char *openapi_markdown(const struct route *routes, int nroutes) {
           "the format.\n"
           "- Or the body is `application/json`: an object with the image file in standard "
           "base64 as `image` and the parameters as its other keys, as in `params`. A "
-          "`data:` URL prefix (`data:` and a media type, then `;base64,`) is allowed and the `=` padding may be left out; line "
+          "`data:` URL prefix (`data:` and a media type, then `;base64,`) is allowed and the `=` "
+          "padding may be left out; line "
           "breaks are skipped, and any other character that is not base64 is a 400 "
           "`invalid_image_encoding` that gives its byte offset in the string. `--max-body` "
           "counts the whole JSON body; outside its `image` string it may have at most %d bytes "

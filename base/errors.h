@@ -24,7 +24,7 @@
   X(REQUEST_TIMEOUT,     408, "request_timeout",       "The request did not arrive in time; the connection is closed.") \
   X(BODY_TOO_LARGE,      413, "body_too_large",        "The request body is larger than the configured limit.") \
   X(URI_TOO_LONG,        414, "uri_too_long",          "The request line is longer than this service takes.") \
-  X(UNSUPPORTED_MEDIA,   415, "unsupported_media_type", "The upload is neither PNG, JPEG nor WebP.") \
+  X(UNSUPPORTED_MEDIA,   415, "unsupported_media_type", "The upload is in no format this service reads.") \
   X(EXPECTATION_FAILED,  417, "expectation_failed",    "The only expectation this service meets is Expect: 100-continue.") \
   X(UNDECODABLE,         422, "undecodable_image",     "The image is corrupt or truncated.")        \
   X(IMAGE_TOO_LARGE,     422, "image_too_large",       "The image is larger than the configured limits.") \

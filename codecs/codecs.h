@@ -122,7 +122,8 @@ const char *codec_png_deflater(int compression);
 #define CODEC_PNG_MAP_COMPRESSION_DEFAULT     2
 #define CODEC_PNG_MAP_COMPRESSION_DEFAULT_STR "2"
 
-/* The effort of lossy WebP, AVIF and JPEG XL when none is given (docs/methods.md, "WebP effort"). */
+/* The effort of lossy WebP, AVIF and JPEG XL when none is given (docs/methods.md, "WebP effort").
+ */
 #define CODEC_EFFORT_DEFAULT 2
 
 /* Fields after the first four are optional: a zeroed field keeps the behaviour it describes as
@@ -142,8 +143,8 @@ struct codec_encode_opts {
    * fn(arg, begin, end) over [0, n) and returns when every call has (the CPU backend's pool). */
   void (*parallel)(void *ctx, int n, void (*fn)(void *arg, int begin, int end), void *arg);
   void *parallel_ctx;
-  /* When not NULL, set to the encoder that wrote a WebP file: "libwebp", or "blurd-vp8" (a
-   * smooth RGB image at effort 2: codecs/vp8_enc.c). */
+  /* When not NULL, set after a successful encode to the encoder that wrote the file: the
+   * format's lib, or one of its own ("blurd-vp8" for a smooth RGB WebP at effort 2). */
   const char **encoder;
 };
 
@@ -271,22 +272,22 @@ struct codec_shape { /* what codec_probe reads from a file's header */
  * negotiation, format= and its docs, the command line's file names, /readyz and the cost model. */
 
 struct codec_format_desc {
-  const char *name;    /* format= and the logs: "jpeg" */
-  const char *title;   /* how the docs name it: "JPEG" */
-  const char *mime;    /* its media type: "image/jpeg" */
-  const char *mimes;   /* other media types an upload may say, space-separated ("image/jpg") */
-  const char *exts;    /* file name extensions, space-separated, the first for files written; format=
-                          takes them too */
-  const char *lib;     /* the library that reads and writes it ("libpng"): the codec's name */
-  const char *reader;  /* what decodes it, as /readyz says; NULL: not an input */
-  const char *writer;  /* what encodes it, as /readyz says; NULL: not an output */
+  const char *name;   /* format= and the logs: "jpeg" */
+  const char *title;  /* how the docs name it: "JPEG" */
+  const char *mime;   /* its media type: "image/jpeg" */
+  const char *mimes;  /* other media types an upload may say, space-separated ("image/jpg") */
+  const char *exts;   /* file name extensions, space-separated, the first for files written; format=
+                         takes them too */
+  const char *lib;    /* the library that reads and writes it ("libpng"): the codec's name */
+  const char *reader; /* what decodes it, as /readyz says; NULL: not an input */
+  const char *writer; /* what encodes it, as /readyz says; NULL: not an output */
   enum codec_format as; /* what format=input answers a file of it in: itself (CODEC_NONE) or
                            another (HEIC answers JPEG: browsers cannot show it) */
-  int data;            /* samples for programs (raw, npy), not a picture */
-  int exact16;         /* its encoder keeps 16-bit gray samples exactly (a /variance map) */
-  int quality;         /* its encoder takes quality (1..100) */
-  int lossless;        /* its encoder takes lossless=true */
-  int rgb_only;        /* it holds colour only: an ICC profile must describe RGB to go in */
+  int data;             /* samples for programs (raw, npy), not a picture */
+  int exact16;          /* its encoder keeps 16-bit gray samples exactly (a /variance map) */
+  int quality;          /* its encoder takes quality (1..100) */
+  int lossless;         /* its encoder takes lossless=true */
+  int rgb_only;         /* it holds colour only: an ICC profile must describe RGB to go in */
   /* 1 when buf starts like a file of it (any len; NULL: 0). NULL: never sniffed (outputs). */
   int (*sniff)(const uint8_t *buf, size_t len);
   /* Width and height (upright), channels and depth from the header, without decoding pixels or

@@ -8,74 +8,83 @@
 
 /* A decode beyond a stored PNG's, by format (WEBPLL: lossless WebP): per sample, per byte of
  * the file, per pixel with alpha. */
-#define COST_DECODE_PNG_NS_SAMPLE 0.1297
-#define COST_DECODE_PNG_NS_BYTE 0
-#define COST_DECODE_PNG_NS_ALPHA 0.8539
-#define COST_DECODE_JPEG_NS_SAMPLE 0.1115
-#define COST_DECODE_JPEG_NS_BYTE 4.81
-#define COST_DECODE_JPEG_NS_ALPHA 0
-#define COST_DECODE_WEBP_NS_SAMPLE 0.9344
-#define COST_DECODE_WEBP_NS_BYTE 19.54
-#define COST_DECODE_WEBP_NS_ALPHA 0
+#define COST_DECODE_PNG_NS_SAMPLE    0.1297
+#define COST_DECODE_PNG_NS_BYTE      0
+#define COST_DECODE_PNG_NS_ALPHA     0.8539
+#define COST_DECODE_JPEG_NS_SAMPLE   0.1115
+#define COST_DECODE_JPEG_NS_BYTE     4.81
+#define COST_DECODE_JPEG_NS_ALPHA    0
+#define COST_DECODE_WEBP_NS_SAMPLE   0.9344
+#define COST_DECODE_WEBP_NS_BYTE     19.54
+#define COST_DECODE_WEBP_NS_ALPHA    0
 #define COST_DECODE_WEBPLL_NS_SAMPLE 2.946
-#define COST_DECODE_WEBPLL_NS_BYTE 0
-#define COST_DECODE_WEBPLL_NS_ALPHA 0
+#define COST_DECODE_WEBPLL_NS_BYTE   0
+#define COST_DECODE_WEBPLL_NS_ALPHA  0
 
 /* PNG's encode beyond a stored PNG's, per byte of samples, by compression level 0 to 9, of
  * 8-bit and of 16-bit images. */
-#define COST_PNG_NS_BYTE {0, 0.7832, 1.065, 7.924, 9.01, 12.65, 18.76, 34.87, 63.48, 181}
-#define COST_PNG16_NS_BYTE {0, 0.7913, 0.9168, 8.359, 8.497, 8.914, 13.03, 29.9, 92.4, 292.4}
+#define COST_PNG_NS_BYTE                                                                           \
+  { 0, 0.7832, 1.065, 7.924, 9.01, 12.65, 18.76, 34.87, 63.48, 181 }
+#define COST_PNG16_NS_BYTE                                                                         \
+  { 0, 0.7913, 0.9168, 8.359, 8.497, 8.914, 13.03, 29.9, 92.4, 292.4 }
 
 /* JPEG's encode per colour sample (three a pixel, one for gray) at these qualities, linear
  * between. */
-#define COST_JPEG_QUALITY {1, 25, 50, 75, 89, 90, 95, 100}
-#define COST_JPEG_NS_SAMPLE {0.1195, 0.3857, 0.6013, 0.7326, 0.9637, 2.178, 2.551, 3.035}
+#define COST_JPEG_QUALITY                                                                          \
+  { 1, 25, 50, 75, 89, 90, 95, 100 }
+#define COST_JPEG_NS_SAMPLE                                                                        \
+  { 0.1195, 0.3857, 0.6013, 0.7326, 0.9637, 2.178, 2.551, 3.035 }
 
 /* Lossy WebP's colour per pixel by effort 0 to 6 at these qualities, linear between. */
-#define COST_WEBP_QUALITY {1, 50, 90, 100}
-#define COST_WEBP_NS_PIXEL \
-  {{20, 47.04, 72.87, 107}, \
-   {25.57, 59.11, 88.72, 119.8}, \
-   {33.73, 71.68, 99.5, 126.4}, \
-   {79.32, 114.1, 139.8, 162.3}, \
-   {80.59, 114.1, 141.6, 160.9}, \
-   {96.31, 135.5, 159.9, 181.4}, \
-   {269.6, 345.9, 355.4, 411}}
+#define COST_WEBP_QUALITY                                                                          \
+  { 1, 50, 90, 100 }
+#define COST_WEBP_NS_PIXEL                                                                         \
+  {                                                                                                \
+    {20, 47.04, 72.87, 107}, {25.57, 59.11, 88.72, 119.8}, {33.73, 71.68, 99.5, 126.4},            \
+        {79.32, 114.1, 139.8, 162.3}, {80.59, 114.1, 141.6, 160.9}, {96.31, 135.5, 159.9, 181.4},  \
+    {                                                                                              \
+      269.6, 345.9, 355.4, 411                                                                     \
+    }                                                                                              \
+  }
 
 /* Lossy WebP's alpha plane per pixel by effort, and lossless WebP per pixel, at these image
  * sizes in pixels, linear in their logarithm between. */
-#define COST_WEBP_SIZES {65536, 262144, 1048576, 4194304}
-#define COST_WEBP_ALPHA_NS_PIXEL \
-  {{21.44, 17.57, 22.87, 39.46}, \
-   {29.18, 30.18, 33.2, 53.37}, \
-   {33.42, 29.32, 33.16, 50.78}, \
-   {38.9, 32.55, 43.13, 54.96}, \
-   {60.47, 46.33, 44.32, 64.49}, \
-   {59.26, 60.16, 47.11, 60.92}, \
-   {3.352e+04, 9505, 3337, 2934}}
-#define COST_WEBP_LOSSLESS_NS_PIXEL {124.4, 160.8, 121.7, 113.9}
+#define COST_WEBP_SIZES                                                                            \
+  { 65536, 262144, 1048576, 4194304 }
+#define COST_WEBP_ALPHA_NS_PIXEL                                                                   \
+  {                                                                                                \
+    {21.44, 17.57, 22.87, 39.46}, {29.18, 30.18, 33.2, 53.37}, {33.42, 29.32, 33.16, 50.78},       \
+        {38.9, 32.55, 43.13, 54.96}, {60.47, 46.33, 44.32, 64.49}, {59.26, 60.16, 47.11, 60.92}, { \
+      3.352e+04, 9505, 3337, 2934                                                                  \
+    }                                                                                              \
+  }
+#define COST_WEBP_LOSSLESS_NS_PIXEL                                                                \
+  { 124.4, 160.8, 121.7, 113.9 }
 
 /* HEIC, AVIF, JPEG XL, TIFF and GIF decodes beyond a stored PNG's: per sample, per byte of the
  * file, per pixel with alpha. */
 #define COST_DECODE_HEIC_NS_SAMPLE 16.4
-#define COST_DECODE_HEIC_NS_BYTE 0
-#define COST_DECODE_HEIC_NS_ALPHA 0
+#define COST_DECODE_HEIC_NS_BYTE   0
+#define COST_DECODE_HEIC_NS_ALPHA  0
 #define COST_DECODE_AVIF_NS_SAMPLE 4.3
-#define COST_DECODE_AVIF_NS_BYTE 0
-#define COST_DECODE_AVIF_NS_ALPHA 0
-#define COST_DECODE_JXL_NS_SAMPLE 5.3
-#define COST_DECODE_JXL_NS_BYTE 0
-#define COST_DECODE_JXL_NS_ALPHA 0
+#define COST_DECODE_AVIF_NS_BYTE   0
+#define COST_DECODE_AVIF_NS_ALPHA  0
+#define COST_DECODE_JXL_NS_SAMPLE  5.3
+#define COST_DECODE_JXL_NS_BYTE    0
+#define COST_DECODE_JXL_NS_ALPHA   0
 #define COST_DECODE_TIFF_NS_SAMPLE 4.5
-#define COST_DECODE_TIFF_NS_BYTE 0
-#define COST_DECODE_TIFF_NS_ALPHA 0
-#define COST_DECODE_GIF_NS_SAMPLE 2.6
-#define COST_DECODE_GIF_NS_BYTE 0
-#define COST_DECODE_GIF_NS_ALPHA 0
+#define COST_DECODE_TIFF_NS_BYTE   0
+#define COST_DECODE_TIFF_NS_ALPHA  0
+#define COST_DECODE_GIF_NS_SAMPLE  2.6
+#define COST_DECODE_GIF_NS_BYTE    0
+#define COST_DECODE_GIF_NS_ALPHA   0
 
 /* AVIF's encode per pixel by effort 0 to 6; JPEG XL's, lossy and lossless. */
-#define COST_AVIF_NS_PIXEL {227, 425, 865, 1082, 5348, 6068, 1.275e+04}
-#define COST_JXL_NS_PIXEL {126, 126, 135, 314, 435, 3444, 5696}
-#define COST_JXL_LOSSLESS_NS_PIXEL {222, 256, 527, 3406, 5691, 1.346e+04, 4.327e+04}
+#define COST_AVIF_NS_PIXEL                                                                         \
+  { 227, 425, 865, 1082, 5348, 6068, 1.275e+04 }
+#define COST_JXL_NS_PIXEL                                                                          \
+  { 126, 126, 135, 314, 435, 3444, 5696 }
+#define COST_JXL_LOSSLESS_NS_PIXEL                                                                 \
+  { 222, 256, 527, 3406, 5691, 1.346e+04, 4.327e+04 }
 
 #endif

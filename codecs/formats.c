@@ -168,7 +168,10 @@ static const char *outputs(char *buf, size_t n) {
   for (int f = CODEC_NONE + 1; f < CODEC_NFORMATS; f++) {
     if (!codec_format(f)->encode) continue;
     size_t at = strlen(buf);
-    snprintf(buf + at, n - at, "%s%s", k == 0 ? "" : k == total - 1 ? " or " : ", ",
+    snprintf(buf + at, n - at, "%s%s",
+             k == 0           ? ""
+             : k == total - 1 ? " or "
+                              : ", ",
              codec_format(f)->name);
     k++;
   }
@@ -213,8 +216,11 @@ enum codec_status codec_encode(const struct codec_image *img, const struct codec
   struct codec_encode_opts eo = *o;
   int colours = d->rgb_only || img->channels >= 3 ? 3 : 1; /* what the file holds */
   if (codec_icc_colours(o->icc, o->icc_len) != colours) eo.icc = NULL, eo.icc_len = 0;
-  if (o->encoder) *o->encoder = d->lib; /* unless the format's encoder says which of its own ran */
-  return d->encode(img, &eo, out, outlen, msg, msglen);
+  const char *ran = NULL; /* set by an encoder that has more than one of its own */
+  eo.encoder = &ran;
+  enum codec_status st = d->encode(img, &eo, out, outlen, msg, msglen);
+  if (st == CODEC_OK && o->encoder) *o->encoder = ran ? ran : d->lib;
+  return st;
 }
 
 void codec_image_free(struct codec_image *img) {

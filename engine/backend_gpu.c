@@ -409,10 +409,12 @@ static int gpu_device_memory(int dev, int opened, size_t *used, size_t *total) {
 static void gpu_codecs_json(void *shared, json_t *o, const char **jpeg_decoder) {
   struct backend_gpu_shared *g = shared;
   *jpeg_decoder = gpu_jpeg_decoder(g->jpeg[0]);
-  json_object_update_new(o,
-                         json_pack("{s:b, s:s, s:s, s:s, s:i, s:i}", "gpu", 1, "jpeg_decode",
-                                   *jpeg_decoder, "jpeg_encode", "nvjpeg", "library", g->jpeg_lib,
-                                   "batch_wait_us", g->batch_wait_us, "decoders", g->decoders));
+  char dec[32], enc[32];
+  snprintf(dec, sizeof(dec), "%s_decode", codec_format_name(CODEC_JPEG));
+  snprintf(enc, sizeof(enc), "%s_encode", codec_format_name(CODEC_JPEG));
+  json_object_update_new(o, json_pack("{s:b, s:s, s:s, s:s, s:i, s:i}", "gpu", 1, dec,
+                                      *jpeg_decoder, enc, "nvjpeg", "library", g->jpeg_lib,
+                                      "batch_wait_us", g->batch_wait_us, "decoders", g->decoders));
 }
 
 static int gpu_batch_stats(void *shared, int dev, struct engine_batch_stats *s) {

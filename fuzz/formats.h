@@ -1,6 +1,6 @@
 /* formats.h: the body the fuzz targets of the HEIC/AVIF, JPEG XL, TIFF and GIF decoders share
- * (fuzz/heif.c, jxl.c, tiff.c, gif.c). Their decoders are called through their own entry points
- * (codecs_int.h), as the format table will call them. Include after fuzz.h. */
+ * (fuzz/heif.c, jxl.c, tiff.c, gif.c). Their decoders are called through the format table
+ * (codecs/formats.c), as codec_decode calls them. Include after fuzz.h. */
 #ifndef BLURD_FUZZ_FORMATS_H
 #define BLURD_FUZZ_FORMATS_H
 
@@ -12,29 +12,23 @@ int fuzz_jxl(const uint8_t *data, size_t size);
 int fuzz_tiff(const uint8_t *data, size_t size);
 int fuzz_gif(const uint8_t *data, size_t size);
 
-struct fuzz_format {
-  int (*sniff)(const uint8_t *buf, size_t len);
-  int (*sniff2)(const uint8_t *buf, size_t len); /* a second format the decoder reads, or NULL */
-  int (*probe)(const uint8_t *buf, size_t len, struct codec_shape *out);
-  enum codec_status (*decode)(const uint8_t *buf, size_t len, const struct codec_limits *lim,
-                              struct codec_image *out, char *msg, size_t msglen);
-  enum codec_status (*icc)(const uint8_t *buf, size_t len, uint8_t **icc, size_t *icc_len);
-};
-
-/* Decodes data when the format's sniff claims it, under fuzz.h's limits (4096 x 4096, 4 Mpx):
+/* Decodes data when it sniffs as format a or b, under fuzz.h's limits (4096 x 4096, 4 Mpx):
  * a failure leaves no pixels and has a sentence; an image is within the limits, with 1-4
  * channels of 8 or 16 bits and an orientation in 1..8, agrees with the probe, and comes back
  * exactly from the PNG encoder and decoder. The ICC reader gives NULL or a profile of 1, 3 or 4
  * colours. Returns the codec status, or -1 for a skipped input. */
-static inline int fuzz_format(const uint8_t *data, size_t size, const struct fuzz_format *f) {
+static inline int fuzz_format(const uint8_t *data, size_t size, enum codec_format a,
+                              enum codec_format b) {
   static const struct codec_limits lim = {4096, 4096, 4u << 20};
   struct codec_image img;
   struct codec_shape shape;
   uint8_t *icc = NULL;
   size_t icc_len = 0;
   char msg[256] = "";
-  if (!f->sniff(data, size) && !(f->sniff2 && f->sniff2(data, size))) return -1;
-  FUZZ_CHECK(f->icc(data, size, &icc, &icc_len) == CODEC_OK);
+  enum codec_format got = codec_sniff(data, size);
+  if (got == CODEC_NONE || (got != a && got != b)) return -1;
+  const struct codec_format_desc *f = codec_format(got);
+  FUZZ_CHECK(!f->icc || f->icc(data, size, &icc, &icc_len) == CODEC_OK);
   FUZZ_CHECK(icc == NULL || (icc_len > 0 && codec_icc_colours(icc, icc_len) > 0));
   free(icc);
   enum codec_status st = f->decode(data, size, &lim, &img, msg, sizeof(msg));

@@ -5,9 +5,7 @@
 #include "formats.h"
 
 int fuzz_gif(const uint8_t *data, size_t size) {
-  static const struct fuzz_format f = {codec_gif_sniff, NULL, codec_gif_probe, codec_gif_decode,
-                                       codec_gif_icc};
-  return fuzz_format(data, size, &f);
+  return fuzz_format(data, size, CODEC_GIF, CODEC_NONE);
 }
 
 #ifndef FUZZ_NO_MAIN

@@ -6,9 +6,7 @@
 #include "formats.h"
 
 int fuzz_heif(const uint8_t *data, size_t size) {
-  static const struct fuzz_format f = {codec_heic_sniff, codec_avif_sniff, codec_heif_probe,
-                                       codec_heif_decode, codec_heif_icc};
-  return fuzz_format(data, size, &f);
+  return fuzz_format(data, size, CODEC_HEIC, CODEC_AVIF);
 }
 
 #ifndef FUZZ_NO_MAIN

@@ -5,9 +5,7 @@
 #include "formats.h"
 
 int fuzz_jxl(const uint8_t *data, size_t size) {
-  static const struct fuzz_format f = {codec_jxl_sniff, NULL, codec_jxl_probe, codec_jxl_decode,
-                                       codec_jxl_icc};
-  return fuzz_format(data, size, &f);
+  return fuzz_format(data, size, CODEC_JXL, CODEC_NONE);
 }
 
 #ifndef FUZZ_NO_MAIN

@@ -6,9 +6,7 @@
 #include "formats.h"
 
 int fuzz_tiff(const uint8_t *data, size_t size) {
-  static const struct fuzz_format f = {codec_tiff_sniff, NULL, codec_tiff_probe, codec_tiff_decode,
-                                       codec_tiff_icc};
-  return fuzz_format(data, size, &f);
+  return fuzz_format(data, size, CODEC_TIFF, CODEC_NONE);
 }
 
 #ifndef FUZZ_NO_MAIN

@@ -29,6 +29,7 @@ static int cli_is_endpoint(const char *name) {
 
 static void usage(FILE *f) {
   const char *path, *method;
+  char exts[256];
   fprintf(f, "usage: blurd ENDPOINT [options] [--PARAM VALUE ...] IN OUT\n"
              "       blurd ENDPOINT [options] [--PARAM VALUE ...] -o DIR IN...\n\n"
              "Runs each file through POST /ENDPOINT as the HTTP API would, with the --PARAM VALUE "
@@ -36,19 +37,21 @@ static void usage(FILE *f) {
              "ENDPOINT is one of:");
   for (int i = 0; (path = api_route(i, &method)); i++)
     if (strcmp(method, "POST") == 0) fprintf(f, " %s", path + 1);
-  fprintf(f, ".\nIN may be a directory (its files); OUT is a file, or a directory. Outputs in a "
-             "directory take\nthe input's name with the extension of the output format. Without "
-             "--format, OUT's extension\n(.png, .jpg, .webp) picks the format; otherwise the API's "
-             "default applies (the input's format).\n\n"
-             "  -o DIR     write the outputs into DIR (created when missing)\n"
-             "  --json     one JSON object per file on stdout: file, output, status, timing_ms, "
-             "psnr_db,\n             method, backend, error\n"
-             "  --help     print this and exit\n"
-             "The server's options (blurd --help) apply as well, e.g. --backend cpu, --workers, "
-             "--gpu-codecs;\nno warm-up unless --warm-image is given.\n\n"
-             "Exit status: 0 when every file was written, 1 when any failed (each named on "
-             "stderr), 2 for bad usage.\n"
-             "example: blurd blur --sigma 12 --method auto photo.jpg photo_blurred.png\n");
+  fprintf(f,
+          ".\nIN may be a directory (its files); OUT is a file, or a directory. Outputs in a "
+          "directory take\nthe input's name with the extension of the output format. Without "
+          "--format, OUT's extension\n(%s) picks the format; otherwise the API's "
+          "default applies (the input's format).\n\n"
+          "  -o DIR     write the outputs into DIR (created when missing)\n"
+          "  --json     one JSON object per file on stdout: file, output, status, timing_ms, "
+          "psnr_db,\n             method, backend, error\n"
+          "  --help     print this and exit\n"
+          "The server's options (blurd --help) apply as well, e.g. --backend cpu, --workers, "
+          "--gpu-codecs;\nno warm-up unless --warm-image is given.\n\n"
+          "Exit status: 0 when every file was written, 1 when any failed (each named on "
+          "stderr), 2 for bad usage.\n"
+          "example: blurd blur --sigma 12 --method auto photo.jpg photo_blurred.png\n",
+          api_output_extensions(exts, sizeof(exts)));
 }
 
 /* Says what is wrong with the command line. Returns CLI_USAGE. */

@@ -338,9 +338,13 @@ static void test_param_errors(void) {
 
 static void test_bad_uploads(void) {
   struct http_resp r;
-  const char gif[] = "GIF89a\x01\x00\x01\x00\x00\x00\x00;";
-  ASSERT(http_request(&srv, "POST", "/blur?sigma=2", "image/png", NULL, gif, sizeof(gif), &r) == 0);
+  const char bmp[] = "BM\x3a\x00\x00\x00\x00\x00\x00\x00\x36\x00\x00\x00";
+  ASSERT(http_request(&srv, "POST", "/blur?sigma=2", "image/png", NULL, bmp, sizeof(bmp), &r) == 0);
   http_expect_error(&r, 415, "unsupported_media_type");
+  http_resp_free(&r);
+  const char gif[] = "GIF89a\x01\x00\x01\x00\x00\x00\x00;"; /* a GIF with no image */
+  ASSERT(http_request(&srv, "POST", "/blur?sigma=2", "image/gif", NULL, gif, sizeof(gif), &r) == 0);
+  http_expect_error(&r, 422, "undecodable_image");
   http_resp_free(&r);
   ASSERT(http_request(&srv, "POST", "/blur?sigma=2", "text/plain", NULL, "hello", 5, &r) == 0);
   http_expect_error(&r, 415, "unsupported_media_type");

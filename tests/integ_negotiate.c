@@ -1,9 +1,9 @@
 /* Integration tests of content negotiation against the real binary (http/negotiate.c): the
  * Accept headers of common clients on a PNG upload give the answer docs/api.md describes.
  * HTTPie's `application/json` then everything at q=0.5 gets JSON; `image/png,
- * application/json;q=0.5` the PNG; `application/json;q=0` and `image/webp` (the result is a PNG:
- * the upload's format, as no `format` is given) a 406 JSON error, before any filtering; with
- * format=webp the same `image/webp` gets WebP. */
+ * application/json;q=0.5` the PNG; `application/json;q=0`, a type blurd does not write, or
+ * `image/webp` with format=png a 406 JSON error, before any filtering; with no format, Accept
+ * picks the output format. */
 #include "harness.h"
 #include "test.h"
 
@@ -56,12 +56,33 @@ static void test_not_acceptable(void) {
   ASSERT(strstr(r.body, "image/png") != NULL);
   ASSERT(http_stage(&r, "filter", NULL, 0) < 0); /* refused before filtering */
   http_resp_free(&r);
-  post("/blur?sigma=2", "image/webp", &r);
+  post("/blur?sigma=2", "image/bmp", &r); /* a type blurd does not write */
   http_expect_error(&r, 406, "not_acceptable");
   http_resp_free(&r);
-  post("/blur?sigma=2&format=webp", "image/webp", &r);
+  post("/blur?sigma=2&format=png", "image/webp", &r); /* format= wins over Accept */
+  http_expect_error(&r, 406, "not_acceptable");
+  http_resp_free(&r);
+}
+
+/* With no format=, Accept picks the output among the formats blurd writes: the one it ranks
+ * highest, the upload's own on a tie. Every answer says it varies by Accept. */
+static void test_accept_picks_format(void) {
+  struct http_resp r;
+  char v[64];
+  post("/blur?sigma=2", "image/webp", &r);
   expect_type(&r, 200, "image/webp");
   ASSERT(r.len > 12 && memcmp(r.body + 8, "WEBP", 4) == 0);
+  ASSERT_STR(http_header(&r, "Vary", v, sizeof(v)), "Accept");
+  http_resp_free(&r);
+  post("/blur?sigma=2", "image/avif,image/webp;q=0.9,image/png;q=0.8,*/*;q=0.5", &r);
+  expect_type(&r, 200, "image/avif");
+  ASSERT(r.len > 12 && memcmp(r.body + 4, "ftypavif", 8) == 0);
+  http_resp_free(&r);
+  post("/blur?sigma=2", "image/png,image/webp", &r); /* a tie keeps the upload's PNG */
+  expect_type(&r, 200, "image/png");
+  http_resp_free(&r);
+  post("/blur?sigma=2", "image/heic", &r); /* HEIC is read, not written */
+  http_expect_error(&r, 406, "not_acceptable");
   http_resp_free(&r);
 }
 
@@ -70,6 +91,7 @@ int main(void) {
   RUN(test_httpie);
   RUN(test_image_preferred);
   RUN(test_not_acceptable);
+  RUN(test_accept_picks_format);
   ASSERT_INT(server_stop(&srv, SIGTERM), ==, 0);
   fprintf(stderr, "integ_negotiate: all passed\n");
   return 0;

@@ -282,9 +282,9 @@ static void test_errors(void) {
   expect_error(&srv, "/variance?format=webp", "image/webp", data, len, 400, "invalid_parameter",
                "format must be one of png");
   expect_error(&srv, "/blur?sigma=2", "image/webp", "RIFF\0\0\0\0WAVEfmt ", 16, 415,
-               "unsupported_media_type", "neither a PNG, a JPEG nor a WebP file");
+               "unsupported_media_type", "in no format this service reads: PNG, JPEG, WebP, HEIC");
   expect_error(&srv, "/blur?sigma=2", "text/plain", "hello", 5, 415, "unsupported_media_type",
-               "image/png, image/jpeg or image/webp");
+               "image/png, image/jpeg, image/webp, image/heic");
   /* /variance takes a WebP upload; its map stays a 16-bit PNG */
   struct http_resp r;
   ASSERT(http_request(&srv, "POST", "/variance", "image/webp", NULL, data, len, &r) == 0);

@@ -219,7 +219,8 @@ static void test_sniff_and_names(void) {
   ASSERT_INT(codec_sniff((const uint8_t *)"RIFF\x10\0\0\0WEBPVP8L", 16), ==, CODEC_WEBP);
   ASSERT_INT(codec_sniff((const uint8_t *)"RIFF\x10\0\0\0WEBP", 11), ==, CODEC_NONE);
   ASSERT_INT(codec_sniff((const uint8_t *)"RIFF\x10\0\0\0WAVE", 12), ==, CODEC_NONE);
-  ASSERT_INT(codec_sniff((const uint8_t *)"GIF89a", 6), ==, CODEC_NONE);
+  ASSERT_INT(codec_sniff((const uint8_t *)"GIF89a", 6), ==, CODEC_GIF);
+  ASSERT_INT(codec_sniff((const uint8_t *)"BM\0\0\0\0", 6), ==, CODEC_NONE);
   ASSERT_INT(codec_sniff(NULL, 0), ==, CODEC_NONE);
   ASSERT_STR(codec_format_name(CODEC_PNG), "png");
   ASSERT_STR(codec_format_name(CODEC_JPEG), "jpeg");
@@ -229,7 +230,9 @@ static void test_sniff_and_names(void) {
   ASSERT_INT(codec_format_from_name("jpeg"), ==, CODEC_JPEG);
   ASSERT_INT(codec_format_from_name("png"), ==, CODEC_PNG);
   ASSERT_INT(codec_format_from_name("webp"), ==, CODEC_WEBP);
-  ASSERT_INT(codec_format_from_name("gif"), ==, CODEC_NONE);
+  ASSERT_INT(codec_format_from_name("gif"), ==, CODEC_GIF);
+  ASSERT_INT(codec_format_from_name("jpg"), ==, CODEC_JPEG);
+  ASSERT_INT(codec_format_from_name("bmp"), ==, CODEC_NONE);
   ASSERT_INT(codec_format_from_name("PNG"), ==, CODEC_NONE);
   ASSERT_INT(codec_format_from_name(NULL), ==, CODEC_NONE);
   ASSERT_STR(codec_mime(CODEC_PNG), "image/png");
@@ -237,7 +240,7 @@ static void test_sniff_and_names(void) {
   ASSERT_STR(codec_mime(CODEC_WEBP), "image/webp");
   ASSERT(codec_mime(CODEC_NONE) == NULL);
   ASSERT_STR(codec_status_msg(CODEC_OK), "ok");
-  ASSERT_STR(codec_status_msg(CODEC_UNKNOWN), "the data is neither PNG, JPEG nor WebP");
+  ASSERT_STR(codec_status_msg(CODEC_UNKNOWN), "the data is in no format this service reads");
   ASSERT_STR(codec_status_msg(CODEC_NOMEM), "out of memory");
   ASSERT_STR(codec_status_msg((enum codec_status)99), "unknown codec status");
 }
@@ -610,13 +613,13 @@ static void test_garbage_and_unknown(void) {
   expect_status(buf, sizeof buf, CODEC_CORRUPT, "JPEG signature + garbage");
   buf[0] = 'G';
   expect_status(buf, sizeof buf, CODEC_UNKNOWN, "garbage");
-  expect_status((const uint8_t *)"GIF89a", 6, CODEC_UNKNOWN, "GIF");
+  expect_status((const uint8_t *)"BM\0\0\0\0", 6, CODEC_UNKNOWN, "BMP");
   expect_status(buf, 0, CODEC_UNKNOWN, "empty buffer");
   expect_status(NULL, 0, CODEC_UNKNOWN, "NULL buffer");
   struct codec_image img;
   char msg[256];
   ASSERT_INT(codec_decode(buf, sizeof buf, NULL, &img, msg, sizeof msg), ==, CODEC_UNKNOWN);
-  ASSERT_STR(msg, "the data is neither PNG, JPEG nor WebP");
+  ASSERT_STR(msg, "the data is in no format this service reads");
   ASSERT_INT(codec_decode(buf, 0, NULL, &img, msg, sizeof msg), ==, CODEC_UNKNOWN);
   ASSERT_STR(msg, "the image data is empty");
   ASSERT_INT(codec_decode(buf, sizeof buf, NULL, &img, NULL, 0), ==, CODEC_UNKNOWN);

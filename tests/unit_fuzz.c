@@ -23,6 +23,7 @@
 
 #include "test.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -31,16 +32,17 @@
 struct target {
   const char *name;
   int (*run)(const uint8_t *data, size_t size);
-  int accepted; /* what run returns for an input that went all the way through */
+  int accepted;        /* what run returns for an input that went all the way through */
+  const char *formats; /* the formats of the table (codecs/formats.c) whose decoder it covers */
 };
 
 static const struct target targets[] = {
-    {"png", fuzz_png, CODEC_OK},       {"jpeg", fuzz_jpeg, CODEC_OK},
-    {"webp", fuzz_webp, CODEC_OK},     {"heif", fuzz_heif, CODEC_OK},
-    {"jxl", fuzz_jxl, CODEC_OK},       {"tiff", fuzz_tiff, CODEC_OK},
-    {"gif", fuzz_gif, CODEC_OK},       {"multipart", fuzz_multipart, ERR_OK},
-    {"params", fuzz_params, ERR_OK},   {"handler", fuzz_handler, 200},
-    {"framing", fuzz_framing, ERR_OK},
+    {"png", fuzz_png, CODEC_OK, "png"},    {"jpeg", fuzz_jpeg, CODEC_OK, "jpeg"},
+    {"webp", fuzz_webp, CODEC_OK, "webp"}, {"heif", fuzz_heif, CODEC_OK, "heic avif"},
+    {"jxl", fuzz_jxl, CODEC_OK, "jxl"},    {"tiff", fuzz_tiff, CODEC_OK, "tiff"},
+    {"gif", fuzz_gif, CODEC_OK, "gif"},    {"multipart", fuzz_multipart, ERR_OK, ""},
+    {"params", fuzz_params, ERR_OK, ""},   {"handler", fuzz_handler, 200, ""},
+    {"framing", fuzz_framing, ERR_OK, ""},
 };
 
 struct tally {
@@ -141,7 +143,39 @@ static void test_replay(void) {
   fuzz_handler_free();
 }
 
+/* Whether word is in list, between characters that are not letters or digits. */
+static int has_word(const char *list, const char *word) {
+  size_t n = strlen(word);
+  for (const char *p = list; (p = strstr(p, word)) != NULL; p += n)
+    if ((p == list || !isalnum((unsigned char)p[-1])) && !isalnum((unsigned char)p[n])) return 1;
+  return 0;
+}
+
+/* Every format the table reads from uploads (it has a sniff and a decoder) has a fuzz target,
+ * and fuzz/run.sh runs every target: adding a format without a target fails here. */
+static void test_every_format_fuzzed(void) {
+  char path[512], line[1024] = "";
+  for (int f = CODEC_NONE + 1; f < CODEC_NFORMATS; f++) {
+    const struct codec_format_desc *d = codec_format((enum codec_format)f);
+    if (!d->sniff || !d->decode) continue;
+    int covered = 0;
+    for (size_t i = 0; i < sizeof(targets) / sizeof(targets[0]); i++)
+      covered |= has_word(targets[i].formats, d->name);
+    if (!covered) TEST_FAIL("format %s has no fuzz target in fuzz/ (tests/unit_fuzz.c)", d->name);
+  }
+  snprintf(path, sizeof(path), "%s/run.sh", fuzz_dir());
+  FILE *run = fopen(path, "r");
+  if (!run) TEST_FAIL("cannot open %s", path);
+  while (fgets(line, sizeof(line), run) && strncmp(line, "TARGETS=", 8) != 0) continue;
+  fclose(run);
+  ASSERT(strncmp(line, "TARGETS=", 8) == 0);
+  for (size_t i = 0; i < sizeof(targets) / sizeof(targets[0]); i++)
+    if (!has_word(strchr(line, '-') + 1, targets[i].name))
+      TEST_FAIL("fuzz/run.sh's TARGETS lacks %s: %s", targets[i].name, line);
+}
+
 int main(void) {
+  RUN(test_every_format_fuzzed);
   RUN(test_replay);
   fprintf(stderr, "unit_fuzz: all passed\n");
   return 0;

@@ -174,16 +174,18 @@ static void test_budget(void) {
                           sizeof(msg)),
              ==, ERR_OK);
   ctx.cfg.max_cost = 30; /* 8000x6000: far past it */
-  ASSERT_INT(op_budget(&ctx, &api_variance_endpoint, &vp, png, sizeof(png), NULL, &est, msg, sizeof(msg)),
-             ==, ERR_TOO_EXPENSIVE);
+  ASSERT_INT(
+      op_budget(&ctx, &api_variance_endpoint, &vp, png, sizeof(png), NULL, &est, msg, sizeof(msg)),
+      ==, ERR_TOO_EXPENSIVE);
   ASSERT_DBL(est, >, 30);
   ASSERT(strstr(msg, "8000x6000") && strstr(msg, "limit (--max-cost) is 30 s"));
   ctx.cfg.max_cost = 0; /* no budget */
-  ASSERT_INT(op_budget(&ctx, &api_variance_endpoint, &vp, png, sizeof(png), NULL, &est, msg, sizeof(msg)),
-             ==, ERR_OK);
+  ASSERT_INT(
+      op_budget(&ctx, &api_variance_endpoint, &vp, png, sizeof(png), NULL, &est, msg, sizeof(msg)),
+      ==, ERR_OK);
   ctx.cfg.max_cost = 30; /* a header that cannot be read: the decoder will say why */
-  ASSERT_INT(op_budget(&ctx, &api_variance_endpoint, &vp, png, 20, NULL, &est, msg, sizeof(msg)), ==,
-             ERR_OK);
+  ASSERT_INT(op_budget(&ctx, &api_variance_endpoint, &vp, png, 20, NULL, &est, msg, sizeof(msg)),
+             ==, ERR_OK);
   /* the estimate is the request's (upload, decode, a stored PNG's answer), the operation's and
    * what the answer's format adds; /convert has no operation of its own */
   static union {
@@ -196,31 +198,31 @@ static void test_budget(void) {
   struct codec_shape shape = {8000, 6000, 3, 8};
   struct codec_encode_opts webp = op_output(&api_convert_endpoint, cp.bytes, CODEC_PNG, NULL);
   ctx.cfg.max_cost = 1;
-  ASSERT_INT(
-      op_budget(&ctx, &api_convert_endpoint, cp.bytes, png, sizeof(png), NULL, &est, msg, sizeof(msg)),
-      ==, ERR_TOO_EXPENSIVE);
+  ASSERT_INT(op_budget(&ctx, &api_convert_endpoint, cp.bytes, png, sizeof(png), NULL, &est, msg,
+                       sizeof(msg)),
+             ==, ERR_TOO_EXPENSIVE);
   ASSERT_NEAR(est, op_request_s(png, sizeof(png), &shape) + op_encode_s(&webp, &shape), 1e-9);
   ASSERT_DBL(op_encode_s(&webp, &shape), >, 10 * op_request_s(png, sizeof(png), &shape));
   /* an image past the pixel or side limits is refused for that, whatever its cost */
   ctx.cfg.max_pixels = 40000000; /* 48 MP */
-  ASSERT_INT(
-      op_budget(&ctx, &api_convert_endpoint, cp.bytes, png, sizeof(png), NULL, &est, msg, sizeof(msg)),
-      ==, ERR_IMAGE_TOO_LARGE);
+  ASSERT_INT(op_budget(&ctx, &api_convert_endpoint, cp.bytes, png, sizeof(png), NULL, &est, msg,
+                       sizeof(msg)),
+             ==, ERR_IMAGE_TOO_LARGE);
   ASSERT(strstr(msg, "pixel count 48000000 (8000x6000) exceeds") && strstr(msg, "--max-pixels"));
   ASSERT_DBL(est, ==, 0);
   ctx.cfg.max_cost = 0; /* without a budget too */
-  ASSERT_INT(
-      op_budget(&ctx, &api_convert_endpoint, cp.bytes, png, sizeof(png), NULL, &est, msg, sizeof(msg)),
-      ==, ERR_IMAGE_TOO_LARGE);
+  ASSERT_INT(op_budget(&ctx, &api_convert_endpoint, cp.bytes, png, sizeof(png), NULL, &est, msg,
+                       sizeof(msg)),
+             ==, ERR_IMAGE_TOO_LARGE);
   ctx.cfg.max_pixels = 0, ctx.cfg.max_width = 7999;
-  ASSERT_INT(
-      op_budget(&ctx, &api_convert_endpoint, cp.bytes, png, sizeof(png), NULL, &est, msg, sizeof(msg)),
-      ==, ERR_IMAGE_TOO_LARGE);
+  ASSERT_INT(op_budget(&ctx, &api_convert_endpoint, cp.bytes, png, sizeof(png), NULL, &est, msg,
+                       sizeof(msg)),
+             ==, ERR_IMAGE_TOO_LARGE);
   ASSERT(strstr(msg, "width 8000 exceeds the limit of 7999 (--max-width)"));
   ctx.cfg.max_width = 0, ctx.cfg.max_height = 5999;
-  ASSERT_INT(
-      op_budget(&ctx, &api_convert_endpoint, cp.bytes, png, sizeof(png), NULL, &est, msg, sizeof(msg)),
-      ==, ERR_IMAGE_TOO_LARGE);
+  ASSERT_INT(op_budget(&ctx, &api_convert_endpoint, cp.bytes, png, sizeof(png), NULL, &est, msg,
+                       sizeof(msg)),
+             ==, ERR_IMAGE_TOO_LARGE);
   ASSERT(strstr(msg, "height 6000 exceeds the limit of 5999 (--max-height)"));
   ctx.cfg.max_height = 0;
   struct codec_shape s;

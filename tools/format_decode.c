@@ -1,6 +1,5 @@
-/* format_decode: reads a HEIC, AVIF, JPEG XL, TIFF or GIF file with the new formats' decoders
- * (codecs/heif.c, jxl.c, tiff.c and gif.c, called directly), for bench/cpu_codecs.sh and for
- * looking at what they give.
+/* format_decode: reads an image file of any format the table reads (codecs/formats.c) with its
+ * decoder, for bench/cpu_codecs.sh, the cost calibration and looking at what they give.
  *
  *   build/format_decode IN [OUT]
  *
@@ -14,23 +13,6 @@
 #include <time.h>
 
 #include "../codecs/codecs.h"
-#include "../codecs/codecs_int.h"
-
-struct decoder {
-  const char *name;
-  int (*sniff)(const uint8_t *buf, size_t len);
-  enum codec_status (*decode)(const uint8_t *buf, size_t len, const struct codec_limits *lim,
-                              struct codec_image *out, char *msg, size_t msglen);
-  enum codec_status (*icc)(const uint8_t *buf, size_t len, uint8_t **icc, size_t *icc_len);
-};
-
-static const struct decoder decoders[] = {
-    {"heic", codec_heic_sniff, codec_heif_decode, codec_heif_icc},
-    {"avif", codec_avif_sniff, codec_heif_decode, codec_heif_icc},
-    {"gif", codec_gif_sniff, codec_gif_decode, codec_gif_icc},
-    {"tiff", codec_tiff_sniff, codec_tiff_decode, codec_tiff_icc},
-    {"jxl", codec_jxl_sniff, codec_jxl_decode, codec_jxl_icc},
-};
 
 static double now_ms(clockid_t clock) {
   struct timespec t;
@@ -86,11 +68,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "format_decode: cannot read %s\n", argv[1]);
     return 1;
   }
-  const struct decoder *d = NULL;
-  for (size_t i = 0; i < sizeof decoders / sizeof decoders[0] && d == NULL; i++)
-    if (decoders[i].sniff(buf, len)) d = &decoders[i];
-  if (d == NULL) {
-    fprintf(stderr, "format_decode: %s is none of the new formats\n", argv[1]);
+  const struct codec_format_desc *d = codec_format(codec_sniff(buf, len));
+  if (d == NULL || d->decode == NULL) {
+    fprintf(stderr, "format_decode: %s is in no format blurd reads\n", argv[1]);
     return 1;
   }
   struct codec_image img;
@@ -104,7 +84,7 @@ int main(int argc, char **argv) {
   }
   uint8_t *icc = NULL;
   size_t icc_len = 0;
-  d->icc(buf, len, &icc, &icc_len);
+  codec_icc_read(buf, len, &icc, &icc_len);
   printf("%s %dx%d, %d channels of %d bits, orientation %d, ICC %zu bytes: %.1f ms, CPU %.1f ms\n",
          d->name, img.width, img.height, img.channels, img.depth, img.orientation, icc_len, t1 - t0,
          c1 - c0);

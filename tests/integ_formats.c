@@ -1,0 +1,158 @@
+/* Integration tests of the formats of the codecs' table through the real binary: a HEIC, an
+ * AVIF, a JPEG XL, a TIFF and a GIF made by Debian's encoders (tests/data/make-formats.sh), each
+ * uploaded raw with its media type and in a multipart form. The tests check that
+ *   - /convert answers each in the format format=input gives (HEIC as JPEG, TIFF and GIF as PNG,
+ *     AVIF and JPEG XL as themselves), upright, with the decoder named in Server-Timing, and
+ *     that format=png gives the pixels blurd's own decoder reads from the file exactly (16-bit
+ *     TIFF and GIF's transparency included);
+ *   - /blur of a HEIC answers a JPEG with its PSNR;
+ *   - `Accept: image/avif` on a JPEG upload answers AVIF; format=heic and format=gif (formats
+ *     read, not written) are a 400 that lists the outputs; an unknown file is a 415 that lists
+ *     the inputs;
+ *   - /readyz names a reader for every format of the table. */
+#include "harness.h"
+#include "test.h"
+
+#include "../codecs/codecs.h"
+
+#include <jansson.h>
+#include <signal.h>
+
+static struct server srv;
+
+struct upload {
+  const char *file;
+  enum codec_format in, out; /* the file's format, and what format=input answers */
+  int lossless;              /* format=png gives the decoder's samples exactly */
+};
+
+static const struct upload uploads[] = {
+    {"heic_grid_rot.heic", CODEC_HEIC, CODEC_JPEG, 0},
+    {"avif10_alpha.avif", CODEC_AVIF, CODEC_AVIF, 0},
+    {"jxl_p3_lossless.jxl", CODEC_JXL, CODEC_JXL, 1},
+    {"tiff_tiled16.tif", CODEC_TIFF, CODEC_PNG, 1},
+    {"gif_transparent.gif", CODEC_GIF, CODEC_PNG, 1},
+};
+
+static void decode_answer(const struct http_resp *r, struct codec_image *img) {
+  char msg[256];
+  if (r->status != 200) TEST_FAIL("status %ld: %.300s", r->status, r->body);
+  if (codec_decode((const uint8_t *)r->body, r->len, &(struct codec_limits){0, 0, 0}, img, msg,
+                   sizeof(msg)) != CODEC_OK)
+    TEST_FAIL("the answer is not an image: %s", msg);
+}
+
+static void test_convert_each(void) {
+  for (size_t i = 0; i < sizeof(uploads) / sizeof(uploads[0]); i++) {
+    const struct upload *u = &uploads[i];
+    size_t len;
+    uint8_t *file = fixture(u->file, &len);
+    struct codec_image src, got;
+    ASSERT_INT(codec_decode(file, len, &(struct codec_limits){0, 0, 0}, &src, NULL, 0), ==,
+               CODEC_OK);
+    ASSERT_INT(src.format, ==, u->in);
+    int w = src.width, h = src.height; /* upright: the decoder applied the orientation */
+    struct http_resp r;
+    char ct[64], dec[64];
+    ASSERT(http_request(&srv, "POST", "/convert", codec_mime(u->in), NULL, file, len, &r) == 0);
+    decode_answer(&r, &got);
+    ASSERT_STR(http_header(&r, "Content-Type", ct, sizeof(ct)), codec_mime(u->out));
+    ASSERT_INT(got.format, ==, u->out);
+    ASSERT_INT(got.width, ==, w);
+    ASSERT_INT(got.height, ==, h);
+    ASSERT_INT(got.orientation, ==, 1);
+    ASSERT(http_stage(&r, "decode", dec, sizeof(dec)) >= 0);
+    ASSERT_STR(dec, codec_format(u->in)->lib);
+    fprintf(stderr, "    %-20s %dx%d, %d channels of %d bits -> %s, %zu bytes\n", u->file, w, h,
+            src.channels, src.depth, codec_format_name(u->out), r.len);
+    codec_image_free(&got);
+    http_resp_free(&r);
+    /* a multipart form and format=png: the decoder's samples, where it kept them */
+    ASSERT(http_post_form(&srv, "/convert?format=png", "image", file, len, NULL, NULL, &r) == 0);
+    decode_answer(&r, &got);
+    ASSERT_INT(got.format, ==, CODEC_PNG);
+    ASSERT_INT(got.width, ==, w);
+    ASSERT_INT(got.height, ==, h);
+    if (u->lossless) {
+      ASSERT_INT(got.channels, ==, src.channels);
+      ASSERT_INT(got.depth, ==, src.depth);
+      size_t bytes = (size_t)w * h * src.channels * (src.depth / 8);
+      ASSERT(memcmp(got.pixels, src.pixels, bytes) == 0);
+    }
+    codec_image_free(&got);
+    codec_image_free(&src);
+    http_resp_free(&r);
+    free(file);
+  }
+}
+
+static void test_blur_heic(void) {
+  size_t len;
+  uint8_t *file = fixture("heic_icc.heic", &len);
+  struct http_resp r;
+  struct codec_image got;
+  char ct[64];
+  ASSERT(http_request(&srv, "POST", "/blur?sigma=3", codec_mime(CODEC_HEIC), NULL, file, len, &r) ==
+         0);
+  decode_answer(&r, &got);
+  ASSERT_STR(http_header(&r, "Content-Type", ct, sizeof(ct)), codec_mime(CODEC_JPEG));
+  ASSERT_INT(got.width, ==, 160);
+  ASSERT_INT(got.height, ==, 120);
+  ASSERT(http_header_num(&r, "X-PSNR") > 40);
+  codec_image_free(&got);
+  http_resp_free(&r);
+  free(file);
+}
+
+static void test_accept_and_refusals(void) {
+  size_t len;
+  uint8_t *jpeg = fixture("photo_1080p.jpg", &len);
+  struct http_resp r;
+  char ct[64];
+  ASSERT(http_request(&srv, "POST", "/convert", "image/jpeg", "image/avif,*/*;q=0.8", jpeg, len,
+                      &r) == 0);
+  ASSERT_INT(r.status, ==, 200);
+  ASSERT_STR(http_header(&r, "Content-Type", ct, sizeof(ct)), "image/avif");
+  ASSERT(r.len > 12 && memcmp(r.body + 4, "ftypavif", 8) == 0);
+  http_resp_free(&r);
+  const char *unwritten[] = {"/convert?format=heic", "/convert?format=gif", "/blur?format=tiff"};
+  for (int i = 0; i < 3; i++) {
+    ASSERT(http_request(&srv, "POST", unwritten[i], "image/jpeg", NULL, jpeg, len, &r) == 0);
+    http_expect_error(&r, 400, "invalid_parameter");
+    ASSERT(strstr(r.body, "avif") && strstr(r.body, "jxl") && strstr(r.body, "webp"));
+    http_resp_free(&r);
+  }
+  ASSERT(http_request(&srv, "POST", "/convert", "image/bmp", NULL, "BM\0\0\0\0\0\0", 8, &r) == 0);
+  http_expect_error(&r, 415, "unsupported_media_type");
+  ASSERT(strstr(r.body, "image/heic") && strstr(r.body, "image/gif"));
+  http_resp_free(&r);
+  free(jpeg);
+}
+
+static void test_readyz_lists_readers(void) {
+  struct http_resp r;
+  ASSERT(http_request(&srv, "GET", "/readyz", NULL, NULL, NULL, 0, &r) == 0);
+  ASSERT_INT(r.status, ==, 200);
+  json_t *j = json_loads(r.body, 0, NULL), *c = json_object_get(j, "codecs");
+  ASSERT(json_is_object(c));
+  for (int f = CODEC_NONE + 1; f < CODEC_NFORMATS; f++) {
+    const struct codec_format_desc *d = codec_format((enum codec_format)f);
+    char key[32];
+    snprintf(key, sizeof(key), "%s_decode", d->name);
+    if (d->decode && d->sniff && !json_string_value(json_object_get(c, key)))
+      TEST_FAIL("/readyz names no %s: %.400s", key, r.body);
+  }
+  json_decref(j);
+  http_resp_free(&r);
+}
+
+int main(void) {
+  server_start(&srv, NULL);
+  RUN(test_convert_each);
+  RUN(test_blur_heic);
+  RUN(test_accept_and_refusals);
+  RUN(test_readyz_lists_readers);
+  ASSERT_INT(server_stop(&srv, SIGTERM), ==, 0);
+  fprintf(stderr, "integ_formats: all passed\n");
+  return 0;
+}
