@@ -60,11 +60,12 @@ static void unsharp_rows(void *arg, int begin, int end) {
   }
 }
 
-void cpu_unsharp_image(struct cpu_pool *pool, const struct cpu_unsharp *u,
-                       const struct cpu_image *src, const struct cpu_image *blur,
-                       struct cpu_image *dst) {
+enum err cpu_unsharp_image(struct cpu_pool *pool, const struct cpu_unsharp *u,
+                           const struct cpu_image *src, const struct cpu_image *blur,
+                           struct cpu_image *dst) {
   struct unsharp_job j = {u, src, blur, dst};
   cpu_parallel_for(pool, src->height, unsharp_rows, &j);
+  return cpu_result(ERR_OK);
 }
 
 /* The weight of the blur at d pixels outside a region whose edge fades over feather pixels:
@@ -76,8 +77,8 @@ static double ramp(int d, int feather) {
   return t * t * (3 - 2 * t);
 }
 
-void cpu_blend_box(struct cpu_image *dst, const struct cpu_image *box, int bx, int by,
-                   const int rect[4], int feather) {
+enum err cpu_blend_box(struct cpu_image *dst, const struct cpu_image *box, int bx, int by,
+                       const int rect[4], int feather) {
   int c = dst->channels, x0 = rect[0] - feather, x1 = rect[2] + feather;
   int y0 = rect[1] - feather, y1 = rect[3] + feather;
   double max = (1 << dst->depth) - 1;
@@ -86,7 +87,7 @@ void cpu_blend_box(struct cpu_image *dst, const struct cpu_image *box, int bx, i
   y1 = y1 > by + box->height ? by + box->height : y1;
   long left = 0;
   for (int y = y0; y < y1; y++) {
-    if (cpu_tick(&left, 4L * c * (x1 - x0))) return;
+    if (cpu_tick(&left, 4L * c * (x1 - x0))) break;
     int dy = y < rect[1] ? rect[1] - y : y - (rect[3] - 1);
     for (int x = x0; x < x1; x++) {
       int dx = x < rect[0] ? rect[0] - x : x - (rect[2] - 1);
@@ -100,6 +101,7 @@ void cpu_blend_box(struct cpu_image *dst, const struct cpu_image *box, int bx, i
       }
     }
   }
+  return cpu_result(ERR_OK);
 }
 
 int cpu_blur_reach(const struct cpu_blur *b, double sigma) {

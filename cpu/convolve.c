@@ -1,13 +1,5 @@
 /* Luma, local contrast enhancement and generic convolution on the CPU: the twins of the GPU
- * kernels for /contrast and /convolve.
- *
- * Contrast takes its local mean and standard deviation from the exact variance (box window)
- * of the integer luma, applies the Wallis formula in double and moves R, G and B by the same
- * amount as luma. Convolution runs in float32 in one fixed order (rows of the kernel top to
- * bottom, taps left to right, starting from 0, the bias added last, then floor(v + 0.5)), each
- * product and each sum rounded on its own: the build's -std=c11 keeps gcc from contracting
- * them into fused multiply-adds, and the GPU kernel spells the same operations with
- * __fmul_rn and __fadd_rn, so both give the same bytes. */
+ * kernels for /contrast and /convolve, and of /variance's luma. */
 #include "cpu_int.h"
 
 #include <math.h>
@@ -15,7 +7,8 @@
 #include <string.h>
 
 /* clang-format off */
-/* Seed 003's matrices (figure 2) for edge, sharpen and the 3x3 Gaussian; box is the 3x3 mean;
+/* The matrices of "Digital Image Processing with a GPU" (its figure 2) for edge, sharpen and the
+ * 3x3 Gaussian; box is the 3x3 mean;
  * emboss is the usual diagonal relief, which sums to 0, with a bias of 128 so flat areas come
  * out mid-gray on 8-bit images. */
 static const struct {
@@ -33,16 +26,16 @@ static const struct {
 
 const char *const cpu_conv_names[] = {"edge", "sharpen", "emboss", "box", "gauss3", NULL};
 
-int cpu_conv_named(const char *name, struct cpu_conv *c) {
+enum err cpu_conv_named(const char *name, struct cpu_conv *c) {
   for (size_t i = 0; i < sizeof(named) / sizeof(named[0]); i++) {
     if (strcmp(name, named[i].name) != 0) continue;
     memset(c, 0, sizeof(*c));
     c->size = 3;
     for (int t = 0; t < 9; t++) c->k[t] = named[i].k[t] / named[i].div;
     c->bias = named[i].bias;
-    return 0;
+    return ERR_OK;
   }
-  return -1;
+  return ERR_BAD_PARAMETER;
 }
 
 static int is_alpha(const struct cpu_image *img, int ch) {
@@ -59,12 +52,12 @@ static unsigned round_clamp(double v, unsigned max) {
   return f >= max ? max : f > 0 ? (unsigned)f : 0;
 }
 
-void cpu_luma(const struct cpu_image *src, struct cpu_image *dst) {
+enum err cpu_luma(const struct cpu_image *src, struct cpu_image *dst) {
   size_t n = (size_t)src->width * src->height;
   int ch = src->channels;
   long left = 0;
   for (size_t i = 0; i < n; i++) {
-    if (i % 4096 == 0 && cpu_tick(&left, 4 * 4096)) return;
+    if (i % 4096 == 0 && cpu_tick(&left, 4 * 4096)) break;
     const size_t p = i * ch;
     uint64_t y;
     if (ch <= 2) {
@@ -76,9 +69,13 @@ void cpu_luma(const struct cpu_image *src, struct cpu_image *dst) {
     }
     cpu_set_sample(dst, i, (unsigned)y);
   }
+  return cpu_result(ERR_OK);
 }
 
-/* ---- contrast ---- */
+/* ---- contrast ----
+ * The local mean and standard deviation come from the exact variance (box window) of the
+ * integer luma; the Wallis formula runs in double and moves R, G and B by the same amount as
+ * luma. */
 
 struct contrast_job {
   const struct cpu_contrast *c;
@@ -111,29 +108,31 @@ static void contrast_rows(void *arg, int begin, int end) {
   }
 }
 
-int cpu_contrast_image(struct cpu_pool *pool, const struct cpu_contrast *c,
-                       const struct cpu_image *src, struct cpu_image *dst) {
+enum err cpu_contrast_image(struct cpu_pool *pool, const struct cpu_contrast *c,
+                            const struct cpu_image *src, struct cpu_image *dst) {
   size_t n = (size_t)src->width * src->height;
   struct cpu_image luma = {malloc(n * (size_t)(src->depth / 8)), src->width, src->height, 1,
                            src->depth};
   double *mean = malloc(n * sizeof(double)), *var = malloc(n * sizeof(double));
-  int rc = -1;
-  if (luma.data && mean && var) {
-    cpu_luma(src, &luma);
-    struct cpu_var v = {CPU_VAR_EXACT, CPU_WINDOW_BOX, c->radius};
-    rc = cpu_variance(pool, &v, &luma, mean, var);
-  }
-  if (rc == 0) {
+  struct cpu_var v = {CPU_VAR_EXACT, CPU_WINDOW_BOX, c->radius};
+  enum err rc = luma.data && mean && var ? cpu_luma(src, &luma) : ERR_OUT_OF_MEMORY;
+  if (rc == ERR_OK) rc = cpu_variance(pool, &v, &luma, mean, var);
+  if (rc == ERR_OK) {
     struct contrast_job j = {c, src, &luma, dst, mean, var};
     cpu_parallel_for(pool, src->height, contrast_rows, &j);
   }
   free(luma.data);
   free(mean);
   free(var);
-  return rc;
+  return cpu_result(rc);
 }
 
-/* ---- convolution ---- */
+/* ---- convolution ----
+ * The sum runs in float32 in one fixed order (rows of the kernel top to bottom, taps left to
+ * right, starting from 0, the bias added last, then floor(v + 0.5)), each product and each sum
+ * rounded on its own: the build's -std=c11 keeps gcc from contracting them into fused
+ * multiply-adds, and the GPU kernel spells the same operations with __fmul_rn and __fadd_rn, so
+ * both give the same bytes. */
 
 struct conv_job {
   const struct cpu_conv *c;
@@ -178,8 +177,8 @@ static void conv_rows(void *arg, int begin, int end) {
   }
 }
 
-void cpu_convolve_image(struct cpu_pool *pool, const struct cpu_conv *c,
-                        const struct cpu_image *src, struct cpu_image *dst) {
+enum err cpu_convolve_image(struct cpu_pool *pool, const struct cpu_conv *c,
+                            const struct cpu_image *src, struct cpu_image *dst) {
   size_t n = (size_t)src->width * src->height;
   int nc = src->channels;
   for (int ch = 0; ch < nc; ch++) {
@@ -190,4 +189,5 @@ void cpu_convolve_image(struct cpu_pool *pool, const struct cpu_conv *c,
     struct conv_job j = {c, src, dst, ch};
     cpu_parallel_for(pool, src->height, conv_rows, &j);
   }
+  return cpu_result(ERR_OK);
 }

@@ -1,15 +1,12 @@
-/* cpu: the CPU twin of every blur method, and the compute of the CPU backend.
- *
- * Filters work on planes of doubles, one channel at a time: an interleaved 8- or 16-bit image is
- * split into planes (colour premultiplied by alpha when there is alpha), each plane is blurred,
- * and the planes are merged back with rounding. The exact reference (the sampled Gaussian cut at
- * ceil(4 sigma), normalised, replicate border, in double) goes through the same path, so the
- * PSNR of any method is measured the same way. Work is spread over a small fork-join pool.
- *
- * Nothing here knows about HTTP, codecs or CUDA; gpu/ reuses the coefficient functions below so
- * that both backends filter with the same numbers. */
+/* cpu: the CPU twin of every operation (the tests' oracle) and the CPU backend's compute, its work
+ * spread over a fork-join pool and stopped by a job's cancel token. It knows nothing of HTTP,
+ * codecs or CUDA; gpu/ reuses its coefficients, so both backends filter with the same numbers.
+ * Fallible functions return an enum err (base/errors.h): ERR_OK, ERR_OUT_OF_MEMORY,
+ * ERR_BAD_PARAMETER for what the api checks before it calls, or why the token stopped the work. */
 #ifndef BLURD_CPU_H
 #define BLURD_CPU_H
+
+#include "../base/errors.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -41,7 +38,8 @@ void cpu_pages_free(void *p, size_t bytes);
 
 /* The method table: enum name, API name, one-line description. The API name is the word users
  * write in ?method=. The fir family gives identical results on every backend (integer
- * arithmetic); on the GPU its three members are three kernels (seed 001). */
+ * arithmetic); on the GPU its three members are the three direct 2-D kernels GF_Default, GF_SM
+ * and GF_SM_MWPT (docs/methods.md, "Sources"). */
 /* clang-format off */
 #define CPU_METHODS(X)                                                                              \
   X(FIR,        "fir",        "direct 2-D convolution with the sampled Gaussian, exact integer sums (GPU: one thread per pixel)", ACC_FIR) \
@@ -50,7 +48,7 @@ void cpu_pages_free(void *p, size_t bytes);
   X(SEPARABLE,  "separable",  "row pass then column pass with the sampled Gaussian", ACC_SEPARABLE) \
   X(YVV,        "yvv",        "Young-van Vliet 3-pole recursive Gaussian, Triggs-Sdika boundaries", ACC_YVV) \
   X(YVV_BLOCKED, "yvv_blocked", "yvv computed block-parallel with exact carries (Nehab et al. 2011); on the CPU the same as yvv", ACC_YVV) \
-  X(YVV2WAY,    "yvv2way",    "seed 000's two-way partitioned Young-van Vliet (each line split at a centre pixel computed by FIR)", ACC_YVV2WAY) \
+  X(YVV2WAY,    "yvv2way",    "Lee, Ko and Choe's two-way partitioned Young-van Vliet (each line split at a centre pixel computed by FIR)", ACC_YVV2WAY) \
   X(DERICHE,    "deriche",    "Deriche's 4th-order recursive Gaussian (causal plus anti-causal)", ACC_DERICHE) \
   X(PYRAMID,    "pyramid",    "reduced k = 2, 4, 8 or 16 times (k <= sigma / 3; triangle weights), the sampled Gaussian there, expanded with the quadratic B-spline; below sigma 6 the same as separable", ACC_PYRAMID)
 /* clang-format on */
@@ -68,8 +66,8 @@ const char *cpu_method_name(enum cpu_method m);
 const char *cpu_method_desc(enum cpu_method m);
 /* The accuracy m measured against the exact Gaussian on photographs (docs/accuracy.md). */
 const char *cpu_method_accuracy(enum cpu_method m);
-/* The method called name, or -1 when there is none. */
-int cpu_method_from_name(const char *name);
+/* The method called name into *m. Returns ERR_OK, or ERR_BAD_PARAMETER when there is none. */
+enum err cpu_method_from_name(const char *name, enum cpu_method *m);
 /* Does m belong to the fir family (fir, fir_shared, fir_mwpt)? */
 int cpu_method_is_fir(enum cpu_method m);
 /* Does m take a Young-van Vliet coefficient set (yvv, yvv2way)? */
@@ -105,9 +103,10 @@ struct cpu_yvv {  /* coefficients of u[k] = B x[k] + a1 u[k-1] + a2 u[k-2] + a3 
   double m[3][3]; /* Triggs-Sdika matrix M (already divided by its determinant term) */
 };
 
-/* Young-van Vliet coefficient sets (ALGORITHMS.md): the seed's 1995 polynomials, the 2002
- * ones, the 1998 poles with their linear q, the 1998 poles with q solved for variance sigma^2,
- * and the 1998 poles with q calibrated to the least-squares fit of the reference kernel. */
+/* Young-van Vliet coefficient sets (docs/methods.md, "yvv coefficients"): Young & van Vliet's
+ * 1995 polynomials, Young, van Vliet & van Ginkel's 2002 ones, van Vliet, Young & Verbeek's 1998
+ * poles with their linear q, the 1998 poles with q solved for variance sigma^2, and the 1998 poles
+ * with q calibrated to the least-squares fit of the reference kernel. */
 /* clang-format off */
 #define CPU_YVV_SETS(X)                          \
   X(1995,           "1995")                      \
@@ -123,9 +122,10 @@ enum cpu_yvv_set {
 #undef X
 };
 
-/* Coefficients of set for sigma, with their Triggs-Sdika matrix. Returns 0, or -1 when out of
- * memory (only the calibrated set allocates). */
-int cpu_yvv_coeffs(double sigma, enum cpu_yvv_set set, struct cpu_yvv *c);
+/* Coefficients of set for sigma, with their Triggs-Sdika matrix. Returns ERR_OK,
+ * ERR_OUT_OF_MEMORY (only the calibrated set allocates) or ERR_BAD_PARAMETER (set is none of
+ * CPU_YVV_SETS). */
+enum err cpu_yvv_coeffs(double sigma, enum cpu_yvv_set set, struct cpu_yvv *c);
 
 /* One pole pair of Deriche's filter as a second-order section in delta form, which single
  * precision holds at every sigma: d = b0 x[k] + b1 x[k-1] + k1 y[k-1] + k2 d[k-1] and
@@ -148,8 +148,9 @@ struct cpu_deriche {             /* Deriche's parallel form: out = causal + anti
  * normalised to unit DC gain. */
 void cpu_deriche_coeffs(double sigma, struct cpu_deriche *c);
 
-/* Seed 000's FIR window: N = 2 sigma taps, i.e. radius floor(round(2 sigma) / 2), at least 1.
- * Used for yvv2way's centre pixel and for reproducing the paper's Table 2. */
+/* The FIR window of Lee, Ko & Choe's two-way partitioned filter: N = 2 sigma taps, i.e. radius
+ * floor(round(2 sigma) / 2), at least 1. Used for yvv2way's centre pixel and for reproducing the
+ * paper's Table 2. */
 int cpu_paper_radius(double sigma);
 
 /* The fir family's integer kernel: a[0..radius] with a[0] + 2 (a[1] + ... + a[radius]) == 2^k,
@@ -193,8 +194,9 @@ void cpu_yvv_blocked_matrices(const struct cpu_yvv *c, int b, int single,
 /* Young-van Vliet over one line, block-parallel (Nehab, Maximo, Lima & Hoppe 2011): every block
  * but the last filters from a zero state, the carries are fixed block to block with the
  * matrices, the last block applies Triggs-Sdika, and every block then filters again from its
- * true states. Equal to cpu_yvv_line up to rounding; the GPU's yvv_blocked follows it. */
-void cpu_yvv_blocked_line(const struct cpu_yvv_blocked *m, double *x, int n);
+ * true states. Equal to cpu_yvv_line up to rounding; the GPU's yvv_blocked follows it. Returns
+ * ERR_OK, or ERR_OUT_OF_MEMORY (x is then unchanged). */
+enum err cpu_yvv_blocked_line(const struct cpu_yvv_blocked *m, double *x, int n);
 /* pyramid (k > 1): a line of n samples reduced k times, filtered there by the sampled
  * Gaussian of sigma_low, and expanded back. Cell j is centred on sample k j + (k - 1) / 2 and
  * holds the mean of the samples around it weighted by the triangle k - |d| (d: distance from
@@ -217,12 +219,13 @@ double cpu_pyramid_tri(int k, int a);
 /* The B-spline weights of the cells j-1, j, j+1 for sample k j + r. */
 void cpu_pyramid_weights(int k, int r, double wt[3]);
 /* pyramid over one line with w[0..p->radius] = cpu_gauss_kernel(p->sigma_low); k > 1. Returns
- * 0, or -1 when out of memory. */
-int cpu_pyramid_line(const struct cpu_pyramid *p, const double *w, const double *in, double *out,
-                     int n);
-/* Seed 000's Algorithm 1 over one line: the centre pixel n/2 by FIR (w, radius: the paper's
- * window), the left block forward and the right block backward from replicated edges, then the
- * reverse passes seeded with the centre value. */
+ * ERR_OK, or ERR_OUT_OF_MEMORY. */
+enum err cpu_pyramid_line(const struct cpu_pyramid *p, const double *w, const double *in,
+                          double *out, int n);
+/* The two-way partitioned Young-van Vliet filter (Lee, Ko & Choe's Algorithm 1) over one line:
+ * the centre pixel n/2 by FIR (w, radius: the paper's window), the left block forward and the
+ * right block backward from replicated edges, then the reverse passes seeded with the centre
+ * value. */
 void cpu_yvv2way_line(const struct cpu_yvv *c, const double *w, int radius, const double *in,
                       double *out, int n);
 
@@ -237,8 +240,9 @@ enum cpu_stop { CPU_RUNNING, CPU_STOP_DEADLINE, CPU_STOP_GONE };
 /* A job's cancel token. A worker sets it for its thread (cpu_cancel_set) around the work of one
  * job; cpu_parallel_for hands it to the pool's threads with the batch; the filters' loops ask
  * cpu_cancelled() at least every few milliseconds of work and return early, their output
- * unfinished, once it says stop. The owner (the job, usually on its stack) fills the first three
- * fields; the rest start at zero. */
+ * unfinished, once it says stop, and the function that ran them returns the reason
+ * (cpu_stop_error). The owner (the job, usually on its stack) fills the first three fields; the
+ * rest start at zero. */
 struct cpu_cancel {
   double deadline;        /* CLOCK_MONOTONIC milliseconds past which the work stops; 0: none */
   int (*gone)(void *arg); /* has the client left? called with arg from any thread; may be NULL */
@@ -256,6 +260,10 @@ enum cpu_stop cpu_cancel_check(struct cpu_cancel *c);
 /* cpu_cancel_check of the calling thread's token (on a pool thread: the token of the batch whose
  * chunk it runs); CPU_RUNNING when it has none. */
 enum cpu_stop cpu_cancelled(void);
+/* cpu_cancelled() as an error: ERR_OK while the work should go on (or the thread has no token),
+ * ERR_DEADLINE_EXCEEDED for CPU_STOP_DEADLINE, ERR_CLIENT_GONE for CPU_STOP_GONE. What every
+ * function here returns when the token stopped its work, whatever else went wrong in it. */
+enum err cpu_stop_error(void);
 
 /* ---- thread pool ---- */
 
@@ -280,7 +288,13 @@ void cpu_parallel_for(struct cpu_pool *pool, int n, void (*fn)(void *arg, int be
  * goes into why. */
 int cpu_cores(const char *root, char *why, size_t n);
 
-/* ---- whole images ---- */
+/* ---- whole images ----
+ * An interleaved image is filtered channel by channel, colour premultiplied by alpha where there
+ * is alpha, and rounded back: the fir family in integers (fir.c), a sampled Gaussian of radius 64
+ * or less on both axes in single-precision tiles (sep.c), every other filter through planes of
+ * doubles (image.c). The exact reference (the sampled Gaussian cut at ceil(CPU_TRUNCATE sigma),
+ * normalised, replicate border, in double) takes the planes of doubles for every method, so the
+ * PSNR of any method is measured the same way. */
 
 struct cpu_timing { /* milliseconds spent in each part of cpu_blur_image */
   double filter;    /* the requested method */
@@ -296,13 +310,17 @@ struct cpu_accuracy { /* an output against the exact reference */
  * computes the exact reference and measures dst against it; with alpha, colour is compared
  * premultiplied (the colour of a transparent pixel is invisible). separable with acc, where
  * cpu_separable_exact says so, is the reference itself rounded, measured in the same passes (t's
- * reference 0). t may be NULL. Returns 0, or -1 when out of memory (dst is then undefined). */
-int cpu_blur_image(struct cpu_pool *pool, const struct cpu_blur *b, const struct cpu_image *src,
-                   struct cpu_image *dst, struct cpu_accuracy *acc, struct cpu_timing *t);
+ * reference 0). t may be NULL. Returns ERR_OK; ERR_OUT_OF_MEMORY; ERR_BAD_PARAMETER when b->coeffs
+ * is no enum cpu_yvv_set; or the token's stop (cpu_stop_error). dst is undefined unless ERR_OK. */
+enum err cpu_blur_image(struct cpu_pool *pool, const struct cpu_blur *b,
+                        const struct cpu_image *src, struct cpu_image *dst,
+                        struct cpu_accuracy *acc, struct cpu_timing *t);
 /* Measures out against the exact reference of src (sigma_x along x, sigma_y along y), as
- * cpu_blur_image does. Returns 0, or -1 when out of memory. */
-int cpu_measure(struct cpu_pool *pool, double sigma_x, double sigma_y, const struct cpu_image *src,
-                const struct cpu_image *out, struct cpu_accuracy *acc);
+ * cpu_blur_image does. Returns ERR_OK, ERR_OUT_OF_MEMORY or the token's stop (acc is then not
+ * written). */
+enum err cpu_measure(struct cpu_pool *pool, double sigma_x, double sigma_y,
+                     const struct cpu_image *src, const struct cpu_image *out,
+                     struct cpu_accuracy *acc);
 /* Whether cpu_blur_image computes blur b exactly in double precision when it measures it: separable
  * at the default truncate, whose sampled Gaussian is the reference's (any depth and channels). Its
  * output is then the exact Gaussian rounded (in single precision's tiles otherwise: within 1e-3
@@ -324,18 +342,19 @@ struct cpu_unsharp { /* out = in + amount (in - blurred) */
 /* The unsharp mask of src with blur (src blurred: same shape) into dst (same shape, its own
  * buffer), in double, rounded half up and clamped. Colour is sharpened premultiplied by alpha
  * (in - blurred of colour times alpha), alpha is copied; with luma, the luma difference of
- * each pixel goes to all its colours (alpha ignored, then copied). */
-void cpu_unsharp_image(struct cpu_pool *pool, const struct cpu_unsharp *u,
-                       const struct cpu_image *src, const struct cpu_image *blur,
-                       struct cpu_image *dst);
+ * each pixel goes to all its colours (alpha ignored, then copied). Returns ERR_OK, or the
+ * token's stop (dst is then unfinished). */
+enum err cpu_unsharp_image(struct cpu_pool *pool, const struct cpu_unsharp *u,
+                           const struct cpu_image *src, const struct cpu_image *blur,
+                           struct cpu_image *dst);
 
 /* Blends box (a blurred copy of the pixels of dst from (bx, by), same channels and depth) into
  * dst inside rect (x0, y0, x1, y1: the region, x1 and y1 exclusive) and up to feather pixels
  * around it: out = in + m (box - in), m = 1 inside the region and a smoothstep of the distance
  * along each axis (the product of the two) outside it, 0 from feather + 1 on. Only the pixels
- * box covers change. */
-void cpu_blend_box(struct cpu_image *dst, const struct cpu_image *box, int bx, int by,
-                   const int rect[4], int feather);
+ * box covers change. Returns ERR_OK, or the token's stop (dst is then unfinished). */
+enum err cpu_blend_box(struct cpu_image *dst, const struct cpu_image *box, int bx, int by,
+                       const int rect[4], int feather);
 
 /* ---- the block mosaic of /pixelate (pixelate.c) ---- */
 
@@ -350,10 +369,11 @@ struct cpu_pixelate { /* one /pixelate request */
  * transparent) and alpha = round(sum(a) / pixels). With n > 0 the mosaic goes only inside the
  * regions rect[i] = {x0, y0, x1, y1} (x1, y1 exclusive) and up to feather pixels around them,
  * blended in order with cpu_blend_box's weights; elsewhere dst = src. gpu_pixelate_resident gives
- * the same bytes. Returns 0, or -1 when out of memory or cancelled (cpu_cancelled; dst is then
- * unfinished). */
-int cpu_pixelate(struct cpu_pool *pool, const struct cpu_pixelate *p, const struct cpu_image *src,
-                 const int (*rect)[4], int n, int feather, struct cpu_image *dst);
+ * the same bytes. Returns ERR_OK; ERR_OUT_OF_MEMORY; ERR_BAD_PARAMETER when p->block < 1; or the
+ * token's stop (dst is then unfinished). */
+enum err cpu_pixelate(struct cpu_pool *pool, const struct cpu_pixelate *p,
+                      const struct cpu_image *src, const int (*rect)[4], int n, int feather,
+                      struct cpu_image *dst);
 
 /* How far, in pixels along an axis of this sigma, the blur b and the exact reference see: a box
  * grown by this much gives, inside the box, what the whole image gives (the recursive filters'
@@ -365,19 +385,20 @@ int cpu_blur_reach(const struct cpu_blur *b, double sigma);
  * grown by rx and ry, clipped, starting on a multiple of 16. */
 void cpu_region_box(int width, int height, int rx, int ry, const int rect[4], int box[4]);
 
-/* ---- local statistics (seed 004), local contrast, convolution (seed 003) ----
+/* ---- local statistics, local contrast, convolution ----
  * These work on one plane of integer samples: a gray image (channels 1), 8- or 16-bit. Colour
  * uploads are reduced to luma first with cpu_luma(). Borders replicate the edge. */
 
 /* Local variance methods: enum name, API name, one-line description. All but exact compute in
- * float32 (the precision of seed 004's GPU code) and are compared against exact. */
+ * float32 (the precision of Gouin, Ancourt & Guettier's GPU code for Threewise) and are compared
+ * against exact. */
 /* clang-format off */
 #define CPU_VAR_METHODS(X)                                                                         \
   X(NAIVE,     "naive",     "two passes over the window: the mean, then the mean squared deviation (float32, O(r^2))") \
   X(KOENIG,    "koenig",    "E[x^2] - E[x]^2 from weighted sums in one pass (float32, O(r^2); loses all digits on flat bright regions)") \
   X(WELFORD,   "welford",   "Welford's online update, weighted, one pass (float32, O(r^2))") \
   X(PAIRWISE,  "pairwise",  "Chan, Golub and LeVeque's pairwise merges over the separable window (float32)") \
-  X(THREEWISE, "threewise", "seed 004's Algorithm 1: merges of three sparse taps, separable (float32; radius 2^k - 1)") \
+  X(THREEWISE, "threewise", "Gouin, Ancourt and Guettier's Threewise: merges of three sparse taps, separable (float32; radius 2^k - 1)") \
   X(EXACT,     "exact",     "running integer sums, O(1) per pixel at any radius; exact for 8- and 16-bit samples")
 /* clang-format on */
 
@@ -392,11 +413,11 @@ enum cpu_var_method {
 const char *cpu_var_method_name(enum cpu_var_method m);
 /* One-line description of m. */
 const char *cpu_var_method_desc(enum cpu_var_method m);
-/* The method called name, or -1. */
-int cpu_var_method_from_name(const char *name);
+/* The method called name into *m. Returns ERR_OK, or ERR_BAD_PARAMETER when there is none. */
+enum err cpu_var_method_from_name(const char *name, enum cpu_var_method *m);
 
 /* The window, per axis, over 2r + 1 samples; the 2-D weight is the product of the two axes'.
- * triangle: seed 004's 1 2 ... n ... 2 1 with n = r + 1 (a box of n convolved with itself; total
+ * triangle: Threewise's 1 2 ... n ... 2 1 with n = r + 1 (a box of n convolved with itself; total
  * 2-D weight W = n^4); box: all ones (W = (2r + 1)^2). */
 enum cpu_window { CPU_WINDOW_TRIANGLE, CPU_WINDOW_BOX };
 
@@ -416,15 +437,17 @@ int cpu_var_radius_ok(enum cpu_var_method m, int r);
  * total weight W, not W - 1). Writes width*height values to var and, when mean is not NULL, to
  * mean. Float methods compute in float32 and widen; exact computes W S1 and W S2 - S1^2 in
  * integers and divides once in double, so the same inputs give the same bits on every backend.
- * Returns 0, or -1 when out of memory. */
-int cpu_variance(struct cpu_pool *pool, const struct cpu_var *v, const struct cpu_image *src,
-                 double *mean, double *var);
+ * Returns ERR_OK; ERR_OUT_OF_MEMORY; ERR_BAD_PARAMETER when cpu_var_radius_ok refuses v's radius
+ * for pairwise or threewise; or the token's stop (mean and var are then unfinished). */
+enum err cpu_variance(struct cpu_pool *pool, const struct cpu_var *v, const struct cpu_image *src,
+                      double *mean, double *var);
 
 /* Luma of src into dst (channels 1, same size and depth, dst->data allocated by the caller):
  * gray is copied; colour is Y = (77 R + 150 G + 29 B + 128) >> 8 at 8 bits and
  * (19595 R + 38470 G + 7471 B + 32768) >> 16 at 16 bits (BT.601 weights in integers, so the
- * exact variance stays exact); alpha is ignored. */
-void cpu_luma(const struct cpu_image *src, struct cpu_image *dst);
+ * exact variance stays exact); alpha is ignored. Returns ERR_OK, or the token's stop (dst is then
+ * unfinished). */
+enum err cpu_luma(const struct cpu_image *src, struct cpu_image *dst);
 
 /* ---- /variance's whole compute (varimage.c) ---- */
 
@@ -452,9 +475,10 @@ double cpu_var_scale(int depth, int stddev);
  * statistics into s, and the values scaled into out: width*height 16-bit gray samples, the
  * caller's buffer. The sums run in a fixed order (each row left to right, then the rows top to
  * bottom), which gpu_variance_resident follows, so the exact method gives the same bits on both.
- * Returns 0, or -1 when out of memory or cancelled (cpu_cancelled). */
-int cpu_variance_image(struct cpu_pool *pool, const struct cpu_var *v, const struct cpu_var_out *o,
-                       const struct cpu_image *src, uint16_t *out, struct cpu_var_stats *s);
+ * Returns what cpu_variance returns (out and s are then unfinished unless ERR_OK). */
+enum err cpu_variance_image(struct cpu_pool *pool, const struct cpu_var *v,
+                            const struct cpu_var_out *o, const struct cpu_image *src, uint16_t *out,
+                            struct cpu_var_stats *s);
 
 struct cpu_contrast { /* Wallis statistical differencing on luma */
   int radius;         /* box window radius (libvips stdif's 11x11 is radius 5) */
@@ -468,9 +492,9 @@ struct cpu_contrast { /* Wallis statistical differencing on luma */
  * (exact statistics), Y' = a m0 + (1 - a) m + (Y - m) b s0 / (s0 + b s), computed in double;
  * colour is kept by adding Y' - Y to R, G and B (this leaves BT.601 chroma unchanged); results
  * are rounded half up and clamped; alpha is copied. dst has src's shape and its own buffer.
- * Returns 0, or -1 when out of memory. */
-int cpu_contrast_image(struct cpu_pool *pool, const struct cpu_contrast *c,
-                       const struct cpu_image *src, struct cpu_image *dst);
+ * Returns ERR_OK, ERR_OUT_OF_MEMORY or the token's stop (dst is then unfinished). */
+enum err cpu_contrast_image(struct cpu_pool *pool, const struct cpu_contrast *c,
+                            const struct cpu_image *src, struct cpu_image *dst);
 
 #define CPU_CONV_MAX 31 /* largest kernel side */
 
@@ -480,9 +504,10 @@ struct cpu_conv {                       /* a square convolution kernel */
   float bias;                           /* added to every sum, in sample levels */
 };
 
-/* Seed 003's kernels by name: edge, sharpen, emboss, box, gauss3. Fills c and returns 0, or -1
- * when name is not one of them. */
-int cpu_conv_named(const char *name, struct cpu_conv *c);
+/* The named kernels of "Digital Image Processing with a GPU" (docs/methods.md, "Sources"):
+ * edge, sharpen, emboss, box, gauss3. Fills c and returns ERR_OK, or ERR_BAD_PARAMETER when name
+ * is not one of them. */
+enum err cpu_conv_named(const char *name, struct cpu_conv *c);
 /* Names of the named kernels, NULL-terminated. */
 extern const char *const cpu_conv_names[];
 
@@ -490,9 +515,9 @@ extern const char *const cpu_conv_names[];
  * colour channel (not premultiplied), alpha copied; rounded half up and clamped. The sum runs
  * in float32 in a fixed order, row by row, left to right, each product and sum rounded on its
  * own (no fused multiply-add): the GPU kernel gives the same bytes. dst has src's shape and its
- * own buffer. */
-void cpu_convolve_image(struct cpu_pool *pool, const struct cpu_conv *c,
-                        const struct cpu_image *src, struct cpu_image *dst);
+ * own buffer. Returns ERR_OK, or the token's stop (dst is then unfinished). */
+enum err cpu_convolve_image(struct cpu_pool *pool, const struct cpu_conv *c,
+                            const struct cpu_image *src, struct cpu_image *dst);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,6 @@
-/* Internals shared by the files of cpu/: sample access, the integer fir family (fir.c), which
- * cpu_blur_image() in image.c dispatches to, and the local-variance entry points that
- * variance.c dispatches to (and that tools/var_accuracy.c samples). */
+/* Internals shared by the files of cpu/: the hot loops' clones, their cancel checks and what
+ * they return, sample access, and the entry points that cpu_blur_image (fir.c, sep.c) and
+ * cpu_variance (var_merge.c, and tools/var_accuracy.c's sampled rows) dispatch to. */
 #ifndef BLURD_CPU_INT_H
 #define BLURD_CPU_INT_H
 
@@ -19,18 +19,27 @@
  * samples): 2^18 of them, a fraction of a millisecond, so the clock read of a check costs nothing
  * measurable. Loops tick once a row (a strip, a column), or once a pixel where a pixel is dear
  * (the O(r^2) variance methods); where a tick inside a row slowed the loop down (fir's row pass,
- * the convolution: the compiler shapes the inner loop differently) they tick once a row: a row of
- * 16384 pixels with fir's widest kernel (sigma 300, truncate 8) took 14 to 16 ms on one core of
- * the 2-core build machine, a 31x31 convolution's 10 to 12 ms. */
+ * the convolution: the compiler shapes the inner loop differently) they tick once a row, the
+ * longest rows taking some milliseconds (docs/engineering-notes.md, "Notes moved from the code's
+ * comments"). */
 #define CPU_TICK_WORK ((long)1 << 18)
 
 /* Counts work done in *left (start it at 0: the first call checks) and checks the calling
  * thread's cancel token each CPU_TICK_WORK of it. Returns non-zero once the job is cancelled:
- * the loop then returns, its output unfinished (the caller never uses it). */
+ * the loop then returns, its output unfinished, and the public function that ran it returns the
+ * token's stop (cpu_result). */
 static inline int cpu_tick(long *left, long work) {
   if ((*left -= work) > 0) return 0;
   *left = CPU_TICK_WORK;
   return cpu_cancelled() != CPU_RUNNING;
+}
+
+/* What a function that ran loops under the calling thread's token returns: the token's stop when
+ * it stopped the work (its output is then unfinished, and whatever else failed no longer
+ * matters), else rc. */
+static inline enum err cpu_result(enum err rc) {
+  enum err stop = cpu_stop_error();
+  return stop != ERR_OK ? stop : rc;
 }
 
 /* Sample i of img (an index into the interleaved samples). */
@@ -46,28 +55,30 @@ static inline void cpu_set_sample(struct cpu_image *img, size_t i, unsigned v) {
 }
 
 /* The fir family over a whole image in exact integer arithmetic: src into dst (same shape).
- * Returns 0, or -1 when out of memory. */
-int cpu_fir_image(struct cpu_pool *pool, const struct cpu_blur *b, const struct cpu_image *src,
-                  struct cpu_image *dst);
+ * Returns ERR_OK, ERR_OUT_OF_MEMORY or the token's stop. */
+enum err cpu_fir_image(struct cpu_pool *pool, const struct cpu_blur *b, const struct cpu_image *src,
+                       struct cpu_image *dst);
 
 /* The separable filter with wx[0..rx] along x and wy[0..ry] along y over an image in single
  * precision, tiled (sep.c): src into dst (same shape), colour premultiplied by alpha as in
- * image.c. Returns 0, or -1 when out of memory. For rx, ry <= CPU_SEP_RADIUS_MAX: wider kernels
- * take image.c's double-precision planes, which fold the taps beyond the edges into edge weights,
- * where the tiles would filter every replicated row and column out to the radius. */
+ * image.c. Returns ERR_OK, ERR_OUT_OF_MEMORY or the token's stop. For rx, ry <=
+ * CPU_SEP_RADIUS_MAX: wider kernels take image.c's double-precision planes, which fold the taps
+ * beyond the edges into edge weights, where the tiles would filter every replicated row and
+ * column out to the radius. */
 #define CPU_SEP_RADIUS_MAX 64
-int cpu_sep_image(struct cpu_pool *pool, const double *wx, int rx, const double *wy, int ry,
-                  const struct cpu_image *src, struct cpu_image *dst);
+enum err cpu_sep_image(struct cpu_pool *pool, const double *wx, int rx, const double *wy, int ry,
+                       const struct cpu_image *src, struct cpu_image *dst);
 
 /* cpu_variance(), but the direct O(r^2) methods (naive, koenig, welford) compute only the rows
  * y with y % row_step == 0 and leave the others untouched: the accuracy tool samples rows at
- * large radii. Other methods compute every row. Returns 0, or -1 when out of memory. */
-int cpu_variance_sampled(struct cpu_pool *pool, const struct cpu_var *v,
-                         const struct cpu_image *src, int row_step, double *mean, double *var);
+ * large radii. Other methods compute every row. Returns what cpu_variance returns. */
+enum err cpu_variance_sampled(struct cpu_pool *pool, const struct cpu_var *v,
+                              const struct cpu_image *src, int row_step, double *mean, double *var);
 
-/* The separable float32 methods, pairwise and threewise (var_merge.c). Returns 0, or -1 when
- * out of memory or when threewise is given a radius that is not 2^k - 1. */
-int cpu_var_merge(struct cpu_pool *pool, const struct cpu_var *v, const struct cpu_image *src,
-                  double *mean, double *var);
+/* The separable float32 methods, pairwise and threewise (var_merge.c). Returns ERR_OK,
+ * ERR_OUT_OF_MEMORY, ERR_BAD_PARAMETER when cpu_var_radius_ok refuses the radius (threewise: one
+ * that is not 2^k - 1), or the token's stop. */
+enum err cpu_var_merge(struct cpu_pool *pool, const struct cpu_var *v, const struct cpu_image *src,
+                       double *mean, double *var);
 
 #endif

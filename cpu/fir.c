@@ -1,18 +1,18 @@
-/* The fir family on the CPU, in exact integer arithmetic. The kernel of each axis is its sampled
- * Gaussian rounded to k-bit integers that sum to 2^k exactly (cpu_fir_weights): ax[] along x
- * with sigma_x, ay[] along y with sigma_y, the same k. Every sum is then an exact 64-bit integer,
- * so the order of the additions does not matter. That is what makes the GPU's direct 2-D kernels
- * (seed 001: one thread per pixel, shared-memory tile, several outputs per thread) give the same
- * bits as this CPU twin, which evaluates the same double sum sum_i ay[i] (sum_j ax[j]
- * x[y+i][x+j]) as a row pass then a column pass, at O(rx + ry) per pixel.
- *
- * Without alpha the output is round(sum / 2^2k). With alpha, colour is premultiplied exactly
- * (c * a, an integer), and the output colour is round(sum(c a) / sum(a)), an exact rational. */
+/* The fir family on the CPU (cpu_fir_image), in exact integer arithmetic, so that the GPU's
+ * direct 2-D kernels (GF_Default, GF_SM and GF_SM_MWPT: one thread per pixel, a shared-memory
+ * tile, several outputs per thread) give the same bits as this twin, which evaluates the same
+ * double sum as a row pass then a column pass, at O(rx + ry) per pixel. */
 #include "cpu_int.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+/* The kernel of each axis is its sampled Gaussian rounded to k-bit integers that sum to 2^k
+ * exactly (cpu_fir_weights): ax[] along x with sigma_x, ay[] along y with sigma_y, the same k.
+ * Every sum, sum_i ay[i] (sum_j ax[j] x[y+i][x+j]), is then an exact 64-bit integer, so the order
+ * of the additions does not matter. Without alpha the output is round(sum / 2^2k). With alpha,
+ * colour is premultiplied exactly (c * a, an integer), and the output colour is
+ * round(sum(c a) / sum(a)), an exact rational. */
 struct fir_axis { /* the integer kernel of one axis */
   int r;          /* radius */
   uint32_t *a;    /* a[0..r], summing to 2^k over -r..r */
@@ -33,17 +33,17 @@ static uint64_t weight_sum(const struct fir_axis *a, int lo) { /* taps at distan
   return lo <= a->r ? a->tail[lo] : 0;
 }
 
-/* The kernel of an axis whose sigma is sigma. Returns 0, or -1 when out of memory; free with
+/* The kernel of an axis whose sigma is sigma. Returns ERR_OK, or ERR_OUT_OF_MEMORY; free with
  * axis_free() either way. */
-static int axis_init(struct fir_axis *a, double sigma, double truncate, int k) {
+static enum err axis_init(struct fir_axis *a, double sigma, double truncate, int k) {
   a->r = cpu_gauss_radius(sigma, truncate);
   a->a = malloc((size_t)(a->r + 1) * sizeof(*a->a));
   a->tail = malloc((size_t)(a->r + 2) * sizeof(*a->tail));
-  if (!a->a || !a->tail) return -1;
+  if (!a->a || !a->tail) return ERR_OUT_OF_MEMORY;
   cpu_fir_weights(sigma, a->r, k, a->a);
   a->tail[a->r + 1] = 0;
   for (int j = a->r; j >= 0; j--) a->tail[j] = a->tail[j + 1] + a->a[j];
-  return 0;
+  return ERR_OK;
 }
 
 static void axis_free(struct fir_axis *a) {
@@ -129,38 +129,39 @@ static void store_chunk(void *arg, int begin, int end) {
   }
 }
 
-int cpu_fir_image(struct cpu_pool *pool, const struct cpu_blur *b, const struct cpu_image *src,
-                  struct cpu_image *dst) {
+enum err cpu_fir_image(struct cpu_pool *pool, const struct cpu_blur *b, const struct cpu_image *src,
+                       struct cpu_image *dst) {
   size_t px = (size_t)src->width * src->height;
   int alpha = src->channels == 2 || src->channels == 4;
   struct fir f = {.src = src, .k = cpu_fir_shift(src->depth, alpha)};
-  int rx = axis_init(&f.x, b->sigma_x, b->truncate, f.k);
-  int ry = axis_init(&f.y, b->sigma_y, b->truncate, f.k);
+  enum err ex = axis_init(&f.x, b->sigma_x, b->truncate, f.k);
+  enum err ey = axis_init(&f.y, b->sigma_y, b->truncate, f.k);
   f.h = malloc((2 + alpha) * px * sizeof(uint64_t));
-  int rc = rx == 0 && ry == 0 && f.h ? 0 : -1;
+  enum err rc = ex == ERR_OK && ey == ERR_OK && f.h ? ERR_OK : ERR_OUT_OF_MEMORY;
   uint64_t *va = NULL;
-  if (rc == 0) {
+  if (rc == ERR_OK) {
     f.v = f.h + px;
     va = alpha ? f.v + px : NULL;
   }
-  for (int n = 0; rc == 0 && n < src->channels; n++) {
+  for (int n = 0; rc == ERR_OK && n < src->channels; n++) {
     /* alpha first, so colour can be divided by its sums */
     f.ch = alpha ? (n + src->channels - 1) % src->channels : n;
     int is_alpha = alpha && f.ch == src->channels - 1;
     f.premultiply = alpha && !is_alpha;
     uint64_t *out = f.v;
     f.v = is_alpha ? va : f.v;
-    memset(f.h, 0xff, px * sizeof(uint64_t)); /* a chunk that lacked scratch leaves this */
+    /* a row that a chunk lacking scratch (or stopped by the token) left out keeps this */
+    memset(f.h, 0xff, px * sizeof(uint64_t));
     cpu_parallel_for(pool, src->height, rows_chunk, &f);
-    for (size_t i = 0; i < px && rc == 0; i += (size_t)src->width)
-      if (f.h[i] == UINT64_MAX) rc = -1;
-    if (rc == 0) cpu_parallel_for(pool, src->height, cols_chunk, &f);
+    for (size_t i = 0; i < px && rc == ERR_OK; i += (size_t)src->width)
+      if (f.h[i] == UINT64_MAX) rc = ERR_OUT_OF_MEMORY; /* or the token's stop: see below */
+    if (rc == ERR_OK) cpu_parallel_for(pool, src->height, cols_chunk, &f);
     struct fir_store s = {dst, f.ch, f.k, f.v, f.premultiply ? va : NULL};
-    if (rc == 0) cpu_parallel_for(pool, src->height, store_chunk, &s);
+    if (rc == ERR_OK) cpu_parallel_for(pool, src->height, store_chunk, &s);
     f.v = out;
   }
   free(f.h);
   axis_free(&f.x);
   axis_free(&f.y);
-  return rc;
+  return cpu_result(rc);
 }

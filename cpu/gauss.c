@@ -48,10 +48,13 @@ const char *cpu_method_desc(enum cpu_method m) {
   return (unsigned)m < CPU_NMETHODS ? method_descs[m] : NULL;
 }
 
-int cpu_method_from_name(const char *name) {
-  for (int m = 0; m < CPU_NMETHODS; m++)
-    if (strcmp(name, method_names[m]) == 0) return m;
-  return -1;
+enum err cpu_method_from_name(const char *name, enum cpu_method *m) {
+  for (int k = 0; k < CPU_NMETHODS; k++)
+    if (strcmp(name, method_names[k]) == 0) {
+      *m = (enum cpu_method)k;
+      return ERR_OK;
+    }
+  return ERR_BAD_PARAMETER;
 }
 
 int cpu_method_is_fir(enum cpu_method m) {
@@ -124,7 +127,7 @@ static void yvv_finish(struct cpu_yvv *c) {
   triggs_sdika_matrix(c);
 }
 
-/* Young & van Vliet 1995 (seed 000, eq. 3-4): b0..b3 as polynomials in q. */
+/* Young & van Vliet 1995 (as Lee, Ko & Choe's eq. 3-4 give them): b0..b3 as polynomials in q. */
 static void yvv_1995(double q, struct cpu_yvv *c) {
   double b0 = 1.57825 + 2.44413 * q + 1.4281 * q * q + 0.422205 * q * q * q;
   c->a[0] = (2.44413 * q + 2.85619 * q * q + 1.26661 * q * q * q) / b0;
@@ -198,8 +201,9 @@ static double impulse_error(const struct cpu_yvv *c, const double *g, int r, dou
 
 /* The calibrated set: the 1998 poles with the q, near the exact-variance one, that brings the
  * impulse response closest (least squares) to the reference kernel (golden-section search);
- * or the 2002 set when that fits better still (it does at sigma 0.5). */
-static int yvv_calibrated(double sigma, struct cpu_yvv *c) {
+ * or the 2002 set when that fits better still (it does at sigma 0.5). Returns ERR_OK, or
+ * ERR_OUT_OF_MEMORY. */
+static enum err yvv_calibrated(double sigma, struct cpu_yvv *c) {
   int r = cpu_gauss_radius(sigma, CPU_TRUNCATE), n = 2 * (int)ceil(12 * sigma + 40) + 1;
   double *g = malloc((size_t)(r + 1) * sizeof(double)), *line = malloc((size_t)n * sizeof(double));
   double q0 = q_exact_variance(sigma), lo = 0.5 * q0, hi = 1.5 * q0;
@@ -207,7 +211,7 @@ static int yvv_calibrated(double sigma, struct cpu_yvv *c) {
   if (!g || !line) {
     free(g);
     free(line);
-    return -1;
+    return ERR_OUT_OF_MEMORY;
   }
   cpu_gauss_kernel(sigma, r, g);
   double x1 = hi - phi * (hi - lo), x2 = lo + phi * (hi - lo), f1, f2;
@@ -228,12 +232,12 @@ static int yvv_calibrated(double sigma, struct cpu_yvv *c) {
   if (impulse_error(&alt, g, r, line, n) < impulse_error(c, g, r, line, n)) *c = alt;
   free(g);
   free(line);
-  return 0;
+  return ERR_OK;
 }
 
-/* The calibrated sets of the last CAL_CACHE sigmas: the search costs 0.16 ms at sigma 12 and
- * 1 ms at sigma 100, several times a request's kernels, and a service sees the same few sigmas
- * again and again. */
+/* The calibrated sets of the last CAL_CACHE sigmas: the search costs more than a request's
+ * kernels (docs/engineering-notes.md, "Notes moved from the code's comments"), and a service sees
+ * the same few sigmas again and again. */
 #define CAL_CACHE 16
 static struct {
   double sigma; /* 0: empty */
@@ -242,41 +246,42 @@ static struct {
 static int cal_next;
 static pthread_mutex_t cal_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static int yvv_calibrated_cached(double sigma, struct cpu_yvv *c) {
+static enum err yvv_calibrated_cached(double sigma, struct cpu_yvv *c) {
   pthread_mutex_lock(&cal_lock);
   for (int i = 0; i < CAL_CACHE; i++)
     if (cal_cache[i].sigma == sigma) {
       *c = cal_cache[i].c;
       pthread_mutex_unlock(&cal_lock);
-      return 0;
+      return ERR_OK;
     }
   pthread_mutex_unlock(&cal_lock);
-  if (yvv_calibrated(sigma, c) != 0) return -1;
+  enum err e = yvv_calibrated(sigma, c);
+  if (e != ERR_OK) return e;
   pthread_mutex_lock(&cal_lock);
   cal_cache[cal_next].sigma = sigma, cal_cache[cal_next].c = *c;
   cal_next = (cal_next + 1) % CAL_CACHE;
   pthread_mutex_unlock(&cal_lock);
-  return 0;
+  return ERR_OK;
 }
 
-int cpu_yvv_coeffs(double sigma, enum cpu_yvv_set set, struct cpu_yvv *c) {
+enum err cpu_yvv_coeffs(double sigma, enum cpu_yvv_set set, struct cpu_yvv *c) {
   switch (set) {
   case CPU_YVV_1995:
     yvv_1995(q_1995(sigma), c);
-    return 0;
+    return ERR_OK;
   case CPU_YVV_2002:
     yvv_2002(sigma, c);
-    return 0;
+    return ERR_OK;
   case CPU_YVV_1998:
     yvv_poles(0.00399341 + 0.4715161 * sigma, c);
-    return 0;
+    return ERR_OK;
   case CPU_YVV_EXACT_VARIANCE:
     yvv_poles(q_exact_variance(sigma), c);
-    return 0;
+    return ERR_OK;
   case CPU_YVV_CALIBRATED:
     return yvv_calibrated_cached(sigma, c);
   }
-  return -1;
+  return ERR_BAD_PARAMETER;
 }
 
 /* Sets v[n-1], v[n], v[n+1] (pointed to by v) from the last three causal outputs u[n-1],
@@ -412,9 +417,9 @@ void cpu_deriche_sections_line(const struct cpu_deriche *c, const double *in, do
   }
 }
 
-/* Algorithm 1's line 3 writes the left edge into w[0..2] and starts at 3, which would drop
- * pixels 1 and 2; its text says the values before w[0] are taken from in[0], which is also
- * what the right block does (w[n..n+2] = in[n-1]). We follow the text. */
+/* Line 3 of Lee, Ko & Choe's Algorithm 1 writes the left edge into w[0..2] and starts at 3, which
+ * would drop pixels 1 and 2; its text says the values before w[0] are taken from in[0], which is
+ * also what the right block does (w[n..n+2] = in[n-1]). We follow the text. */
 void cpu_yvv2way_line(const struct cpu_yvv *c, const double *w, int radius, const double *in,
                       double *out, int n) {
   double b = c->b, a1 = c->a[0], a2 = c->a[1], a3 = c->a[2];
@@ -472,11 +477,11 @@ void cpu_pyramid_weights(int k, int r, double wt[3]) {
   wt[0] = (0.5 - t) * (0.5 - t) / 2, wt[1] = 0.75 - t * t, wt[2] = (0.5 + t) * (0.5 + t) / 2;
 }
 
-int cpu_pyramid_line(const struct cpu_pyramid *p, const double *w, const double *in, double *out,
-                     int n) {
+enum err cpu_pyramid_line(const struct cpu_pyramid *p, const double *w, const double *in,
+                          double *out, int n) {
   int k = p->k, r = p->radius, m = (n + k - 1) / k, e = r + 1;
   double *low = malloc(2 * (size_t)(m + 2 * e) * sizeof(double)), *f = low + m + 2 * e;
-  if (!low) return -1;
+  if (!low) return ERR_OUT_OF_MEMORY;
   for (int j = -e; j < m + e; j++) { /* cell j at low[j + e] */
     double s = 0;
     for (int a = -(k / 2); a < 2 * k - k / 2; a++) {
@@ -497,16 +502,13 @@ int cpu_pyramid_line(const struct cpu_pyramid *p, const double *w, const double 
     out[i] = wt[0] * f[j + e - 1] + wt[1] * f[j + e] + wt[2] * f[j + e + 1];
   }
   free(low);
-  return 0;
+  return ERR_OK;
 }
 
 /* The CPU rule for `auto`: separable up to sigma CPU_AUTO_SEPARABLE, yvv above. Both reach 58 dB
  * on photographs. separable's cost grows with its radius (sep.c: single precision, tiled), yvv's
- * does not: on a 1920x1080 RGB photograph (the filter stage of /blur?psnr=false, best of 7,
- * 2026-11-25, since sep.c's output rows go in pairs) separable took 14.3 ms at sigma 9 against
- * yvv's 17.4, 16.1 against 16.3 at 10, 19.9 against 19.7 at 11; on 3840x2160 (best of 5) 61.0
- * against 76.4 at 10, 70.8 against 77.3 at 11 (engineering notes, "The separable filter's output
- * rows in pairs (2026-11-25, the 2-core build machine)"). */
+ * does not; the two cross near sigma 10 (docs/methods.md, "auto"; docs/engineering-notes.md,
+ * "Notes moved from the code's comments"). */
 #define CPU_AUTO_SEPARABLE 10
 enum cpu_method cpu_auto_method(double sigma, int width, int height) {
   (void)width, (void)height;
@@ -607,10 +609,14 @@ static void mat_acc(const double m[3][3], const double x[3], double *y) {
   for (int i = 0; i < 3; i++) y[i] += m[i][0] * x[0] + m[i][1] * x[1] + m[i][2] * x[2];
 }
 
-void cpu_yvv_blocked_line(const struct cpu_yvv_blocked *m, double *x, int n) {
+enum err cpu_yvv_blocked_line(const struct cpu_yvv_blocked *m, double *x, int n) {
   int b = m->b, nb = (n + b - 1) / b, l0 = (nb - 1) * b, len = n - l0;
   double(*s)[3] = malloc((size_t)nb * sizeof(*s)), (*e)[3] = malloc((size_t)nb * sizeof(*e));
   double *u = malloc((size_t)b * sizeof(double)), edge = x[n - 1], st[3], d[3];
+  if (!s || !e || !u) {
+    free(u), free(e), free(s);
+    return ERR_OUT_OF_MEMORY;
+  }
   /* stage A, every block but the last: zero-state carries, as dot products with the input */
   for (int k = 0; k < nb - 1; k++)
     for (int i = 0; i < 3; i++) {
@@ -648,4 +654,5 @@ void cpu_yvv_blocked_line(const struct cpu_yvv_blocked *m, double *x, int n) {
   free(u);
   free(e);
   free(s);
+  return ERR_OK;
 }

@@ -1,12 +1,7 @@
-/* Whole-image blurring on the CPU: split an interleaved image into double planes, filter each
- * plane along x with sigma_x then along y with sigma_y, merge back with rounding; then, when
- * asked, measure the result against the exact reference computed the same way.
- *
- * Every 1-D pass runs over STRIP lines side by side, so the inner loops run across the lines and
- * vectorise: the x pass gathers STRIP image rows of one channel and leaves a transposed plane,
- * the y pass gathers STRIP of its rows (image columns). The strip filters
- * mirror the one-line statements in gauss.c operation for operation, so both give the same
- * bits (tested). The fir family takes the integer path in fir.c instead. */
+/* Whole-image blurring on the CPU (cpu_blur_image): each channel filtered along x with sigma_x,
+ * then along y with sigma_y, through planes of doubles, and rounded back (or handed to fir.c's
+ * integers or sep.c's tiles); then, when asked, the result measured against the exact reference,
+ * which takes the same planes. */
 #include "cpu_int.h"
 
 #include <math.h>
@@ -16,6 +11,10 @@
 #include <sys/mman.h>
 #include <time.h>
 
+/* Every 1-D pass runs over STRIP lines side by side, so the inner loops run across the lines and
+ * vectorise: the x pass gathers STRIP image rows of one channel and leaves a transposed plane,
+ * the y pass gathers STRIP of its rows (image columns). The strip filters mirror the one-line
+ * statements in gauss.c operation for operation, so both give the same bits (tested). */
 #define STRIP     16 /* columns filtered side by side */
 #define PAD       4  /* scratch rows before and after a strip, for recursive filters' edges */
 /* Differences below this many levels are the double-precision reference's own rounding: they
@@ -53,22 +52,26 @@ static void filter_free(struct filter *f) {
   f->w = f->tail = NULL;
 }
 
-static int filter_kernel(struct filter *f, double sigma, int radius) {
+/* The sampled Gaussian of sigma and radius into f, with its tail sums. Returns ERR_OK, or
+ * ERR_OUT_OF_MEMORY. */
+static enum err filter_kernel(struct filter *f, double sigma, int radius) {
   f->radius = radius;
   f->w = malloc((size_t)(radius + 1) * sizeof(double));
   f->tail = malloc((size_t)(radius + 2) * sizeof(double));
   if (!f->w || !f->tail) {
     filter_free(f);
-    return -1;
+    return ERR_OUT_OF_MEMORY;
   }
   cpu_gauss_kernel(sigma, radius, f->w);
   f->tail[radius + 1] = 0;
   for (int j = radius; j >= 0; j--) f->tail[j] = f->tail[j + 1] + f->w[j];
-  return 0;
+  return ERR_OK;
 }
 
-/* Method b->method along one axis, whose sigma is sigma (b->sigma_x or b->sigma_y). */
-static int filter_init(struct filter *f, const struct cpu_blur *b, double sigma) {
+/* Method b->method along one axis, whose sigma is sigma (b->sigma_x or b->sigma_y). Returns
+ * ERR_OK, ERR_OUT_OF_MEMORY or cpu_yvv_coeffs's ERR_BAD_PARAMETER. */
+static enum err filter_init(struct filter *f, const struct cpu_blur *b, double sigma) {
+  enum err e;
   memset(f, 0, sizeof(*f));
   switch (b->method) {
   case CPU_YVV:
@@ -77,12 +80,12 @@ static int filter_init(struct filter *f, const struct cpu_blur *b, double sigma)
     return cpu_yvv_coeffs(sigma, b->coeffs, &f->yvv);
   case CPU_YVV2WAY:
     f->kind = FILTER_YVV2WAY;
-    if (cpu_yvv_coeffs(sigma, b->coeffs, &f->yvv) != 0) return -1;
+    if ((e = cpu_yvv_coeffs(sigma, b->coeffs, &f->yvv)) != ERR_OK) return e;
     return filter_kernel(f, sigma, cpu_paper_radius(sigma));
   case CPU_DERICHE:
     f->kind = FILTER_DERICHE;
     cpu_deriche_coeffs(sigma, &f->d);
-    return 0;
+    return ERR_OK;
   case CPU_PYRAMID: {
     struct cpu_pyramid p;
     cpu_pyramid_params(sigma, b->truncate, &p);
@@ -95,11 +98,11 @@ static int filter_init(struct filter *f, const struct cpu_blur *b, double sigma)
   }
 }
 
-/* f[0] along x (b->sigma_x) and f[1] along y (b->sigma_y). Free with filters_free() whatever
- * this returns. */
-static int filters_init(struct filter f[2], const struct cpu_blur *b) {
-  int rx = filter_init(&f[0], b, b->sigma_x), ry = filter_init(&f[1], b, b->sigma_y);
-  return rx == 0 && ry == 0 ? 0 : -1;
+/* f[0] along x (b->sigma_x) and f[1] along y (b->sigma_y). Returns what filter_init returns;
+ * free with filters_free() whatever it returns. */
+static enum err filters_init(struct filter f[2], const struct cpu_blur *b) {
+  enum err ex = filter_init(&f[0], b, b->sigma_x), ey = filter_init(&f[1], b, b->sigma_y);
+  return ex != ERR_OK ? ex : ey;
 }
 
 static void filters_free(struct filter f[2]) {
@@ -140,8 +143,8 @@ CPU_AVX512 static void fir_interior8(const double *w, int r, const double *in, d
  * on the edge rows, so their weights are added there at once (tail sums): the cost per output
  * is at most min(2r+1, n) + 2 rows, also when the kernel is wider than the image. Away from the
  * edges the symmetric taps are folded: one multiply per pair. A wide kernel on a long strip is
- * a lot of work (r 2400 down 16384 rows: tens of milliseconds), so the cancel token is looked at
- * every CPU_TICK_WORK taps; a cancelled strip is left unfinished. */
+ * a lot of work, so the cancel token is looked at every CPU_TICK_WORK taps; a cancelled strip is
+ * left unfinished. */
 CPU_HOT static void fir_strip(const struct filter *f, const double *in, double *out, int n) {
   const double *w = f->w, *tail = f->tail;
   int r = f->radius;
@@ -251,7 +254,7 @@ CPU_HOT static void deriche_strip(const struct cpu_deriche *c, double *in, doubl
   }
 }
 
-/* Seed 000's two-way filter down a strip: in (padded) to out (padded). As cpu_yvv2way_line. */
+/* The two-way partitioned filter down a strip: in (padded) to out (padded). As cpu_yvv2way_line. */
 CPU_HOT static void yvv2way_strip(const struct filter *f, double *in, double *out, int n) {
   const struct cpu_yvv *c = &f->yvv;
   double b = c->b, a1 = c->a[0], a2 = c->a[1], a3 = c->a[2], pc[STRIP] = {0};
@@ -495,8 +498,7 @@ static void pass_chunk(void *arg, int begin, int end) {
 /* Planes go in transparent huge pages where the kernel offers them (madvise): with 4 KB pages
  * the passes' scattered writes would fault a page in at a time, and miss the TLB. The mapping
  * starts and ends on 2 MB boundaries: a part of a huge page at either end would still be faulted
- * in 4 KB at a time (450 faults a 1080p yvv blur), and a small image's plane (a region's box)
- * would have none. */
+ * in 4 KB at a time, and a small image's plane (a region's box) would have none. */
 #define HUGE_PAGE ((size_t)2 << 20)
 static size_t pages_bytes(size_t bytes) {
   return (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
@@ -520,15 +522,16 @@ void cpu_pages_free(void *p, size_t bytes) {
 
 /* Filters channel ch of img with f[0] along x and f[1] along y into out (h rows of w) and/or,
  * rounded, into channel ch of dst (colour divided by alpha when alpha is not NULL); t is scratch
- * of between_size(img) doubles. */
-static int blur_channel(struct cpu_pool *pool, const struct filter f[2],
-                        const struct cpu_image *img, int ch, int premultiply, double *out,
-                        struct cpu_image *dst, const double *alpha, double *t) {
+ * of between_size(img) doubles. Returns ERR_OK, or ERR_OUT_OF_MEMORY when a chunk lacked its
+ * scratch (a stop is the caller's to report). */
+static enum err blur_channel(struct cpu_pool *pool, const struct filter f[2],
+                             const struct cpu_image *img, int ch, int premultiply, double *out,
+                             struct cpu_image *dst, const double *alpha, double *t) {
   struct pass ps = {&f[0], img, ch, premultiply, t, out, dst, alpha, 0, 0};
   cpu_parallel_for(pool, (img->height + STRIP - 1) / STRIP, pass_chunk, &ps);
   ps.f = &f[1], ps.along_y = 1;
   if (!ps.failed) cpu_parallel_for(pool, (img->width + STRIP - 1) / STRIP, pass_chunk, &ps);
-  return ps.failed ? -1 : 0;
+  return ps.failed ? ERR_OUT_OF_MEMORY : ERR_OK;
 }
 
 /* The channels in the order they are filtered: alpha first, so colour can be divided by it. */
@@ -537,16 +540,18 @@ static int channel_at(const struct cpu_image *img, int k) {
   return alpha ? (k + img->channels - 1) % img->channels : k;
 }
 
-/* A double-precision method (f[0] along x, f[1] along y) over every channel of src into dst. */
-static int blur_doubles(struct cpu_pool *pool, const struct filter f[2],
-                        const struct cpu_image *src, struct cpu_image *dst) {
+/* A double-precision method (f[0] along x, f[1] along y) over every channel of src into dst.
+ * Returns ERR_OK, or ERR_OUT_OF_MEMORY. */
+static enum err blur_doubles(struct cpu_pool *pool, const struct filter f[2],
+                             const struct cpu_image *src, struct cpu_image *dst) {
   size_t px = (size_t)src->width * src->height;
-  int alpha = src->channels == 2 || src->channels == 4, rc = 0;
+  int alpha = src->channels == 2 || src->channels == 4;
   size_t n = between_size(src) + alpha * px;
   double *t = cpu_pages_new(n * sizeof(double));
-  if (!t) return -1;
+  if (!t) return ERR_OUT_OF_MEMORY;
   double *fa = alpha ? t + between_size(src) : NULL;
-  for (int k = 0; rc == 0 && k < src->channels; k++) {
+  enum err rc = ERR_OK;
+  for (int k = 0; rc == ERR_OK && k < src->channels; k++) {
     int ch = channel_at(src, k), is_alpha = alpha && ch == src->channels - 1;
     rc = blur_channel(pool, f, src, ch, alpha && !is_alpha, is_alpha ? fa : NULL, dst,
                       alpha && !is_alpha ? fa : NULL, t);
@@ -594,41 +599,45 @@ static void sse_chunk(void *arg, int begin, int end) {
 }
 
 /* cpu_measure, and with write (out itself) the reference rounded into it first, channel by
- * channel: separable computed exactly, measured in the same passes (cpu_separable_exact). */
-static int measure(struct cpu_pool *pool, double sigma_x, double sigma_y,
-                   const struct cpu_image *src, const struct cpu_image *out,
-                   struct cpu_image *write, struct cpu_accuracy *acc) {
+ * channel: separable computed exactly, measured in the same passes (cpu_separable_exact).
+ * Returns what cpu_measure returns. */
+static enum err measure(struct cpu_pool *pool, double sigma_x, double sigma_y,
+                        const struct cpu_image *src, const struct cpu_image *out,
+                        struct cpu_image *write, struct cpu_accuracy *acc) {
   struct filter ref[2];
   struct cpu_blur rb = {CPU_SEPARABLE, sigma_x, sigma_y, CPU_TRUNCATE, 0};
   size_t px = (size_t)src->width * src->height;
-  int alpha = src->channels == 2 || src->channels == 4, rc = filters_init(ref, &rb);
+  int alpha = src->channels == 2 || src->channels == 4;
+  enum err rc = filters_init(ref, &rb);
   size_t n = (1 + alpha) * px + between_size(src);
-  double *p = rc == 0 ? cpu_pages_new(n * sizeof(double)) : NULL;
+  double *p = rc == ERR_OK ? cpu_pages_new(n * sizeof(double)) : NULL;
   double *rows = malloc(2 * (size_t)src->height * sizeof(double)), sse = 0, max = 0;
-  rc = p && rows ? rc : -1;
+  rc = p && rows ? rc : ERR_OUT_OF_MEMORY;
   double *tmp = p ? p + px : NULL, *ra = p && alpha ? tmp + between_size(src) : NULL;
-  for (int k = 0; rc == 0 && k < src->channels; k++) {
+  for (int k = 0; rc == ERR_OK && k < src->channels; k++) {
     int ch = channel_at(src, k), is_alpha = alpha && ch == src->channels - 1;
     rc = blur_channel(pool, ref, src, ch, alpha && !is_alpha, is_alpha ? ra : p, write,
                       write && alpha && !is_alpha ? ra : NULL, tmp);
     struct sse e = {out, ch, is_alpha ? ra : p, alpha && !is_alpha ? ra : NULL, rows};
-    if (rc == 0) cpu_parallel_for(pool, src->height, sse_chunk, &e);
-    for (int y = 0; rc == 0 && y < src->height; y++) {
+    if (rc == ERR_OK) cpu_parallel_for(pool, src->height, sse_chunk, &e);
+    for (int y = 0; rc == ERR_OK && y < src->height; y++) {
       sse += rows[2 * y];
       max = rows[2 * y + 1] > max ? rows[2 * y + 1] : max;
     }
   }
-  double peak = (1 << src->depth) - 1, mse = sse / ((double)px * src->channels);
-  if (rc == 0)
-    *acc = (struct cpu_accuracy){mse > 0 ? 10 * log10(peak * peak / mse) : INFINITY, max};
   free(rows);
   cpu_pages_free(p, n * sizeof(double));
   filters_free(ref);
+  rc = cpu_result(rc);
+  double peak = (1 << src->depth) - 1, mse = sse / ((double)px * src->channels);
+  if (rc == ERR_OK)
+    *acc = (struct cpu_accuracy){mse > 0 ? 10 * log10(peak * peak / mse) : INFINITY, max};
   return rc;
 }
 
-int cpu_measure(struct cpu_pool *pool, double sigma_x, double sigma_y, const struct cpu_image *src,
-                const struct cpu_image *out, struct cpu_accuracy *acc) {
+enum err cpu_measure(struct cpu_pool *pool, double sigma_x, double sigma_y,
+                     const struct cpu_image *src, const struct cpu_image *out,
+                     struct cpu_accuracy *acc) {
   return measure(pool, sigma_x, sigma_y, src, out, NULL, acc);
 }
 
@@ -645,8 +654,8 @@ static int sep_fits(const struct filter *f) {
 /* Faults in dst's pages a few calls at a time, on the pool's threads, before the filters write
  * them: a fresh buffer's first writes otherwise take a page fault each 4 KB (where it is not in
  * huge pages), and on a virtual machine each fault is dear; the kernel zeroes each page it maps,
- * which one thread did at about a third of a 3840x2160 RGB blur at sigma 1. Chunks of 2 MB, on
- * 2 MB boundaries (the huge pages'). A hint: where the kernel lacks it, nothing changes. */
+ * which would otherwise fall to one thread. Chunks of 2 MB, on 2 MB boundaries (the huge
+ * pages'). A hint: where the kernel lacks it, nothing changes. */
 #define PREFAULT_CHUNK ((uintptr_t)2 << 20)
 struct span {
   uintptr_t base, lo, hi; /* chunk i starts at base + i PREFAULT_CHUNK; [lo, hi) is faulted in */
@@ -672,11 +681,12 @@ static void prefault(struct cpu_pool *pool, struct cpu_image *dst) {
                    prefault_chunk, &s);
 }
 
-int cpu_blur_image(struct cpu_pool *pool, const struct cpu_blur *b, const struct cpu_image *src,
-                   struct cpu_image *dst, struct cpu_accuracy *acc, struct cpu_timing *t) {
+enum err cpu_blur_image(struct cpu_pool *pool, const struct cpu_blur *b,
+                        const struct cpu_image *src, struct cpu_image *dst,
+                        struct cpu_accuracy *acc, struct cpu_timing *t) {
   struct filter f[2];
   double t0 = now_ms();
-  int rc;
+  enum err rc;
   prefault(pool, dst);
   if (acc && cpu_separable_exact(b)) { /* the reference is the filter: no second pass */
     rc = measure(pool, b->sigma_x, b->sigma_y, src, dst, dst, acc);
@@ -687,14 +697,15 @@ int cpu_blur_image(struct cpu_pool *pool, const struct cpu_blur *b, const struct
     rc = cpu_fir_image(pool, b, src, dst);
   } else {
     rc = filters_init(f, b);
-    if (rc == 0 && sep_fits(&f[0]) && sep_fits(&f[1]))
+    if (rc == ERR_OK && sep_fits(&f[0]) && sep_fits(&f[1]))
       rc = cpu_sep_image(pool, f[0].w, f[0].radius, f[1].w, f[1].radius, src, dst);
-    else if (rc == 0)
+    else if (rc == ERR_OK)
       rc = blur_doubles(pool, f, src, dst);
     filters_free(f);
   }
+  rc = cpu_result(rc);
   double t1 = now_ms();
-  if (rc == 0 && acc) rc = cpu_measure(pool, b->sigma_x, b->sigma_y, src, dst, acc);
+  if (rc == ERR_OK && acc) rc = cpu_measure(pool, b->sigma_x, b->sigma_y, src, dst, acc);
   if (t) *t = (struct cpu_timing){t1 - t0, acc ? now_ms() - t1 : 0};
   return rc;
 }

@@ -69,20 +69,23 @@ static void mosaic_rows(void *arg, int begin, int end) {
   }
 }
 
-int cpu_pixelate(struct cpu_pool *pool, const struct cpu_pixelate *p, const struct cpu_image *src,
-                 const int (*rect)[4], int n, int feather, struct cpu_image *dst) {
-  if (p->block < 1) return -1;
+enum err cpu_pixelate(struct cpu_pool *pool, const struct cpu_pixelate *p,
+                      const struct cpu_image *src, const int (*rect)[4], int n, int feather,
+                      struct cpu_image *dst) {
+  if (p->block < 1) return ERR_BAD_PARAMETER;
   size_t bytes = cpu_image_bytes(src);
   struct cpu_image mosaic = *dst;
   /* With regions the mosaic goes to a buffer of its own and dst starts as a copy of src. */
-  if (n > 0 && !(mosaic.data = malloc(bytes))) return -1;
+  if (n > 0 && !(mosaic.data = malloc(bytes))) return cpu_result(ERR_OUT_OF_MEMORY);
   struct mosaic_job j = {p->block, src, &mosaic, rect, n, feather};
   int rows = (src->height + p->block - 1) / p->block;
   cpu_parallel_for(pool, rows, mosaic_rows, &j);
-  if (n > 0 && cpu_cancelled() == CPU_RUNNING) {
+  enum err e = cpu_result(ERR_OK);
+  if (n > 0 && e == ERR_OK) {
     memcpy(dst->data, src->data, bytes);
-    for (int i = 0; i < n; i++) cpu_blend_box(dst, &mosaic, 0, 0, rect[i], feather);
+    for (int i = 0; e == ERR_OK && i < n; i++)
+      e = cpu_blend_box(dst, &mosaic, 0, 0, rect[i], feather);
   }
   if (n > 0) free(mosaic.data);
-  return cpu_cancelled() == CPU_RUNNING ? 0 : -1;
+  return e;
 }

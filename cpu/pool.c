@@ -1,11 +1,6 @@
-/* A small fork-join pool: cpu_parallel_for() hands out chunks of an index range to the pool's
- * threads and to its caller, then waits for them. Several job workers share one pool, so the
- * machine is never oversubscribed however many requests are in flight.
- *
- * Cancellation rides along: each thread has a current cancel token (thread-local), a batch takes
- * its caller's, and a pool thread runs a chunk under the batch's token, so the filters' loops
- * anywhere below a job ask one function, cpu_cancelled(). A cancelled batch starts no more
- * chunks. */
+/* The fork-join pool that every job worker shares (so the machine is never oversubscribed however
+ * many requests are in flight), the cancel tokens that ride along with its work, and the count
+ * of cores it is sized to (cpu_cores). */
 #include "cpu.h"
 
 #include <math.h>
@@ -17,6 +12,9 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Each thread has a current cancel token, a batch takes its caller's, and a pool thread runs a
+ * chunk under the batch's token, so the filters' loops anywhere below a job ask one function,
+ * cpu_cancelled(). A cancelled batch starts no more chunks. */
 static _Thread_local struct cpu_cancel *current; /* the token of the work this thread runs */
 
 void cpu_cancel_set(struct cpu_cancel *c) {
@@ -29,9 +27,8 @@ static long long now_us(void) {
   return ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
 }
 
-/* The clock is read at every check (a vDSO call, tens of nanoseconds); gone may be a system call,
- * so one thread at a time asks it, at most every CPU_CANCEL_POLL_MS. The first reason found
- * stays. */
+/* The clock is read at every check (a vDSO call: no system call); gone may be a system call, so
+ * one thread at a time asks it, at most every CPU_CANCEL_POLL_MS. The first reason found stays. */
 enum cpu_stop cpu_cancel_check(struct cpu_cancel *c) {
   int s = __atomic_load_n(&c->stop, __ATOMIC_RELAXED);
   if (s != CPU_RUNNING || (c->deadline <= 0 && !c->gone)) return (enum cpu_stop)s;
@@ -55,6 +52,18 @@ enum cpu_stop cpu_cancel_check(struct cpu_cancel *c) {
 
 enum cpu_stop cpu_cancelled(void) {
   return current ? cpu_cancel_check(current) : CPU_RUNNING;
+}
+
+enum err cpu_stop_error(void) {
+  switch (cpu_cancelled()) {
+  case CPU_STOP_DEADLINE:
+    return ERR_DEADLINE_EXCEEDED;
+  case CPU_STOP_GONE:
+    return ERR_CLIENT_GONE;
+  case CPU_RUNNING:
+    break;
+  }
+  return ERR_OK;
 }
 
 struct batch {
@@ -178,32 +187,33 @@ void cpu_parallel_for(struct cpu_pool *pool, int n, void (*fn)(void *arg, int be
 
 /* ---- usable cores ---- */
 
-/* The first line of root/path into buf; 0, or -1 when there is none. */
+/* Reads the first line of root/path into buf. Returns whether there is one. */
 static int read_line(const char *root, const char *path, char *buf, size_t n) {
   char full[512];
   snprintf(full, sizeof(full), "%s%s", root, path);
   FILE *f = fopen(full, "r");
   int ok = f && fgets(buf, (int)n, f);
   if (f) fclose(f);
-  return ok ? 0 : -1;
+  return ok;
 }
 
-/* The cgroup path of this process for the v1 controller ctl ("cpu"), or for v2 when ctl is "",
- * from root/proc/self/cgroup lines "ID:CONTROLLERS:PATH". */
+/* Reads into path the cgroup path of this process for the v1 controller ctl ("cpu"), or for v2
+ * when ctl is "", from root/proc/self/cgroup lines "ID:CONTROLLERS:PATH". Returns whether there
+ * is one. */
 static int cgroup_path(const char *root, const char *ctl, char *path, size_t n) {
   char full[512], line[512];
   snprintf(full, sizeof(full), "%s/proc/self/cgroup", root);
   FILE *f = fopen(full, "r");
-  int found = -1;
-  while (f && found && fgets(line, sizeof(line), f)) {
+  int found = 0;
+  while (f && !found && fgets(line, sizeof(line), f)) {
     char *c = strchr(line, ':'), *p = c ? strchr(c + 1, ':') : NULL;
     if (!p) continue;
     *p++ = 0;
     p[strcspn(p, "\n")] = 0;
-    for (char *tok = strtok(c + 1, ","); tok && found; tok = strtok(NULL, ","))
-      if (strcmp(tok, ctl) == 0) found = 0;
-    if (!*ctl && !c[1]) found = 0; /* v2: "0::/path" */
-    if (!found) snprintf(path, n, "%s", strcmp(p, "/") == 0 ? "" : p);
+    for (char *tok = strtok(c + 1, ","); tok && !found; tok = strtok(NULL, ","))
+      if (strcmp(tok, ctl) == 0) found = 1;
+    if (!*ctl && !c[1]) found = 1; /* v2: "0::/path" */
+    if (found) snprintf(path, n, "%s", strcmp(p, "/") == 0 ? "" : p);
   }
   if (f) fclose(f);
   return found;
@@ -219,12 +229,12 @@ static double walk(const char *root, const char *base, char *path, int v2, doubl
     long long quota = -1, period = 0;
     *end = 0;
     snprintf(dir, sizeof(dir), "%s%s/%s", base, path, v2 ? "cpu.max" : "cpu.cfs_quota_us");
-    if (read_line(root, dir, buf, sizeof(buf)) == 0) {
+    if (read_line(root, dir, buf, sizeof(buf))) {
       if (v2 && sscanf(buf, "%lld %lld", &quota, &period) != 2) quota = -1;
       if (!v2) {
         quota = atoll(buf);
         snprintf(dir, sizeof(dir), "%s%s/cpu.cfs_period_us", base, path);
-        period = read_line(root, dir, buf, sizeof(buf)) == 0 ? atoll(buf) : 0;
+        period = read_line(root, dir, buf, sizeof(buf)) ? atoll(buf) : 0;
         snprintf(dir, sizeof(dir), "%s%s/cpu.cfs_quota_us", base, path);
       }
       if (quota > 0 && period > 0 && (best == 0 || (double)quota / period < best)) {
@@ -242,9 +252,9 @@ static double walk(const char *root, const char *base, char *path, int v2, doubl
 static double cgroup_quota(const char *root, char *file, size_t n) {
   char path[400];
   double best = 0;
-  if (cgroup_path(root, "", path, sizeof(path)) == 0)
+  if (cgroup_path(root, "", path, sizeof(path)))
     best = walk(root, "/sys/fs/cgroup", path, 1, best, file, n);
-  if (cgroup_path(root, "cpu", path, sizeof(path)) == 0) {
+  if (cgroup_path(root, "cpu", path, sizeof(path))) {
     char copy[400];
     snprintf(copy, sizeof(copy), "%s", path);
     best = walk(root, "/sys/fs/cgroup/cpu,cpuacct", path, 0, best, file, n);

@@ -1,14 +1,7 @@
-/* The separable sampled Gaussian over an 8- or 16-bit image in single precision, tile by tile,
- * with a kernel of its own on each axis (wx[0..rx] along x, wy[0..ry] along y).
- *
- * A tile is a band of output rows by a block of interleaved samples. Each of its input rows is
- * converted to float and filtered along x into a ring of 2 ry + 2 rows, and output rows, two at a
- * time, are the weighted sums of the ring's rows at that column, rounded into the image. The ring
- * is sized to stay in L2, so neither pass goes through memory between them, and no plane is
- * allocated: the double-precision path in image.c moves planes of the whole image for every
- * channel, and spends most of its time doing so at small sigma, where the arithmetic is a few
- * taps. The results equal that path's up to single-precision rounding (about 1e-4 levels before
- * the final rounding). */
+/* The separable sampled Gaussian over an 8- or 16-bit image in single precision, tile by tile
+ * (cpu_sep_image), with a kernel of its own on each axis: both passes stay in cache and no plane
+ * of the whole image is allocated, where image.c's planes of doubles spend most of their time at
+ * small sigma moving data. The results equal theirs up to single-precision rounding. */
 #include "cpu_int.h"
 
 #include <stddef.h>
@@ -23,6 +16,10 @@
 #define VEC16      64           /* and in fir16: four AVX-512 registers */
 #define SLACK      VEC16        /* samples past the end of a row that a fir may read and write */
 
+/* A tile is a band of output rows by a block of interleaved samples. Each of its input rows is
+ * converted to float and filtered along x into a ring of 2 ry + 2 rows, and output rows, two at a
+ * time, are the weighted sums of the ring's rows at that column, rounded into the image. The ring
+ * is sized to stay in L2, so neither pass goes through memory between them. */
 struct sep {
   const struct cpu_image *src;
   struct cpu_image *dst;
@@ -36,8 +33,8 @@ struct sep {
 
 /* Row y of the image, samples [x0 - rx c, x1 + rx c) with the edge pixel replicated, as floats
  * (colour premultiplied by alpha / max when the image has alpha) into p; then a prefetch of row
- * y + 1's samples [x0, x1), which the tile reads next (about 5% at sigma 1: a tile's rows are
- * short runs far apart, which the hardware's prefetcher is slow to follow). */
+ * y + 1's samples [x0, x1), which the tile reads next (a tile's rows are short runs far apart,
+ * which the hardware's prefetcher is slow to follow). */
 CPU_HOT static void load_row(const struct sep *s, int y, int x0, int x1, float *p) {
   const struct cpu_image *img = s->src;
   int c = img->channels, w = img->width, alpha = c == 2 || c == 4;
@@ -268,10 +265,10 @@ out:
   free(rows);
 }
 
-int cpu_sep_image(struct cpu_pool *pool, const double *wx, int rx, const double *wy, int ry,
-                  const struct cpu_image *src, struct cpu_image *dst) {
+enum err cpu_sep_image(struct cpu_pool *pool, const double *wx, int rx, const double *wy, int ry,
+                       const struct cpu_image *src, struct cpu_image *dst) {
   float *wf = malloc((size_t)(rx + ry + 2) * sizeof(float));
-  if (!wf) return -1;
+  if (!wf) return ERR_OUT_OF_MEMORY;
   for (int k = 0; k <= rx; k++) wf[k] = (float)wx[k];
   for (int k = 0; k <= ry; k++) wf[rx + 1 + k] = (float)wy[k];
   int c = src->channels, n = src->width * c;
@@ -282,5 +279,5 @@ int cpu_sep_image(struct cpu_pool *pool, const double *wx, int rx, const double 
   struct sep s = {src, dst, wf, wf + rx + 1, rx, ry, cols, band, (n + cols - 1) / cols, 0};
   cpu_parallel_for(pool, s.ncols * ((src->height + s.band - 1) / s.band), sep_chunk, &s);
   free(wf);
-  return s.failed ? -1 : 0;
+  return cpu_result(s.failed ? ERR_OUT_OF_MEMORY : ERR_OK);
 }

@@ -1,18 +1,6 @@
-/* The separable float32 local-variance methods: pairwise (Chan, Golub & LeVeque) and threewise
- * (seed 004's Algorithm 1). Both run along x, turning every pixel into a (weight, mean, M2)
- * triple of its row window, then along y merging those triples; var = M2 / W. Lines are
- * extended by r replicated samples (or triples) at each end first, so a pixel near the edge
- * sees exactly the replicate-border window of the direct methods.
- *
- * pairwise builds a box of L samples by doubling (boxes of 1, 2, 4, .. merged pairwise, then
- * the boxes of L's binary digits merged left to right): O(log r) merges a pixel, any radius.
- * The triangle is a box of r + 1 over a box of r + 1. threewise merges three taps at -d, 0, +d
- * for d = 1, 2, .., (r + 1) / 2: with weights 1 2 1 that builds the triangle (seed 004, eq. 17;
- * merge of eq. 18), and for the box window the centre tap is the lone pixel between two boxes
- * of radius d - 1, which builds the box of radius 2d - 1. Both need r = 2^k - 1.
- *
- * Algorithm 1 as printed adds the three M2 and the three means without the centre's weight 2;
- * we follow equation 18, the weighted merge, which is what makes the result a variance. */
+/* The separable float32 local-variance methods (cpu_var_merge): pairwise (Chan, Golub & LeVeque)
+ * and threewise (Gouin, Ancourt & Guettier's Threewise, their Algorithm 1), which merge weighted
+ * sample sets along x, then along y. */
 #include "cpu_int.h"
 
 #include <stdlib.h>
@@ -49,7 +37,11 @@ static struct stat merge3(struct stat a, struct stat b, struct stat c) {
   return o;
 }
 
-/* acc[i] = the merge of p[i .. i + len) for i in [0, n - len]; p is overwritten by the
+/* pairwise builds a box of L samples by doubling (boxes of 1, 2, 4, .. merged pairwise, then
+ * the boxes of L's binary digits merged left to right): O(log r) merges a pixel, any radius.
+ * The triangle is a box of r + 1 over a box of r + 1.
+ *
+ * acc[i] = the merge of p[i .. i + len) for i in [0, n - len]; p is overwritten by the
  * doubling levels (level j holds boxes of 2^j). */
 static void box_merge(struct stat *p, int n, int len, struct stat *acc) {
   int off = 0;
@@ -77,7 +69,12 @@ static struct stat *pairwise_line(struct stat *e, int n, int r, enum cpu_window 
 }
 
 /* Threewise over one extended line e of n + 2r triples (kept); returns the n results, which
- * lie in a or b. */
+ * lie in a or b. It merges three taps at -d, 0, +d for d = 1, 2, .., (r + 1) / 2: with weights
+ * 1 2 1 that builds the triangle (Threewise's eq. 17; the merge of its eq. 18), and for the box
+ * window the centre tap is the lone pixel between two boxes of radius d - 1, which builds the box
+ * of radius 2d - 1. Both need r = 2^k - 1. Algorithm 1 as printed adds the three M2 and the three
+ * means without the centre's weight 2; we follow equation 18, the weighted merge, which is what
+ * makes the result a variance. */
 static struct stat *threewise_line(const struct stat *e, int n, int r, enum cpu_window w,
                                    struct stat *a, struct stat *b) {
   const struct stat *cur = e;
@@ -117,14 +114,14 @@ static void merge_scratch_free(struct merge_scratch *s) {
   free(s->rows), free(s->e), free(s->a), free(s->b);
 }
 
-static int merge_scratch_new(struct merge_scratch *s, int cw, int h, int r) {
+static enum err merge_scratch_new(struct merge_scratch *s, int cw, int h, int r) {
   size_t line = (size_t)(cw > h ? cw : h) + 2 * (size_t)r;
   s->rows = malloc((size_t)cw * h * sizeof(struct stat));
   s->e = malloc(line * sizeof(struct stat));
   s->a = malloc(line * sizeof(struct stat)), s->b = malloc(line * sizeof(struct stat));
-  if (s->rows && s->e && s->a && s->b) return 0;
+  if (s->rows && s->e && s->a && s->b) return ERR_OK;
   merge_scratch_free(s);
-  return -1;
+  return ERR_OUT_OF_MEMORY;
 }
 
 static struct stat *merge_line(const struct cpu_var *v, struct merge_scratch *s, int n) {
@@ -133,7 +130,10 @@ static struct stat *merge_line(const struct cpu_var *v, struct merge_scratch *s,
   return threewise_line(s->e, n, v->radius, v->window, s->a, s->b);
 }
 
-/* The x pass over columns [c0, c0 + cw) of every row, then the y pass down each column. */
+/* The x pass over columns [c0, c0 + cw) of every row, turning every pixel into the (weight,
+ * mean, M2) triple of its row window, then the y pass down each column, merging those triples;
+ * var = M2 / W. Lines are extended by r replicated samples (or triples) at each end first, so a
+ * pixel near the edge sees exactly the replicate-border window of the direct methods. */
 static void merge_strip(const struct merge_job *j, struct merge_scratch *s, int c0, int cw) {
   const struct cpu_image *src = j->src;
   int r = j->v->radius, h = src->height;
@@ -169,7 +169,7 @@ static void merge_strips(void *arg, int begin, int end) {
     int c0 = strip * MERGE_STRIP, cw = j->src->width - c0;
     if (cw > MERGE_STRIP) cw = MERGE_STRIP;
     struct merge_scratch s;
-    if (merge_scratch_new(&s, cw, j->src->height, j->v->radius) != 0) {
+    if (merge_scratch_new(&s, cw, j->src->height, j->v->radius) != ERR_OK) {
       __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
       return;
     }
@@ -178,10 +178,10 @@ static void merge_strips(void *arg, int begin, int end) {
   }
 }
 
-int cpu_var_merge(struct cpu_pool *pool, const struct cpu_var *v, const struct cpu_image *src,
-                  double *mean, double *var) {
-  if (!cpu_var_radius_ok(v->method, v->radius)) return -1;
+enum err cpu_var_merge(struct cpu_pool *pool, const struct cpu_var *v, const struct cpu_image *src,
+                       double *mean, double *var) {
+  if (!cpu_var_radius_ok(v->method, v->radius)) return ERR_BAD_PARAMETER;
   struct merge_job j = {v, src, mean, var, 0};
   cpu_parallel_for(pool, (src->width + MERGE_STRIP - 1) / MERGE_STRIP, merge_strips, &j);
-  return j.failed ? -1 : 0;
+  return cpu_result(j.failed ? ERR_OUT_OF_MEMORY : ERR_OK);
 }

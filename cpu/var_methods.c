@@ -26,10 +26,13 @@ const char *cpu_var_method_desc(enum cpu_var_method m) {
   return (unsigned)m < CPU_VAR_NMETHODS ? var_descs[m] : NULL;
 }
 
-int cpu_var_method_from_name(const char *name) {
-  for (int m = 0; m < CPU_VAR_NMETHODS; m++)
-    if (strcmp(name, var_names[m]) == 0) return m;
-  return -1;
+enum err cpu_var_method_from_name(const char *name, enum cpu_var_method *m) {
+  for (int k = 0; k < CPU_VAR_NMETHODS; k++)
+    if (strcmp(name, var_names[k]) == 0) {
+      *m = (enum cpu_var_method)k;
+      return ERR_OK;
+    }
+  return ERR_BAD_PARAMETER;
 }
 
 int cpu_var_radius_ok(enum cpu_var_method m, int r) {

@@ -1,14 +1,6 @@
-/* Local variance (seed 004) on one gray plane: the three direct O(r^2) float32 methods (naive,
- * koenig, welford) and the exact method in integers, and cpu_variance's dispatch. The method
- * table's functions live in var_methods.c, the separable float32 methods (pairwise, threewise)
- * in var_merge.c.
- *
- * The window is the product of two 1-D windows of 2r + 1 taps (triangle 1 2 .. n .. 2 1 with
- * n = r + 1, or box), over the plane extended by replicating its edges. The exact method uses
- * that the triangle is a box of n convolved with itself: two sliding box sums per axis give
- * S1 = sum w x and S2 = sum w x^2 in 64-bit integers at O(1) per pixel, and the variance is
- * (W S2 - S1^2) / W^2 with the numerator in 128 bits (16-bit input and r up to 127 reach
- * 2^88) and one double division, so every backend that follows it gets the same bits. */
+/* Local variance on one gray plane: the three direct O(r^2) float32 methods (naive, koenig,
+ * welford), the exact method in integers, and cpu_variance's dispatch to them and to
+ * var_merge.c's separable float32 methods (pairwise, threewise). */
 #include "cpu_int.h"
 
 #include <stdlib.h>
@@ -16,7 +8,9 @@
 
 #define EXACT_STRIP 128 /* columns per unit of work of the exact method */
 
-/* Weight of tap k (|k| <= r) of one axis. */
+/* The window is the product of two 1-D windows of 2r + 1 taps (triangle 1 2 .. n .. 2 1 with
+ * n = r + 1, or box), over the plane extended by replicating its edges. Weight of tap k
+ * (|k| <= r) of one axis. */
 static int axis_tap(enum cpu_window w, int r, int k) {
   return w == CPU_WINDOW_BOX ? 1 : r + 1 - (k < 0 ? -k : k);
 }
@@ -98,8 +92,8 @@ static void welford_pixel(const struct direct_job *j, int x, int y, float *mean,
   *var = m2 / sw;
 }
 
-/* A pixel is (2r + 1)^2 taps (naive: twice): at radius 127 a third of a millisecond, so the
- * cancel token is looked at every few pixels there, every few rows at small radii. */
+/* A pixel is (2r + 1)^2 taps (naive: twice), a lot of work at large radii, so the cancel token is
+ * looked at every few pixels there, every few rows at small radii. */
 static void direct_rows(void *arg, int begin, int end) {
   const struct direct_job *j = arg;
   long taps = (2L * j->r + 1) * (2L * j->r + 1), left = 0;
@@ -121,11 +115,12 @@ static void direct_rows(void *arg, int begin, int end) {
   }
 }
 
-static int direct_variance(struct cpu_pool *pool, const struct cpu_var *v,
-                           const struct cpu_image *src, int row_step, double *mean, double *var) {
+static enum err direct_variance(struct cpu_pool *pool, const struct cpu_var *v,
+                                const struct cpu_image *src, int row_step, double *mean,
+                                double *var) {
   size_t n = (size_t)src->width * src->height;
   float *plane = malloc(n * sizeof(float)), wt[2 * CPU_VAR_RADIUS_MAX + 1];
-  if (!plane) return -1;
+  if (!plane) return ERR_OUT_OF_MEMORY;
   for (size_t i = 0; i < n; i++) plane[i] = (float)cpu_sample(src, i);
   for (int k = -v->radius; k <= v->radius; k++)
     wt[k + v->radius] = (float)axis_tap(v->window, v->radius, k);
@@ -134,10 +129,14 @@ static int direct_variance(struct cpu_pool *pool, const struct cpu_var *v,
                          plane,     wt,        (float)(w1 * w1), mean,        var};
   cpu_parallel_for(pool, src->height, direct_rows, &j);
   free(plane);
-  return 0;
+  return ERR_OK;
 }
 
-/* ---- exact: sliding integer sums ---- */
+/* ---- exact: sliding integer sums ----
+ * The triangle is a box of n convolved with itself: two sliding box sums per axis give
+ * S1 = sum w x and S2 = sum w x^2 in 64-bit integers at O(1) per pixel, and the variance is
+ * (W S2 - S1^2) / W^2 with the numerator in 128 bits (16-bit input and r up to 127 reach
+ * 2^88) and one double division, so every backend that follows it gets the same bits. */
 
 /* out[i] = in[i] + ... + in[i + len - 1] for i in [0, n): a running sum (adding before
  * subtracting, so the unsigned sum never wraps). */
@@ -183,15 +182,15 @@ static void scratch_free(struct exact_scratch *s) {
   free(s->s1), free(s->s2), free(s->e1), free(s->e2), free(s->tmp), free(s->o1), free(s->o2);
 }
 
-static int scratch_new(struct exact_scratch *s, int cw, int h, int r) {
+static enum err scratch_new(struct exact_scratch *s, int cw, int h, int r) {
   size_t line = (size_t)(cw > h ? cw : h) + 2 * (size_t)r, plane = (size_t)cw * h;
   s->s1 = malloc(plane * sizeof(uint64_t)), s->s2 = malloc(plane * sizeof(uint64_t));
   s->e1 = malloc(line * sizeof(uint64_t)), s->e2 = malloc(line * sizeof(uint64_t));
   s->tmp = malloc(line * sizeof(uint64_t));
   s->o1 = malloc(line * sizeof(uint64_t)), s->o2 = malloc(line * sizeof(uint64_t));
-  if (s->s1 && s->s2 && s->e1 && s->e2 && s->tmp && s->o1 && s->o2) return 0;
+  if (s->s1 && s->s2 && s->e1 && s->e2 && s->tmp && s->o1 && s->o2) return ERR_OK;
   scratch_free(s);
-  return -1;
+  return ERR_OUT_OF_MEMORY;
 }
 
 /* var = (W S2 - S1^2) / W^2: the numerator exactly in 128 bits, rounded once to double, and
@@ -243,7 +242,7 @@ static void exact_strips(void *arg, int begin, int end) {
     int c0 = strip * EXACT_STRIP, cw = j->src->width - c0;
     if (cw > EXACT_STRIP) cw = EXACT_STRIP;
     struct exact_scratch s;
-    if (scratch_new(&s, cw, j->src->height, j->r) != 0) {
+    if (scratch_new(&s, cw, j->src->height, j->r) != ERR_OK) {
       __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
       return;
     }
@@ -253,31 +252,32 @@ static void exact_strips(void *arg, int begin, int end) {
   }
 }
 
-static int exact_variance(struct cpu_pool *pool, const struct cpu_var *v,
-                          const struct cpu_image *src, double *mean, double *var) {
+static enum err exact_variance(struct cpu_pool *pool, const struct cpu_var *v,
+                               const struct cpu_image *src, double *mean, double *var) {
   uint64_t w1 = axis_weight(v->window, v->radius);
   struct exact_job j = {src, v->radius, v->window, w1 * w1, mean, var, 0};
   cpu_parallel_for(pool, (src->width + EXACT_STRIP - 1) / EXACT_STRIP, exact_strips, &j);
-  return j.failed ? -1 : 0;
+  return j.failed ? ERR_OUT_OF_MEMORY : ERR_OK;
 }
 
-int cpu_variance_sampled(struct cpu_pool *pool, const struct cpu_var *v,
-                         const struct cpu_image *src, int row_step, double *mean, double *var) {
+enum err cpu_variance_sampled(struct cpu_pool *pool, const struct cpu_var *v,
+                              const struct cpu_image *src, int row_step, double *mean,
+                              double *var) {
   switch (v->method) {
   case CPU_VAR_NAIVE:
   case CPU_VAR_KOENIG:
   case CPU_VAR_WELFORD:
-    return direct_variance(pool, v, src, row_step < 1 ? 1 : row_step, mean, var);
+    return cpu_result(direct_variance(pool, v, src, row_step < 1 ? 1 : row_step, mean, var));
   case CPU_VAR_PAIRWISE:
   case CPU_VAR_THREEWISE:
     return cpu_var_merge(pool, v, src, mean, var);
   case CPU_VAR_EXACT:
   default:
-    return exact_variance(pool, v, src, mean, var);
+    return cpu_result(exact_variance(pool, v, src, mean, var));
   }
 }
 
-int cpu_variance(struct cpu_pool *pool, const struct cpu_var *v, const struct cpu_image *src,
-                 double *mean, double *var) {
+enum err cpu_variance(struct cpu_pool *pool, const struct cpu_var *v, const struct cpu_image *src,
+                      double *mean, double *var) {
   return cpu_variance_sampled(pool, v, src, 1, mean, var);
 }

@@ -1,8 +1,6 @@
-/* /variance's whole compute on the CPU, the twin of gpu/varimage.cu: a colour image's luma, the
- * local variance map, the values the user asked for (variance or standard deviation), their
- * statistics, the PSNR against the exact map, and the 16-bit image. The sums run each row left to
- * right and then the rows top to bottom, the order the GPU's reduction follows, so that the exact
- * method's statistics have the same bits on both backends. */
+/* /variance's whole compute on the CPU (cpu_variance_image), the twin of gpu/varimage.cu: a
+ * colour image's luma, the local variance map, the values the user asked for (variance or
+ * standard deviation), their statistics, the PSNR against the exact map, and the 16-bit image. */
 #include "cpu_int.h"
 
 #include <math.h>
@@ -47,11 +45,15 @@ static void values_rows(void *arg, int begin, int end) {
   }
 }
 
-/* The values of map (and ref) into out and their statistics into s. Returns 0, or -1. */
-static int var_finish(struct cpu_pool *pool, const struct cpu_var_out *o, double *map, double *ref,
-                      const struct cpu_image *plane, uint16_t *out, struct cpu_var_stats *s) {
+/* The values of map (and ref) into out and their statistics into s. The sums run each row left
+ * to right and then the rows top to bottom, the order the GPU's reduction follows, so that the
+ * exact method's statistics have the same bits on both backends. Returns ERR_OK,
+ * ERR_OUT_OF_MEMORY or the token's stop. */
+static enum err var_finish(struct cpu_pool *pool, const struct cpu_var_out *o, double *map,
+                           double *ref, const struct cpu_image *plane, uint16_t *out,
+                           struct cpu_var_stats *s) {
   double *rows = calloc(4 * (size_t)plane->height, sizeof(double));
-  if (!rows) return -1;
+  if (!rows) return ERR_OUT_OF_MEMORY;
   struct values_job j = {plane->width, o->stddev, s->scale, map, ref, out, rows};
   cpu_parallel_for(pool, plane->height, values_rows, &j);
   double sum = 0, se = 0, half = plane->depth == 8 ? 127.5 : 32767.5;
@@ -64,36 +66,36 @@ static int var_finish(struct cpu_pool *pool, const struct cpu_var_out *o, double
   s->mean = sum / n;
   if (ref) s->psnr = se == 0 ? INFINITY : 10 * log10(peak * peak * n / se);
   free(rows);
-  return cpu_cancelled() == CPU_RUNNING ? 0 : -1;
+  return cpu_result(ERR_OK);
 }
 
-int cpu_variance_image(struct cpu_pool *pool, const struct cpu_var *v, const struct cpu_var_out *o,
-                       const struct cpu_image *src, uint16_t *out, struct cpu_var_stats *s) {
+enum err cpu_variance_image(struct cpu_pool *pool, const struct cpu_var *v,
+                            const struct cpu_var_out *o, const struct cpu_image *src, uint16_t *out,
+                            struct cpu_var_stats *s) {
   size_t n = (size_t)src->width * src->height;
   int measure = o->measure && v->method != CPU_VAR_EXACT;
   double *map = malloc(n * sizeof(double)), *ref = measure ? malloc(n * sizeof(double)) : NULL;
   struct cpu_image plane = *src;
   void *owned = NULL;
+  enum err rc = ERR_OK;
   plane.channels = 1;
   if (src->channels != 1 && (plane.data = owned = malloc(cpu_image_bytes(&plane))))
-    cpu_luma(src, &plane);
+    rc = cpu_luma(src, &plane);
   s->scale = cpu_var_scale(src->depth, o->stddev);
   s->psnr = v->method == CPU_VAR_EXACT ? INFINITY : NAN;
-  int rc = !map || (measure && !ref) || !plane.data ? -1 : 0;
-  if (rc == 0) rc = cpu_variance(pool, v, &plane, NULL, map);
+  if (!map || (measure && !ref) || !plane.data) rc = cpu_result(ERR_OUT_OF_MEMORY);
+  if (rc == ERR_OK) rc = cpu_variance(pool, v, &plane, NULL, map);
   struct cpu_var exact = *v;
   exact.method = CPU_VAR_EXACT;
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   s->reference_ms = -1;
-  if (rc == 0 && measure && cpu_cancelled() == CPU_RUNNING)
-    rc = cpu_variance(pool, &exact, &plane, NULL, ref);
+  if (rc == ERR_OK && measure) rc = cpu_variance(pool, &exact, &plane, NULL, ref);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   if (measure) s->reference_ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
-  if (rc == 0 && cpu_cancelled() != CPU_RUNNING) rc = -1; /* an unfinished map */
-  if (rc == 0) rc = var_finish(pool, o, map, ref, &plane, out, s);
+  if (rc == ERR_OK) rc = var_finish(pool, o, map, ref, &plane, out, s);
   free(owned);
   free(ref);
   free(map);
-  return rc;
+  return cpu_result(rc);
 }

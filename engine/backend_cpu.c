@@ -19,8 +19,10 @@ enum err backend_codec_error(enum codec_status s) {
     return ERR_UNSUPPORTED_IMAGE;
   case CODEC_NOMEM:
     return ERR_OUT_OF_MEMORY;
-  case CODEC_CANCELLED: /* the job's hook said stop: its token says why */
-    return op_cancelled() != ERR_OK ? op_cancelled() : ERR_DEADLINE_EXCEEDED;
+  case CODEC_CANCELLED: { /* the job's hook said stop: its token says why */
+    enum err stop = cpu_stop_error();
+    return stop != ERR_OK ? stop : ERR_DEADLINE_EXCEEDED;
+  }
   }
   return ERR_INTERNAL;
 }

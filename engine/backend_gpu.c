@@ -5,7 +5,7 @@
  * codec makes from work done on the device (codec_encode_held with gpu_vp8_pass: lossy WebP's
  * first pass, no download). An operation runs as its descriptor's GPU compute (op->gpu), which
  * launches through op_gpu_run: the image stays on the device from the decode to the encode. The
- * kernels are not interrupted: the job's cancel token (op_cancelled) is asked between the
+ * kernels are not interrupted: the job's cancel token (cpu_stop_error) is asked between the
  * host-side steps, and the CPU codecs ask it themselves (codec_cancel_set). A build without CUDA
  * has none of this. */
 #include "engine_int.h"
@@ -127,7 +127,7 @@ static enum err gpu_decode(void *state, const uint8_t *buf, size_t len,
     if (s == GPU_FATAL || s == GPU_NO_MEMORY) return gpu_error(w, s);
   }
   gpu_jpeg_expect(w->ctx, 0); /* the CPU decodes this one, and decides what it is */
-  enum err stop = op_cancelled();
+  enum err stop = cpu_stop_error();
   if (stop != ERR_OK) return stop;
   return backend_host_decode(buf, len, lim, img, codec, msg, msglen);
 }
@@ -207,7 +207,7 @@ static enum err gpu_encode(void *state, const struct codec_image *img,
   void *pixels = NULL;
   struct gpu_times g = {0, 0, 0, 0};
   e = gpu_error(w, gpu_download(w->ctx, w->img, &shape, &pixels, &g));
-  if (e == ERR_OK) e = op_cancelled();
+  if (e == ERR_OK) e = cpu_stop_error();
   if (e != ERR_OK) return e;
   struct codec_image host = *img;
   host.pixels = pixels;
@@ -237,7 +237,7 @@ enum err op_gpu_run(struct op_env *env, struct op_io *io, op_gpu_launch launch, 
   struct gpu_times g = {0, 0, 0, 0};
   struct cpu_image src = op_image(io->in);
   enum gpu_status s = src.data ? gpu_upload(ctx, &src, &g) : GPU_OK;
-  enum err stop = s == GPU_OK ? op_cancelled() : ERR_OK; /* a failed upload says why */
+  enum err stop = s == GPU_OK ? cpu_stop_error() : ERR_OK; /* a failed upload says why */
   if (stop != ERR_OK) return stop;
   if (s == GPU_OK) s = launch(ctx, arg, &src, acc, &g);
   w->img = GPU_OUTPUT;

@@ -63,14 +63,12 @@ struct op_env {
 
 /* An operation's compute on one backend: io->in to io->out, accuracy and metadata in io->res.
  * Returns ERR_OK; ERR_BAD_PARAMETER with a sentence (what only the image decides, such as a region
- * outside it); ERR_OUT_OF_MEMORY or ERR_GPU_ERROR (this job failed, the service carries on); or
+ * outside it); ERR_OUT_OF_MEMORY or ERR_GPU_ERROR (this job failed, the service carries on);
+ * ERR_DEADLINE_EXCEEDED or ERR_CLIENT_GONE when the job's cancel token stopped it (cpu_stop_error:
+ * the CPU's filters return it, the GPU's run asks it between its upload and its launch); or
  * ERR_GPU_LOST (the process must restart). */
 typedef enum err (*op_compute_fn)(struct op_env *env, const void *params, struct op_io *io);
 
-/* ERR_OK while the job on the calling thread should go on; ERR_DEADLINE_EXCEEDED or
- * ERR_CLIENT_GONE once its cancel token (cpu_cancelled) says it should stop. Computes and backends
- * ask it between the steps of a job. */
-enum err op_cancelled(void);
 /* The shape of img as a cpu_image (its pixels, NULL when on the device). */
 struct cpu_image op_image(const struct codec_image *img);
 /* A host buffer for io->out of in's shape (the CPU computes write there). */

@@ -11,17 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum err op_cancelled(void) {
-  switch (cpu_cancelled()) {
-  case CPU_STOP_DEADLINE:
-    return ERR_DEADLINE_EXCEEDED;
-  case CPU_STOP_GONE:
-    return ERR_CLIENT_GONE;
-  default:
-    return ERR_OK;
-  }
-}
-
 struct cpu_image op_image(const struct codec_image *img) {
   return (struct cpu_image){img->pixels, img->width, img->height, img->channels, img->depth};
 }
@@ -51,7 +40,7 @@ static enum err colour(const struct engine_image_job *j, struct worker *w, struc
   if (codec_icc_read(j->image, j->len, &r->icc, &r->icc_len) != CODEC_OK) return ERR_OUT_OF_MEMORY;
   if (!r->icc || !j->to_srgb) return ERR_OK;
   enum err e = w->ops->to_host(w->state, &r->in);
-  if (e == ERR_OK && codec_to_srgb(&r->in, r->icc, r->icc_len) < 0) e = op_cancelled();
+  if (e == ERR_OK && codec_to_srgb(&r->in, r->icc, r->icc_len) < 0) e = cpu_stop_error();
   free(r->icc);
   r->icc = NULL, r->icc_len = 0;
   return e;
@@ -59,8 +48,8 @@ static enum err colour(const struct engine_image_job *j, struct worker *w, struc
 
 /* The compute on w's backend: its own column, or the CPU's on host pixels where it has none
  * (without a pool: on the worker's thread). The filters' loops stop once the deadline has passed
- * or the client has gone, and the job then answers as still_wanted() would, whatever the compute
- * made of its unfinished work (a lost GPU still stops the process). */
+ * or the client has gone, and the compute then returns why (ERR_DEADLINE_EXCEEDED or
+ * ERR_CLIENT_GONE). */
 static enum err run_op(const struct engine_image_job *j, struct worker *w, struct op_io *io) {
   op_compute_fn fn = j->compute[w->ops->column];
   struct op_env env = w->ops->env(w->state);
@@ -70,9 +59,7 @@ static enum err run_op(const struct engine_image_job *j, struct worker *w, struc
     env = (struct op_env){NULL, env.auto_method, NULL};
     e = w->ops->to_host(w->state, io->in);
   }
-  if (e == ERR_OK) e = fn(&env, j->params, io);
-  enum err c = op_cancelled();
-  return e == ERR_GPU_LOST || c == ERR_OK ? e : c;
+  return e == ERR_OK ? fn(&env, j->params, io) : e;
 }
 
 /* Decodes, runs the compute and encodes; on success r->enc holds the answer and r->img the
@@ -116,7 +103,10 @@ enum err engine_image_run(struct worker *w, const struct engine_image_job *j,
   cpu_cancel_set(&token);
   codec_cancel_set(&hook);
   enum err e = process(j, w, r);
-  if (e != ERR_OK && e != ERR_GPU_LOST && op_cancelled() != ERR_OK) e = op_cancelled();
+  /* A job its token stopped answers why, whatever its unfinished step made of the stop (a lost
+   * GPU still stops the process). */
+  enum err stop = e != ERR_OK && e != ERR_GPU_LOST ? cpu_stop_error() : ERR_OK;
+  if (stop != ERR_OK) e = stop;
   codec_cancel_set(NULL);
   cpu_cancel_set(NULL);
   if (e == ERR_DEADLINE_EXCEEDED || e == ERR_CLIENT_GONE) r->msg[0] = 0;

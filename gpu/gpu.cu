@@ -349,7 +349,7 @@ static enum gpu_status rec_prepare(struct gpu_ctx *ctx, const struct cpu_blur *b
   struct cpu_yvv c;
   struct cpu_deriche d;
   memset(p, 0, sizeof(*p));
-  if (cpu_yvv_coeffs(sigma, (enum cpu_yvv_set)b->coeffs, &c) != 0) return GPU_NO_MEMORY;
+  if (cpu_yvv_coeffs(sigma, (enum cpu_yvv_set)b->coeffs, &c) != ERR_OK) return GPU_NO_MEMORY;
   p->b = c.b;
   memcpy(p->a, c.a, sizeof(p->a));
   memcpy(p->m, c.m, sizeof(p->m));

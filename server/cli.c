@@ -2,7 +2,8 @@
  * file becomes the request the HTTP front would build for it (POST /ENDPOINT?name=value..., the
  * file's media type, the whole file as the body) and goes to api_handle, so that files get the
  * HTTP API's pipeline, backends, parameters, defaults and errors. One file at a time: the
- * response's body is written when its status is 200, else its error message is printed. */
+ * response's body is written when its status is 200, else its error message is printed; the exit
+ * status (enum cli_status) says whether every file was written. */
 #include "server.h"
 
 #include "../api/api.h"
@@ -53,10 +54,11 @@ static void usage(FILE *f) {
           api_output_extensions(exts, sizeof(exts)));
 }
 
-static int bad_usage(const char *what, const char *arg) {
+/* Says what is wrong with the command line. Returns CLI_USAGE. */
+static enum cli_status bad_usage(const char *what, const char *arg) {
   fprintf(stderr, "blurd: %s%s\n", what, arg ? arg : "");
   fprintf(stderr, "blurd: see blurd ENDPOINT --help, e.g. blurd blur --help\n");
-  return 2;
+  return CLI_USAGE;
 }
 
 struct cli {
@@ -65,6 +67,7 @@ struct cli {
   const char *outdir; /* the outputs' directory, or NULL for one IN OUT */
   size_t max_body;    /* bytes, as the server limits request bodies */
   int json;           /* --json */
+  int help;           /* --help: the usage is printed, and nothing runs */
   int progress;       /* a progress line on stderr (a terminal, several files) */
   int nfiles;
   char **files;
@@ -97,26 +100,30 @@ static int is_dir(const char *path) {
   return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-static int add_file(struct cli *c, char *path) {
+/* Adds path (owned by c from here on; NULL: out of memory) to the files. Returns CLI_OK, or
+ * CLI_FAILED when out of memory. */
+static enum cli_status add_file(struct cli *c, char *path) {
   char **f = realloc(c->files, (size_t)(c->nfiles + 1) * sizeof(*f));
   if (!f || !path) {
     free(path);
-    return -1;
+    return CLI_FAILED;
   }
   c->files = f;
   c->files[c->nfiles++] = path;
-  return 0;
+  return CLI_OK;
 }
 
-/* Adds path, or the files of a directory (sorted by name, hidden ones left out). */
-static int add_input(struct cli *c, const char *path) {
+/* Adds path, or the files of a directory (sorted by name, hidden ones left out). Returns what
+ * add_file returns. */
+static enum cli_status add_input(struct cli *c, const char *path) {
   struct dirent **ents;
   int n = is_dir(path) ? scandir(path, &ents, NULL, alphasort) : -1;
   if (n < 0) return add_file(c, strdup(path)); /* a file, or a directory read will fail on */
-  int rc = 0;
+  enum cli_status rc = CLI_OK;
   for (int i = 0; i < n; i++) {
     char *p = NULL;
-    if (ents[i]->d_name[0] != '.' && rc == 0 && asprintf(&p, "%s/%s", path, ents[i]->d_name) >= 0) {
+    if (ents[i]->d_name[0] != '.' && rc == CLI_OK &&
+        asprintf(&p, "%s/%s", path, ents[i]->d_name) >= 0) {
       if (is_dir(p))
         free(p);
       else
@@ -128,14 +135,14 @@ static int add_input(struct cli *c, const char *path) {
   return rc;
 }
 
-/* Reads the command line into c; the output of one IN OUT into *out. Returns 0, -1 after
- * --help, 1 when out of memory, or 2 after saying what is wrong. */
-static int parse(struct cli *c, int argc, char **argv, const char **out) {
+/* Reads the command line into c; the output of one IN OUT into *out. Returns CLI_OK (c->help set
+ * after --help), CLI_FAILED when out of memory, or CLI_USAGE after saying what is wrong. */
+static enum cli_status parse(struct cli *c, int argc, char **argv, const char **out) {
   size_t cap = strlen(argv[0]) + 2 + sizeof("&format=jpeg"); /* and a format from OUT's name */
   for (int i = 1; i < argc; i++) cap += 3 * strlen(argv[i]) + 2;
   char *end = c->uri = malloc(cap), **pos = calloc((size_t)argc, sizeof(char *));
   int npos = 0, format = 0, files = 0;
-  if (!c->uri || !pos) return free(pos), 1;
+  if (!c->uri || !pos) return free(pos), CLI_FAILED;
   end += sprintf(c->uri, "/%s", argv[0]);
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -146,7 +153,8 @@ static int parse(struct cli *c, int argc, char **argv, const char **out) {
     } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       usage(stdout);
       free(pos);
-      return -1;
+      c->help = 1;
+      return CLI_OK;
     } else if (strcmp(a, "--json") == 0) {
       c->json = 1;
     } else if (strcmp(a, "-o") == 0) {
@@ -162,7 +170,7 @@ static int parse(struct cli *c, int argc, char **argv, const char **out) {
       return free(pos), bad_usage("unknown flag ", a);
     }
   }
-  int rc = 0;
+  enum cli_status rc = CLI_OK;
   if (!c->outdir && npos == 2 && (is_dir(pos[0]) || is_dir(pos[1]))) c->outdir = pos[--npos];
   if (!c->outdir && npos == 2) {
     *out = pos[1];
@@ -170,13 +178,13 @@ static int parse(struct cli *c, int argc, char **argv, const char **out) {
       add_param(c, &end, "format", 6, api_format_of_path(*out));
     rc = add_file(c, strdup(pos[0]));
   } else if (c->outdir && npos > 0) {
-    for (int i = 0; i < npos && rc == 0; i++) rc = add_input(c, pos[i]);
+    for (int i = 0; i < npos && rc == CLI_OK; i++) rc = add_input(c, pos[i]);
   } else {
     free(pos);
     return bad_usage(c->outdir ? "no input files" : "give IN OUT, or -o DIR and the inputs", NULL);
   }
   free(pos);
-  return rc == 0 ? 0 : 1;
+  return rc;
 }
 
 struct wait { /* a response from a worker */
@@ -277,31 +285,33 @@ static char *output_path(const char *dir, const char *in, const char *media) {
   return asprintf(&p, "%s/%.*s.%s", dir, n, base, ext) >= 0 ? p : NULL;
 }
 
-/* Writes resp's body to out (not over in). Returns 0, or -1 with a sentence in msg. */
-static int write_output(const char *in, const char *out, const struct api_response *resp, char *msg,
-                        size_t msglen) {
+/* Writes resp's body to out (not over in). Returns CLI_OK, or CLI_FAILED with a sentence in
+ * msg. */
+static enum cli_status write_output(const char *in, const char *out,
+                                    const struct api_response *resp, char *msg, size_t msglen) {
   struct stat a, b;
   if (stat(in, &a) == 0 && stat(out, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
     snprintf(msg, msglen, "%s is the input: not written over", out);
-    return -1;
+    return CLI_FAILED;
   }
   FILE *f = fopen(out, "wb");
   int ok = f && fwrite(resp->body, 1, resp->len, f) == resp->len;
   if (f && fclose(f) != 0) ok = 0;
   if (!ok) snprintf(msg, msglen, "%s: %s", out, strerror(errno));
-  return ok ? 0 : -1;
+  return ok ? CLI_OK : CLI_FAILED;
 }
 
 /* The parameters alone, as the api checks them before it looks for an image: an error there is
- * the same for every file, so it is bad usage. Returns 0, or 2 after saying what is wrong. */
-static int check_params(struct cli *c) {
+ * the same for every file, so it is bad usage. Returns CLI_OK, or CLI_USAGE after saying what is
+ * wrong. */
+static enum cli_status check_params(struct cli *c) {
   static const enum err usage_errors[] = {ERR_BAD_PARAMETER, ERR_MISSING_PARAMETER,
                                           ERR_UNKNOWN_PARAMETER, ERR_UNKNOWN_METHOD};
   struct api_response *resp = handle(c, NULL, 0);
   json_t *body = resp ? json_loadb((const char *)resp->body, resp->len, 0, NULL) : NULL;
   json_t *err = json_object_get(body, "error");
   const char *code = json_string_value(json_object_get(err, "code"));
-  int rc = 0;
+  enum cli_status rc = CLI_OK;
   for (size_t i = 0; code && i < sizeof(usage_errors) / sizeof(usage_errors[0]); i++)
     if (strcmp(code, err_code(usage_errors[i])) == 0)
       rc = bad_usage(json_string_value(json_object_get(err, "message")), NULL);
@@ -310,30 +320,31 @@ static int check_params(struct cli *c) {
   return rc;
 }
 
-/* Processes file i. Returns 0 when its output is written, 1 when it failed. */
-static int run_file(struct cli *c, int i, const char *fixed_out) {
+/* Processes file i. Returns CLI_OK when its output is written, CLI_FAILED when it failed (named
+ * on stderr). */
+static enum cli_status run_file(struct cli *c, int i, const char *fixed_out) {
   const char *in = c->files[i];
   char msg[512] = "", *out = NULL;
   double t0 = api_now_ms();
   struct api_response *resp = request(c, in, msg, sizeof(msg));
-  int status = resp ? resp->status : 0, rc = 0;
+  int status = resp ? resp->status : 0;
+  enum cli_status rc = status == 200 ? CLI_OK : CLI_FAILED;
   json_t *err = NULL, *body = NULL;
   if (status == 200) {
     out = fixed_out ? strdup(fixed_out) : output_path(c->outdir, in, resp->content_type);
-    rc = !out || write_output(in, out, resp, msg, sizeof(msg)) != 0;
+    rc = out ? write_output(in, out, resp, msg, sizeof(msg)) : CLI_FAILED;
   } else if (resp) {
     body = json_loadb((const char *)resp->body, resp->len, 0, NULL);
     err = json_object_get(body, "error");
     snprintf(msg, sizeof(msg), "%s", json_string_value(json_object_get(err, "message")));
   }
-  rc = status != 200 || rc;
-  if (rc) fprintf(stderr, "%sblurd: %s: %s\n", c->progress ? "\r\033[K" : "", in, msg);
+  if (rc != CLI_OK) fprintf(stderr, "%sblurd: %s: %s\n", c->progress ? "\r\033[K" : "", in, msg);
   if (c->progress)
     fprintf(stderr, "\r\033[K[%d/%d] %s %.0f ms", i + 1, c->nfiles,
             strrchr(in, '/') ? strrchr(in, '/') + 1 : in, api_now_ms() - t0);
   if (c->json) {
-    json_t *o = json_pack("{s:s, s:s?, s:o}", "file", in, "output", rc ? NULL : out, "status",
-                          resp ? json_integer(status) : json_null());
+    json_t *o = json_pack("{s:s, s:s?, s:o}", "file", in, "output", rc != CLI_OK ? NULL : out,
+                          "status", resp ? json_integer(status) : json_null());
     const char *psnr = header(resp, "X-PSNR");
     json_object_set_new(o, "timing_ms", timing(header(resp, "Server-Timing")));
     if (psnr)
@@ -343,7 +354,7 @@ static int run_file(struct cli *c, int i, const char *fixed_out) {
       json_object_set_new(o, "method", json_string(header(resp, "X-Method")));
     if (header(resp, "X-Backend"))
       json_object_set_new(o, "backend", json_string(header(resp, "X-Backend")));
-    if (rc)
+    if (rc != CLI_OK)
       json_object_set_new(o, "error",
                           err && status != 200 ? json_deep_copy(err)
                                                : json_pack("{s:s}", "message", msg));
@@ -359,29 +370,32 @@ static int run_file(struct cli *c, int i, const char *fixed_out) {
   return rc;
 }
 
-int cli_main(const struct api_config *cfg, int argc, char **argv) {
+enum cli_status cli_main(const struct api_config *cfg, int argc, char **argv) {
   struct cli c = {0};
   const char *out = NULL;
   char err[256];
-  int rc = cli_is_endpoint(argv[0]) ? parse(&c, argc, argv, &out)
-                                    : bad_usage("unknown endpoint or argument ", argv[0]);
-  if (rc == 0 && c.outdir && mkdir(c.outdir, 0777) != 0 && errno != EEXIST) {
+  enum cli_status rc = cli_is_endpoint(argv[0])
+                           ? parse(&c, argc, argv, &out)
+                           : bad_usage("unknown endpoint or argument ", argv[0]);
+  int run = rc == CLI_OK && !c.help;
+  if (run && c.outdir && mkdir(c.outdir, 0777) != 0 && errno != EEXIST) {
     fprintf(stderr, "blurd: -o %s: %s\n", c.outdir, strerror(errno));
-    rc = 1;
+    rc = CLI_FAILED;
   }
-  if (rc == 0 && !(c.api = api_new(cfg, err, sizeof(err)))) {
+  if (run && rc == CLI_OK && !(c.api = api_new(cfg, err, sizeof(err)))) {
     fprintf(stderr, "blurd: %s\n", err);
-    rc = 1;
+    rc = CLI_FAILED;
   }
-  if (rc == 0) rc = check_params(&c);
+  if (run && rc == CLI_OK) rc = check_params(&c);
   c.max_body = cfg->max_body;
   c.progress = c.nfiles > 1 && isatty(2);
-  int failed = 0;
-  for (int i = 0; rc == 0 && i < c.nfiles; i++) failed |= run_file(&c, i, out);
+  enum cli_status files = CLI_OK; /* a failed file does not stop the others */
+  for (int i = 0; run && rc == CLI_OK && i < c.nfiles; i++)
+    if (run_file(&c, i, out) != CLI_OK) files = CLI_FAILED;
   if (c.progress) fprintf(stderr, "\n");
   api_free(c.api);
   for (int i = 0; i < c.nfiles; i++) free(c.files[i]);
   free(c.files);
   free(c.uri);
-  return rc < 0 ? 0 : rc ? rc : failed;
+  return rc != CLI_OK ? rc : files;
 }

@@ -390,11 +390,12 @@ static int api_settings(const struct config *c, struct api_config *ac, char *key
  * argument goes to cli_main. A CLI run warms nothing unless --warm-image says so, has no cost
  * budget unless --max-cost or BLURD_MAX_COST sets one (its files are the caller's own), and has no
  * GPU-lost exit: its files fail one by one. */
-static int run_cli(int argc, char **argv) {
+static enum cli_status run_cli(int argc, char **argv) {
   char **srv_argv = calloc((size_t)argc + 1, sizeof(char *));
   char **cli_argv = calloc((size_t)argc + 1, sizeof(char *));
-  int sn = 1, cn = 1, rc = 2;
-  if (!srv_argv || !cli_argv) return 1;
+  int sn = 1, cn = 1;
+  enum cli_status rc = CLI_USAGE; /* the server's flags refused: load_config said why */
+  if (!srv_argv || !cli_argv) return free(srv_argv), free(cli_argv), CLI_FAILED;
   srv_argv[0] = argv[0], cli_argv[0] = argv[1];
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];

@@ -45,9 +45,18 @@ void srv_free(struct srv *s);
 /* The command-line mode (cli.c): each file goes through the api as the body of a POST to an
  * image endpoint would, with the --name value pairs as its query string. */
 
+/* The command line's exit statuses, as docs/operations.md ("Command line") and blurd ENDPOINT
+ * --help state them. */
+enum cli_status {
+  CLI_OK = 0,     /* every file's output was written (or --help was printed) */
+  CLI_FAILED = 1, /* a file failed (each is named on stderr), or the run could not start: out of
+                     memory, -o DIR could not be made, the api did not start */
+  CLI_USAGE = 2,  /* bad usage: an unknown endpoint or flag, a value or the files missing, or
+                     parameters the api refuses (checked once, before any file) */
+};
+
 /* Runs the command line argv (argv[0]: the endpoint, checked here; then the CLI's flags, --name
- * value parameters and files) on an api started with cfg. Returns the exit status: 0 when every
- * file succeeded, 1 when one failed, 2 for bad usage. */
-int cli_main(const struct api_config *cfg, int argc, char **argv);
+ * value parameters and files) on an api started with cfg. Returns the process's exit status. */
+enum cli_status cli_main(const struct api_config *cfg, int argc, char **argv);
 
 #endif

@@ -82,7 +82,7 @@ static inline struct cpu_image fixture_luma(const char *name) {
   struct cpu_image y = {malloc((size_t)c.width * c.height * (c.depth / 8)), c.width, c.height, 1,
                         c.depth};
   ASSERT(y.data);
-  cpu_luma(&src, &y);
+  ASSERT(cpu_luma(&src, &y) == ERR_OK);
   codec_image_free(&c);
   return y;
 }

@@ -92,10 +92,10 @@ static double *exact_twin(const struct codec_image *in, const struct var_case *c
   struct cpu_image src = view(in), luma = src;
   luma.channels = 1;
   luma.data = malloc(cpu_image_bytes(&luma));
-  cpu_luma(&src, &luma);
+  ASSERT_INT(cpu_luma(&src, &luma), ==, ERR_OK);
   double *var = malloc(n * sizeof(double));
   struct cpu_var v = {CPU_VAR_EXACT, c->window, c->radius};
-  ASSERT(cpu_variance(NULL, &v, &luma, NULL, var) == 0);
+  ASSERT(cpu_variance(NULL, &v, &luma, NULL, var) == ERR_OK);
   for (size_t i = 0; i < n; i++) {
     double x = var[i] > 0 ? var[i] : 0;
     var[i] = c->stddev ? sqrt(x) : x;
@@ -267,7 +267,7 @@ static void expect_convolved(const struct http_resp *r, const uint8_t *img, size
   ASSERT_INT(out.depth, ==, in.depth);
   struct cpu_image src = view(&in), dst = src;
   dst.data = malloc(cpu_image_bytes(&src));
-  cpu_convolve_image(NULL, c, &src, &dst);
+  ASSERT_INT(cpu_convolve_image(NULL, c, &src, &dst), ==, ERR_OK);
   if (memcmp(dst.data, out.pixels, cpu_image_bytes(&src)) != 0)
     TEST_FAIL("%s: the answer differs from cpu_convolve_image", method);
   free(dst.data);
@@ -286,7 +286,7 @@ static void test_convolve_named(void) {
       char path[64];
       snprintf(path, sizeof(path), "/convolve?kernel=%s", cpu_conv_names[k]);
       post(path, img, len, NULL, NULL, &r);
-      ASSERT(cpu_conv_named(cpu_conv_names[k], &c) == 0);
+      ASSERT(cpu_conv_named(cpu_conv_names[k], &c) == ERR_OK);
       expect_convolved(&r, img, len, &c, cpu_conv_names[k]);
       http_resp_free(&r);
     }
@@ -307,7 +307,7 @@ static void test_convolve_custom(void) {
   http_resp_free(&r);
   /* a flat array in the query string (URL-encoded JSON), normalised by 16: gauss3's weights */
   post("/convolve?kernel=%5B1%2C2%2C1%2C2%2C4%2C2%2C1%2C2%2C1%5D", img, len, NULL, NULL, &r);
-  ASSERT(cpu_conv_named("gauss3", &c) == 0);
+  ASSERT(cpu_conv_named("gauss3", &c) == ERR_OK);
   expect_convolved(&r, img, len, &c, "custom");
   http_resp_free(&r);
   /* not normalised, with a bias: twice the input minus 10.5; the same kernel in both places */
@@ -323,7 +323,7 @@ static void test_convolve_custom(void) {
   expect_convolved(&r, img, len, &c, "custom");
   http_resp_free(&r);
   post("/convolve?kernel=emboss&bias=0", img, len, NULL, NULL, &r);
-  ASSERT(cpu_conv_named("emboss", &c) == 0);
+  ASSERT(cpu_conv_named("emboss", &c) == ERR_OK);
   c.bias = 0;
   expect_convolved(&r, img, len, &c, "emboss");
   http_resp_free(&r);
@@ -360,7 +360,7 @@ static void expect_contrast(const struct http_resp *r, const uint8_t *img, size_
   ASSERT_INT(out.depth, ==, in.depth);
   struct cpu_image src = view(&in), dst = src;
   dst.data = malloc(cpu_image_bytes(&src));
-  ASSERT(cpu_contrast_image(NULL, c, &src, &dst) == 0);
+  ASSERT(cpu_contrast_image(NULL, c, &src, &dst) == ERR_OK);
   size_t n = (size_t)in.width * in.height * in.channels;
   int worst = 0;
   for (size_t i = 0; i < n; i++) {

@@ -13,7 +13,7 @@ static void test_blend_ramp(void) {
   memset(box_px, 255, sizeof(box_px));
   struct cpu_image dst = {dst_px, W, H, 1, 8}, box = {box_px, W, H, 1, 8};
   const int rect[4] = {10, 12, 20, 22}; /* x0, y0, x1, y1 */
-  cpu_blend_box(&dst, &box, 0, 0, rect, F);
+  ASSERT_INT(cpu_blend_box(&dst, &box, 0, 0, rect, F), ==, ERR_OK);
   for (int y = 0; y < H; y++)
     for (int x = 0; x < W; x++) {
       int dx = x < 10 ? 10 - x : x > 19 ? x - 19 : 0, dy = y < 12 ? 12 - y : y > 21 ? y - 21 : 0;
@@ -31,7 +31,7 @@ static void test_blend_ramp(void) {
   /* a box smaller than the feathered region changes only the pixels it covers */
   memset(dst_px, 0, sizeof(dst_px));
   struct cpu_image small = {box_px, 8, 8, 1, 8};
-  cpu_blend_box(&dst, &small, 12, 14, rect, F);
+  ASSERT_INT(cpu_blend_box(&dst, &small, 12, 14, rect, F), ==, ERR_OK);
   for (int y = 0; y < H; y++)
     for (int x = 0; x < W; x++)
       if (x < 12 || x >= 20 || y < 14 || y >= 22) ASSERT_INT(dst_px[y * W + x], ==, 0);
@@ -43,18 +43,18 @@ static void test_unsharp(void) {
   uint8_t out[4 * 3];
   struct cpu_image s = {in, 4, 1, 3, 8}, b = {bl, 4, 1, 3, 8}, d = {out, 4, 1, 3, 8};
   struct cpu_unsharp u = {1.5, 0, 0};
-  cpu_unsharp_image(NULL, &u, &s, &b, &d);
+  ASSERT_INT(cpu_unsharp_image(NULL, &u, &s, &b, &d), ==, ERR_OK);
   for (int i = 0; i < 12; i++) {
     double want = fmin(255, fmax(0, floor(in[i] + 1.5 * (in[i] - bl[i]) + 0.5)));
     ASSERT_INT(out[i], ==, (int)want);
   }
   u.threshold = 6; /* |in - blurred| < 6 is left alone */
-  cpu_unsharp_image(NULL, &u, &s, &b, &d);
+  ASSERT_INT(cpu_unsharp_image(NULL, &u, &s, &b, &d), ==, ERR_OK);
   ASSERT_INT(out[2], ==, 200);       /* difference 0 */
   ASSERT_INT(out[5], ==, 30);        /* difference 5 */
   ASSERT_INT(out[0], ==, 115);       /* difference 10: 100 + 15 */
   u = (struct cpu_unsharp){1, 0, 1}; /* luma: one change for all three colours */
-  cpu_unsharp_image(NULL, &u, &s, &b, &d);
+  ASSERT_INT(cpu_unsharp_image(NULL, &u, &s, &b, &d), ==, ERR_OK);
   double dy = 0.299 * 10 + 0.587 * -10 + 0.114 * 0;
   for (int c = 0; c < 3; c++) ASSERT_INT(out[c], ==, (int)floor(in[c] + dy + 0.5));
   /* RGBA: colour premultiplied, alpha copied; a transparent pixel keeps its colour */
@@ -62,7 +62,7 @@ static void test_unsharp(void) {
   uint8_t oa[8];
   struct cpu_image sa = {ia, 2, 1, 4, 8}, bb = {ba, 2, 1, 4, 8}, da = {oa, 2, 1, 4, 8};
   u = (struct cpu_unsharp){1, 0, 0};
-  cpu_unsharp_image(NULL, &u, &sa, &bb, &da);
+  ASSERT_INT(cpu_unsharp_image(NULL, &u, &sa, &bb, &da), ==, ERR_OK);
   double a = 128 / 255.0, p = 200 * a, pb = 100 * 1.0;
   ASSERT_INT(oa[0], ==, (int)fmin(255, floor((p + (p - pb)) / a + 0.5)));
   ASSERT_INT(oa[3], ==, 128);

@@ -35,7 +35,7 @@ static struct cpu_image pixelate(const struct cpu_image *src, int block, const i
                                  int n, int feather) {
   struct cpu_image dst = new_image(src->width, src->height, src->channels, src->depth);
   struct cpu_pixelate p = {block};
-  ASSERT_INT(cpu_pixelate(pool, &p, src, rect, n, feather, &dst), ==, 0);
+  ASSERT_INT(cpu_pixelate(pool, &p, src, rect, n, feather, &dst), ==, ERR_OK);
   return dst;
 }
 
@@ -151,7 +151,12 @@ static double mono_ms(void) {
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* Past its deadline, each twin stops and says so. */
+static int client_left(void *arg) {
+  (void)arg;
+  return 1;
+}
+
+/* Past its deadline, each twin stops and says so; for a client that has left, it says that. */
 static void test_cancelled(void) {
   struct cpu_image src = new_image(64, 64, 3, 8), dst = new_image(64, 64, 3, 8);
   uint16_t *out = malloc(64 * 64 * sizeof(*out));
@@ -162,14 +167,20 @@ static void test_cancelled(void) {
   struct cpu_var_stats s;
   const int rect[1][4] = {{0, 0, 8, 8}};
   cpu_cancel_set(&c);
-  ASSERT_INT(cpu_pixelate(pool, &p, &src, NULL, 0, 0, &dst), ==, -1);
-  ASSERT_INT(cpu_pixelate(pool, &p, &src, rect, 1, 2, &dst), ==, -1);
-  ASSERT_INT(cpu_variance_image(pool, &v, &o, &src, out, &s), ==, -1);
+  ASSERT_INT(cpu_pixelate(pool, &p, &src, NULL, 0, 0, &dst), ==, ERR_DEADLINE_EXCEEDED);
+  ASSERT_INT(cpu_pixelate(pool, &p, &src, rect, 1, 2, &dst), ==, ERR_DEADLINE_EXCEEDED);
+  ASSERT_INT(cpu_variance_image(pool, &v, &o, &src, out, &s), ==, ERR_DEADLINE_EXCEEDED);
   cpu_cancel_set(NULL);
-  ASSERT_INT(cpu_pixelate(pool, &p, &src, NULL, 0, 0, &dst), ==, 0);
-  ASSERT_INT(cpu_variance_image(pool, &v, &o, &src, out, &s), ==, 0);
+  struct cpu_cancel g = {0, client_left, NULL, 0, 0, 0};
+  struct cpu_blur b = {CPU_YVV, 3, 3, CPU_TRUNCATE, CPU_YVV_CALIBRATED};
+  cpu_cancel_set(&g);
+  ASSERT_INT(cpu_pixelate(pool, &p, &src, NULL, 0, 0, &dst), ==, ERR_CLIENT_GONE);
+  ASSERT_INT(cpu_blur_image(pool, &b, &src, &dst, NULL, NULL), ==, ERR_CLIENT_GONE);
+  cpu_cancel_set(NULL);
+  ASSERT_INT(cpu_pixelate(pool, &p, &src, NULL, 0, 0, &dst), ==, ERR_OK);
+  ASSERT_INT(cpu_variance_image(pool, &v, &o, &src, out, &s), ==, ERR_OK);
   p.block = 0;
-  ASSERT_INT(cpu_pixelate(pool, &p, &src, NULL, 0, 0, &dst), ==, -1);
+  ASSERT_INT(cpu_pixelate(pool, &p, &src, NULL, 0, 0, &dst), ==, ERR_BAD_PARAMETER);
   free(src.data), free(dst.data), free(out);
 }
 
@@ -184,7 +195,7 @@ static void test_variance_image(void) {
   struct cpu_var_stats s;
   for (int colour = 0; colour < 2; colour++) {
     struct cpu_var_out o = {0, 1};
-    ASSERT_INT(cpu_variance_image(pool, &v, &o, colour ? &rgb : &gray, out, &s), ==, 0);
+    ASSERT_INT(cpu_variance_image(pool, &v, &o, colour ? &rgb : &gray, out, &s), ==, ERR_OK);
     ASSERT_DBL(s.scale, ==, 4);
     ASSERT_DBL(s.min, ==, 0);
     ASSERT_DBL(s.max, ==, 14450);
@@ -194,7 +205,7 @@ static void test_variance_image(void) {
     ASSERT_INT(out[1], ==, 57800);
     ASSERT_INT(out[2], ==, 57800);
     o.stddev = 1; /* sqrt(14450) = 120.2081 -> 256 x: 30773.3 -> 30773 */
-    ASSERT_INT(cpu_variance_image(pool, &v, &o, colour ? &rgb : &gray, out, &s), ==, 0);
+    ASSERT_INT(cpu_variance_image(pool, &v, &o, colour ? &rgb : &gray, out, &s), ==, ERR_OK);
     ASSERT_DBL(s.scale, ==, 256);
     ASSERT_DBL(s.max, ==, sqrt(14450));
     ASSERT_INT(out[1], ==, 30773);
@@ -202,18 +213,18 @@ static void test_variance_image(void) {
   /* naive (float32) measured against exact: a PSNR, here all but identical; unmeasured: NAN */
   struct cpu_var naive = {CPU_VAR_NAIVE, CPU_WINDOW_BOX, 1};
   struct cpu_var_out o = {0, 1};
-  ASSERT_INT(cpu_variance_image(pool, &naive, &o, &gray, out, &s), ==, 0);
+  ASSERT_INT(cpu_variance_image(pool, &naive, &o, &gray, out, &s), ==, ERR_OK);
   ASSERT(s.psnr > 100);
   ASSERT_NEAR(s.max, 14450, 0.01);
   o.measure = 0;
-  ASSERT_INT(cpu_variance_image(pool, &naive, &o, &gray, out, &s), ==, 0);
+  ASSERT_INT(cpu_variance_image(pool, &naive, &o, &gray, out, &s), ==, ERR_OK);
   ASSERT(isnan(s.psnr));
   ASSERT_DBL(cpu_var_scale(16, 0), ==, 1.0 / 16384);
   ASSERT_DBL(cpu_var_scale(16, 1), ==, 2);
   /* 16-bit: 0 0 65535, variance 65535^2 2 / 9 = 954408050 -> / 16384: 58252.44 -> 58252 */
   struct cpu_image g16 = new_image(3, 1, 1, 16);
   set(&g16, 2, 0, 0, 65535);
-  ASSERT_INT(cpu_variance_image(pool, &v, &o, &g16, out, &s), ==, 0);
+  ASSERT_INT(cpu_variance_image(pool, &v, &o, &g16, out, &s), ==, ERR_OK);
   ASSERT_DBL(s.max, ==, 65535.0 * 65535 * 2 / 9);
   ASSERT_INT(out[2], ==, 58252);
   free(gray.data), free(rgb.data), free(g16.data);

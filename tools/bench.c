@@ -254,7 +254,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 5; i++) {
     struct cpu_blur b = {CPU_YVV, 12, 12, CPU_TRUNCATE, CPU_YVV_CALIBRATED};
     double t0 = now_ms();
-    cpu_blur_image(pool, &b, &img, &out, NULL, NULL);
+    if (cpu_blur_image(pool, &b, &img, &out, NULL, NULL) != ERR_OK) exit(1);
     t[i] = now_ms() - t0;
   }
   for (int i = 0; i < 5; i++) /* sort five values */

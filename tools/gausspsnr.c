@@ -31,10 +31,13 @@ int main(int argc, char **argv) {
   struct cpu_pool *pool = cpu_pool_new(cpu_cores("", (char[256]){0}, 256));
   struct cpu_accuracy acc;
   double sigma = atof(argv[3]); /* the same on both axes */
-  int rc = cpu_measure(pool, sigma, sigma, &a, &b, &acc);
-  if (rc == 0) printf("psnr_db=%.2f max_abs=%.3f\n", acc.psnr, acc.max_abs);
+  enum err e = cpu_measure(pool, sigma, sigma, &a, &b, &acc);
+  if (e == ERR_OK)
+    printf("psnr_db=%.2f max_abs=%.3f\n", acc.psnr, acc.max_abs);
+  else
+    fprintf(stderr, "gausspsnr: %s: %s\n", err_code(e), err_message(e));
   cpu_pool_free(pool);
   codec_image_free(&src);
   codec_image_free(&out);
-  return rc == 0 ? 0 : 1;
+  return e == ERR_OK ? 0 : 1;
 }

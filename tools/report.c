@@ -62,8 +62,9 @@ static FILE *open_out(const char *dir, const char *name) {
 
 static void run(const struct cpu_blur *b, const struct cpu_image *src, struct cpu_image *dst,
                 struct cpu_accuracy *acc) {
-  if (cpu_blur_image(pool, b, src, dst, acc, NULL) != 0) {
-    fprintf(stderr, "report: out of memory\n");
+  enum err e = cpu_blur_image(pool, b, src, dst, acc, NULL);
+  if (e != ERR_OK) {
+    fprintf(stderr, "report: %s: %s\n", err_code(e), err_message(e));
     exit(1);
   }
 }

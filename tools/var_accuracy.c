@@ -61,7 +61,7 @@ static struct cpu_image load_luma(const char *name) {
   struct cpu_image src = {c.pixels, c.width, c.height, c.channels, c.depth};
   struct cpu_image y = {xmalloc((size_t)c.width * c.height * (c.depth / 8)), c.width, c.height, 1,
                         c.depth};
-  cpu_luma(&src, &y);
+  if (cpu_luma(&src, &y) != ERR_OK) die("cpu_luma failed");
   codec_image_free(&c);
   return y;
 }
@@ -86,7 +86,7 @@ static void measure(const struct cpu_image *img, const double *exact, enum cpu_v
   int step = direct ? (int)ceil((double)n * taps / BUDGET) : 1;
   for (size_t i = 0; i < n; i++) v[i] = NAN;
   struct cpu_var vv = {m, win, r};
-  if (cpu_variance_sampled(pool, &vv, img, step, NULL, v) != 0) die("cpu_variance failed");
+  if (cpu_variance_sampled(pool, &vv, img, step, NULL, v) != ERR_OK) die("cpu_variance failed");
   memset(res, 0, sizeof(*res));
   for (size_t i = 0; i < n; i++) {
     if (isnan(v[i])) continue; /* a row not sampled */
@@ -109,7 +109,7 @@ static void run_input(int k, const struct input *in, FILE *csv) {
   for (int win = 0; win < 2; win++)
     for (int ri = 0; ri < NRADII; ri++) {
       struct cpu_var ve = {CPU_VAR_EXACT, win, radii[ri]};
-      if (cpu_variance(pool, &ve, &in->img, NULL, exact) != 0) die("exact failed");
+      if (cpu_variance(pool, &ve, &in->img, NULL, exact) != ERR_OK) die("exact failed");
       for (int m = 0; m < NFLOAT; m++) {
         struct result *res = &results[k][win][ri][m];
         measure(&in->img, exact, m, win, radii[ri], res);

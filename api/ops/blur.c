@@ -226,21 +226,22 @@ static void copy_box(const struct cpu_image *img, const struct region *r, struct
 }
 
 /* Region r's box cut from src into scratch, blurred into scratch + most, and blended into img;
- * its times added to t. Returns 0, or -1 when out of memory or cancelled. */
-static int blur_box(struct cpu_pool *pool, const struct cpu_blur *b, const struct cpu_image *src,
-                    struct cpu_image *img, const struct region *r, int feather, uint8_t *scratch,
-                    size_t most, struct cpu_accuracy *acc, struct stage_times *t) {
+ * its times added to t. Returns what cpu_blur_image or cpu_blend_box returns. */
+static enum err blur_box(struct cpu_pool *pool, const struct cpu_blur *b,
+                         const struct cpu_image *src, struct cpu_image *img, const struct region *r,
+                         int feather, uint8_t *scratch, size_t most, struct cpu_accuracy *acc,
+                         struct stage_times *t) {
   struct cpu_image box = {scratch, r->box[2], r->box[3], img->channels, img->depth}, out = box;
   struct cpu_timing ct;
   copy_box(src, r, &box);
   out.data = scratch + most;
-  if (cpu_blur_image(pool, b, &box, &out, acc, &ct) != 0 || cpu_cancelled() != CPU_RUNNING)
-    return -1; /* an unfinished blur is not blended */
+  enum err e = cpu_blur_image(pool, b, &box, &out, acc, &ct);
+  if (e != ERR_OK) return e; /* an unfinished blur is not blended */
   double t0 = api_now_ms();
-  cpu_blend_box(img, &out, r->box[0], r->box[1], r->rect, feather);
+  e = cpu_blend_box(img, &out, r->box[0], r->box[1], r->rect, feather);
   t->filter += ct.filter + api_now_ms() - t0;
   if (acc) t->reference += ct.reference;
-  return 0;
+  return e;
 }
 
 /* The regions on the CPU, in place in the input, box after box. When a box reads pixels that an
@@ -265,10 +266,8 @@ static enum err blur_cpu_regions(struct op_env *env, const struct blur_params *p
   if (copy) memcpy(src.data = m, img.data, copy);
   *io->t = (struct stage_times){api_now_ms() - t0, p->psnr ? 0 : -1, -1, -1, -1};
   for (int i = 0; e == ERR_OK && i < n; i++)
-    if ((e = op_cancelled()) == ERR_OK &&
-        blur_box(env->worker, b, &src, &img, &r[i], p->feather, m + copy, most,
-                 p->psnr ? &acc[i] : NULL, io->t) != 0)
-      e = op_cancelled() != ERR_OK ? op_cancelled() : ERR_OUT_OF_MEMORY;
+    e = blur_box(env->worker, b, &src, &img, &r[i], p->feather, m + copy, most,
+                 p->psnr ? &acc[i] : NULL, io->t);
   cpu_pages_free(m, copy + 2 * most);
   if (e == ERR_OK && p->psnr) io->res->psnr = regions_psnr(acc, r, n, io->in);
   *io->out = *io->in; /* blended into the input's buffer, which the result now owns */
@@ -285,11 +284,10 @@ static enum err blur_cpu(struct op_env *env, const void *params, struct op_io *i
   struct cpu_timing ct;
   if (op_host_output(io) != ERR_OK) return ERR_OUT_OF_MEMORY;
   dst = op_image(io->out);
-  if (cpu_blur_image(env->worker, &b, &src, &dst, p->psnr ? &acc : NULL, &ct) != 0)
-    return ERR_OUT_OF_MEMORY;
+  enum err e = cpu_blur_image(env->worker, &b, &src, &dst, p->psnr ? &acc : NULL, &ct);
   *io->t = (struct stage_times){ct.filter, p->psnr ? ct.reference : -1, -1, -1, -1};
-  if (p->psnr) io->res->psnr = acc.psnr;
-  return ERR_OK;
+  if (e == ERR_OK && p->psnr) io->res->psnr = acc.psnr;
+  return e;
 }
 
 #ifdef BLURD_CUDA

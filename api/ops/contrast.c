@@ -60,9 +60,9 @@ static enum err contrast_cpu(struct op_env *env, const void *params, struct op_i
   if (op_host_output(io) != ERR_OK) return ERR_OUT_OF_MEMORY;
   dst = op_image(io->out);
   double t0 = api_now_ms();
-  if (cpu_contrast_image(env->worker, &c, &src, &dst) != 0) return ERR_OUT_OF_MEMORY;
+  enum err e = cpu_contrast_image(env->worker, &c, &src, &dst);
   *io->t = (struct stage_times){api_now_ms() - t0, -1, -1, -1, -1};
-  return ERR_OK;
+  return e;
 }
 
 #ifdef BLURD_CUDA

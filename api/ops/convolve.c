@@ -33,7 +33,7 @@ static enum err conv_check(void *params, char *msg, size_t msglen) {
   struct cpu_conv *c = &p->conv;
   int bias_given = op_given(&api_convolve_endpoint, p->given, "bias");
   if (k->named >= 0) {
-    if (cpu_conv_named(cpu_conv_names[k->named], c) != 0) return ERR_INTERNAL;
+    if (cpu_conv_named(cpu_conv_names[k->named], c) != ERR_OK) return ERR_INTERNAL;
     if (bias_given) c->bias = (float)p->bias;
     return ERR_OK;
   }
@@ -102,9 +102,9 @@ static enum err conv_cpu(struct op_env *env, const void *params, struct op_io *i
   if (op_host_output(io) != ERR_OK) return ERR_OUT_OF_MEMORY;
   dst = op_image(io->out);
   double t0 = api_now_ms();
-  cpu_convolve_image(env->worker, c, &src, &dst);
+  enum err e = cpu_convolve_image(env->worker, c, &src, &dst);
   *io->t = (struct stage_times){api_now_ms() - t0, -1, -1, -1, -1};
-  return ERR_OK;
+  return e;
 }
 
 #ifdef BLURD_CUDA

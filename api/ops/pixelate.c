@@ -103,8 +103,8 @@ static enum err pixelate_cpu(struct op_env *env, const void *params, struct op_i
   if (op_host_output(io) != ERR_OK) return ERR_OUT_OF_MEMORY;
   dst = op_image(io->out);
   double t0 = api_now_ms();
-  if (cpu_pixelate(env->worker, &m, &src, (const int(*)[4])rect, p->regions.n, p->feather, &dst))
-    return op_cancelled() != ERR_OK ? op_cancelled() : ERR_OUT_OF_MEMORY;
+  e = cpu_pixelate(env->worker, &m, &src, (const int(*)[4])rect, p->regions.n, p->feather, &dst);
+  if (e != ERR_OK) return e;
   *io->t = (struct stage_times){api_now_ms() - t0, -1, -1, -1, -1};
   return ERR_OK;
 }

@@ -92,12 +92,11 @@ static enum err sharpen_cpu(struct op_env *env, const void *params, struct op_io
   if (op_host_output(io) != ERR_OK) return ERR_OUT_OF_MEMORY;
   dst = op_image(io->out);
   if (!(blurred.data = codec_alloc_pixels(cpu_image_bytes(&src)))) return ERR_OUT_OF_MEMORY;
-  enum err e = cpu_blur_image(env->worker, &b, &src, &blurred, p->psnr ? &acc : NULL, &ct) == 0
-                   ? op_cancelled() /* an unfinished blur is not sharpened */
-                   : ERR_OUT_OF_MEMORY;
+  /* an unfinished blur (out of memory, or stopped by the job's token) is not sharpened */
+  enum err e = cpu_blur_image(env->worker, &b, &src, &blurred, p->psnr ? &acc : NULL, &ct);
   if (e == ERR_OK) {
     double t0 = api_now_ms();
-    cpu_unsharp_image(env->worker, &u, &src, &blurred, &dst);
+    e = cpu_unsharp_image(env->worker, &u, &src, &blurred, &dst);
     *io->t = (struct stage_times){ct.filter + api_now_ms() - t0, p->psnr ? ct.reference : -1, -1,
                                   -1, -1};
     if (p->psnr) io->res->psnr = acc.psnr;

@@ -192,8 +192,8 @@ static enum err var_cpu(struct op_env *env, const void *params, struct op_io *io
   if (!px) return ERR_OUT_OF_MEMORY;
   *io->out = (struct codec_image){(uint8_t *)px, w, h, 1, 16, CODEC_PNG, 1};
   double t0 = api_now_ms();
-  if (cpu_variance_image(env->worker, &v, &o, &src, px, &s) != 0)
-    return op_cancelled() != ERR_OK ? op_cancelled() : ERR_OUT_OF_MEMORY;
+  enum err e = cpu_variance_image(env->worker, &v, &o, &src, px, &s);
+  if (e != ERR_OK) return e;
   double ref = s.reference_ms; /* timed as its own stage, as the GPU's */
   *io->t = (struct stage_times){api_now_ms() - t0 - (ref > 0 ? ref : 0), ref, -1, -1, -1};
   var_report(p, &s, io->res);
