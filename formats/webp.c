@@ -145,7 +145,7 @@ static int on_write(const uint8_t *data, size_t n, const WebPPicture *pic) {
  * its analysis pass (a DCT histogram of every macroblock under each intra-16 and chroma
  * predictor, to split the image into four segments quantised apart) when there is one segment;
  * on a smooth image (a blur) one segment at a quality one lower gives about the size and PSNR of
- * four in less time, where on a detailed one (photographs, pixelated images) the segments make
+ * four in less time, where on a detailed one (photographs, block mosaics) the segments make
  * the file smaller, so it keeps them (docs/methods.md, "WebP effort"). Efforts 0 and 1 analyse
  * whatever the segments (their mode choice needs it), and 3 to 6 are asked for for size. */
 static void one_segment(WebPConfig *config) {

@@ -1,7 +1,7 @@
-/* server: blurd's own HTTP/1.1 front (http.c, on the request syntax of http1.c, behind the gate
- * of gate.c). It reads each request completely, refusing what is not strict HTTP/1.1, bodies over
- * the limit and over the buffered-bytes budget before reading them when Content-Length says so,
- * hands it to the api, and while a job runs watches the connection without reading from it, so
+/* server: blurd's own HTTP/1.1 front (http.c, on the request syntax of http/http1.c, behind the
+ * gate of gate.c). It reads each request completely, refusing what is not strict HTTP/1.1, bodies
+ * over the limit and over the buffered-bytes budget before reading them when Content-Length says
+ * so, hands it to the api, and while a job runs watches the connection without reading from it, so
  * that HTTP threads never wait on filters, decoders or encoders and a client that leaves cancels
  * its job. It knows nothing about images. */
 #ifndef BLURD_SERVER_H
