@@ -1,16 +1,21 @@
 #!/bin/bash
 # The cost model behind --max-cost against the server's measured CPU time, request by request:
-# fifty-two requests over every operation, the formats at their quality and effort extremes (on
-# the content they are slowest on: noise, or smooth noise for PNG and lossless WebP), 8 and 16
-# bits, alpha, regions, and images from 256x256 to 40 MP. A request's estimate is the model's
-# (build/tests/integ_cost --estimate: op_budget, the code the server runs); its cost is blurd's
+# fifty-six requests over every operation, the formats at their quality and effort extremes (on
+# the content they are slowest on: noise, or smooth noise for PNG and lossless WebP; AVIF and
+# JPEG XL, lossy and lossless, at effort 6 on noise), 8 and 16 bits, alpha, regions, images from
+# 256x256 to 40 MP, and a 12 MP HEIC as a phone writes it (bench/heic_load.sh --make: heif-enc,
+# Pillow and numpy; without them its request is skipped). A request's estimate is the model's
+# (BIN/tests/integ_cost --estimate: op_budget, the code the server runs); its cost is blurd's
 # CPU time, user + system of all its threads and waited-for children (/proc/PID/stat), across it,
 # as scripts/cost-calibration.sh measures it: the first request left out unless it takes a second
 # or more, then the median of three (one past 5 s), or under 0.1 s the mean of as many as 0.5 s
 # take. Prints a table in Markdown (request, image, estimate, measured, ratio, admitted by the
 # default budget of 30 s) and exits 1 unless every ratio is within 0.5 to 2 and no request the
 # default budget admits took more than 60 s.
-#   bench/cost_model.sh [BIN]      (BIN: the build folder, default build; about 15 minutes)
+#   bench/cost_model.sh [BIN]      (BIN: the build folder, default build; about 20 minutes)
+# ONLY=REGEX runs only the requests whose line (image, endpoint, query) matches it (grep -E), e.g.
+# ONLY='heic|avif|jxl' the new formats' four (about 6 minutes, most of it JPEG XL's lossless
+# effort 6).
 # The server runs --backend cpu --max-cost 0 (all requests run) --max-body 512M (the largest
 # images are stored PNGs), after one request of a 3000x3000 image: glibc's malloc then keeps
 # buffers up to its size in its heap, as in a server that has served one (a fresh server's first
@@ -98,6 +103,8 @@ cli convert --format webp --quality 90 "$tmp/n1000.png" "$tmp/n1000.webp"
 cli convert --format webp --lossless true "$tmp/n1000a.png" "$tmp/n1000a.webp"
 cli convert --format jpeg --quality 100 "$tmp/n2000.png" "$tmp/n2000.jpg"
 cp tests/data/photo_1080p.jpg "$tmp/photo.jpg"
+bash bench/heic_load.sh --make "$tmp/h12mp.heic" >/dev/null 2>&1 ||
+  echo "cost_model: no 12 MP HEIC (bench/heic_load.sh --make needs heif-enc, Pillow, numpy)" >&2
 rm "$tmp/n8000.png" "$tmp/s8000.png"
 
 describe() { # FILE: its shape
@@ -113,8 +120,16 @@ elif b[:2] == b"\xff\xd8":
         i += 2 + struct.unpack(">H", b[i + 2:i + 4])[0]
     h, w = struct.unpack(">HH", b[i + 5:i + 9])
     print(f"{w}x{h} {'RGB' if b[i + 9] == 3 else 'gray'} JPEG")
-else:
+elif b[4:8] == b"ftyp":  # HEIF: the largest ispe (a grid's, not its tiles')
+    i, size = b.find(b"ispe"), (0, 0)
+    while i >= 0:
+        size = max(size, struct.unpack(">II", b[i + 8:i + 16]), key=lambda s: s[0] * s[1])
+        i = b.find(b"ispe", i + 4)
+    print(f"{size[0]}x{size[1]} {'AVIF' if b[8:12] in (b'avif', b'avis') else 'HEIC'}")
+elif b[:4] == b"RIFF":
     print("WebP " + ("lossless" if b"VP8L" in b[:64] else "lossy"))
+else:
+    print("JPEG XL" if b[:2] == b"\xff\x0a" or b[4:8] == b"JXL " else "GIF" if b[:3] == b"GIF" else "TIFF")
 PY
 }
 
@@ -174,6 +189,10 @@ requests=(
   "n2000.jpg convert format=png&compression=0"
   "n3000 convert format=webp&effort=2&quality=90"
   "n1000 convert format=webp&effort=6&quality=100"
+  "h12mp.heic convert "
+  "n2000 convert format=avif&effort=6"
+  "n2000 convert format=jxl&effort=6"
+  "n2000 convert format=jxl&effort=6&lossless=true"
   "s8000.jpg convert format=png&compression=2"
   "n3000 blur method=fir&sigma=8&psnr=false"
 )
@@ -205,12 +224,17 @@ for r in "${requests[@]}"; do
   spec=${r%%|*}
   params=
   [ "$spec" != "$r" ] && params=${r#*|}
+  [ -z "${ONLY:-}" ] || grep -Eq -- "$ONLY" <<<"$spec" || continue
   read -r img op query <<<"$spec"
   file=$tmp/$img
   [ -f "$file" ] || file=$tmp/$img.png
   [ -f "$file" ] || file=$tmp/$img.jpg
   path="/$op${query:+?$query}"
-  est=$(build/tests/integ_cost --estimate "$op" "${query:-}" "$file" ${params:+"$params"})
+  if [ ! -f "$file" ]; then
+    printf '| `%s` | %s | | | | skipped: not made |\n' "$path" "$img"
+    continue
+  fi
+  est=$("$bin/tests/integ_cost" --estimate "$op" "${query:-}" "$file" ${params:+"$params"})
   # as scripts/cost-calibration.sh measures: the first request is left out unless it takes a
   # second or more (it grows the allocator's heap); then a request of 0.1 s or more is the median
   # of three (one past 5 s), a shorter one the mean of as many as 0.5 s take

@@ -55,36 +55,43 @@
   {                                                                                                \
     {21.44, 17.57, 22.87, 39.46}, {29.18, 30.18, 33.2, 53.37}, {33.42, 29.32, 33.16, 50.78},       \
         {38.9, 32.55, 43.13, 54.96}, {60.47, 46.33, 44.32, 64.49}, {59.26, 60.16, 47.11, 60.92}, { \
-      3.352e+04, 9505, 3337, 2934                                                                  \
+      33520, 9505, 3337, 2934                                                                      \
     }                                                                                              \
   }
 #define COST_WEBP_LOSSLESS_NS_PIXEL                                                                \
   { 124.4, 160.8, 121.7, 113.9 }
 
-/* HEIC, AVIF, JPEG XL, TIFF and GIF decodes beyond a stored PNG's: per sample, per byte of the
- * file, per pixel with alpha. */
-#define COST_DECODE_HEIC_NS_SAMPLE 16.4
-#define COST_DECODE_HEIC_NS_BYTE   0
-#define COST_DECODE_HEIC_NS_ALPHA  0
-#define COST_DECODE_AVIF_NS_SAMPLE 4.3
-#define COST_DECODE_AVIF_NS_BYTE   0
-#define COST_DECODE_AVIF_NS_ALPHA  0
-#define COST_DECODE_JXL_NS_SAMPLE  5.3
-#define COST_DECODE_JXL_NS_BYTE    0
-#define COST_DECODE_JXL_NS_ALPHA   0
-#define COST_DECODE_TIFF_NS_SAMPLE 4.5
-#define COST_DECODE_TIFF_NS_BYTE   0
-#define COST_DECODE_TIFF_NS_ALPHA  0
-#define COST_DECODE_GIF_NS_SAMPLE  2.6
-#define COST_DECODE_GIF_NS_BYTE    0
-#define COST_DECODE_GIF_NS_ALPHA   0
+/* HEIC, AVIF, JPEG XL, TIFF and GIF decodes beyond a stored PNG's (JXLLL: JPEG XL in its
+ * original colour space, as lossless files are; TIFFZ: compressed TIFF): per sample, per byte of
+ * the file, per pixel with alpha. */
+#define COST_DECODE_HEIC_NS_SAMPLE  3.95
+#define COST_DECODE_HEIC_NS_BYTE    88.11
+#define COST_DECODE_HEIC_NS_ALPHA   0
+#define COST_DECODE_AVIF_NS_SAMPLE  0.9639
+#define COST_DECODE_AVIF_NS_BYTE    51.96
+#define COST_DECODE_AVIF_NS_ALPHA   2.309
+#define COST_DECODE_JXL_NS_SAMPLE   3.518
+#define COST_DECODE_JXL_NS_BYTE     26.91
+#define COST_DECODE_JXL_NS_ALPHA    25
+#define COST_DECODE_JXLLL_NS_SAMPLE 65.87
+#define COST_DECODE_JXLLL_NS_BYTE   17.66
+#define COST_DECODE_JXLLL_NS_ALPHA  0
+#define COST_DECODE_TIFF_NS_SAMPLE  0
+#define COST_DECODE_TIFF_NS_BYTE    1.1
+#define COST_DECODE_TIFF_NS_ALPHA   0
+#define COST_DECODE_TIFFZ_NS_SAMPLE 2.245
+#define COST_DECODE_TIFFZ_NS_BYTE   0
+#define COST_DECODE_TIFFZ_NS_ALPHA  4.183
+#define COST_DECODE_GIF_NS_SAMPLE   0.9578
+#define COST_DECODE_GIF_NS_BYTE     2.34
+#define COST_DECODE_GIF_NS_ALPHA    0
 
 /* AVIF's encode per pixel by effort 0 to 6; JPEG XL's, lossy and lossless. */
 #define COST_AVIF_NS_PIXEL                                                                         \
-  { 227, 425, 865, 1082, 5348, 6068, 1.275e+04 }
+  { 298.4, 741.9, 975.5, 1176, 4499, 4747, 1.321e+04 }
 #define COST_JXL_NS_PIXEL                                                                          \
-  { 126, 126, 135, 314, 435, 3444, 5696 }
+  { 95.77, 92.19, 106.1, 145, 176.8, 1233, 2220 }
 #define COST_JXL_LOSSLESS_NS_PIXEL                                                                 \
-  { 222, 256, 527, 3406, 5691, 1.346e+04, 4.327e+04 }
+  { 101.3, 114, 188.8, 1314, 2115, 4347, 6.761e+04 }
 
 #endif

@@ -414,9 +414,25 @@ static enum codec_status jxl_encode(const struct codec_image *img,
 
 /* ---- the format's descriptor ---- */
 
+/* Whether the file keeps its original colour space (not XYB): what lossless files do, and what
+ * makes a decode about ten times as long a sample. */
+static int jxl_original_profile(const uint8_t *buf, size_t len) {
+  struct jxl_dec d;
+  int r = 0;
+  if (dec_open(&d, buf, len, JXL_DEC_BASIC_INFO) == CODEC_OK &&
+      dec_next(&d) == JXL_DEC_BASIC_INFO &&
+      JxlDecoderGetBasicInfo(d.dec, &d.info) == JXL_DEC_SUCCESS)
+    r = d.info.uses_original_profile != 0;
+  dec_close(&d);
+  return r;
+}
+
+/* XYB files by the JXL terms, those in their original colour space (lossless) by the JXLLL ones. */
 static double jxl_decode_ns(const uint8_t *buf, size_t len, const struct codec_shape *s) {
-  (void)buf;
   double px = (double)s->width * s->height, alpha = s->channels == 2 || s->channels == 4 ? px : 0;
+  if (jxl_original_profile(buf, len))
+    return px * s->channels * COST_DECODE_JXLLL_NS_SAMPLE +
+           (double)len * COST_DECODE_JXLLL_NS_BYTE + alpha * COST_DECODE_JXLLL_NS_ALPHA;
   return px * s->channels * COST_DECODE_JXL_NS_SAMPLE + (double)len * COST_DECODE_JXL_NS_BYTE +
          alpha * COST_DECODE_JXL_NS_ALPHA;
 }

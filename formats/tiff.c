@@ -530,9 +530,16 @@ static enum codec_status tiff_icc(const uint8_t *buf, size_t len, uint8_t **icc,
 
 /* ---- the format's descriptor ---- */
 
+/* Uncompressed pages by the TIFF terms, compressed ones (LZW, Deflate, JPEG, ...) by TIFFZ's. */
 static double tiff_decode_ns(const uint8_t *buf, size_t len, const struct codec_shape *s) {
-  (void)buf;
+  struct tiff_io io;
+  TIFF *tif = tiff_open(&io, buf, len, NULL);
+  int plain = tif != NULL && tag16(tif, TIFFTAG_COMPRESSION, COMPRESSION_NONE) == COMPRESSION_NONE;
+  if (tif != NULL) TIFFClose(tif);
   double px = (double)s->width * s->height, alpha = s->channels == 2 || s->channels == 4 ? px : 0;
+  if (!plain)
+    return px * s->channels * COST_DECODE_TIFFZ_NS_SAMPLE +
+           (double)len * COST_DECODE_TIFFZ_NS_BYTE + alpha * COST_DECODE_TIFFZ_NS_ALPHA;
   return px * s->channels * COST_DECODE_TIFF_NS_SAMPLE + (double)len * COST_DECODE_TIFF_NS_BYTE +
          alpha * COST_DECODE_TIFF_NS_ALPHA;
 }

@@ -1,35 +1,48 @@
 #!/bin/sh
 # Measures what each request costs the server in CPU time (user + system, all its threads) over
 # the parameter space, fits the cost model's constants to the measurements, and writes them as
-# api/ops/cost_table.h, the table the cost functions in api/ops/ read (--max-cost's estimates).
+# the two tables the cost functions read (--max-cost's estimates): the codecs' terms (decoders
+# and encoders, by format) as formats/cost_table.h, which the format files' decode_ns and
+# encode_ns read, the rest (the request, the filters) as api/ops/cost_table.h.
 #
-#   sh scripts/cost-calibration.sh [BLURD [TABLE]]   (default build/blurd, api/ops/cost_table.h)
+#   sh scripts/cost-calibration.sh [BLURD [TABLE [FORMATS_TABLE]]]
+#       (default build/blurd, api/ops/cost_table.h, formats/cost_table.h)
 #
 # It starts BLURD --backend cpu on 127.0.0.1 and sends it requests one at a time, every image a
 # file in a temporary folder: noise (the slowest content for the codecs) and, for the codecs,
 # smooth noise (blurred at sigma 3; for 16-bit PNG, widened from 8 bits), from 128x128 to
-# 16000x1000 and 5000x5000, 8 and 16 bits, gray to RGBA, stored PNGs and their JPEG and WebP. A
-# request's cost is the growth of the server's utime + stime, its waited-for children's included
-# (/proc/PID/stat), across it: the mean over as many requests as MIN_CPU seconds (0.3) take, the
-# first left out unless it takes a second or more. Every point is measured in each of ROUNDS
-# passes (2) and their mean taken, so that what else the machine runs weighs less. Each term is a
-# least-squares fit, in relative error and with no negative constant, of the model's formula
-# (mirrored below from api/ops/) to its points, what is known of them already (the request, or the
+# 16000x1000 and 5000x5000, 8 and 16 bits, gray to RGBA, stored PNGs and their JPEG and WebP; for
+# the HEIC, AVIF, JPEG XL, TIFF and GIF decoders, tests/data/photo_1080p.jpg and a 12 MP mosaic
+# of it (bench/heic_load.sh's), RGB and with an alpha ramp, made into those formats by Debian's
+# encoders as tests/data/make-formats.sh does (heif-enc through tests/data/heif-grid.py, avifenc,
+# cjxl; Pillow under PYTHON, default /usr/bin/python3, for TIFF and GIF). A request's cost is the
+# growth of the server's utime + stime, its waited-for children's included (/proc/PID/stat),
+# across it: the mean over as many requests as MIN_CPU seconds (0.3) take, the first left out
+# unless it takes a second or more. Every point is measured in each of ROUNDS passes (2) and
+# their mean taken, so that what else the machine runs weighs less. Each term is a least-squares
+# fit, in relative error and with no negative constant, of the model's formula (mirrored below
+# from api/ops/ and formats/) to its points, what is known of them already (the request, or the
 # same image's /convert?format=png&compression=0) counted as known; each fit prints its constants
 # and the range of model / measured over its points. The terms and the points: docs/operations.md
 # ("Limits and costs") and docs/engineering-notes.md ("Cost model, measured over the parameter
-# space"). About 20 minutes a pass on two cores. COST_CACHE=FILE keeps the measurements in FILE
-# and reuses them on the next run (to refit, or to add a pass); ONLY=NAME runs the request's and
-# the decoders' steps and the one whose name ends in NAME (io, decode, encode, blur, sharpen,
-# variance, others), and writes no table.
+# space"). About 23 minutes a pass on two cores. COST_CACHE=FILE keeps the measurements in FILE
+# and reuses them on the next run (to refit, or to add a pass); ONLY=NAME runs the request's step
+# (the others count its terms as known) and the one whose name ends in NAME (io, decode, encode,
+# formats: the HEIC, AVIF, JPEG XL, TIFF and GIF terms, blur, sharpen, variance, others), prints
+# each term it measured beside the tables' current value, and writes no table unless WRITE=1 (then
+# both, the terms not measured as the tables hold them). The formats' table
+# is put through clang-format (the repository's style, as make fmt does) when it is installed.
 set -eu
 BIN=${1:-build/blurd}
 TABLE=${2:-api/ops/cost_table.h}
+FORMATS_TABLE=${3:-formats/cost_table.h}
 [ -x "$BIN" ] || { echo "cost-calibration: $BIN not found (make first)" >&2; exit 1; }
-exec python3 - "$BIN" "$TABLE" <<'PY'
-import http.client, json, math, os, re, shutil, struct, subprocess, sys, tempfile, time, zlib
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+exec python3 - "$BIN" "$TABLE" "$FORMATS_TABLE" "$ROOT" <<'PY'
+import ast, http.client, json, math, os, re, shutil, struct, subprocess, sys, tempfile, time, zlib
 
-BIN, TABLE = sys.argv[1], sys.argv[2]
+BIN, TABLE, FORMATS_TABLE, ROOT = sys.argv[1:5]
+PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")  # with Pillow and numpy
 MIN_CPU = float(os.environ.get("MIN_CPU", "0.3"))
 CACHE = os.environ.get("COST_CACHE")
 TCK = os.sysconf("SC_CLK_TCK")
@@ -105,13 +118,87 @@ def cli(verb, args, src, dst):
     subprocess.run([BIN, verb, "--backend", "cpu"] + args + [src, dst], check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
+def tool(cmd):
+    """Runs one of the encoders that make the new formats' files."""
+    try:
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    except FileNotFoundError:
+        sys.exit(f"cost-calibration: {cmd[0]} not found (apt-get install libheif-examples "
+                 "libavif-bin libjxl-tools python3-pil python3-numpy: tests/data/make-formats.sh)")
+    except subprocess.CalledProcessError as e:
+        sys.exit(f"cost-calibration: {' '.join(a for a in cmd if chr(10) not in a)}: "
+                 f"{e.stderr.decode(errors='replace')[-300:]}")
+
+# tests/data/photo_1080p.jpg as a stored PNG of w x h (its middle; larger, mirrored into a mosaic as
+# bench/heic_load.sh makes its 12 MP picture), with c == 4 an alpha ramp along the diagonal
+PHOTO = """
+import sys
+import numpy as np
+from PIL import Image
+src, out, w, h, c = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
+a = np.asarray(Image.open(src).convert("RGB"))
+if w <= a.shape[1] and h <= a.shape[0]:
+    y, x = (a.shape[0] - h) // 2, (a.shape[1] - w) // 2
+    a = a[y:y + h, x:x + w]
+else:
+    row = np.concatenate([a if i % 2 == 0 else a[:, ::-1] for i in range(-(-w // a.shape[1]))], axis=1)[:, :w]
+    a = np.concatenate([row if i % 2 == 0 else row[::-1] for i in range(-(-h // a.shape[0]))], axis=0)[:h]
+if c == 4:
+    ramp = (np.add.outer(np.arange(h), np.arange(w)) * 255) // (h + w - 2)
+    a = np.dstack([a, ramp.astype(np.uint8)])
+Image.fromarray(np.ascontiguousarray(a)).save(out, compress_level=0)
+"""
+
+# TIFF (Pillow: none, Deflate, LZW) and GIF (Pillow: 256 colours, or 255 and the pixels of alpha
+# under 128 transparent)
+PILLOW = """
+import sys
+import numpy as np
+from PIL import Image
+src, out, fmt = sys.argv[1:]
+im = Image.open(src)
+if fmt.startswith("tiff"):
+    im.save(out, "TIFF", compression={"tiff": None, "tiffzip": "tiff_deflate", "tifflzw": "tiff_lzw"}[fmt])
+elif im.mode == "RGBA":
+    p = im.convert("RGB").quantize(255)
+    px = np.asarray(p).copy()
+    px[np.asarray(im)[..., 3] < 128] = 255
+    q = Image.fromarray(px, "P")
+    pal = p.getpalette()[:765]
+    q.putpalette(pal + [0] * (768 - len(pal)))
+    q.save(out, "GIF", transparency=255)
+else:
+    im.quantize(256).save(out, "GIF")
+"""
+
+# The new formats' encoders: (the PNG, the file, the name) -> the command.
+ENCODERS = {
+    "heicgrid": lambda i, o, f: [PYTHON, f"{ROOT}/tests/data/heif-grid.py", "--tile", "512",
+                                 "--quality", "50", i, o],
+    "heic90": lambda i, o, f: ["heif-enc", "-q", "90", "-o", o, i],
+    "avif24": lambda i, o, f: ["avifenc", "-j", str(os.cpu_count()), "-y", "420", "--min", "24",
+                               "--max", "24", i, o],
+    "avif10": lambda i, o, f: ["avifenc", "-j", str(os.cpu_count()), "-y", "444", "--min", "10",
+                               "--max", "10", i, o],
+    "jxl75": lambda i, o, f: ["cjxl", i, o, "-q", "75"],
+    "jxlll": lambda i, o, f: ["cjxl", i, o, "-d", "0"],
+    **{k: lambda i, o, f: [PYTHON, "-c", PILLOW, i, o, f] for k in ["tiff", "tiffzip", "tifflzw", "gif"]},
+}
+
 def image(w, h, c=3, depth=8, kind="noise", fmt="png"):
-    """The path of a w x h image of c channels: kind noise or smooth; fmt png (stored), png6
-    (blurd's level 6), jpeg50, jpeg100, webp50, webp100, webpll (lossless)."""
+    """The path of a w x h image of c channels: kind noise, smooth or photo; fmt png (stored), png6
+    (blurd's level 6), jpeg50, jpeg100, webp50, webp100, webpll (lossless); for the new formats,
+    Debian's encoders: heicgrid (heif-enc's 512x512 tiles at quality 50 in a grid, as phones write
+    them: tests/data/heif-grid.py), heic90 (heif-enc's one picture at 90), avif24 and avif10
+    (avifenc, 4:2:0 at quantizer 24 and 4:4:4 at 10), jxl75 and jxlll (cjxl -q 75, lossless),
+    tiff, tiffzip, tifflzw, gif (Pillow)."""
     name = f"{TMP}/{kind}-{w}x{h}x{c}-{depth}"
     if not os.path.exists(name + ".png"):
         if kind == "noise":
             noise_png(name + ".png", w, h, c, depth)
+        elif kind == "photo":
+            tool([PYTHON, "-c", PHOTO, f"{ROOT}/tests/data/photo_1080p.jpg", name + ".png",
+                  str(w), str(h), str(c)])
         elif depth == 16:  # smooth noise of 8 bits widened: each sample's byte twice
             widen(image(w, h, c, 8, kind), name + ".png")
         else:
@@ -119,16 +206,18 @@ def image(w, h, c=3, depth=8, kind="noise", fmt="png"):
                 image(w, h, c, depth), name + ".png")
     if fmt == "png":
         return name + ".png"
-    out = f"{name}.{fmt}"
+    src, out = name + ".png", f"{name}.{fmt}"
     if not os.path.exists(out):
-        args = {"png6": ["--format", "png", "--compression", "6"],
-                "jpeg50": ["--format", "jpeg", "--quality", "50"],
-                "jpeg100": ["--format", "jpeg", "--quality", "100"],
-                "webp50": ["--format", "webp", "--quality", "50"],
-                "webp90": ["--format", "webp", "--quality", "90"],
-                "webp100": ["--format", "webp", "--quality", "100"],
-                "webpll": ["--format", "webp", "--lossless", "true"]}[fmt]
-        cli("convert", args, name + ".png", out)
+        if fmt in ENCODERS:
+            tool(ENCODERS[fmt](src, out, fmt))
+        else:
+            cli("convert", {"png6": ["--format", "png", "--compression", "6"],
+                            "jpeg50": ["--format", "jpeg", "--quality", "50"],
+                            "jpeg100": ["--format", "jpeg", "--quality", "100"],
+                            "webp50": ["--format", "webp", "--quality", "50"],
+                            "webp90": ["--format", "webp", "--quality", "90"],
+                            "webp100": ["--format", "webp", "--quality", "100"],
+                            "webpll": ["--format", "webp", "--lossless", "true"]}[fmt], src, out)
     return out
 
 def shape(path):
@@ -392,6 +481,40 @@ def calibrate_encode():
                                                         for c in [3, 4]], px) for w in [256, 512, 1024, 2048]]
     log("webp lossless ns/pixel by size: " + ", ".join(f"{x:.4g}" for x in T["WEBP_LOSSLESS_NS_PIXEL"]))
 
+def calibrate_formats():
+    log("HEIC, AVIF, JPEG XL, TIFF and GIF decoders beyond a stored PNG's (the 1080p photograph, a "
+        "12 MP mosaic of it, 1080p noise and smooth noise): per sample, per byte of the file, per "
+        "pixel of alpha")
+    hd, mp = (1920, 1080), (4032, 3024)
+    for fmt, points in [("HEIC", [(hd, 3, "heicgrid"), (mp, 3, "heicgrid"), (hd, 3, "heic90")]),
+                        ("AVIF", [(hd, 3, "avif24"), (mp, 3, "avif24"), (hd, 3, "avif10"), (hd, 4, "avif24")]),
+                        ("JXL", [(hd, 3, "jxl75"), (mp, 3, "jxl75"), (hd, 4, "jxl75")]),
+                        ("JXLLL", [(hd, 3, "jxlll"), (mp, 3, "jxlll"), (hd, 4, "jxlll")]),
+                        ("TIFF", [(hd, 3, "tiff"), (mp, 3, "tiff"), (hd, 4, "tiff")]),
+                        ("TIFFZ", [(hd, 3, "tiffzip"), (hd, 3, "tifflzw"), (mp, 3, "tifflzw"),
+                                   (hd, 4, "tiffzip")]),
+                        ("GIF", [(hd, 3, "gif"), (mp, 3, "gif"), (hd, 4, "gif")])]:
+        rows = []
+        # the photograph's; noise and smooth noise in the first variant (what separates the
+        # samples' term from the bytes')
+        for kind, (w, h), c, v in ([("photo",) + p for p in points] +
+                                   [(k, hd, 3, points[0][2]) for k in ["noise", "smooth"]]):
+            img = image(w, h, c, 8, kind, v)
+            rows.append(([samples(img), shape(img)[4], w * h if c in (2, 4) else 0], base(img), io_ns(img)))
+        terms = fitted(f"decode {fmt}", rows, ["ns/sample", "ns/byte", "ns/alpha pixel"])
+        for k, x in zip(["SAMPLE", "BYTE", "ALPHA"], terms):
+            T[f"DECODE_{fmt}_NS_{k}"] = x
+    # 1024x1024: aom's cost a pixel grows from 512x512 to it (on noise 1.5 times at effort 4, twice at
+    # 6), then holds (12 us a pixel at effort 6 on noise of 2000x2000)
+    log("AVIF and JPEG XL encoders beyond a stored PNG's at the default quality, the slowest of noise, "
+        "smooth noise and the photograph's middle")
+    imgs = [image(1024, 1024, 3, 8, k) for k in ["noise", "smooth", "photo"]]
+    px = lambda i: shape(i)[0] * shape(i)[1]
+    for name, q in [("AVIF_NS_PIXEL", "format=avif"), ("JXL_NS_PIXEL", "format=jxl"),
+                    ("JXL_LOSSLESS_NS_PIXEL", "format=jxl&lossless=true")]:
+        T[name] = [slowest(f"/convert?{q}&effort={e}", imgs, px) for e in range(7)]
+        log(f"{q} ns/pixel by effort: " + ", ".join(f"{x:.4g}" for x in T[name]))
+
 def filter_rows(path, points, feat, per=samples):
     """Rows for fit() of path.format(q) on each point (q, w, h, c): the features per unit (a
     sample, or what per counts) times the units, over the stored PNG's request as known."""
@@ -646,6 +769,11 @@ DOC = [
                      "between."),
     ("WEBP_SIZES", "Lossy WebP's alpha plane per pixel by effort, and lossless WebP per pixel, at "
                    "these image sizes in pixels, linear in their logarithm between."),
+    ("DECODE_HEIC_NS_SAMPLE", "HEIC, AVIF, JPEG XL, TIFF and GIF decodes beyond a stored PNG's (JXLLL: "
+                              "JPEG XL in its original colour space, as lossless files are; TIFFZ: "
+                              "compressed TIFF): per sample, per byte of the file, per pixel with "
+                              "alpha."),
+    ("AVIF_NS_PIXEL", "AVIF's encode per pixel by effort 0 to 6; JPEG XL's, lossy and lossless."),
     ("FIR_NS_SAMPLE", "The fir family (fir.c): per sample, per tap of the row pass, per tap of the "
                       "column pass while its rows fit in COST_L3_BYTES / 2, and once they pass "
                       "COST_L3_BYTES (log-linear between)."),
@@ -700,37 +828,96 @@ def comment(text):
     lines.append(line + " */")
     return lines
 
-def write_table():
-    lines = ["/* Generated by scripts/cost-calibration.sh, do not edit: the cost model's constants,",
-             " * measured as the server's CPU time (user + system, all its threads) per request and",
-             " * fitted to the formulas of api/ops/common.c and the descriptors beside it. In ns of",
-             " * one core; a sample is one channel of a pixel. The terms and their measurements:",
-             " * docs/operations.md, \"Limits and costs\". The arrays are initialisers. */",
-             "#ifndef BLURD_COST_TABLE_H", "#define BLURD_COST_TABLE_H", "",
-             "/* The last-level cache of the machine measured, in bytes: the fir family's column",
-             " * pass and the request's buffers cost more past it. */",
-             f"#define COST_L3_BYTES {L3}"]
+# Where each term lives: the codecs' (decoders and encoders, by format) in FORMATS_TABLE, the rest
+# in TABLE.
+def codec_term(name):
+    return re.match(r"(DECODE|PNG|PNG16|JPEG|WEBP|AVIF|JXL)_", name) is not None
+
+HEADS = {
+    TABLE: ["/* Generated by scripts/cost-calibration.sh, do not edit: the cost model's constants,",
+            " * measured as the server's CPU time (user + system, all its threads) per request and",
+            " * fitted to the formulas of api/ops/common.c and the descriptors beside it (the codecs'",
+            " * terms: formats/cost_table.h). In ns of one core; a sample is one channel of a pixel.",
+            " * The terms and their measurements: docs/operations.md, \"Limits and costs\". The arrays",
+            " * are initialisers. */",
+            "#ifndef BLURD_COST_TABLE_H", "#define BLURD_COST_TABLE_H", "",
+            "/* The last-level cache of the machine measured, in bytes: the fir family's column",
+            " * pass and the request's buffers cost more past it. */",
+            f"#define COST_L3_BYTES {L3}"],
+    FORMATS_TABLE: ["/* Generated by scripts/cost-calibration.sh, do not edit: the codecs' terms of the cost",
+                    " * model, measured as the server's CPU time (user + system, all its threads) per request",
+                    " * and fitted to the formulas of the format files' decode_ns and encode_ns. In ns of one",
+                    " * core; a sample is one channel of a pixel. The terms and their measurements:",
+                    " * docs/operations.md, \"Limits and costs\". The arrays are initialisers. */",
+                    "#ifndef BLURD_CODECS_COST_TABLE_H", "#define BLURD_CODECS_COST_TABLE_H"],
+}
+
+def write_tables():
+    """TABLE and FORMATS_TABLE, each with its terms in the order measured; FORMATS_TABLE, which make
+    fmt formats, put through clang-format as if it were formats/cost_table.h."""
     docs = dict(DOC)
+    for path, lines in HEADS.items():
+        lines = list(lines)
+        for k, v in T.items():
+            if codec_term(k) != (path == FORMATS_TABLE):
+                continue
+            if k in docs:
+                lines += [""] + comment(docs[k])
+            lines += c_define(k, v)
+        text = "\n".join(lines + ["", "#endif", ""])
+        if path == FORMATS_TABLE and shutil.which("clang-format"):
+            text = subprocess.run(["clang-format", f"--assume-filename={ROOT}/formats/cost_table.h"],
+                                  input=text, capture_output=True, text=True, check=True).stdout
+        elif path == FORMATS_TABLE:
+            log(f"clang-format not found: {path} as written is not make fmt's layout")
+        open(path, "w").write(text)
+        log(f"wrote {path}")
+
+def table_values():
+    """The tables' current values, name (no COST_) -> number or list."""
+    out = {}
+    for path in [TABLE, FORMATS_TABLE]:
+        text = open(path).read().replace("\\\n", " ") if os.path.exists(path) else ""
+        for name, v in re.findall(r"#define COST_(\w+)\s+(.+)", text):
+            try:
+                out[name] = ast.literal_eval(v.replace("{", "[").replace("}", "]"))
+            except (SyntaxError, ValueError):
+                pass
+    return out
+
+def compare():
+    """Logs each term measured beside the tables' current value, and their ratio (** past 2x)."""
+    now = table_values()
+    flat = lambda v: [x for r in v for x in flat(r)] if isinstance(v, list) else [v]
+    log("measured beside the tables' current values (measured / current; ** past 2x either way)")
     for k, v in T.items():
-        if k in docs:
-            lines += [""] + comment(docs[k])
-        lines += c_define(k, v)
-    lines += ["", "#endif", ""]
-    open(TABLE, "w").write("\n".join(lines))
-    log(f"wrote {TABLE}")
+        m, c = flat(v), flat(now.get(k, []))
+        r = [a / b if b else (1.0 if a == b else math.inf) for a, b in zip(m, c)]
+        odd = any(x > 2 or x < 0.5 for x in r)
+        log(f"  {'**' if odd else '  '} COST_{k}: " + ", ".join(c_value(x) for x in m) + " | now " +
+            (", ".join(c_value(x) for x in c) if c else "absent") +
+            (" | ratio " + ", ".join(f"{x:.2f}" for x in r) if c else ""))
 
 try:
     srv = Server()
-    steps = [calibrate_io, calibrate_decode, calibrate_encode, calibrate_blur,
+    steps = [calibrate_io, calibrate_decode, calibrate_encode, calibrate_formats, calibrate_blur,
              calibrate_regions_sharpen, calibrate_variance, calibrate_others]
     only = os.environ.get("ONLY")
     for PASS in range(ROUNDS):
         log(f"---- pass {PASS + 1} of {ROUNDS}")
         for step in steps:
-            if not only or step.__name__.endswith(only) or step in steps[:2]:
+            if not only or step.__name__.endswith(only) or step is calibrate_io:
                 step()
-    if not only:
-        write_table()
+    if only:
+        compare()
+    if only and os.environ.get("WRITE"):  # the terms measured now, the others as the tables hold them
+        measured = dict(T)
+        T.clear()
+        T.update(table_values())
+        T.update(measured)
+        T.pop("L3_BYTES", None)  # written by the tables' heads
+    if not only or os.environ.get("WRITE"):
+        write_tables()
 finally:
     if srv:
         srv.stop()

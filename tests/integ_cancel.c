@@ -8,7 +8,8 @@
  *
  * Every stage stops: for a costly filter, the PSNR reference, each encoder (PNG by libdeflate at
  * level 9 and by blurd's run-length coder, JPEG, lossy WebP by libwebp at effort 6 and by blurd's
- * VP8 encoder, lossless WebP) and a slow decode (an interlaced PNG, libpng's), at a 1 s deadline
+ * VP8 encoder, lossless WebP, AVIF and JPEG XL at effort 6, each in a child process killed at the
+ * stop) and a slow decode (an interlaced PNG, libpng's), at a 1 s deadline
  * and for a client that resets its connection at 1 s, the server's CPU time (its threads' and its
  * children's, from /proc) in the second after the answer or the reset is under 0.1 s, where the
  * stage would otherwise have gone on for seconds (test_stages_deadline, test_stages_gone). The
@@ -636,7 +637,11 @@ static void test_stages(void) {
       {"encode: WebP by blurd's VP8 encoder", "/convert?format=webp&quality=100", NULL, 0,
        AIM_ENCODE, 0, 0},
       {"decode: an interlaced PNG (libpng)", "/convert?format=png&compression=0", NULL, 0,
-       AIM_DECODE, 0, 0}};
+       AIM_DECODE, 0, 0},
+      {"encode: AVIF by libavif and aom, effort 6", "/convert?format=avif&effort=6", NULL, 0,
+       AIM_NONE, 0, 0},
+      {"encode: JPEG XL by libjxl, effort 6", "/convert?format=jxl&effort=6", NULL, 0, AIM_NONE, 0,
+       0}};
   const char *only = getenv("BLURD_STAGES"); /* the cases whose name has this, or all */
   /* Under ASan, which takes several times as long to encode, a smaller image: what it does when
    * the memory is freed (poisoning, its quarantine) would otherwise show in the second after. */
@@ -652,6 +657,8 @@ static void test_stages(void) {
     if (i == 6) c->img = test_png(big, big, 3, NOISE_REPEATING, &c->len);
     if (i == 7) c->img = test_png(big, big, 3, SMOOTH, &c->len);
     if (i == 8) c->img = interlaced_png(6000, 6000, &c->len);
+    if (i == 9) c->img = test_png(2000, 2000, 3, NOISE_STORED, &c->len);
+    if (i == 10) c->img = test_png(1200, 1200, 3, NOISE_STORED, &c->len); /* 3 s of libjxl */
     for (int gone_ = 0; gone_ < 2; gone_++) { /* aimed by a request just before: load varies */
       if (c->aim) probe(&gone, c);
       if (c->aim)
