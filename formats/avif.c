@@ -6,7 +6,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cost_table.h"
 #include "heif_int.h"
 
 #define MAX_THREADS 16 /* aom's threads, at most one per online CPU */

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../codecs/codecs_int.h"
+#include "formats.h"
 
 #define NPY_ALIGN 64 /* numpy aligns the data to 64 bytes since 1.14 (the format allows 16) */
 

@@ -19,8 +19,7 @@
 #include <gif_lib.h>
 #include <string.h>
 
-#include "../codecs/codecs_int.h"
-#include "cost_table.h"
+#include "formats.h"
 
 /* GIF87a and GIF89a. The decoder gives the first frame composed onto the logical screen: 8-bit
  * RGB, or RGBA when the frame has a transparent index or leaves part of the screen uncovered; the

@@ -6,7 +6,6 @@
 #include <libheif/heif.h>
 #include <string.h>
 
-#include "cost_table.h"
 #include "heif_int.h"
 
 /* ---- sniffing: the ftyp box's brands ---- */

@@ -5,7 +5,7 @@
 #ifndef BLURD_HEIF_INT_H
 #define BLURD_HEIF_INT_H
 
-#include "../codecs/codecs_int.h"
+#include "formats.h"
 
 #define FOURCC(s) ((uint32_t)(s)[0] << 24 | (uint32_t)(s)[1] << 16 | (uint32_t)(s)[2] << 8 | (s)[3])
 

@@ -13,8 +13,7 @@
 #include <jpeglib.h>
 #include <jerror.h>
 
-#include "../codecs/codecs_int.h"
-#include "cost_table.h"
+#include "formats.h"
 
 /* What a hostile file can cost, beyond the caller's limits on the upright width, height and pixel
  * count:

@@ -33,8 +33,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../codecs/codecs_int.h"
-#include "cost_table.h"
+#include "formats.h"
 
 /* Bytes of the file given to the decoder at a time: it decodes the groups each piece completes,
  * and the hook is asked between pieces. */

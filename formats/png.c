@@ -11,8 +11,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "../codecs/codecs_int.h"
-#include "cost_table.h"
+#include "formats.h"
 
 #define CHUNK_CACHE_MAX 128 /* ancillary chunks (text, sPLT, unknown) libpng will keep */
 

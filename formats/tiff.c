@@ -30,8 +30,7 @@
 #include <string.h>
 #include <tiffio.h>
 
-#include "../codecs/codecs_int.h"
-#include "cost_table.h"
+#include "formats.h"
 
 /* TIFF and BigTIFF (II*, MM*, II+, MM+). The decoder gives the first page: 8-bit or 16-bit gray,
  * gray+alpha, RGB or RGBA (palettes and CMYK to RGB, bilevel and 2- or 4-bit gray to 8 bits,

@@ -11,8 +11,7 @@
 #include <webp/encode.h>
 #include <webp/mux.h>
 
-#include "../codecs/codecs_int.h"
-#include "cost_table.h"
+#include "formats.h"
 
 /* libwebp's lossless preset (cwebp -z): 0 fastest .. 9 smallest (docs/engineering-notes.md,
  * "Notes moved from the code's comments"). */
