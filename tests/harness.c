@@ -184,6 +184,21 @@ int http_request_h(const struct server *s, const char *method, const char *path,
   return rc;
 }
 
+char *form_body(const uint8_t *img, size_t len, const char *params, size_t *blen) {
+  const char *head = "--XX\r\nContent-Disposition: form-data; name=\"image\"\r\n\r\n";
+  char *body = malloc(len + strlen(params) + 256);
+  ASSERT(body != NULL);
+  size_t n = (size_t)sprintf(body, "%s", head);
+  memcpy(body + n, img, len);
+  n += len;
+  n += (size_t)sprintf(body + n,
+                       "\r\n--XX\r\nContent-Disposition: form-data; name=\"params\"\r\n\r\n%s"
+                       "\r\n--XX--\r\n",
+                       params);
+  *blen = n;
+  return body;
+}
+
 int http_post_form(const struct server *s, const char *path, const char *field, const void *img,
                    size_t len, const char *params, const char *accept, struct http_resp *r) {
   char url[1024], h[256];

@@ -62,6 +62,10 @@ int http_request(const struct server *s, const char *method, const char *path, c
 /* http_request with extra request headers ("Name: value", NULL-terminated; may be NULL). */
 int http_request_h(const struct server *s, const char *method, const char *path,
                    const char *const *headers, const void *body, size_t len, struct http_resp *r);
+/* A multipart body of FORM_TYPE's boundary: the image in the field "image", then the params
+ * JSON text in "params"; its length in *blen. Caller frees. */
+#define FORM_TYPE "multipart/form-data; boundary=XX"
+char *form_body(const uint8_t *img, size_t len, const char *params, size_t *blen);
 /* POST of a multipart form: the image in field (e.g. "image"), params JSON or NULL. */
 int http_post_form(const struct server *s, const char *path, const char *field, const void *img,
                    size_t len, const char *params, const char *accept, struct http_resp *r);

@@ -70,38 +70,20 @@ static double server_cpu(void) {
   return (double)(utime + stime + cutime + cstime) / sysconf(_SC_CLK_TCK);
 }
 
-/* A multipart form of the image and the params JSON (caller frees). */
-static char *form(const uint8_t *img, size_t len, const char *params, size_t *blen) {
-  const char *head = "--XX\r\nContent-Disposition: form-data; name=\"image\"\r\n\r\n";
-  char *body = malloc(len + strlen(params) + 256);
-  ASSERT(body != NULL);
-  size_t n = (size_t)sprintf(body, "%s", head);
-  memcpy(body + n, img, len);
-  n += len;
-  n += (size_t)sprintf(body + n,
-                       "\r\n--XX\r\nContent-Disposition: form-data; name=\"params\"\r\n\r\n%s"
-                       "\r\n--XX--\r\n",
-                       params);
-  *blen = n;
-  return body;
-}
-
 /* The server's CPU seconds for one request of path (query included) with img and params (JSON
  * or NULL). The first request is taken alone when it takes a second or more; else it is left out
  * (it grows the allocator's heap: page faults that the next ones do not take), and the request
  * is repeated until 0.3 s have gone by (a clock tick is 10 ms) and averaged. */
 static double measured(const char *path, const uint8_t *img, size_t len, const char *params) {
   size_t blen = len;
-  char *body = params ? form(img, len, params, &blen) : NULL;
+  char *body = params ? form_body(img, len, params, &blen) : NULL;
   double first = -1, t0 = server_cpu(), t;
   int n = 0;
   do {
     struct http_resp r;
-    ASSERT_INT(
-        http_request(&srv, "POST", path,
-                     params ? "multipart/form-data; boundary=XX" : "application/octet-stream", NULL,
-                     body ? (const void *)body : img, blen, &r),
-        ==, 0);
+    ASSERT_INT(http_request(&srv, "POST", path, params ? FORM_TYPE : "application/octet-stream",
+                            NULL, body ? (const void *)body : img, blen, &r),
+               ==, 0);
     if (r.status != 200) TEST_FAIL("%s: %ld %s", path, r.status, r.body);
     http_resp_free(&r);
     t = server_cpu() - t0;

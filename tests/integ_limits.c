@@ -117,24 +117,6 @@ static void expect_too_expensive(const char *what, const char *path, const char 
   }
 }
 
-#define FORM "multipart/form-data; boundary=XX"
-
-/* A form (FORM's boundary) of the image img and the params JSON text (caller frees). */
-static char *form(const uint8_t *img, size_t len, const char *params, size_t *blen) {
-  const char *head = "--XX\r\nContent-Disposition: form-data; name=\"image\"\r\n\r\n";
-  char *body = malloc(len + strlen(params) + 256);
-  ASSERT(body != NULL);
-  size_t n = (size_t)sprintf(body, "%s", head);
-  memcpy(body + n, img, len);
-  n += len;
-  n += (size_t)sprintf(body + n,
-                       "\r\n--XX\r\nContent-Disposition: form-data; name=\"params\"\r\n\r\n%s"
-                       "\r\n--XX--\r\n",
-                       params);
-  *blen = n;
-  return body;
-}
-
 static void test_cost_budget(void) {
   size_t len;
   uint8_t *img = make_png(500, 500, 3, &len);
@@ -155,8 +137,8 @@ static void test_cost_budget(void) {
   for (int i = 0; i < 64; i++) strcat(params, i ? ", [0, 0, 3000, 3000]" : "[0, 0, 3000, 3000]");
   strcat(params, "]}");
   size_t flen;
-  char *f = form(img, len, params, &flen);
-  expect_too_expensive("64 regions over 3000x3000 RGBA", "/blur", FORM, f, flen);
+  char *f = form_body(img, len, params, &flen);
+  expect_too_expensive("64 regions over 3000x3000 RGBA", "/blur", FORM_TYPE, f, flen);
   free(f);
   free(img);
   double hwm = server_hwm_mb(&srv);
@@ -224,9 +206,9 @@ static void test_within_budget(void) {
   for (int i = 0; i < 31 * 31; i++) strcat(params, i ? ",1" : "1");
   strcat(params, "]}");
   size_t flen;
-  char *f = form(img, len, params, &flen);
+  char *f = form_body(img, len, params, &flen);
   struct http_resp r;
-  ASSERT_INT(http_request(&srv, "POST", "/convolve", FORM, NULL, f, flen, &r), ==, 0);
+  ASSERT_INT(http_request(&srv, "POST", "/convolve", FORM_TYPE, NULL, f, flen, &r), ==, 0);
   if (r.status != 200) TEST_FAIL("%ld: %s", r.status, r.body);
   free(f);
   char desc[64];
