@@ -1,14 +1,14 @@
 #!/bin/sh
 # Lints a live /metrics with promtool (Debian's prometheus package), after requests that create
-# series of each kind: a blur, a 400, a 404 and a 406. Run under scripts/with-server.sh, which
-# sets BLURD_URL (make check-metrics does both).
+# series of each kind: a blur, a 400, a 404 and a 406 (an Accept of a type blurd does not write).
+# Run under scripts/with-server.sh, which sets BLURD_URL (make check-metrics does both).
 set -eu
 : "${BLURD_URL:?run me under scripts/with-server.sh}"
 img=tests/data/camera.png
 curl -sf -o /dev/null -H 'Content-Type: image/png' --data-binary @$img "$BLURD_URL/blur?sigma=2"
 curl -s -o /dev/null -H 'Content-Type: image/png' --data-binary @$img "$BLURD_URL/blur?sigma=-1"
 curl -s -o /dev/null "$BLURD_URL/no/such/path"
-curl -s -o /dev/null -H 'Accept: image/webp' -H 'Content-Type: image/png' --data-binary @$img \
+curl -s -o /dev/null -H 'Accept: image/bmp' -H 'Content-Type: image/png' --data-binary @$img \
   "$BLURD_URL/blur?sigma=2"
 curl -sf "$BLURD_URL/metrics" >/tmp/blurd-metrics.$$
 trap 'rm -f /tmp/blurd-metrics.$$' EXIT
