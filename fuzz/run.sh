@@ -22,7 +22,7 @@ CFLAGS="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -D_
 LIBS="$(pkg-config --libs libpng libturbojpeg jansson libwebp libwebpmux libdeflate lcms2 libheif libde265 dav1d libavif libjxl libjxl_threads libtiff-4) -lgif -ljpeg -lz -lm -pthread"
 
 # ---- build: the project's sources once, then one binary per target ----
-mkdir -p "$OUT/obj"
+rm -rf "$OUT/obj" && mkdir -p "$OUT/obj" # no objects of files since removed
 echo "== building the fuzz targets in $OUT/ with $CC"
 for src in base/*.c codecs/*.c formats/*.c cpu/*.c engine/*.c http/*.c api/*.c api/ops/*.c; do
   obj="$OUT/obj/${src//\//_}"
