@@ -9,6 +9,7 @@
  *   - `Accept: image/avif` on a JPEG upload answers AVIF; format=heic and format=gif (formats
  *     read, not written) are a 400 that lists the outputs; an unknown file is a 415 that lists
  *     the inputs;
+ *   - a GIF and a TIFF that claim 60000 x 60000 in a few bytes are a 422 image_too_large;
  *   - /readyz names a reader for every format of the table. */
 #include "harness.h"
 #include "test.h"
@@ -129,6 +130,37 @@ static void test_accept_and_refusals(void) {
   free(jpeg);
 }
 
+/* A GIF whose screen and a TIFF whose first page say 60000 x 60000 in a few bytes: a 422
+ * image_too_large from the header, before any pixel is allocated. */
+static void test_bombs(void) {
+  static const uint8_t gif[] = {'G', 'I', 'F',  '8',  '9',  'a', 0x60, 0xea, 0x60, 0xea, 0,    0,
+                                0,   ',', 0,    0,    0,    0,   1,    0,    1,    0,    0x80, 0,
+                                0,   0,   0xff, 0xff, 0xff, 2,   2,    0x44, 1,    0,    ';'};
+  uint8_t tiff[8 + 2 + 9 * 12 + 4 + 1] = {'I', 'I', 42, 0, 8, 0, 0, 0, 9, 0};
+  static const uint16_t tags[9][2] = {{256, 4}, {257, 4}, {258, 3}, {259, 3}, {262, 3},
+                                      {273, 4}, {277, 3}, {278, 4}, {279, 4}};
+  const uint32_t values[9] = {60000, 60000, 8, 1, 1, sizeof(tiff) - 1, 1, 60000, 1};
+  for (int i = 0; i < 9; i++) {
+    uint8_t *e = tiff + 10 + 12 * i;
+    e[0] = tags[i][0] & 0xff, e[1] = tags[i][0] >> 8, e[2] = (uint8_t)tags[i][1], e[4] = 1;
+    for (int k = 0; k < 4; k++) e[8 + k] = (uint8_t)(values[i] >> (8 * k));
+  }
+  const struct {
+    const void *body;
+    size_t len;
+    enum codec_format f;
+  } bombs[] = {{gif, sizeof(gif), CODEC_GIF}, {tiff, sizeof(tiff), CODEC_TIFF}};
+  for (int i = 0; i < 2; i++) {
+    struct http_resp r;
+    ASSERT_INT(codec_sniff(bombs[i].body, bombs[i].len), ==, bombs[i].f);
+    ASSERT(http_request(&srv, "POST", "/blur?sigma=2", codec_mime(bombs[i].f), NULL, bombs[i].body,
+                        bombs[i].len, &r) == 0);
+    http_expect_error(&r, 422, "image_too_large");
+    ASSERT(strstr(r.body, "60000") != NULL);
+    http_resp_free(&r);
+  }
+}
+
 static void test_readyz_lists_readers(void) {
   struct http_resp r;
   ASSERT(http_request(&srv, "GET", "/readyz", NULL, NULL, NULL, 0, &r) == 0);
@@ -151,6 +183,7 @@ int main(void) {
   RUN(test_convert_each);
   RUN(test_blur_heic);
   RUN(test_accept_and_refusals);
+  RUN(test_bombs);
   RUN(test_readyz_lists_readers);
   ASSERT_INT(server_stop(&srv, SIGTERM), ==, 0);
   fprintf(stderr, "integ_formats: all passed\n");
