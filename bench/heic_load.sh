@@ -54,7 +54,8 @@ backend=$(curl -s "http://127.0.0.1:$port/readyz" | grep -o '"backend": *"[^"]*"
 BLURD_LOAD_FILE=$heic CONNS=${CONNS:-8} wrk_run 5 "/blur?sigma=12" >/dev/null # warm
 line=$(BLURD_LOAD_FILE=$heic CONNS=${CONNS:-32} wrk_run "$secs" "/blur?sigma=12")
 echo "$line"
-kill -TERM "$pid" && wait "$pid" || true
+kill -TERM "$pid"
+wait "$pid" || true
 pid=
 get() { sed -n "s/.*$1=\([^ ]*\).*/\1/p" <<<"$line"; }
 rate=$(get rps)

@@ -43,12 +43,26 @@ cpu_s() { awk '{ printf "%.2f", ($14 + $15) / 100 }' "/proc/$pid/stat"; }
 # wrk_run SECONDS PATH: one wrk run, 4 threads and CONNS connections (default 64) for SECONDS, uploading
 # (tests/load/upload.lua; BLURD_LOAD_FILE picks the file) to PATH on blurd at port; prints its
 # RESULT line with blurd's CPU milliseconds per request added (cpu_ms_per_request, nan when no
-# request completed).
+# request completed) and, where nvidia-smi runs, the GPUs' mean utilisation over the run from
+# `nvidia-smi dmon -s u` once a second: sm_pct (the SMs) and jpg_pct (the JPEG engines).
 wrk_run() {
-  local c0 line
+  local c0 line dm="" util="" log
   c0=$(cpu_s)
+  log=$(mktemp)
+  if command -v nvidia-smi >/dev/null 2>&1; then
+    nvidia-smi dmon -s u -d 1 >"$log" 2>/dev/null &
+    dm=$!
+  fi
   line=$("${WRK:-wrk}" -t4 -c"${CONNS:-64}" -d"$1s" --timeout 30s -s tests/load/upload.lua "http://127.0.0.1:$port" -- "$2" | grep RESULT)
-  echo "$line cpu_ms_per_request=$(awk -v a="$c0" -v b="$(cpu_s)" -v l="$line" 'BEGIN {
+  if [ -n "$dm" ]; then
+    kill "$dm" 2>/dev/null || true
+    wait "$dm" 2>/dev/null || true
+    util=$(awk '/^# *gpu/ { for (i = 2; i <= NF; i++) col[$i] = i - 1 }
+      !/^#/ && col["sm"] && NF > 2 { sm += $col["sm"]; jpg += (col["jpg"] ? $col["jpg"] : 0); n++ }
+      END { if (n) printf " sm_pct=%.0f jpg_pct=%.0f", sm / n, jpg / n }' "$log")
+  fi
+  rm -f "$log"
+  echo "$line$util cpu_ms_per_request=$(awk -v a="$c0" -v b="$(cpu_s)" -v l="$line" 'BEGIN {
     n = match(l, /requests=[0-9]+/) ? substr(l, RSTART + 9, RLENGTH - 9) + 0 : 0
     if (n > 0) printf "%.2f", 1000 * (b - a) / n; else printf "nan" }')"
 }
