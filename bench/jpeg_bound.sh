@@ -49,7 +49,7 @@ batches() {
 blurd_start "$tmp/out" "$tmp/err" "$bin/blurd" --bind 127.0.0.1 --port 0 --queue 1024 \
   --max-pixels 70M --max-conns-per-ip 1024 --access-log off ${BLURD_ARGS:-}
 blurd_ready 120 || { cat "$tmp/err" >&2; exit 1; }
-codecs=$(curl -s "http://127.0.0.1:$port/readyz" | grep -o '"jpeg_decode": *"[^"]*"' || true)
+codecs=$(curl -s "http://127.0.0.1:$port/readyz" | grep -o '"jpeg_decode": *"[^"]*"' | cut -d'"' -f4 || true)
 BLURD_LOAD_FILE=$tmp/1080p.jpg wrk_run 5 "/blur?sigma=12" >/dev/null
 rows=()
 for size in ${SIZES:-256 1080p 12mp 24mp}; do
@@ -70,7 +70,7 @@ wait "$pid" || true
 pid=
 peer=()
 for size in ${PEER_SIZES-1080p 12mp}; do
-  while IFS= read -r l; do peer+=("- $size: $l"); done < <(python3 bench/nvjpeg_peer.py "$tmp/$size.jpg" 2>&1 |
+  while IFS= read -r l; do peer+=("- $size: ${l//$tmp\//}"); done < <(python3 bench/nvjpeg_peer.py "$tmp/$size.jpg" 2>&1 |
     grep -E "batch 64|skipped|failed|torchvision" || true)
 done
 mkdir -p "$outdir"
