@@ -68,6 +68,7 @@ done
 kill -TERM "$pid"
 wait "$pid" || true
 pid=
+grep "JPEG" "$tmp/err" || true # the server's lines on its JPEG decoders
 peer=()
 for size in ${PEER_SIZES-1080p 12mp}; do
   while IFS= read -r l; do peer+=("- $size: ${l//$tmp\//}"); done < <(python3 bench/nvjpeg_peer.py "$tmp/$size.jpg" 2>&1 |
