@@ -60,22 +60,25 @@ static int element_q(const char *params, size_t n) {
 
 /* Each media range weighs by its q-value; of the ranges that match a type, the most specific one
  * counts (image/png, then the range of all images, then the range of everything); a type no range
- * matches, or that the counting range gives q=0, is not acceptable. */
+ * matches, or that the counting range gives q=0, is not acceptable. A header with no media range
+ * in it (";;;,,") is ignored, as a missing one is (RFC 9110 section 12.5.1 lets a server). */
 int http_accept_q(const char *accept, const char *type) {
   size_t total = accept ? strlen(accept) : 0;
   trim(accept, &total);
   if (total == 0) return 1000; /* no Accept, or an empty one: anything */
-  int best = 0, q = 0;
+  int best = 0, q = 0, ranges = 0;
   for (const char *s = accept; *s;) {
     size_t len = strcspn(s, ","), rl = strcspn(s, ";");
     if (rl > len) rl = len;
     size_t n = rl;
     const char *r = trim(s, &n);
+    const char *slash = memchr(r, '/', n);
+    ranges += slash && slash > r && slash < r + n - 1;
     int m = match(r, n, type), eq = m ? element_q(s + rl, len - rl) : -1;
     if (m > best && eq >= 0) best = m, q = eq;
     s += len + (s[len] == ',');
   }
-  return q;
+  return ranges ? q : 1000;
 }
 
 /* On a tie the image wins, so `Accept: image/png, application/json` and a lone range of everything

@@ -47,6 +47,9 @@ static void test_image_preferred(void) {
   post("/blur?sigma=2", "image/*, application/json", &r); /* a tie: the image */
   expect_type(&r, 200, "image/png");
   http_resp_free(&r);
+  post("/blur?sigma=2", ";;;,,", &r); /* no media range: ignored, as a missing Accept */
+  expect_type(&r, 200, "image/png");
+  http_resp_free(&r);
 }
 
 static void test_not_acceptable(void) {

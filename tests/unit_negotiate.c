@@ -1,7 +1,7 @@
 /* unit_negotiate: the Accept header's q-values (http/negotiate.c, RFC 9110 section 12.5.1): the
- * most specific matching range counts, q=0 refuses, an absent or empty header accepts anything,
- * a malformed q drops its range, and http_negotiate's choice between the image and JSON (the
- * image on a tie, 406 when neither is acceptable). */
+ * most specific matching range counts, q=0 refuses, an absent or empty header, or one with no
+ * media range in it, accepts anything, a malformed q drops its range, and http_negotiate's choice
+ * between the image and JSON (the image on a tie, 406 when neither is acceptable). */
 #include "../api/api_int.h"
 #include "test.h"
 
@@ -29,6 +29,11 @@ static void q_values(void) {
   ASSERT_INT(http_accept_q("image/png;q=0.12345", "image/png"), ==, 0);
   ASSERT_INT(http_accept_q("image/png;q=abc, */*;q=0.1", "image/png"), ==, 100);
   ASSERT_INT(http_accept_q(",,image/png;q=0.7,", "image/png"), ==, 700);
+  /* a header with no media range in it is ignored, as a missing one */
+  ASSERT_INT(http_accept_q(";;;,,", "image/png"), ==, 1000);
+  ASSERT_INT(http_accept_q("png, jpeg;q=0.5", "application/json"), ==, 1000);
+  ASSERT_INT(http_accept_q("image/, /png", "image/png"), ==, 1000);
+  ASSERT_INT(http_accept_q("garbage, image/png;q=0", "image/png"), ==, 0);
 }
 
 /* http_negotiate's answer for accept on a result of type image: 0 image, 1 JSON, -1 406. */

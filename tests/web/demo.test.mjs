@@ -18,7 +18,8 @@
 // answers 401 and the page shows a password box for the key; a wrong key is refused, the right
 // one runs, goes out as X-API-Key, and is kept for the tab (sessionStorage) across a reload.
 // An error after a result and a compare table hides both.
-// Saves a screenshot (with a region drawn) to docs/demo.png, and to $WEB_OUT/demo.png when WEB_OUT is set. It also validates /openapi.json
+// Saves a screenshot (with a region drawn) to build/demo.png, or to $WEB_OUT/demo.png when WEB_OUT is set
+// (WEB_OUT=docs updates the README's picture); a test run leaves the checkout clean. It also validates /openapi.json
 // against the OpenAPI 3.1 schema (tests/integ_openapi.c checks it against the server).
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -461,11 +462,9 @@ async function main() {
     await sharpenStep(page, input, methods);
     await regionsStep(page, input);
     const shot = await page.screenshot({ fullPage: true });
-    fs.writeFileSync(path.join(root, 'docs/demo.png'), shot);
-    if (process.env.WEB_OUT) {
-      fs.mkdirSync(process.env.WEB_OUT, { recursive: true });
-      fs.writeFileSync(path.join(process.env.WEB_OUT, 'demo.png'), shot);
-    }
+    const shotDir = process.env.WEB_OUT || path.join(root, 'build');
+    fs.mkdirSync(shotDir, { recursive: true });
+    fs.writeFileSync(path.join(shotDir, 'demo.png'), shot);
     await clearRegions(page);
     await keyStep(browser);
     check(w.problems.length === 0, `no console error or failed request${w.problems.length ? `: ${w.problems.join('; ')}` : ''}`);
@@ -475,7 +474,7 @@ async function main() {
   }
   const [code] = await once(proc, 'exit');
   check(code === 0, 'blurd drained and exited 0');
-  console.log('demo.test: ok (screenshot in docs/demo.png)');
+  console.log(`demo.test: ok (screenshot in ${path.join(process.env.WEB_OUT || 'build', 'demo.png')})`);
 }
 
 main().catch((e) => {
