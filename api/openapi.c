@@ -632,23 +632,25 @@ static void md_route(FILE *f, const struct route *r) {
 static void md_result(FILE *f) {
   json_t *o = image_result_schema(), *req = json_object_get(o, "required"), *v;
   const char *k;
-  fprintf(f,
-          "\n## The JSON result\n\nAn image endpoint answers either the image or "
-          "`application/json`: an object with the image in base64 and what the headers say. "
-          "The Accept header chooses, by its q-values (RFC 9110 section 12.5.1; `*/*` and "
-          "`image/*` count, the most specific range that matches wins): JSON when it weighs "
-          "`application/json` above the result's image type, the image otherwise (on a tie "
-          "too, and without Accept). The image type is the `format` parameter's; with "
-          "`format=input` (the default) it is the upload's (or the one its format answers as: "
-          "[Formats](#formats)), unless Accept gives another output format a higher q: "
-          "`Accept: %s` on a %s upload answers %s, while `image/*` or `*/*` keep "
-          "the upload's. So HTTPie's `application/json, */*;q=0.5` and `Accept: "
-          "application/json` get JSON; an image type with `application/json;q=0.5` and `*/*` "
-          "the image; and `application/json;q=0` alone, or an image type with an explicit "
-          "`format` of another type, a 406 `not_acceptable` before any filtering. "
-          "Fields marked always are in every result; the others where they apply.\n\n"
-          "| field | type | meaning |\n|---|---|---|\n",
-          codec_mime(CODEC_AVIF), codec_format(CODEC_JPEG)->title, codec_format(CODEC_AVIF)->title);
+  fprintf(
+      f,
+      "\n## The JSON result\n\nAn image endpoint answers either the image or "
+      "`application/json`: an object with the image in base64 and what the headers say. "
+      "The Accept header chooses, by its q-values (RFC 9110 section 12.5.1; `*/*` and "
+      "`image/*` count, the most specific range that matches wins): JSON when it weighs "
+      "`application/json` above the result's image type, the image otherwise (on a tie "
+      "too, and without Accept). The image type is the `format` parameter's; with "
+      "`format=input` (the default) it is the upload's (or the one its format answers as: "
+      "[Formats](#formats)), unless Accept gives another output format a higher q: "
+      "`Accept: %s` on a %s upload answers %s, while `image/*` or `*/*` keep "
+      "the upload's. So HTTPie's `application/json, */*;q=0.5` and `Accept: "
+      "application/json` get JSON; an image type with `application/json;q=0.5` and `*/*` "
+      "the image; and `application/json;q=0` alone, or an image type with an explicit "
+      "`format` of another type, a 406 `not_acceptable` before any filtering. An Accept with no "
+      "media range in it (`;;;,,`) is ignored, as a missing one is. "
+      "Fields marked always are in every result; the others where they apply.\n\n"
+      "| field | type | meaning |\n|---|---|---|\n",
+      codec_mime(CODEC_AVIF), codec_format(CODEC_JPEG)->title, codec_format(CODEC_AVIF)->title);
   json_object_foreach(json_object_get(o, "properties"), k, v) {
     json_t *t = json_object_get(v, "type");
     int always = 0;
