@@ -485,7 +485,8 @@ json_t *openapi_document(const struct route *routes, int nroutes) {
       "Gaussian blur (and more) over HTTP, on the GPU or the CPU. Parameters come in the query "
       "string or, in multipart uploads, in the JSON field params, or in a JSON body beside the "
       "image in base64. A path not listed here answers 404 not_found, and a listed path asked "
-      "with another HTTP method 405 method_not_allowed with Allow, both with the Error body. An "
+      "with another HTTP method 405 method_not_allowed with Allow, both with the Error body; "
+      "OPTIONS answers 204 with Allow (with --cors-origins, a CORS preflight its own headers). An "
       "image endpoint answers 406 not_acceptable when the Accept header accepts neither the "
       "result's image type nor application/json.",
       "servers", "url", "/", "description", "The server that answers this document.", "paths",

@@ -112,12 +112,17 @@ struct api_response *api_handle(struct api_ctx *ctx, const struct api_request *r
   if (req->trace) req->trace->endpoint = r ? r->path : NULL;
   if (!r) return api_error_response(ERR_NOT_FOUND, NULL);
   int get = strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0;
+  const char *allow = strcmp(r->method, "GET") ? "POST, OPTIONS" : "GET, HEAD, OPTIONS";
+  if (strcmp(req->method, "OPTIONS") == 0) { /* not a CORS preflight (guard.c): what it takes */
+    struct api_response *resp = response_empty(204);
+    if (resp) api_response_header(resp, "Allow", "%s", allow);
+    return resp;
+  }
   if (strcmp(req->method, r->method) != 0 && !(get && strcmp(r->method, "GET") == 0)) {
     char msg[128];
     snprintf(msg, sizeof(msg), "%s takes %s, not %.16s.", r->path, r->method, req->method);
     struct api_response *resp = api_error_response(ERR_METHOD_NOT_ALLOWED, msg);
-    if (resp)
-      api_response_header(resp, "Allow", "%s", strcmp(r->method, "GET") ? r->method : "GET, HEAD");
+    if (resp) api_response_header(resp, "Allow", "%s", allow);
     return resp;
   }
   return r->answer(ctx, r, req, q ? q + 1 : "", done, udata);

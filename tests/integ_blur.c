@@ -62,7 +62,16 @@ static void test_health(void) {
   http_resp_free(&r);
   ASSERT(http_request(&srv, "GET", "/blur?sigma=2", NULL, NULL, NULL, 0, &r) == 0);
   http_expect_error(&r, 405, "method_not_allowed");
-  ASSERT_STR(http_header(&r, "Allow", buf, sizeof(buf)), "POST");
+  ASSERT_STR(http_header(&r, "Allow", buf, sizeof(buf)), "POST, OPTIONS");
+  http_resp_free(&r);
+  /* OPTIONS without Origin (not a CORS preflight): what the path takes */
+  ASSERT(http_request(&srv, "OPTIONS", "/blur", NULL, NULL, NULL, 0, &r) == 0);
+  ASSERT_INT(r.status, ==, 204);
+  ASSERT_STR(http_header(&r, "Allow", buf, sizeof(buf)), "POST, OPTIONS");
+  http_resp_free(&r);
+  ASSERT(http_request(&srv, "OPTIONS", "/healthz", NULL, NULL, NULL, 0, &r) == 0);
+  ASSERT_INT(r.status, ==, 204);
+  ASSERT_STR(http_header(&r, "Allow", buf, sizeof(buf)), "GET, HEAD, OPTIONS");
   http_resp_free(&r);
 }
 
