@@ -206,6 +206,9 @@ const char *api_extension_of(const char *media);
 /* The extensions of the files the command line writes, as ".png, .jpg or .npy", into buf. */
 char *api_output_extensions(char *buf, size_t n);
 
+/* The backends compiled in, as "cpu" or "cpu,cuda". */
+const char *api_backends_built(void);
+
 /* Monotonic clock in milliseconds. */
 double api_now_ms(void);
 

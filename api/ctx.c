@@ -33,3 +33,7 @@ int api_cores(void) {
   int n = cpu_cores("", why, sizeof(why));
   return n > 0 ? n : 1;
 }
+
+const char *api_backends_built(void) {
+  return engine_built();
+}

@@ -7,6 +7,8 @@
  * is rendered. */
 #include "api_int.h"
 
+#include "../base/version.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -289,8 +291,8 @@ static void render_info(struct text *t, struct api_ctx *ctx) {
   put_label(t, engine_name(ctx->engine));
   put(t, "\"} 1\n");
   put_family(t, "blurd_build_info", "gauge",
-             "The backends compiled in and the compiler (always 1).");
-  put(t, "blurd_build_info{backends=\"");
+             "The version, the backends compiled in and the compiler (always 1).");
+  put(t, "blurd_build_info{version=\"" BLURD_VERSION "\",backends=\"");
   put_label(t, engine_built());
   put(t, "\",compiler=\"");
   put_label(t, __VERSION__);

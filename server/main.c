@@ -7,6 +7,7 @@
 #include "server.h"
 
 #include "../api/api.h"
+#include "../base/version.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -77,6 +78,7 @@ static void usage(FILE *f) {
     fprintf(f, "  --%-17s %-23s %s (default %s)\n", opts[i].name, opts[i].env, opts[i].help,
             *opts[i].def ? opts[i].def : "none");
   fprintf(f, "  --help                                    print this and exit\n");
+  fprintf(f, "  --version                                 print the version and exit\n");
 }
 
 /* Parses "32M" style sizes: binary multiples for bytes, decimal ones for pixels. */
@@ -119,18 +121,23 @@ static int set_opt(struct config *c, int i, const char *text, const char *from) 
 }
 
 static int load_config(struct config *c, int argc, char **argv) {
-  struct option lo[NOPTS + 2];
+  struct option lo[NOPTS + 3];
   for (int i = 0; i < NOPTS; i++) {
     lo[i] = (struct option){opts[i].name, required_argument, NULL, 1000 + i};
     const char *env = getenv(opts[i].env);
     if (set_opt(c, i, env ? env : opts[i].def, env ? opts[i].env : "default") != 0) return 2;
   }
   lo[NOPTS] = (struct option){"help", no_argument, NULL, 'h'};
-  lo[NOPTS + 1] = (struct option){0, 0, 0, 0};
+  lo[NOPTS + 1] = (struct option){"version", no_argument, NULL, 'V'};
+  lo[NOPTS + 2] = (struct option){0, 0, 0, 0};
   int ch;
   while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
     if (ch == 'h') {
       usage(stdout);
+      return 1;
+    }
+    if (ch == 'V') {
+      printf("blurd %s (backends %s, %s)\n", BLURD_VERSION, api_backends_built(), __VERSION__);
       return 1;
     }
     if (ch < 1000 || set_opt(c, ch - 1000, optarg, "flag") != 0) {

@@ -3,6 +3,7 @@
  * file), an input directory, the outputs byte for byte against the HTTP API's for the same
  * parameters, and bad usage (exit 2). */
 #include "harness.h"
+#include "../base/version.h"
 #include "test.h"
 
 #include "../codecs/codecs.h"
@@ -241,6 +242,11 @@ static void test_usage(void) {
   r = cli((const char *[]){"--help", NULL});
   ASSERT_INT(r.status, ==, 0);
   ASSERT(strstr(r.out, "blurd ENDPOINT"));
+  ASSERT(strstr(r.out, "--version"));
+  run_free(&r);
+  r = cli((const char *[]){"--version", NULL});
+  ASSERT_INT(r.status, ==, 0);
+  ASSERT(strncmp(r.out, "blurd " BLURD_VERSION " (backends cpu", 16 + strlen(BLURD_VERSION)) == 0);
   run_free(&r);
 }
 
