@@ -231,8 +231,9 @@ size_t route_path_len(const char *uri);
 /* ---- /openapi.json and the demo page ---- */
 
 /* The OpenAPI 3.1 description of the n routes r (route_table's) as a JSON object (new
- * reference), or NULL when out of memory. */
-json_t *openapi_document(const struct route *r, int n);
+ * reference), or NULL when out of memory; keyed: the server has --api-key, so the operations
+ * that are not open list its security schemes (without one, none). */
+json_t *openapi_document(const struct route *r, int n, int keyed);
 /* docs/api.md from the same routes: a malloc'd string, or NULL (api_reference_markdown). */
 char *openapi_markdown(const struct route *r, int n);
 

@@ -384,20 +384,21 @@ static json_t *operation_id(const char *method, const char *path) {
   return json_string(id);
 }
 
-static json_t *operation(const struct route *r, const char *method) {
+static json_t *operation(const struct route *r, const char *method, int keyed) {
   json_t *op = json_pack("{s:s, s:o, s:o}", "summary", r->summary, "operationId",
                          operation_id(method, r->path), "responses", responses(r));
   /* open paths need no key even with --api-key; the others need it only with --api-key */
   json_object_set_new(op, "security",
-                      r->flags & ROUTE_OPEN ? json_array()
-                                            : json_pack("[{s:[]}, {s:[]}]", "ApiKey", "Bearer"));
+                      r->flags & ROUTE_OPEN || !keyed
+                          ? json_array()
+                          : json_pack("[{s:[]}, {s:[]}]", "ApiKey", "Bearer"));
   if (r->ep) json_object_set_new(op, "parameters", query_params(r));
   if (is_upload(r)) json_object_set_new(op, "requestBody", upload_body(r));
   return op;
 }
 
-/* Adds route r's operations to paths: its method, and HEAD beside GET. */
-static void add_route(json_t *paths, const struct route *r) {
+/* Adds route r's operations to paths: its method, and HEAD beside GET; keyed: a key is needed. */
+static void add_route(json_t *paths, const struct route *r, int keyed) {
   char method[16];
   json_t *item = json_object_get(paths, r->path);
   if (!item) json_object_set_new(paths, r->path, item = json_object());
@@ -405,8 +406,8 @@ static void add_route(json_t *paths, const struct route *r) {
   for (; r->method[i] && i < sizeof(method) - 1; i++)
     method[i] = (char)tolower((unsigned char)r->method[i]);
   method[i] = 0;
-  json_object_set_new(item, method, operation(r, method));
-  if (strcmp(method, "get") == 0) json_object_set_new(item, "head", operation(r, "head"));
+  json_object_set_new(item, method, operation(r, method, keyed));
+  if (strcmp(method, "get") == 0) json_object_set_new(item, "head", operation(r, "head", keyed));
 }
 
 static json_t *error_schema(void) {
@@ -471,9 +472,9 @@ static json_t *image_result_common(void) {
   return o;
 }
 
-json_t *openapi_document(const struct route *routes, int nroutes) {
+json_t *openapi_document(const struct route *routes, int nroutes, int keyed) {
   json_t *paths = json_object();
-  for (int i = 0; paths && i < nroutes; i++) add_route(paths, &routes[i]);
+  for (int i = 0; paths && i < nroutes; i++) add_route(paths, &routes[i], keyed);
   json_t *schemes = json_pack("{s:{s:s, s:s, s:s, s:s}, s:{s:s, s:s, s:s}}", "ApiKey", "type",
                               "apiKey", "in", "header", "name", "X-API-Key", "description",
                               "The key given to --api-key; without --api-key no request needs one.",

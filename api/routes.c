@@ -11,8 +11,8 @@
 static struct api_response *openapi_answer(ROUTE_ARGS) {
   int n;
   const struct route *t = route_table(&n);
-  (void)ctx, (void)r, (void)req, (void)query, (void)done, (void)udata;
-  return response_json(200, openapi_document(t, n));
+  (void)r, (void)req, (void)query, (void)done, (void)udata;
+  return response_json(200, openapi_document(t, n, ctx->api_key != NULL));
 }
 
 /* clang-format off */

@@ -549,6 +549,31 @@ static void test_get_routes_and_page(void) {
   http_resp_free(&r);
 }
 
+/* The security an operation lists follows the server: none without --api-key (Prism and other
+ * validators then accept keyless requests); the key's two schemes with it, open paths none. */
+static void test_security_follows_key(void) {
+  ASSERT_INT(json_array_size(json_object_get(op("/blur", "post"), "security")), ==, 0);
+  struct server keyed;
+  const char *args[] = {"--api-key", "k", NULL}, *key[] = {"X-API-Key: k", NULL};
+  server_start(&keyed, args);
+  struct http_resp r;
+  ASSERT(http_request_h(&keyed, "GET", "/openapi.json", key, NULL, 0, &r) == 0);
+  ASSERT_INT(r.status, ==, 200);
+  json_t *d = json_loads(r.body, 0, NULL);
+  ASSERT(d != NULL);
+  json_t *paths = json_object_get(d, "paths");
+  json_t *sec =
+      json_object_get(json_object_get(json_object_get(paths, "/blur"), "post"), "security");
+  ASSERT_INT(json_array_size(sec), ==, 2);
+  ASSERT(json_object_get(json_array_get(sec, 0), "ApiKey") != NULL);
+  json_t *open =
+      json_object_get(json_object_get(json_object_get(paths, "/healthz"), "get"), "security");
+  ASSERT_INT(json_array_size(open), ==, 0);
+  json_decref(d);
+  http_resp_free(&r);
+  ASSERT_INT(server_stop(&keyed, SIGTERM), ==, 0);
+}
+
 int main(void) {
   img = fixture("red_square.png", &img_len);
   server_start(&srv, NULL);
@@ -558,6 +583,7 @@ int main(void) {
   RUN(test_doc_paths_exist);
   RUN(test_params);
   RUN(test_get_routes_and_page);
+  RUN(test_security_follows_key);
   json_decref(doc);
   ASSERT_INT(server_stop(&srv, SIGTERM), ==, 0);
   free(img);
