@@ -156,8 +156,8 @@ static json_t *binary(const char *media) {
 static json_t *json_body(const struct endpoint *ep) {
   json_t *o = params_object(ep);
   json_t *props =
-      json_pack("{s:{s:s, s:s, s:s, s:s}}", "image", "type", "string", "format", "byte",
-                "contentEncoding", "base64", "description",
+      json_pack("{s:{s:s, s:s, s:s}}", "image", "type", "string", /* no format: byte, which */
+                "contentEncoding", "base64", "description", /* would refuse data: and no '=' */
                 "The image file in standard base64 (RFC 4648), alone or after a data: URL prefix "
                 "(data:, a media type, ;base64,). The '=' padding may be left out; line breaks are "
                 "skipped; any "
