@@ -40,8 +40,20 @@ static enum err too_large(char *msg, size_t msglen) {
   return ERR_BODY_TOO_LARGE;
 }
 
+/* The body's first byte starts no JSON value: a file sent as application/json, most likely (a
+ * value of another kind is refused by the job's parser, which names it). */
+static enum err not_json(int c, char *msg, size_t msglen) {
+  snprintf(msg, msglen,
+           "The body is sent as application/json but is not JSON (its first byte is 0x%02x): send "
+           "{\"image\": \"<base64>\", ...}, or the image file itself with its own Content-Type or "
+           "in a multipart form.",
+           c & 0xff);
+  return ERR_BAD_JSON;
+}
+
 /* A value starts with c (not a blank, ',', ':' or a closing bracket). */
 static enum err value_start(struct http_bodyscan *s, int c, char *msg, size_t msglen) {
+  if (s->values == 0 && !strchr("{[\"-0123456789tfn", c)) return not_json(c, msg, msglen);
   if (++s->values > BODYSCAN_VALUES_MAX) return too_many(msg, msglen);
   s->key = 0;
   if (c == '"') {

@@ -229,7 +229,7 @@ static void answer(struct conn *c, struct api_response *resp, int close) {
 /* Answers error e (msg: NULL for its sentence) and closes the connection after it. */
 static void refuse(struct conn *c, enum err e, const char *msg) {
   char text[200];
-  if (e == ERR_BODY_TOO_LARGE) {
+  if (e == ERR_BODY_TOO_LARGE && !msg) {
     snprintf(text, sizeof(text), "The request body is larger than the limit of %zu bytes.",
              c->loop->srv->cfg.max_body);
     msg = text;

@@ -317,6 +317,12 @@ static void test_limits(void) {
   http_resp_free(&r);
   ASSERT(http_post_json(&s, "/blur", body, NULL, &r) == 0);
   http_expect_error(&r, 413, "body_too_large");
+  ASSERT(strstr(r.body, "limit of 160000 bytes") != NULL);
+  http_resp_free(&r);
+  /* the file itself sent as application/json (HTTPie's default for stdin): said so, at once */
+  ASSERT(http_request(&s, "POST", "/blur?sigma=2", "application/json", NULL, img, len, &r) == 0);
+  http_expect_error(&r, 400, "invalid_json");
+  ASSERT(strstr(r.body, "is not JSON (its first byte is 0x89)") != NULL);
   http_resp_free(&r);
   ASSERT_INT(server_stop(&s, SIGTERM), ==, 0);
   const char *const limits[][2] = {

@@ -48,6 +48,11 @@ static void test_bodyscan_limits(void) {
     ASSERT_INT(scan(deep8, strlen(deep8), steps[k], msg, sizeof(msg)), ==, ERR_OK);
     ASSERT_INT(scan(deep9, strlen(deep9), steps[k], msg, sizeof(msg)), ==, ERR_BAD_JSON);
     ASSERT(strstr(msg, "more than 8 deep") != NULL);
+    /* a body that starts no JSON value (a file sent as JSON) is refused at its first byte */
+    ASSERT_INT(scan("\x89PNG\r\n", 6, steps[k], msg, sizeof(msg)), ==, ERR_BAD_JSON);
+    ASSERT(strstr(msg, "first byte is 0x89") != NULL);
+    ASSERT_INT(scan(" [1, 2]", 7, steps[k], msg, sizeof(msg)), ==, ERR_OK); /* JSON: the job's */
+    ASSERT_INT(scan(" {\"image\": \"\"}", 15, steps[k], msg, sizeof(msg)), ==, ERR_OK);
     /* bytes outside the image: a long string of another key counts */
     b = repeat("{\"sigma\":\"", "a", BODYSCAN_BYTES_MAX, "\"}", &len);
     ASSERT_INT(scan(b, len, steps[k], msg, sizeof(msg)), ==, ERR_BODY_TOO_LARGE);
