@@ -30,14 +30,7 @@ outdir=${3:-docs}
 command="WRK=${WRK:-wrk} bench/gpu_codecs.sh $secs $bin $outdir"
 # shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
-command -v "${WRK:-wrk}" >/dev/null || { echo "wrk not found: set WRK" >&2; exit 1; }
-tmp=$(mktemp -d)
-pid=
-cleanup() {
-  if [ -n "$pid" ]; then kill -KILL "$pid" 2>/dev/null || true; fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+bench_setup
 mkdir -p "$outdir"
 raw=$tmp/raw.tsv # one result a line, tab-separated, for codecs_table.py report
 : >"$raw"

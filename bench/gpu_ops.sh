@@ -17,14 +17,7 @@ bin=${2:-build}
 outdir=${3:-.}
 # shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
-command -v "${WRK:-wrk}" >/dev/null || { echo "wrk not found: set WRK" >&2; exit 1; }
-tmp=$(mktemp -d)
-pid=
-cleanup() {
-  if [ -n "$pid" ]; then kill -KILL "$pid" 2>/dev/null || true; fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+bench_setup
 "${PYTHON:-python3}" -c "from PIL import Image; Image.open('tests/data/photo_1080p.jpg').save('$tmp/photo_1080p.png')"
 blurd_start "$tmp/out" "$tmp/err" "$bin/blurd" --bind 127.0.0.1 --port 0 --queue 1024 \
   --max-conns-per-ip 1024 --access-log off --gpu-codecs "${CODECS:-on}" ||

@@ -34,14 +34,7 @@ outdir=${4:-docs}
 reps=${REPS:-7}
 # shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
-command -v "${WRK:-wrk}" >/dev/null || { echo "wrk not found: set WRK" >&2; exit 1; }
-tmp=$(mktemp -d)
-pid=
-cleanup() {
-  if [ -n "$pid" ]; then kill -KILL "$pid" 2>/dev/null || true; fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+bench_setup
 cores=$(nproc)
 cpu_ms=$(for _ in $(seq "$reps"); do "$bin/format_decode" "$heic"; done |
   sed -n 's/.*CPU \([0-9.]*\) ms$/\1/p' | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')

@@ -20,14 +20,7 @@ bin=${2:-build}
 outdir=${3:-docs}
 # shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
-command -v "${WRK:-wrk}" >/dev/null || { echo "wrk not found: set WRK" >&2; exit 1; }
-tmp=$(mktemp -d)
-pid=
-cleanup() {
-  if [ -n "$pid" ]; then kill -KILL "$pid" 2>/dev/null || true; fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+bench_setup
 python3 -c "
 from PIL import Image
 src = Image.open('tests/data/photo_1080p.jpg').convert('RGB')

@@ -2,10 +2,20 @@
 # Shell functions shared by the benchmarks that start blurd (bench/gpu_load.sh, bench/regions.sh,
 # bench/gpu_codecs.sh, bench/cpu_vips.sh, bench/cpu_codecs.sh); source it from the repository root:
 #   . bench/lib.sh
+#   bench_setup                                                   tmp, pid and their cleanup
 #   blurd_start OUT ERR BIN/blurd --bind 127.0.0.1 --port 0 ...   sets pid and port
 #   blurd_ready [SECONDS]                                         waits for /readyz
 #   wrk_run SECONDS PATH                                          prints RESULT ... cpu_ms_per_request=
 # WRK: the wrk binary (default wrk).
+
+# bench_setup: checks that wrk (WRK) runs, makes the temporary folder tmp and sets pid empty; at exit
+# the blurd at pid (once blurd_start set it) is killed and tmp removed.
+bench_setup() {
+  command -v "${WRK:-wrk}" >/dev/null || { echo "wrk not found: set WRK" >&2; exit 1; }
+  tmp=$(mktemp -d)
+  pid=
+  trap 'if [ -n "$pid" ]; then kill -KILL "$pid" 2>/dev/null || true; fi; rm -rf "$tmp"' EXIT
+}
 
 # blurd_start OUT ERR COMMAND...: starts blurd (COMMAND, listening on 127.0.0.1 with --port 0) in
 # the background, its stdout in OUT and stderr in ERR; sets pid, and port from the "listening on"
