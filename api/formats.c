@@ -94,25 +94,23 @@ const char *api_media_type(const uint8_t *body, size_t len) {
   return m ? m : "application/octet-stream";
 }
 
-const char *api_extension_of(const char *media) {
-  const struct codec_format_desc *d = codec_format(CODEC_RAW); /* bytes of no format: raw */
-  for (int f = CODEC_NONE + 1; f < CODEC_NFORMATS; f++)
-    if (media && codec_format(f)->encode && strcasecmp(codec_format(f)->mime, media) == 0)
-      d = codec_format(f);
-  static _Thread_local char ext[16];
-  snprintf(ext, sizeof(ext), "%.*s", (int)strcspn(d->exts, " "), d->exts);
-  return ext;
-}
-
-static int writable(const struct codec_format_desc *d) {
-  return d->encode != NULL;
-}
-
 /* ".png" for a format whose first extension is png. */
 static const char *dot_extension(const struct codec_format_desc *d) {
   static _Thread_local char ext[16];
   snprintf(ext, sizeof(ext), ".%.*s", (int)strcspn(d->exts, " "), d->exts);
   return ext;
+}
+
+const char *api_extension_of(const char *media) {
+  const struct codec_format_desc *d = codec_format(CODEC_RAW); /* bytes of no format: raw */
+  for (int f = CODEC_NONE + 1; f < CODEC_NFORMATS; f++)
+    if (media && codec_format(f)->encode && strcasecmp(codec_format(f)->mime, media) == 0)
+      d = codec_format(f);
+  return dot_extension(d) + 1;
+}
+
+static int writable(const struct codec_format_desc *d) {
+  return d->encode != NULL;
 }
 
 char *api_output_extensions(char *buf, size_t n) {
