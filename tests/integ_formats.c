@@ -9,6 +9,7 @@
  *   - `Accept: image/avif` on a JPEG upload answers AVIF; format=heic and format=gif (formats
  *     read, not written) are a 400 that lists the outputs; an unknown file is a 415 that lists
  *     the inputs;
+ *   - under --max-cost, an AVIF answer asked for by Accept is refused as format=avif is;
  *   - a GIF and a TIFF that claim 60000 x 60000 in a few bytes are a 422 image_too_large;
  *   - /readyz names a reader for every format of the table. */
 #include "harness.h"
@@ -161,6 +162,29 @@ static void test_bombs(void) {
   }
 }
 
+/* The output Accept picks is costed as format= is: under --max-cost 1, /convert of the 1080p
+ * JPEG runs, and answering it as AVIF (about 2 s of encode) is refused before any decode, by
+ * Accept as by format=. */
+static void test_accept_costed(void) {
+  struct server s;
+  const char *args[] = {"--max-cost", "1", NULL};
+  server_start(&s, args);
+  size_t len;
+  uint8_t *jpeg = fixture("photo_1080p.jpg", &len);
+  struct http_resp r;
+  ASSERT(http_request(&s, "POST", "/convert", "image/jpeg", NULL, jpeg, len, &r) == 0);
+  ASSERT_INT(r.status, ==, 200);
+  http_resp_free(&r);
+  ASSERT(http_request(&s, "POST", "/convert", "image/jpeg", "image/avif", jpeg, len, &r) == 0);
+  http_expect_error(&r, 422, "too_expensive");
+  http_resp_free(&r);
+  ASSERT(http_request(&s, "POST", "/convert?format=avif", "image/jpeg", NULL, jpeg, len, &r) == 0);
+  http_expect_error(&r, 422, "too_expensive");
+  http_resp_free(&r);
+  free(jpeg);
+  ASSERT_INT(server_stop(&s, SIGTERM), ==, 0);
+}
+
 static void test_readyz_lists_readers(void) {
   struct http_resp r;
   ASSERT(http_request(&srv, "GET", "/readyz", NULL, NULL, NULL, 0, &r) == 0);
@@ -184,6 +208,7 @@ int main(void) {
   RUN(test_blur_heic);
   RUN(test_accept_and_refusals);
   RUN(test_bombs);
+  RUN(test_accept_costed);
   RUN(test_readyz_lists_readers);
   ASSERT_INT(server_stop(&srv, SIGTERM), ==, 0);
   fprintf(stderr, "integ_formats: all passed\n");
