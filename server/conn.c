@@ -561,10 +561,10 @@ void conn_tick(struct conn *c, double now, int draining, int pressure) {
   struct srv *s = c->loop->srv;
   double idle = c->progress + 1e3 * (c->over >= 0 ? RESERVE_MS / 1e3 : s->cfg.timeout_s);
   switch (c->state) {
-  case CS_HEAD:
+  case CS_HEAD: /* a probe passed on while draining (over) has its RESERVE_MS */
     if (!c->head_start && !c->in_len) {
-      if (draining || now > idle) conn_close(c);
-    } else if (draining) {
+      if ((draining && c->over < 0) || now > idle) conn_close(c);
+    } else if (draining && c->over < 0) {
       refuse(c, ERR_SHUTTING_DOWN, NULL);
     } else if (now > idle || now > c->head_start + 1e3 * s->cfg.request_timeout_s) {
       refuse(c, ERR_REQUEST_TIMEOUT, "The request's head did not arrive in time.");

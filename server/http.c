@@ -233,7 +233,7 @@ int srv_port(const struct srv *s) {
 
 int srv_drain(struct srv *s, double timeout_s) {
   __atomic_store_n(&s->draining, 1, __ATOMIC_SEQ_CST);
-  gate_drain(s->gate); /* new connections: 503 shutting_down */
+  gate_drain(s->gate); /* new connections: 503 shutting_down, but probes */
   for (int i = 0; i < s->nloops; i++) loop_wake(&s->loops[i]);
   double end = api_now_ms() + timeout_s * 1e3;
   int n;

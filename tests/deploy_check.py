@@ -242,15 +242,22 @@ def check_compose(compose, defaults):
 
 
 def dockerfile_stages(path):
-    """[(FROM line, [instructions])] with continuation lines joined and comments dropped."""
+    """[(FROM line, [instructions])] with continuation lines joined and comments dropped, and the
+    ARGs declared before the first FROM replaced by their defaults in the FROM lines."""
     text = re.sub(r"\\\n", " ", open(path).read())
     stages = []
+    args = {}
     for line in text.splitlines():
         line = line.strip()
         if not line or line.startswith("#"):
             continue
         op, _, arg = line.partition(" ")
-        if op.upper() == "FROM":
+        if op.upper() == "ARG" and not stages:
+            name, _, default = arg.strip().partition("=")
+            args[name] = default.strip('"')
+        elif op.upper() == "FROM":
+            arg = re.sub(r"\$\{(\w+)\}|\$(\w+)",
+                         lambda m: args.get(m.group(1) or m.group(2), m.group(0)), arg)
             stages.append((arg.strip(), []))
         elif stages:
             stages[-1][1].append((op.upper(), arg.strip()))

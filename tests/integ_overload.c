@@ -221,7 +221,7 @@ static void await_metric(const struct server *s, const char *series, long want) 
 
 /* SIGTERM at capacity (one worker, a queue of 4, 6 requests): the admitted ones finish with 200,
  * the one over the queue had its 503 queue_full, a new connection gets 503 shutting_down with
- * Retry-After, and the server exits 0 once the admitted ones are answered. The first request runs
+ * Retry-After unless it asks for /healthz (200: alive while draining), and the server exits 0 once the admitted ones are answered. The first request runs
  * before the other five are sent, so a slow machine cannot finish it before they all arrive. */
 static void test_drain_at_capacity(void) {
   struct server s;
@@ -239,10 +239,16 @@ static void test_drain_at_capacity(void) {
   await_metric(&s, "blurd_queue_depth ", 4); /* and one running */
   kill(s.pid, SIGTERM);
   usleep(100000);
-  int fd = connect_from(&s, "127.0.0.2");
+  int fd = connect_from(&s, "127.0.0.2"); /* a request line that is no probe: refused at once */
   ASSERT(fd >= 0);
+  const char *line = "GET /methods HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT(send(fd, line, strlen(line), MSG_NOSIGNAL) == (ssize_t)strlen(line));
   ASSERT(read_answer(fd, buf, sizeof(buf)) > 0);
   expect_refusal(buf, 503, "shutting_down");
+  close(fd);
+  fd = connect_from(&s, "127.0.0.2"); /* liveness stays 200 while draining */
+  ASSERT(fd >= 0);
+  expect_admitted(fd);
   close(fd);
   pthread_join(t, NULL);
   pthread_join(t2, NULL);
