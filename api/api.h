@@ -86,11 +86,13 @@ struct api_trace {
 };
 
 struct api_request {
-  const char *method;       /* "GET", "POST", ... */
-  const char *uri;          /* raw request target: path, then ?query (percent-encoded) */
-  const char *content_type; /* Content-Type header, or NULL */
-  const char *accept;       /* Accept header, or NULL */
-  const uint8_t *body;      /* the whole body (already limited by the server) */
+  const char *method;          /* "GET", "POST", ... */
+  const char *uri;             /* raw request target: path, then ?query (percent-encoded) */
+  const char *content_type;    /* Content-Type header, or NULL */
+  const char *accept;          /* Accept header, or NULL */
+  const char *accept_encoding; /* Accept-Encoding header, or NULL */
+  const char *if_none_match;   /* If-None-Match header, or NULL */
+  const uint8_t *body;         /* the whole body (already limited by the server) */
   size_t body_len;
   double t_received; /* api_now_ms() when the body was complete */
   double deadline;   /* api_now_ms() past which the answer is 503 deadline_exceeded; 0: none */

@@ -210,6 +210,7 @@ struct route {
 #define ROUTE_UNREADY 1u /* also answers 503 with the same document (/readyz) */
 #define ROUTE_OPEN    2u /* answers without the API key: probes, the demo page, the description */
 #define ROUTE_PROBE   4u /* health and metrics: served even on a connection over the limits */
+#define ROUTE_CACHE   8u /* the same answer until a restart: ETag, 304 and gzip (cache.c) */
 
 /* Every route: the fixed ones (handler.c), then one per operation of api_ops; *n gets their
  * number. Built once, on first use. */
@@ -222,6 +223,11 @@ struct api_response *handler_readyz(ROUTE_ARGS);
 struct api_response *handler_metrics(ROUTE_ARGS);
 struct api_response *handler_methods(ROUTE_ARGS);
 struct api_response *handler_image(ROUTE_ARGS);
+
+/* resp (taken over) with its ETag and Vary: Accept-Encoding, gzipped when req accepts it, or
+ * turned into 304 Not Modified when req's If-None-Match names its ETag; a response that is no 200
+ * is returned as it is. */
+struct api_response *cache_answer(const struct api_request *req, struct api_response *resp);
 
 /* The route whose path is the path of uri (before any '?'), or NULL. */
 const struct route *route_find(const char *uri);

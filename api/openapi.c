@@ -299,16 +299,26 @@ static json_t *image_ok(const struct route *r) {
                    "headers", h, "content", content);
 }
 
+/* The validators of a route whose answer stays the same until a restart (cache.c). */
+static json_t *cache_headers(void) {
+  return json_pack(
+      "{s:o, s:o, s:o}", "ETag",
+      header("A strong validator of the bytes sent; If-None-Match with it gets 304 Not Modified."),
+      "Cache-Control", header("no-cache: revalidate, so a new build's answer is seen at once."),
+      "Content-Encoding",
+      header("gzip when Accept-Encoding allows it (and Vary names Accept-Encoding)."));
+}
+
 /* The 200 of a route that answers a document of type r->produces. */
 static json_t *document_ok(const struct route *r, const char *description) {
   int is_json = strncmp(r->produces, "application/json", 16) == 0;
   json_t *h = common_headers();
   if (r->answer == web_answer)
-    json_object_update_new(
-        h, json_pack("{s:o, s:o, s:o}", "Content-Security-Policy",
-                     header("What the page may load and run: only its own files."),
-                     "X-Content-Type-Options", header("nosniff"), "Cache-Control",
-                     header("no-cache: revalidate, so a new build's page is seen at once.")));
+    json_object_update_new(h,
+                           json_pack("{s:o, s:o}", "Content-Security-Policy",
+                                     header("What the page may load and run: only its own files."),
+                                     "X-Content-Type-Options", header("nosniff")));
+  if (r->flags & ROUTE_CACHE) json_object_update_new(h, cache_headers());
   return json_pack("{s:s, s:o, s:{s:{s:{s:s}}}}", "description", description, "headers", h,
                    "content", r->produces, "schema", "type", is_json ? "object" : "string");
 }
@@ -371,6 +381,11 @@ static json_t *responses(const struct route *r) {
   json_object_set_new(o, "200", is_upload(r) ? image_ok(r) : document_ok(r, r->summary));
   if (r->flags & ROUTE_UNREADY)
     json_object_set_new(o, "503", document_ok(r, "Not ready: the same document."));
+  if (r->flags & ROUTE_CACHE)
+    json_object_set_new(o, "304",
+                        json_pack("{s:s, s:o}", "description",
+                                  "Not Modified: If-None-Match named the answer's ETag.", "headers",
+                                  cache_headers()));
   add_errors(o, r);
   return o;
 }
@@ -623,6 +638,10 @@ static void md_route(FILE *f, const struct route *r) {
   } else {
     fprintf(f, "- 200: `%s`.\n", r->produces);
     if (r->flags & ROUTE_UNREADY) fprintf(f, "- 503: `%s`, when not ready.\n", r->produces);
+    if (r->flags & ROUTE_CACHE)
+      fprintf(f, "- 304: no body, when `If-None-Match` names the answer's `ETag`. The 200 has a "
+                 "strong `ETag`, `Cache-Control: no-cache` and `Vary: Accept-Encoding`, and is "
+                 "gzipped when `Accept-Encoding` allows it.\n");
   }
   fprintf(f, "- [Errors](#errors): ");
   md_statuses(f, r);

@@ -18,23 +18,23 @@ static struct api_response *openapi_answer(ROUTE_ARGS) {
 /* clang-format off */
 static const struct route fixed[] = {
     {"/", "GET", "The demo page: upload an image, try the methods and compare them.", NULL,
-     "text/html; charset=utf-8", ROUTE_OPEN, web_answer, NULL},
+     "text/html; charset=utf-8", ROUTE_OPEN | ROUTE_CACHE, web_answer, NULL},
     {"/demo.js", "GET", "The demo page's script.", NULL, "text/javascript; charset=utf-8",
-     ROUTE_OPEN, web_answer, NULL},
+     ROUTE_OPEN | ROUTE_CACHE, web_answer, NULL},
     {"/demo.css", "GET", "The demo page's style sheet.", NULL, "text/css; charset=utf-8",
-     ROUTE_OPEN, web_answer, NULL},
-    {"/healthz", "GET", "Liveness: 200 while the process serves.", NULL, "application/json",
+     ROUTE_OPEN | ROUTE_CACHE, web_answer, NULL},
+    {"/healthz", "GET", "Liveness: 200 while the process serves, also while it drains.", NULL, "application/json",
      ROUTE_OPEN | ROUTE_PROBE, handler_healthz, NULL},
     {"/readyz", "GET", "Readiness: 200 when the workers take jobs, 503 while draining or after a "
      "GPU failure; the backend, workers and queue.", NULL, "application/json",
      ROUTE_UNREADY | ROUTE_OPEN | ROUTE_PROBE, handler_readyz, NULL},
     {"/methods", "GET", "Every method with its description, accuracy, parameters and backends, "
-     "and the configured limits.", NULL, "application/json", ROUTE_OPEN, handler_methods, NULL},
+     "and the configured limits.", NULL, "application/json", ROUTE_OPEN | ROUTE_CACHE, handler_methods, NULL},
     {"/metrics", "GET", "Prometheus metrics: requests by endpoint, method and status, stage "
      "latency histograms, queue, in-flight and GPU memory gauges, backend info.", NULL,
      "text/plain; version=0.0.4; charset=utf-8", ROUTE_OPEN | ROUTE_PROBE, handler_metrics, NULL},
     {"/openapi.json", "GET", "This OpenAPI 3.1 description, generated from the route and "
-     "parameter tables.", NULL, "application/json", ROUTE_OPEN, openapi_answer, NULL},
+     "parameter tables.", NULL, "application/json", ROUTE_OPEN | ROUTE_CACHE, openapi_answer, NULL},
 };
 /* clang-format on */
 
@@ -125,5 +125,6 @@ struct api_response *api_handle(struct api_ctx *ctx, const struct api_request *r
     if (resp) api_response_header(resp, "Allow", "%s", allow);
     return resp;
   }
-  return r->answer(ctx, r, req, q ? q + 1 : "", done, udata);
+  struct api_response *resp = r->answer(ctx, r, req, q ? q + 1 : "", done, udata);
+  return r->flags & ROUTE_CACHE ? cache_answer(req, resp) : resp;
 }

@@ -37,6 +37,5 @@ struct api_response *web_answer(struct api_ctx *ctx, const struct route *r,
   resp->content_type = r->produces;
   api_response_header(resp, "Content-Security-Policy", "%s", WEB_CSP);
   api_response_header(resp, "X-Content-Type-Options", "nosniff");
-  api_response_header(resp, "Cache-Control", "no-cache");
   return resp;
 }

@@ -138,6 +138,11 @@ int http_accept_q(const char *accept, const char *type);
  * sentence in msg, when neither is acceptable. */
 enum err http_negotiate(const char *accept, const char *image_type, int *json, char *msg,
                         size_t msglen);
+/* The q-value, in thousandths, that Accept-Encoding (NULL: none) gives to coding ("gzip"); 0 when
+ * it does not accept it. */
+int http_coding_q(const char *accept_encoding, const char *coding);
+/* Whether If-None-Match (NULL: none) names etag ("\"3f-1a2b\""), or is "*". */
+int http_etag_match(const char *if_none_match, const char *etag);
 
 /* Whether the media type of content_type (before any ';') is type, case-insensitively. */
 int http_media_is(const char *content_type, const char *type);

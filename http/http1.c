@@ -305,6 +305,7 @@ static const struct {
     {100, "Continue"},
     {200, "OK"},
     {204, "No Content"},
+    {304, "Not Modified"},
     {400, "Bad Request"},
     {401, "Unauthorized"},
     {404, "Not Found"},

@@ -1,8 +1,10 @@
 /* Proactive content negotiation (RFC 9110 section 12.5.1): which of the two answers an image
  * endpoint can give, the image itself or the JSON object with the image in base64, the request's
  * Accept header prefers. The job asks once it knows the result's format (the `format`
- * parameter's, or the upload's), and answers 406 when neither is acceptable. A function over
- * strings, with no allocation, so the unit test needs no server. */
+ * parameter's, or the upload's), and answers 406 when neither is acceptable. Also the coding
+ * that Accept-Encoding allows, and If-None-Match's entity tags, for the answers that are the same
+ * for every request (api/cache.c). Functions over strings, with no allocation, so the unit test
+ * needs no server. */
 #include "http.h"
 
 #include <ctype.h>
@@ -99,4 +101,40 @@ int http_media_is(const char *content_type, const char *type) {
   size_t n = strlen(type);
   if (!content_type || strncasecmp(content_type, type, n) != 0) return 0;
   return content_type[n] == 0 || content_type[n] == ';' || content_type[n] == ' ';
+}
+
+/* Accept-Encoding (RFC 9110 section 12.5.3): the coding by name ("gzip") weighs by its q-value,
+ * else "*" does; a coding neither names is not acceptable. A missing header asks for nothing. */
+int http_coding_q(const char *accept_encoding, const char *coding) {
+  int q = 0, any = 0, named = 0;
+  for (const char *s = accept_encoding ? accept_encoding : ""; *s;) {
+    size_t len = strcspn(s, ","), cl = strcspn(s, ";");
+    if (cl > len) cl = len;
+    size_t n = cl;
+    const char *c = trim(s, &n);
+    int eq = element_q(s + cl, len - cl);
+    if (eq >= 0 && n == strlen(coding) && strncasecmp(c, coding, n) == 0)
+      named = 1, q = eq;
+    else if (eq >= 0 && n == 1 && *c == '*' && !named)
+      any = 1, q = eq;
+    s += len + (s[len] == ',');
+  }
+  return named || any ? q : 0;
+}
+
+/* If-None-Match (RFC 9110 section 13.1.2): "*", or a list of entity tags compared weakly (W/
+ * ignored on both sides). */
+int http_etag_match(const char *if_none_match, const char *etag) {
+  if (!if_none_match) return 0;
+  if (etag[0] == 'W' && etag[1] == '/') etag += 2;
+  size_t el = strlen(etag);
+  for (const char *s = if_none_match; *s;) {
+    size_t len = strcspn(s, ","), n = len;
+    const char *t = trim(s, &n);
+    if (n == 1 && *t == '*') return 1;
+    if (n >= 2 && t[0] == 'W' && t[1] == '/') t += 2, n -= 2;
+    if (n == el && memcmp(t, etag, n) == 0) return 1;
+    s += len + (s[len] == ',');
+  }
+  return 0;
 }

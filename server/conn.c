@@ -104,6 +104,8 @@ static void begin(struct srv *s, struct conn *c, struct request *r) {
                                 .uri = r->h.target ? r->h.target : "-",
                                 .content_type = header(r, "Content-Type"),
                                 .accept = header(r, "Accept"),
+                                .accept_encoding = header(r, "Accept-Encoding"),
+                                .if_none_match = header(r, "If-None-Match"),
                                 .deadline = r->deadline,
                                 .client_gone = client_gone,
                                 .authorization = header(r, "Authorization"),
@@ -196,7 +198,8 @@ static void answer(struct conn *c, struct api_response *resp, int close) {
   if (!resp || resp->content_type)
     n += snprintf(out + n, cap - (size_t)n, "Content-Type: %s\r\n",
                   resp ? resp->content_type : "application/json");
-  if (status != 204) n += snprintf(out + n, cap - (size_t)n, "Content-Length: %zu\r\n", len);
+  if (status != 204 && status != 304)
+    n += snprintf(out + n, cap - (size_t)n, "Content-Length: %zu\r\n", len);
   if (r) n += snprintf(out + n, cap - (size_t)n, "X-Request-Id: %s\r\n", r->id);
   for (int i = 0; resp && i < resp->nheaders; i++)
     n += snprintf(out + n, cap - (size_t)n, "%s: %s\r\n", resp->headers[i].name,

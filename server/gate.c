@@ -212,8 +212,8 @@ static void wait_refuse(struct gate *g, int i) {
 /* A connection over a limit, or any new one while the server drains: it waits in a ring of
  * WAIT_MAX for its request line, which the gate peeks at without reading it (wait_ready), so that a
  * probe (a liveness check while draining) is still answered; without a way to tell a probe (no
- * is_probe) it is refused at once. A connection that sends nothing for WAIT_MS, or the oldest waiting
- * one when the ring is full, is refused. */
+ * is_probe) it is refused at once. A connection that sends nothing for WAIT_MS, or the oldest
+ * waiting one when the ring is full, is refused. */
 static void wait_add(struct gate *g, int fd, const struct sockaddr_storage *ss, socklen_t len,
                      enum gate_refusal why) {
   if (!g->cfg.is_probe) {

@@ -50,7 +50,7 @@ int gate_start(struct gate *g, char *err, size_t errlen);
 int gate_port(const struct gate *g);
 /* A connection that pass took has closed (any thread); reserve: it was passed on as over. */
 void gate_release(struct gate *g, const struct sockaddr *sa, int reserve);
-/* From now on every new connection gets the GATE_DRAINING answer, but a probe (over the reserve). */
+/* From now on every new connection gets the GATE_DRAINING answer, but a probe. */
 void gate_drain(struct gate *g);
 /* Stops the thread: no connection is accepted or passed on any more, while gate_release stays
  * safe for the connections pass took (stop the server that holds them before gate_free). */

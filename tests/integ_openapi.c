@@ -8,7 +8,9 @@
  * promises; the request media types it lists (the form, the raw image, a JSON body) must be taken,
  * and others refused with 415; the image types of the 200 are exactly those the format parameter
  * answers (image/webp among them). Also checks the demo page's files: media types, the
- * Content-Security-Policy, no other origin. */
+ * Content-Security-Policy, no other origin. The answers that stay the same until a restart (the
+ * page's files, /methods, this document) carry an ETag, answer 304 to If-None-Match, and are
+ * gzipped when Accept-Encoding allows. */
 #include "harness.h"
 #include "test.h"
 
@@ -16,6 +18,7 @@
 
 #include <ctype.h>
 #include <jansson.h>
+#include <libdeflate.h>
 #include <signal.h>
 #include <strings.h>
 
@@ -574,6 +577,72 @@ static void test_security_follows_key(void) {
   ASSERT_INT(server_stop(&keyed, SIGTERM), ==, 0);
 }
 
+/* GET path with the request headers h (NULL-terminated), expecting status. */
+static void get_h(const char *path, const char *const *h, long status, struct http_resp *r) {
+  ASSERT(http_request_h(&srv, "GET", path, h, NULL, 0, r) == 0);
+  if (r->status != status) TEST_FAIL("GET %s: %ld, not %ld", path, r->status, status);
+}
+
+/* Each answer that stays the same has a strong ETag, Vary: Accept-Encoding and no-cache; gzip,
+ * when asked, inflates to the same bytes under an ETag of its own; If-None-Match with either ETag
+ * (weak or strong, alone or in a list, or "*") gets 304 with no body; another ETag gets 200. */
+static void test_etag_and_gzip(void) {
+  static const char *const paths[] = {"/openapi.json", "/methods", "/", "/demo.js", "/demo.css"};
+  for (int i = 0; i < 5; i++) {
+    const char *p = paths[i];
+    struct http_resp plain, gz, r;
+    char tag[64], gztag[64], buf[256], inm[200];
+    get_h(p, NULL, 200, &plain);
+    ASSERT(http_header(&plain, "ETag", tag, sizeof(tag)) && tag[0] == '"');
+    ASSERT_STR(http_header(&plain, "Vary", buf, sizeof(buf)), "Accept-Encoding");
+    ASSERT_STR(http_header(&plain, "Cache-Control", buf, sizeof(buf)), "no-cache");
+    ASSERT(!http_header(&plain, "Content-Encoding", buf, sizeof(buf)));
+    const char *ae[] = {"Accept-Encoding: br;q=1, gzip;q=0.5", NULL};
+    get_h(p, ae, 200, &gz);
+    ASSERT_STR(http_header(&gz, "Content-Encoding", buf, sizeof(buf)), "gzip");
+    ASSERT(http_header(&gz, "ETag", gztag, sizeof(gztag)) && strcmp(gztag, tag) != 0);
+    ASSERT_INT(gz.len, <, plain.len);
+    uint8_t *out = malloc(plain.len);
+    size_t n = 0;
+    struct libdeflate_decompressor *d = libdeflate_alloc_decompressor();
+    ASSERT_INT(libdeflate_gzip_decompress(d, gz.body, gz.len, out, plain.len, &n), ==,
+               LIBDEFLATE_SUCCESS);
+    libdeflate_free_decompressor(d);
+    ASSERT_INT(n, ==, plain.len);
+    ASSERT(memcmp(out, plain.body, n) == 0);
+    free(out);
+    const char *no_gzip[] = {"Accept-Encoding: gzip;q=0, *", NULL};
+    get_h(p, no_gzip, 200, &r);
+    ASSERT(!http_header(&r, "Content-Encoding", buf, sizeof(buf)));
+    ASSERT_INT(r.len, ==, plain.len);
+    http_resp_free(&r);
+    snprintf(inm, sizeof(inm), "If-None-Match: %s", tag);
+    const char *same[] = {inm, NULL};
+    get_h(p, same, 304, &r);
+    ASSERT_INT(r.len, ==, 0);
+    ASSERT(!http_header(&r, "Content-Length", buf, sizeof(buf)));
+    ASSERT(!http_header(&r, "Content-Type", buf, sizeof(buf)));
+    ASSERT_STR(http_header(&r, "ETag", buf, sizeof(buf)), tag);
+    http_resp_free(&r);
+    snprintf(inm, sizeof(inm), "If-None-Match: \"x\", W/%s", gztag);
+    const char *weak_gz[] = {inm, "Accept-Encoding: gzip", NULL};
+    get_h(p, weak_gz, 304, &r);
+    http_resp_free(&r);
+    const char *star[] = {"If-None-Match: *", NULL}, *other[] = {"If-None-Match: \"x\"", NULL};
+    get_h(p, star, 304, &r);
+    http_resp_free(&r);
+    get_h(p, other, 200, &r);
+    ASSERT_INT(r.len, ==, plain.len);
+    http_resp_free(&r);
+    snprintf(inm, sizeof(inm), "If-None-Match: %s", gztag); /* the gzip tag, identity asked */
+    const char *mismatch[] = {inm, NULL};
+    get_h(p, mismatch, 200, &r);
+    http_resp_free(&r);
+    http_resp_free(&gz);
+    http_resp_free(&plain);
+  }
+}
+
 int main(void) {
   img = fixture("red_square.png", &img_len);
   server_start(&srv, NULL);
@@ -584,6 +653,7 @@ int main(void) {
   RUN(test_params);
   RUN(test_get_routes_and_page);
   RUN(test_security_follows_key);
+  RUN(test_etag_and_gzip);
   json_decref(doc);
   ASSERT_INT(server_stop(&srv, SIGTERM), ==, 0);
   free(img);

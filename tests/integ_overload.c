@@ -221,8 +221,9 @@ static void await_metric(const struct server *s, const char *series, long want) 
 
 /* SIGTERM at capacity (one worker, a queue of 4, 6 requests): the admitted ones finish with 200,
  * the one over the queue had its 503 queue_full, a new connection gets 503 shutting_down with
- * Retry-After unless it asks for /healthz (200: alive while draining), and the server exits 0 once the admitted ones are answered. The first request runs
- * before the other five are sent, so a slow machine cannot finish it before they all arrive. */
+ * Retry-After unless it asks for /healthz (200: alive while draining), and the server exits 0 once
+ * the admitted ones are answered. The first request runs before the other five are sent, so a slow
+ * machine cannot finish it before they all arrive. */
 static void test_drain_at_capacity(void) {
   struct server s;
   const char *args[] = {"--workers", "1", "--queue", "4", "--drain-timeout", "300", NULL};

@@ -67,9 +67,37 @@ static void choices(void) {
       0);
 }
 
+/* Accept-Encoding: the coding by name, else "*", weighs; q=0 refuses; none asks for nothing. */
+static void codings(void) {
+  ASSERT_INT(http_coding_q(NULL, "gzip"), ==, 0);
+  ASSERT_INT(http_coding_q("", "gzip"), ==, 0);
+  ASSERT_INT(http_coding_q("gzip, deflate, br", "gzip"), ==, 1000);
+  ASSERT_INT(http_coding_q("br;q=1.0, GZIP ; q=0.5", "gzip"), ==, 500);
+  ASSERT_INT(http_coding_q("deflate, br", "gzip"), ==, 0);
+  ASSERT_INT(http_coding_q("*", "gzip"), ==, 1000);
+  ASSERT_INT(http_coding_q("gzip;q=0, *", "gzip"), ==, 0); /* the name wins over "*" */
+  ASSERT_INT(http_coding_q("*, gzip;q=0", "gzip"), ==, 0);
+  ASSERT_INT(http_coding_q("x-gzip", "gzip"), ==, 0);
+  ASSERT_INT(http_coding_q("gzip;q=2", "gzip"), ==, 0); /* no q-value: ignored */
+}
+
+/* If-None-Match: "*", or a list of tags compared weakly. */
+static void entity_tags(void) {
+  ASSERT_INT(http_etag_match(NULL, "\"a\""), ==, 0);
+  ASSERT_INT(http_etag_match("\"a\"", "\"a\""), ==, 1);
+  ASSERT_INT(http_etag_match("W/\"a\"", "\"a\""), ==, 1);
+  ASSERT_INT(http_etag_match(" \"b\" ,\"a\" ", "\"a\""), ==, 1);
+  ASSERT_INT(http_etag_match("*", "\"a\""), ==, 1);
+  ASSERT_INT(http_etag_match("\"a-gzip\"", "\"a\""), ==, 0);
+  ASSERT_INT(http_etag_match("\"a", "\"a\""), ==, 0);
+  ASSERT_INT(http_etag_match("", "\"a\""), ==, 0);
+}
+
 int main(void) {
   RUN(q_values);
   RUN(choices);
+  RUN(codings);
+  RUN(entity_tags);
   fprintf(stderr, "unit_negotiate: ok\n");
   return 0;
 }
