@@ -135,7 +135,12 @@ void api_observe(struct api_ctx *ctx, const struct api_request *req, const struc
     req->trace->admitted = 0;
     metrics_in_flight(ctx->metrics, -1);
   }
-  metrics_count(ctx->metrics, t->endpoint, t->algorithm, o->status);
+  /* an answer before api_admit (a 417, a 431) still counts under its path's route */
+  const struct route *r = t->endpoint ? NULL : route_find(req->uri);
+  const char *route = t->endpoint ? t->endpoint : r ? r->path : NULL;
+  metrics_count(ctx->metrics, route, t->algorithm, o->status);
+  if (req->t_start > 0)
+    metrics_duration(ctx->metrics, route, req->method, o->status, api_now_ms() - req->t_start);
   for (int i = 0; i < t->nstages; i++) metrics_stage(ctx->metrics, t->stage[i], t->stage_ms[i]);
   if (ctx->log_fd >= 0) write_line(ctx->log_fd, req, t, o);
 }

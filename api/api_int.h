@@ -147,6 +147,10 @@ struct metrics *metrics_new(void);
 void metrics_free(struct metrics *m);
 /* Counts one answered request; endpoint and algorithm are static strings or NULL. */
 void metrics_count(struct metrics *m, const char *endpoint, const char *algorithm, int status);
+/* Records the time (ms) one request took to be answered; route is a static string or NULL
+ * ("other"), method the request's (any other than GET, HEAD, POST, OPTIONS counts as "other"). */
+void metrics_duration(struct metrics *m, const char *route, const char *method, int status,
+                      double ms);
 /* Records one stage time (ms) of a job; stage is a static string. */
 void metrics_stage(struct metrics *m, const char *stage, double ms);
 /* Requests admitted and not yet answered: delta +1 or -1. */

@@ -1,7 +1,8 @@
 /* Metrics: the counters, histograms and gauges behind GET /metrics, in the Prometheus text
  * exposition format 0.0.4, with Prometheus's own label names (`code` for the HTTP status, `route`
  * for the path pattern) and the standard process_* metrics. Answered requests are counted by
- * (route, algorithm, code) and job stage times land in one histogram per stage name; the names
+ * (route, algorithm, code), their durations in one histogram per (route, HTTP method, code), and
+ * job stage times in one histogram per stage name; the names
  * come from the route table and the jobs (api_trace), so a new endpoint, algorithm or stage gets
  * its series without a line of code here. Gauges and the process_* metrics are read when /metrics
  * is rendered. */
@@ -22,6 +23,7 @@
 #define SERIES      1024 /* distinct (route, algorithm, code) */
 #define STAGES      24   /* distinct stage names */
 #define MAX_DEVICES 16   /* GPUs listed */
+#define DURATIONS   256  /* distinct (route, HTTP method, code) with a duration histogram */
 
 /* Upper bounds of the stage histograms' buckets, in seconds (+Inf follows). */
 static const double bucket_le[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
@@ -41,6 +43,8 @@ struct metrics {
   uint64_t count[SERIES];    /* requests of the series in key (atomic) */
   const char *stage[STAGES]; /* stage names, interned (atomic) */
   struct histogram hist[STAGES];
+  uint32_t dur_key[DURATIONS]; /* (route+1) << 16 | method << 10 | code; 0: free (atomic) */
+  struct histogram dur[DURATIONS];
   uint64_t dropped;            /* observations that found no free slot (atomic) */
   uint64_t refused[ERR_COUNT]; /* connections refused unread, by answer (atomic) */
   int in_flight;               /* admitted requests not yet answered (atomic) */
@@ -66,17 +70,23 @@ static int intern(const char **slot, int n, const char *name) {
   return -1;
 }
 
-/* The counter of series key, claiming a slot for it (open addressing); NULL when full. */
-static uint64_t *series(struct metrics *m, uint32_t key) {
-  uint32_t h = (key * 2654435761u) % SERIES;
-  for (uint32_t i = 0; i < SERIES; i++) {
-    uint32_t s = (h + i) % SERIES, cur = __atomic_load_n(&m->key[s], __ATOMIC_ACQUIRE);
+/* The slot of key in keys[0..n), claiming a free one for it (open addressing); -1 when full. */
+static int slot(uint32_t *keys, uint32_t n, uint32_t key) {
+  uint32_t h = (key * 2654435761u) % n;
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t s = (h + i) % n, cur = __atomic_load_n(&keys[s], __ATOMIC_ACQUIRE);
     if (cur == 0 &&
-        __atomic_compare_exchange_n(&m->key[s], &cur, key, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-      return &m->count[s];
-    if (cur == key) return &m->count[s];
+        __atomic_compare_exchange_n(&keys[s], &cur, key, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+      return (int)s;
+    if (cur == key) return (int)s;
   }
-  return NULL;
+  return -1;
+}
+
+/* The counter of series key; NULL when the table is full. */
+static uint64_t *series(struct metrics *m, uint32_t key) {
+  int s = slot(m->key, SERIES, key);
+  return s < 0 ? NULL : &m->count[s];
 }
 
 void metrics_count(struct metrics *m, const char *endpoint, const char *algorithm, int status) {
@@ -89,16 +99,36 @@ void metrics_count(struct metrics *m, const char *endpoint, const char *algorith
   __atomic_add_fetch(c ? c : &m->dropped, 1, __ATOMIC_RELAXED);
 }
 
-void metrics_stage(struct metrics *m, const char *stage, double ms) {
-  int s = intern(m->stage, STAGES, stage);
-  if (s < 0 || !(ms >= 0)) {
+/* Adds ms to h; h NULL (no slot) or a time that is no number counts as dropped. */
+static void observe(struct metrics *m, struct histogram *h, double ms) {
+  if (!h || !(ms >= 0)) {
     __atomic_add_fetch(&m->dropped, 1, __ATOMIC_RELAXED);
     return;
   }
   size_t b = 0;
   while (b < NBUCKETS - 1 && ms / 1e3 > bucket_le[b]) b++;
-  __atomic_add_fetch(&m->hist[s].bucket[b], 1, __ATOMIC_RELAXED);
-  __atomic_add_fetch(&m->hist[s].sum_ns, (uint64_t)(ms * 1e6 + 0.5), __ATOMIC_RELAXED);
+  __atomic_add_fetch(&h->bucket[b], 1, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&h->sum_ns, (uint64_t)(ms * 1e6 + 0.5), __ATOMIC_RELAXED);
+}
+
+void metrics_stage(struct metrics *m, const char *stage, double ms) {
+  int s = intern(m->stage, STAGES, stage);
+  observe(m, s < 0 ? NULL : &m->hist[s], ms);
+}
+
+/* The HTTP methods a duration is labelled with; any other is "other". */
+static const char *const http_methods[] = {"other", "GET", "HEAD", "POST", "OPTIONS"};
+#define NMETHODS (int)(sizeof(http_methods) / sizeof(http_methods[0]))
+
+void metrics_duration(struct metrics *m, const char *route, const char *method, int status,
+                      double ms) {
+  int r = intern(m->label, LABELS, route ? route : "other"), k = NMETHODS - 1;
+  while (k > 0 && strcmp(method, http_methods[k]) != 0) k--;
+  int s = r < 0 || status < 0 || status > 999
+              ? -1
+              : slot(m->dur_key, DURATIONS,
+                     (uint32_t)(r + 1) << 16 | (uint32_t)k << 10 | (uint32_t)status);
+  observe(m, s < 0 ? NULL : &m->dur[s], ms);
 }
 
 void metrics_refused(struct metrics *m, enum err e) {
@@ -169,24 +199,20 @@ static void render_requests(struct text *t, struct metrics *m) {
   }
 }
 
-/* One histogram; the count is the sum of the buckets, so +Inf always equals _count. */
-static void render_histogram(struct text *t, const char *stage, const struct histogram *h) {
+/* One histogram of family name, its series labelled labels (`stage="decode"`, escaped); the
+ * count is the sum of the buckets, so +Inf always equals _count. */
+static void render_histogram(struct text *t, const char *name, const char *labels,
+                             const struct histogram *h) {
   uint64_t cum = 0;
   for (size_t b = 0; b < NBUCKETS; b++) {
     cum += __atomic_load_n(&h->bucket[b], __ATOMIC_RELAXED);
-    put(t, "blurd_stage_seconds_bucket{stage=\"");
-    put_label(t, stage);
     if (b < NBUCKETS - 1)
-      put(t, "\",le=\"%g\"} %llu\n", bucket_le[b], (unsigned long long)cum);
+      put(t, "%s_bucket{%s,le=\"%g\"} %llu\n", name, labels, bucket_le[b], (unsigned long long)cum);
     else
-      put(t, "\",le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+      put(t, "%s_bucket{%s,le=\"+Inf\"} %llu\n", name, labels, (unsigned long long)cum);
   }
-  put(t, "blurd_stage_seconds_sum{stage=\"");
-  put_label(t, stage);
-  put(t, "\"} %.9f\n", __atomic_load_n(&h->sum_ns, __ATOMIC_RELAXED) / 1e9);
-  put(t, "blurd_stage_seconds_count{stage=\"");
-  put_label(t, stage);
-  put(t, "\"} %llu\n", (unsigned long long)cum);
+  put(t, "%s_sum{%s} %.9f\n", name, labels, __atomic_load_n(&h->sum_ns, __ATOMIC_RELAXED) / 1e9);
+  put(t, "%s_count{%s} %llu\n", name, labels, (unsigned long long)cum);
 }
 
 static void render_stages(struct text *t, struct metrics *m) {
@@ -194,7 +220,29 @@ static void render_stages(struct text *t, struct metrics *m) {
              "Time image jobs spent in each stage (the names of Server-Timing).");
   for (int s = 0; s < STAGES; s++) {
     const char *name = __atomic_load_n(&m->stage[s], __ATOMIC_ACQUIRE);
-    if (name) render_histogram(t, name, &m->hist[s]);
+    struct text l = {0};
+    put(&l, "stage=\"");
+    if (name) put_label(&l, name);
+    put(&l, "\"");
+    if (name && !l.oom) render_histogram(t, "blurd_stage_seconds", l.p, &m->hist[s]);
+    free(l.p);
+  }
+}
+
+static void render_durations(struct text *t, struct metrics *m) {
+  put_family(t, "blurd_request_duration_seconds", "histogram",
+             "Time from a request's first byte to its answer, by route (the path, or other), "
+             "method (the HTTP method: GET, HEAD, POST, OPTIONS or other) and code (the HTTP "
+             "status).");
+  for (int s = 0; s < DURATIONS; s++) {
+    uint32_t key = __atomic_load_n(&m->dur_key[s], __ATOMIC_ACQUIRE);
+    if (!key) continue;
+    struct text l = {0};
+    put(&l, "route=\"");
+    put_label(&l, __atomic_load_n(&m->label[(key >> 16) - 1], __ATOMIC_ACQUIRE));
+    put(&l, "\",method=\"%s\",code=\"%u\"", http_methods[(key >> 10) & 63], key & 1023);
+    if (!l.oom) render_histogram(t, "blurd_request_duration_seconds", l.p, &m->dur[s]);
+    free(l.p);
   }
 }
 
@@ -359,6 +407,7 @@ struct api_response *metrics_response(struct api_ctx *ctx) {
   t.oom = !t.p;
   render_requests(&t, ctx->metrics);
   render_stages(&t, ctx->metrics);
+  render_durations(&t, ctx->metrics);
   render_gauges(&t, ctx);
   render_gpu(&t, ctx);
   render_codecs(&t, ctx);

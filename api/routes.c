@@ -29,9 +29,11 @@ static const struct route fixed[] = {
      "GPU failure; the backend, workers and queue.", NULL, "application/json",
      ROUTE_UNREADY | ROUTE_OPEN | ROUTE_PROBE, handler_readyz, NULL},
     {"/methods", "GET", "Every method with its description, accuracy, parameters and backends, "
-     "and the configured limits.", NULL, "application/json", ROUTE_OPEN | ROUTE_CACHE, handler_methods, NULL},
-    {"/metrics", "GET", "Prometheus metrics: requests by endpoint, method and status, stage "
-     "latency histograms, queue, in-flight and GPU memory gauges, backend info.", NULL,
+     "and the configured limits.", NULL, "application/json", ROUTE_OPEN | ROUTE_CACHE,
+     handler_methods, NULL},
+    {"/metrics", "GET", "Prometheus metrics: requests by route, algorithm and status, their "
+     "durations by route, HTTP method and status, stage latency histograms, queue, in-flight and "
+     "GPU memory gauges, backend info.", NULL,
      "text/plain; version=0.0.4; charset=utf-8", ROUTE_OPEN | ROUTE_PROBE, handler_metrics, NULL},
     {"/openapi.json", "GET", "This OpenAPI 3.1 description, generated from the route and "
      "parameter tables.", NULL, "application/json", ROUTE_OPEN | ROUTE_CACHE, openapi_answer, NULL},

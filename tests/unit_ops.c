@@ -184,6 +184,24 @@ static void test_metrics(void) {
   ASSERT(has_line(ctx, "blurd_in_flight 0"));
   ASSERT(has_line(ctx, "blurd_queue_capacity 1"));
   ASSERT(has_line(ctx, "blurd_backend_info{backend=\"cpu\"} 1"));
+  /* durations by route, HTTP method and code; an answer before routing counts under its path */
+  struct api_trace t = {0};
+  struct api_request brew = {
+      .method = "BREW", .uri = "/blur?x", .t_start = api_now_ms() - 3.0, .trace = &t};
+  api_observe(ctx, &brew, &(struct api_outcome){417, 0, 0});
+  ASSERT(has_line(ctx, "blurd_requests_total{route=\"/blur\",algorithm=\"none\",code=\"417\"} 1"));
+  ASSERT(has_line(ctx, "blurd_request_duration_seconds_bucket{route=\"/blur\",method=\"other\","
+                       "code=\"417\",le=\"0.0025\"} 0"));
+  ASSERT(has_line(ctx, "blurd_request_duration_seconds_count{route=\"/blur\",method=\"other\","
+                       "code=\"417\"} 1"));
+  metrics_duration(ctx->metrics, "/blur", "POST", 200, 0.7);
+  metrics_duration(ctx->metrics, "/blur", "POST", 200, 30e3);
+  ASSERT(has_line(ctx, "blurd_request_duration_seconds_bucket{route=\"/blur\",method=\"POST\","
+                       "code=\"200\",le=\"0.001\"} 1"));
+  ASSERT(has_line(ctx, "blurd_request_duration_seconds_bucket{route=\"/blur\",method=\"POST\","
+                       "code=\"200\",le=\"60\"} 2"));
+  ASSERT(has_line(ctx, "blurd_request_duration_seconds_sum{route=\"/blur\",method=\"POST\","
+                       "code=\"200\"} 30.000700000"));
   metrics_count(ctx->metrics, "/a\"b\\c", "x\ny", 200); /* escaped as the format wants */
   ASSERT(has_line(ctx, "blurd_requests_total{route=\"/a\\\"b\\\\c\",algorithm=\"x\\ny\","
                        "code=\"200\"} 1"));
