@@ -90,7 +90,8 @@ static json_t *json_body(const struct image_job *j, const struct codec_image *im
   int n = stages(t, names, ms, desc);
   char *b64 = base64_encode(data, len);
   json_t *timing = json_object(), *codecs = json_object();
-  for (int i = 0; timing && i < n; i++) json_object_set_new(timing, names[i], json_real(ms[i]));
+  for (int i = 0; timing && i < n; i++) /* to the microsecond, as in Server-Timing */
+    json_object_set_new(timing, names[i], json_real(round(ms[i] * 1e3) / 1e3));
   for (int i = 0; codecs && i < n; i++)
     if (desc[i]) json_object_set_new(codecs, names[i], json_string(desc[i]));
   json_t *o = b64 ? json_pack("{s:i, s:i, s:i, s:i, s:s, s:o, s:s, s:s}", "width", img->width,

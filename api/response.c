@@ -24,7 +24,9 @@ struct api_response *response_empty(int status) {
 
 struct api_response *response_json(int status, json_t *body) {
   struct api_response *r = calloc(1, sizeof(*r));
-  char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+  /* 15 significant digits: every double prints as the decimal it was made from (73.3, not
+   * 17 digits' 73.299999999999997), and the scales, powers of two, exactly */
+  char *text = body ? json_dumps(body, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
   json_decref(body);
   if (!r || !text) {
     free(r);
