@@ -9,6 +9,8 @@
  * checks the document against the server. */
 #include "api_int.h"
 
+#include "../base/version.h"
+
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -496,8 +498,9 @@ json_t *openapi_document(const struct route *routes, int nroutes, int keyed) {
                               "Bearer", "type", "http", "scheme", "bearer", "description",
                               "The same key, as Authorization: Bearer KEY.");
   return json_pack(
-      "{s:s, s:{s:s, s:s, s:s}, s:[{s:s, s:s}], s:o, s:{s:{s:o, s:o}, s:o, s:o}}", "openapi",
-      "3.1.0", "info", "title", "blurd", "version", API_DOC_VERSION, "description",
+      "{s:s, s:{s:s, s:s, s:{s:s, s:s}, s:s}, s:[{s:s, s:s}], s:o, s:{s:{s:o, s:o}, s:o, s:o}}",
+      "openapi", "3.1.0", "info", "title", "blurd", "version", API_DOC_VERSION, "license", "name",
+      BLURD_LICENSE_NAME, "identifier", BLURD_LICENSE_SPDX, "description",
       "Gaussian blur (and more) over HTTP, on the GPU or the CPU. Parameters come in the query "
       "string or, in multipart uploads, in the JSON field params, or in a JSON body beside the "
       "image in base64. A path not listed here answers 404 not_found, and a listed path asked "
