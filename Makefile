@@ -7,6 +7,7 @@
 #   make fmt / make fmt-check      clang-format the sources / check that they are formatted
 #   make test-web                  the demo page in headless Chromium (scripts/install-deps.sh --web)
 #   make check-deploy              lint the Dockerfile, check it and deploy/ against build/blurd
+#   make image-test                build the CPU image with podman, run it, compare with build/blurd
 #   make check-metrics             promtool against a live /metrics (install-deps.sh --ci)
 #   make check-openapi             @redocly/cli lint against a live /openapi.json
 #   make check-readme              run the README's examples against build/blurd on port 8080
@@ -204,6 +205,12 @@ check-docs: $(BUILD)/tests/unit_docs
 check-deploy: $(BUILD)/blurd
 	npm ci --prefix tests/deploy --no-audit --no-fund
 	PATH="$$PWD/tests/deploy/node_modules/.bin:$$PATH" python3 tests/deploy_check.py --blurd $(BUILD)/blurd
+
+# The image's CPU flavour built with podman on a debootstrapped Debian 12 and run read-only as
+# uid 10001: health check, a blur equal to build/blurd's bytes, stop (scripts/image-test.sh).
+.PHONY: image-test
+image-test: $(BUILD)/blurd
+	BLURD_BIN=$(BUILD)/blurd bash scripts/image-test.sh
 
 # The live /openapi.json linted with @redocly/cli's recommended rules: no error allowed. The
 # version is pinned in tests/openapi/ (the last whose engines take Debian 12's Node.js 18, npm 9).
