@@ -113,8 +113,10 @@ $(BUILD)/tests/integ_%: $(BUILD)/tests/integ_%.o $(BUILD)/tests/harness.o $(LIB_
 
 # Debian's python3, where the tests' packages (python3-h11) are installed
 PYTHON ?= $(firstword $(wildcard /usr/bin/python3) python3)
-# tests/run.sh runs the programs and prints one summary line, "N passed, N failed"
-RUN_TESTS = $(if $(SAN),BLURD_SAN=1) BLURD_BIN=$(BUILD)/blurd PYTHON=$(PYTHON) sh tests/run.sh
+# tests/run.sh runs the programs: a line for each (their output in $(BUILD)/test-logs/, printed
+# when one fails; TEST_VERBOSE=1 prints it all), then one summary line, "N passed, N failed"
+RUN_TESTS = $(if $(SAN),BLURD_SAN=1) BLURD_BIN=$(BUILD)/blurd PYTHON=$(PYTHON) \
+  TEST_LOGS=$(BUILD)/test-logs sh tests/run.sh
 PY_TESTS := tests/http_strict.py
 
 test: all
