@@ -51,6 +51,21 @@ esac
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
+# apt's own output (about a thousand lines on a fresh machine) goes to a log, printed on failure
+log=$(mktemp /tmp/install-deps.XXXXXX.log)
+step() { # step WHAT COMMAND...: one line, then the command with its output in the log
+  what=$1
+  shift
+  echo "install-deps: $what"
+  "$@" >>"$log" 2>&1 || {
+    echo "install-deps: $what failed; the last 40 lines of $log:" >&2
+    tail -n 40 "$log" >&2
+    exit 1
+  }
+}
+step "apt-get update" $sudo apt-get update -q
 # shellcheck disable=SC2086
-$sudo apt-get install -y -qq --no-install-recommends $pkgs
+set -- $pkgs
+step "installing $# packages and what they need" \
+  $sudo apt-get install -y -q --no-install-recommends "$@"
+echo "install-deps: done (apt's output: $log)"
