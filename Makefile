@@ -224,11 +224,11 @@ check-openapi: $(BUILD)/blurd
 	tests/openapi/node_modules/.bin/redocly lint --extends recommended --format stylish \
 	  $(BUILD)/openapi.json
 
-# Every README example as written, from the repository's root, against build/blurd on port 8080,
+# Every README example as written, from the repository's root, against build/blurd on a free port,
 # and docs/operations.md's command-line example (scripts/check-readme.py).
 .PHONY: check-readme
 check-readme: $(BUILD)/blurd
-	BLURD_BIN=$(BUILD)/blurd BLURD_PORT=8080 sh scripts/with-server.sh python3 scripts/check-readme.py
+	BLURD_BIN=$(BUILD)/blurd sh scripts/with-server.sh python3 scripts/check-readme.py
 
 # promtool (Debian's prometheus package) lints a live /metrics, after requests that create series
 # of each kind, and the standard names are there (scripts/check-metrics.sh).

@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
-"""Runs the README's examples as written, from the repository's root, against a live blurd on
-port 8080 (make check-readme starts it with scripts/with-server.sh), and the command-line example
-of docs/operations.md. Every `curl` and `./build/blurd` command in README.md's code blocks (a
-`printf ... |` line joined to the line after it) must exit 0; an answer written with `-o FILE`
-must be an image of FILE's type, one printed on stdout a JSON object without "error", and headers
-printed with `-D -` a 200 whose Content-Type and X-Method are those the README shows, with every
-header it shows. The operations.md example must give, line by line, the file, output, status,
-method and backend it shows. Files the commands write are removed afterwards. The setup commands
-(install-deps.sh, make, the server itself, docker) are not run here: .ci/run and the chroot run
-them. Exits 1 with the failing command and why."""
+"""Runs the README's examples as written, from the repository's root, against a live blurd
+(make check-readme starts one on a free port with scripts/with-server.sh, which sets BLURD_URL:
+the examples' http://localhost:8080 becomes that URL, so a server already on 8080, such as the
+README's own, does not get in the way), and the command-line example of docs/operations.md.
+Every `curl` and `./build/blurd` command in README.md's code blocks (a `printf ... |` line
+joined to the line after it) must exit 0 and write nothing into the repository; an answer
+written with `-o FILE` must be an image of FILE's type, one printed on stdout a JSON object
+without "error", and headers printed with `-D -` a 200 whose Content-Type and X-Method are those
+the README shows (in the block after the command), with every header it shows. The operations.md
+example must give, line by line, the file, output, status, method and backend it shows. Files
+the commands write are removed afterwards. The setup commands (install-deps.sh, make, the server
+itself, docker) are not run here: .ci/run and the chroot run them. Exits 1 with the failing
+command and why."""
 import json
 import os
 import re
@@ -17,6 +20,7 @@ import subprocess
 import sys
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+URL = os.environ.get("BLURD_URL", "http://localhost:8080")
 MAGIC = {".png": b"\x89PNG", ".jpg": b"\xff\xd8\xff", ".jpeg": b"\xff\xd8\xff", ".webp": b"RIFF"}
 failures = []
 
@@ -49,12 +53,14 @@ def readme_commands(text):
 
 
 def shown_headers(text, cmd):
-    """The header lines the README shows under the '$ cmd' line, up to the block's end."""
+    """The header lines the README shows after the cmd line: from the next status line up to the
+    end of its block."""
     lines = text.splitlines()
     for i, line in enumerate(lines):
-        if line == "$ " + cmd:
+        if line.strip() == cmd:
+            start = next((j for j in range(i + 1, len(lines)) if lines[j].startswith("HTTP/")), None)
             out = []
-            for nxt in lines[i + 1:]:
+            for nxt in lines[start:] if start else []:
                 if nxt.startswith("```") or not nxt.strip():
                     break
                 out.append(nxt)
@@ -63,7 +69,9 @@ def shown_headers(text, cmd):
 
 
 def run(cmd):
-    """Runs cmd with bash in the repository's root; returns (exit status, stdout, stderr)."""
+    """Runs cmd with bash in the repository's root, against URL; returns (exit status, stdout,
+    stderr)."""
+    cmd = cmd.replace("http://localhost:8080", URL)
     p = subprocess.run(["bash", "-c", cmd], cwd=ROOT, capture_output=True, timeout=300)
     return p.returncode, p.stdout, p.stderr.decode(errors="replace")
 
@@ -103,6 +111,9 @@ def check_readme():
     cmds = readme_commands(text)
     for cmd in cmds:
         before = set(os.listdir(ROOT))
+        written = [a for a in re.findall(r"(?:-o |\s)(/tmp/\S+)", cmd) if os.path.exists(a)]
+        for name in written:
+            os.remove(name)
         rc, out, err = run(cmd)
         args = shlex.split(cmd.split("|")[-1])
         if rc != 0:
@@ -120,7 +131,11 @@ def check_readme():
             except ValueError:
                 fail(cmd, f"stdout is not JSON: {out[:80]!r}")
         for name in set(os.listdir(ROOT)) - before:
+            fail(cmd, f"writes {name} into the repository")
             os.remove(os.path.join(ROOT, name))
+        for name in re.findall(r"(?:-o |\s)(/tmp/\S+)", cmd):
+            if os.path.isfile(name):
+                os.remove(name)
         print(f"  ok: {cmd[:110]}")
     return len(cmds)
 
