@@ -10,7 +10,7 @@
 #   make image-test                build the CPU image with podman, run it, compare with build/blurd
 #   make check-metrics             promtool against a live /metrics (install-deps.sh --ci)
 #   make check-openapi             @redocly/cli lint against a live /openapi.json
-#   make check-readme              run the README's examples against build/blurd on port 8080
+#   make check-readme              run the README's examples against build/blurd on a free port
 CC ?= cc
 NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
