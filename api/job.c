@@ -202,6 +202,7 @@ static void job_run(struct job *job, struct worker *w) {
     r = e == ERR_OK ? respond(j, img.img, &img.enc, img.len, &img.res, &t, engine_worker_name(w))
                     : api_error_response(e, img.msg[0] ? img.msg : NULL);
   if (!r) r = api_error_response(ERR_OUT_OF_MEMORY, NULL);
+  if (r && e == ERR_NOT_ACCEPTABLE) api_response_header(r, "Vary", "Accept"); /* as a 200 would */
   if (j->trace && img.res.method) j->trace->algorithm = img.res.method;
   note_stages(j, &t);
   engine_image_free(&img);

@@ -28,8 +28,10 @@ static void expect_type(const struct http_resp *r, long status, const char *type
 
 static void test_httpie(void) {
   struct http_resp r;
+  char v[64];
   post("/blur?sigma=2", "application/json, */*;q=0.5", &r);
   expect_type(&r, 200, "application/json");
+  ASSERT_STR(http_header(&r, "Vary", v, sizeof(v)), "Accept"); /* the JSON answer varies too */
   json_t *j = json_loads(r.body, 0, NULL);
   ASSERT(j != NULL);
   ASSERT_STR(json_string_value(json_object_get(j, "format")), "png");
@@ -61,6 +63,8 @@ static void test_not_acceptable(void) {
   http_resp_free(&r);
   post("/blur?sigma=2", "image/bmp", &r); /* a type blurd does not write */
   http_expect_error(&r, 406, "not_acceptable");
+  char v[64];
+  ASSERT_STR(http_header(&r, "Vary", v, sizeof(v)), "Accept"); /* and so does the 406 */
   http_resp_free(&r);
   post("/blur?sigma=2&format=png", "image/webp", &r); /* format= wins over Accept */
   http_expect_error(&r, 406, "not_acceptable");
