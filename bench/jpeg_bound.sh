@@ -3,7 +3,8 @@
 # codecs, --queue 1024 --max-pixels 70M --max-conns-per-ip 1024 --access-log off), ready and
 # warmed by 5 s of 1080p; then for 256x256, 1920x1080 (tests/data/photo_1080p.jpg), 4032x3024
 # (12 MP) and 6000x4000 (24 MP) JPEGs (the others made from the 1080p photograph with Pillow,
-# LANCZOS, quality 90, 4:2:0), `/blur?sigma=12` with and without the PSNR under wrk (CONNS, default
+# LANCZOS, quality 90, 4:2:0), 3 s of each size unmeasured (the workers' buffers grow to it: that
+# is a first-use cost, not the size's), then `/blur?sigma=12` with and without the PSNR under wrk (CONNS, default
 # 64, connections for SECONDS): req/s, p99, blurd's CPU ms a request, the SMs' and the JPEG
 # engines' mean utilisation (nvidia-smi dmon, through bench/lib.sh's wrk_run), and the decode
 # batches the run made (/metrics' blurd_jpeg_decode_batch_size: their mean size, the share of one
@@ -46,6 +47,8 @@ codecs=$(curl -s "http://127.0.0.1:$port/readyz" | grep -o '"jpeg_decode": *"[^"
 BLURD_LOAD_FILE=$tmp/1080p.jpg wrk_run 5 "/blur?sigma=12" >/dev/null
 rows=()
 for size in ${SIZES:-256 1080p 12mp 24mp}; do
+  # the workers' buffers grow to this size first, outside the measured runs
+  BLURD_LOAD_FILE=$tmp/$size.jpg wrk_run 3 "/blur?sigma=12" >/dev/null
   for path in "/blur?sigma=12" "/blur?sigma=12&psnr=false"; do
     read -r n0 o0 e0 i0 < <(batches "$port")
     line=$(BLURD_LOAD_FILE=$tmp/$size.jpg wrk_run "$secs" "$path")

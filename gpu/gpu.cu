@@ -28,6 +28,13 @@ int gpu_device_count(void) {
 int gpu_device_open(int dev) {
   if (cudaSetDevice(dev) != cudaSuccess) return -1;
   if (cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync) != cudaSuccess) cudaGetLastError();
+  /* The pool that grow allocates from keeps what is freed, for the next worker that grows,
+   * instead of giving it back to the driver at each synchronisation. */
+  cudaMemPool_t pool;
+  uint64_t keep = UINT64_MAX;
+  if (cudaDeviceGetDefaultMemPool(&pool, dev) != cudaSuccess ||
+      cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep) != cudaSuccess)
+    cudaGetLastError();
   return cudaFree(0) == cudaSuccess ? 0
                                     : -1; /* the context is made at the first call that needs it */
 }
@@ -112,21 +119,25 @@ const char *gpu_ctx_error(const struct gpu_ctx *ctx) {
 }
 
 /* Makes *p hold at least need bytes of device memory (growing by a quarter, so that slightly
- * larger images do not reallocate every time). */
+ * larger images do not reallocate every time). Stream-ordered, from the device's pool: the old
+ * buffer is freed after the worker's stream is done with it, and nothing waits for the other
+ * workers' streams, as cudaFree and cudaMalloc do (the first large images reached every worker
+ * at once and stalled them all). The wait on this stream at the end lets other streams (the JPEG
+ * decoder's) use the new buffer. */
 enum gpu_status grow(struct gpu_ctx *ctx, void **p, size_t *cap, size_t need) {
   if (need <= *cap) return GPU_OK;
-  CUDA_TRY(ctx, cudaStreamSynchronize(ctx->s));
-  cudaFree(*p);
+  if (*p) CUDA_TRY(ctx, cudaFreeAsync(*p, ctx->s));
   ctx->bytes -= *cap;
   *p = NULL, *cap = 0;
   size_t want = need + need / 4;
-  if (cudaMalloc(p, want) != cudaSuccess) {
+  if (cudaMallocAsync(p, want, ctx->s) != cudaSuccess) {
     cudaGetLastError();
     want = need;
-    CUDA_TRY(ctx, cudaMalloc(p, want));
+    CUDA_TRY(ctx, cudaMallocAsync(p, want, ctx->s));
   }
   *cap = want;
   ctx->bytes += want;
+  CUDA_TRY(ctx, cudaStreamSynchronize(ctx->s));
   return GPU_OK;
 }
 
