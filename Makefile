@@ -65,8 +65,10 @@ NVJPEG_H ?= $(wildcard $(CUDA_HOME)/include/nvjpeg.h)
 NVJPEG_CHECK := $(if $(and $(NVCC),$(NVJPEG_H)),$(CU_BUILD)/gpu/nvjpeg_check.o)
 $(CU_BUILD)/gpu/nvjpeg_check.o: NVCCFLAGS += -I$(dir $(NVJPEG_H))
 ifneq ($(NVCC),)
-# GPU-only programs: the GPU test suite and the benchmark (built everywhere, run on a GPU).
+# GPU-only programs: the GPU test suite and the benchmark (built everywhere, run on a GPU), and
+# where Debian's ffnvcodec headers are (libffmpeg-nvenc-dev), the HEVC check on the video decoders.
 GPU_BIN := $(BUILD)/tests/gpu_check $(BUILD)/tests/gpu_codecs $(BUILD)/bench
+GPU_BIN += $(if $(wildcard /usr/include/ffnvcodec/dynlink_loader.h),$(BUILD)/tests/gpu_nvdec)
 $(BUILD)/tests/gpu_check.o $(BUILD)/tools/bench.o: CFLAGS += -I$(CUDA_HOME)/include
 endif
 SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/%.o)
@@ -131,12 +133,14 @@ integ: all
 # On a machine with an NVIDIA GPU and nvJPEG: the GPU test suite (a sticky fault in a process of
 # its own, then every method against its CPU twin), the GPU codecs against libjpeg-turbo (quality,
 # and lossy WebP's first pass against the CPU's; then the fuzz corpus's JPEGs and damaged copies),
-# then every integration test against the GPU backend with the GPU codecs.
+# then every integration test against the GPU backend with the GPU codecs; where it was built,
+# the video decoders' HEVC pictures of tests/data's HEIC files against libde265's.
 test-gpu: all
 	$(BUILD)/tests/gpu_check --fault
 	$(BUILD)/tests/gpu_check
 	$(BUILD)/tests/gpu_codecs
 	$(BUILD)/tests/gpu_codecs --replay fuzz/corpus/jpeg/*
+	$(if $(filter %/gpu_nvdec,$(GPU_BIN)),$(BUILD)/tests/gpu_nvdec tests/data/heic*.heic)
 	@BLURD_EXPECT_BACKEND=cuda: BLURD_EXPECT_GPU_CODECS=1 BLURD_WAIT_READY=1 $(RUN_TESTS) $(INTEG_BIN)
 
 # The demo page in headless Chromium (tests/web/demo.test.mjs), and Server-Timing read by a page

@@ -1,5 +1,5 @@
-/* heif_int.h: what heif.c, heif_box.c and heif_tiles.c share; no other file includes it.
- * heif_box.c reads a HEIF file's boxes (hf_parse) and lays out an image's coded pictures
+/* heif_int.h: what heif.c, heif_box.c and heif_tiles.c share (and tests/gpu_nvdec.c reads files
+ * with). heif_box.c reads a HEIF file's boxes (hf_parse) and lays out an image's coded pictures
  * (hf_layout); heif_tiles.c decodes such a layout on threads into an image (hf_decode_tiles);
  * heif.c opens the file with libheif and chooses between that path and libheif's own decode. */
 #ifndef BLURD_HEIF_INT_H

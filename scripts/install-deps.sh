@@ -20,10 +20,12 @@ if [ "$ID" = ubuntu ] && [ "$VERSION_ID" = 24.04 ]; then
   jpeg=libjpeg-turbo8 turbojpeg=libturbojpeg png=libpng16-16t64
   clang_rt=libclang-rt-18-dev
   formats="libheif1 libde265-0 libdav1d7 libavif16 libjxl0.7 libtiff6 libgif7"
+  nvdec=""
 else # Debian 12
   jpeg=libjpeg62-turbo turbojpeg=libturbojpeg0 png=libpng16-16
   clang_rt=libclang-rt-14-dev
   formats="libheif1 libde265-0 libdav1d6 libavif15 libjxl0.7 libtiff6 libgif7"
+  nvdec="libffmpeg-nvenc-dev" # the video decoders' headers, for tests/gpu_nvdec.c
 fi
 case "${1:-}" in
 "")
@@ -32,7 +34,7 @@ case "${1:-}" in
     libdeflate-dev libspng-dev liblcms2-dev python3-pil python3-numpy libvips-tools libgs-common
     libcurl4-openssl-dev
     libheif-dev libde265-dev libdav1d-dev libavif-dev libjxl-dev libtiff-dev libgif-dev
-    libavif-bin
+    libavif-bin $nvdec
     python3-skimage python3-yaml python3-h11 gnuplot-nox wrk clang $clang_rt
     curl jq"
   ;;
