@@ -153,7 +153,7 @@ static void put(struct text *t, const char *fmt, ...) {
   va_list ap;
   for (int pass = 0; pass < 2 && !t->oom; pass++) {
     va_start(ap, fmt);
-    int n = vsnprintf(t->p + t->len, t->cap - t->len, fmt, ap);
+    int n = vsnprintf(t->p ? t->p + t->len : NULL, t->cap - t->len, fmt, ap); /* p: none yet */
     va_end(ap);
     if (n < 0) t->oom = 1;
     if (n < 0 || (size_t)n < t->cap - t->len) {

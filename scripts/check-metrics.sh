@@ -83,5 +83,5 @@ done <"$tmp/queries"
   echo "check-metrics: found only $n dashboard queries in docs/operations.md" >&2
   exit 1
 }
-echo "check-metrics: Prometheus scraped blurd: p99 of /blur $blur s, of /healthz $healthz s;" \
-  "$n dashboard queries run"
+echo "check-metrics: Prometheus scraped blurd: p99 of /blur $(printf '%.3g' "$blur") s, of" \
+  "/healthz $(printf '%.3g' "$healthz") s; $n dashboard queries run"
