@@ -25,7 +25,7 @@ curl -sf "$BLURD_URL/metrics" >"$tmp/metrics"
 promtool check metrics <"$tmp/metrics"
 for name in blurd_requests_total blurd_request_duration_seconds_bucket process_cpu_seconds_total \
   process_resident_memory_bytes process_open_fds process_start_time_seconds; do
-  grep -q "^$name[ {]" "$tmp/metrics" || {
+  grep -q "^${name}[ {]" "$tmp/metrics" || {
     echo "check-metrics: no $name" >&2
     exit 1
   }
