@@ -173,8 +173,10 @@ struct api_ctx {
   uint64_t id_count; /* request ids generated (atomic) */
   char *api_key;     /* owned copy, or NULL */
   char *cors;        /* owned copy of the allowed origins, or NULL */
-  int draining;      /* atomic */
-  int failed;        /* atomic: the GPU is lost */
+  char *openapi;     /* /openapi.json's text, made once: it changes only with the process */
+  size_t openapi_len;
+  int draining;                             /* atomic */
+  int failed;                               /* atomic: the GPU is lost */
   struct blur_params warm[ENGINE_WARM_MAX]; /* the warm-up's blurs (engine_config.warm_ops) */
 };
 
@@ -233,6 +235,9 @@ struct api_response *handler_image(ROUTE_ARGS);
  * is returned as it is. */
 struct api_response *cache_answer(const struct api_request *req, struct api_response *resp);
 
+/* /openapi.json's text for ctx (its API key decides the security it lists), malloc'd, or NULL. */
+char *api_openapi_text(const struct api_ctx *ctx);
+
 /* The route whose path is the path of uri (before any '?'), or NULL. */
 const struct route *route_find(const char *uri);
 /* Length of the path of uri (before any '?'). */
@@ -271,6 +276,11 @@ struct api_response *response_empty(int status);
 struct api_response *response_error(enum err e, const char *msg, json_t *fields);
 /* A response with a JSON body (takes a reference to body's ownership: body is decref'd). */
 struct api_response *response_json(int status, json_t *body);
+/* body as the JSON text every answer prints (compact, 15 significant digits), malloc'd, or NULL;
+ * body is decref'd. */
+char *json_text(json_t *body);
+/* A 200 of media type type with a copy of text[0..len); NULL when out of memory. */
+struct api_response *response_text(const char *type, const char *text, size_t len);
 /* Base64 (RFC 4648, padded) of data as a new NUL-terminated string, or NULL. */
 char *base64_encode(const uint8_t *data, size_t len);
 /* Decodes the image string of a JSON body, s[0..len): standard base64 (RFC 4648: A-Z, a-z, 0-9,

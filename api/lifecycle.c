@@ -38,7 +38,8 @@ static char *copy_option(const char *s, int *oom) {
   return c;
 }
 
-/* What the api keeps besides the backend: metrics, the access log, the id seed, key and CORS. */
+/* What the api keeps besides the backend: metrics, the access log, the id seed, key and CORS,
+ * and /openapi.json's text. */
 static int setup(struct api_ctx *ctx, const struct api_config *cfg, char *err, size_t errlen) {
   int oom = 0;
   ctx->log_fd = access_log_open(cfg->access_log, err, errlen);
@@ -48,7 +49,9 @@ static int setup(struct api_ctx *ctx, const struct api_config *cfg, char *err, s
   ctx->metrics = metrics_new();
   ctx->api_key = copy_option(cfg->api_key, &oom);
   ctx->cors = copy_option(cfg->cors_origins, &oom);
-  if (!ctx->metrics || oom) {
+  ctx->openapi = api_openapi_text(ctx); /* built once: 2 ms, that each request spent before */
+  ctx->openapi_len = ctx->openapi ? strlen(ctx->openapi) : 0;
+  if (!ctx->metrics || oom || !ctx->openapi) {
     snprintf(err, errlen, "out of memory");
     return -1;
   }
@@ -106,5 +109,6 @@ void api_free(struct api_ctx *ctx) {
   access_log_close(ctx->log_fd);
   free(ctx->api_key);
   free(ctx->cors);
+  free(ctx->openapi);
   free(ctx);
 }

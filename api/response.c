@@ -22,12 +22,29 @@ struct api_response *response_empty(int status) {
   return r;
 }
 
-struct api_response *response_json(int status, json_t *body) {
-  struct api_response *r = calloc(1, sizeof(*r));
+char *json_text(json_t *body) {
   /* 15 significant digits: every double prints as the decimal it was made from (73.3, not
    * 17 digits' 73.299999999999997), and the scales, powers of two, exactly */
   char *text = body ? json_dumps(body, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
   json_decref(body);
+  return text;
+}
+
+struct api_response *response_text(const char *type, const char *text, size_t len) {
+  struct api_response *r = calloc(1, sizeof(*r));
+  uint8_t *body = r ? malloc(len ? len : 1) : NULL;
+  if (!body) {
+    free(r);
+    return NULL;
+  }
+  memcpy(body, text, len);
+  *r = (struct api_response){.status = 200, .content_type = type, .body = body, .len = len};
+  return r;
+}
+
+struct api_response *response_json(int status, json_t *body) {
+  struct api_response *r = calloc(1, sizeof(*r));
+  char *text = json_text(body);
   if (!r || !text) {
     free(r);
     free(text);

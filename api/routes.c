@@ -9,10 +9,14 @@
 #include <string.h>
 
 static struct api_response *openapi_answer(ROUTE_ARGS) {
+  (void)r, (void)req, (void)query, (void)done, (void)udata;
+  return response_text("application/json", ctx->openapi, ctx->openapi_len);
+}
+
+char *api_openapi_text(const struct api_ctx *ctx) {
   int n;
   const struct route *t = route_table(&n);
-  (void)r, (void)req, (void)query, (void)done, (void)udata;
-  return response_json(200, openapi_document(t, n, ctx->api_key != NULL));
+  return json_text(openapi_document(t, n, ctx->api_key != NULL));
 }
 
 /* clang-format off */
