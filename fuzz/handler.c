@@ -5,7 +5,8 @@
  *
  *   METHOD \n URI \n CONTENT-TYPE \n ACCEPT \n body
  *
- * (an empty Content-Type or Accept line means no such header), as the server would hand it over:
+ * (an empty Content-Type or Accept line means no such header; the Accept line is also the
+ * request's Accept-Encoding and If-None-Match), as the server would hand it over:
  * the body piece by piece to api_body_chunk, then, unless refused, whole to api_handle. The context
  * is created once, with the service's limits scaled down so that a job stays fast. When api_handle
  * queues a job, the target waits for the done callback before it returns (and fails if api_handle
@@ -17,7 +18,9 @@
 #include "../api/api_int.h"
 
 #include <errno.h>
+#include <libdeflate.h>
 #include <pthread.h>
+#include <strings.h>
 #include <time.h>
 
 #define MAX_BODY   (1u << 20)
@@ -97,12 +100,49 @@ static char *next_line(const uint8_t **p, const uint8_t *end) {
   return s;
 }
 
-/* Checks resp against what api.h promises; returns its status. */
+/* resp's header name, or NULL. */
+static const char *header_of(const struct api_response *resp, const char *name) {
+  for (int i = 0; i < resp->nheaders; i++)
+    if (strcasecmp(resp->headers[i].name, name) == 0) return resp->headers[i].value;
+  return NULL;
+}
+
+/* A gzip body inflated (its size from the gzip trailer, at most 16 MiB), malloc'd. */
+static uint8_t *gunzip(const uint8_t *gz, size_t len, size_t *out_len) {
+  FUZZ_CHECK(len >= 18);
+  size_t n = (size_t)gz[len - 4] | (size_t)gz[len - 3] << 8 | (size_t)gz[len - 2] << 16 |
+             (size_t)gz[len - 1] << 24;
+  FUZZ_CHECK(n > 0 && n <= 16u << 20);
+  uint8_t *out = malloc(n);
+  struct libdeflate_decompressor *d = libdeflate_alloc_decompressor();
+  FUZZ_CHECK(out && d &&
+             libdeflate_gzip_decompress(d, gz, len, out, n, out_len) == LIBDEFLATE_SUCCESS);
+  libdeflate_free_decompressor(d);
+  return out;
+}
+
+/* Checks resp against what api.h promises; returns its status. The Accept line stands for
+ * Accept-Encoding and If-None-Match too, so a 304 (no body) or a gzip body may come back. */
 static int check_response(const struct api_response *resp) {
   FUZZ_CHECK(resp != NULL);
   FUZZ_CHECK(resp->status >= 200 && resp->status <= 599);
-  FUZZ_CHECK(resp->content_type != NULL && resp->body != NULL && resp->len > 0);
   FUZZ_CHECK(resp->nheaders >= 0 && resp->nheaders <= API_MAX_HEADERS);
+  if (resp->status == 204 || resp->status == 304) { /* OPTIONS' Allow; an ETag that matched */
+    FUZZ_CHECK(resp->content_type == NULL && resp->len == 0);
+    FUZZ_CHECK(header_of(resp, resp->status == 204 ? "Allow" : "ETag") != NULL);
+    return resp->status;
+  }
+  FUZZ_CHECK(resp->content_type != NULL && resp->body != NULL && resp->len > 0);
+  const char *coding = header_of(resp, "Content-Encoding");
+  if (coding) {
+    FUZZ_CHECK(strcmp(coding, "gzip") == 0 && header_of(resp, "ETag") != NULL);
+    struct api_response plain = *resp;
+    plain.body = gunzip(resp->body, resp->len, &plain.len);
+    plain.nheaders = 0; /* checked as it was before gzip */
+    int st = check_response(&plain);
+    free(plain.body);
+    return st;
+  }
   if (strcmp(resp->content_type, "application/json") == 0) {
     json_t *j = json_loadb((const char *)resp->body, resp->len, 0, NULL);
     FUZZ_CHECK(json_is_object(j));
@@ -152,6 +192,8 @@ int fuzz_handler(const uint8_t *data, size_t size) {
                             .uri = line[1],
                             .content_type = line[2] && line[2][0] ? line[2] : NULL,
                             .accept = line[3] && line[3][0] ? line[3] : NULL,
+                            .accept_encoding = line[3] && line[3][0] ? line[3] : NULL,
+                            .if_none_match = line[3] && line[3][0] ? line[3] : NULL,
                             .body = p,
                             .body_len = (size_t)(end - p),
                             .t_received = api_now_ms()};

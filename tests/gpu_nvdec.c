@@ -11,6 +11,8 @@
  * the CPU path's. Exits 1 when a sample differs or a decoder fails. */
 #include "test.h"
 
+#include "fixtures.h"
+
 #include "../formats/heif_int.h"
 
 #include <ffnvcodec/dynlink_loader.h>
@@ -297,18 +299,6 @@ static void print_caps(void) {
 
 /* ---- the checks ---- */
 
-static uint8_t *read_file(const char *path, size_t *len) {
-  FILE *fp = fopen(path, "rb");
-  if (!fp) TEST_FAIL("cannot open %s", path);
-  fseek(fp, 0, SEEK_END);
-  *len = (size_t)ftell(fp);
-  fseek(fp, 0, SEEK_SET);
-  uint8_t *b = malloc(*len);
-  ASSERT(fread(b, 1, *len, fp) == *len);
-  fclose(fp);
-  return b;
-}
-
 /* The differing samples of a and b (the same shape asserted). */
 static long compare(const struct planes *a, const struct planes *b, int *worst) {
   ASSERT(a->w == b->w && a->h == b->h && a->bits == b->bits && a->mono == b->mono);
@@ -364,8 +354,9 @@ static long check_image(const struct hfile *f, uint32_t id, const char *what) {
 
 static int check_file(const char *path) {
   size_t len;
-  uint8_t *buf = read_file(path, &len);
+  uint8_t *buf = fixture_read(path, &len);
   struct hfile f;
+  if (!buf) TEST_FAIL("cannot open %s", path);
   if (hf_parse(&f, buf, len) != 0) TEST_FAIL("%s: not a HEIF file blurd reads", path);
   printf("%s\n", path);
   long bad = check_image(&f, f.primary, "colour");
@@ -399,9 +390,10 @@ static void *rate_thread(void *arg) {
 
 static int rate(int passes, int sessions, const char *path) {
   size_t len;
-  uint8_t *buf = read_file(path, &len);
+  uint8_t *buf = fixture_read(path, &len);
   struct hfile f;
   struct hlayout l;
+  if (!buf) TEST_FAIL("cannot open %s", path);
   int n;
   ASSERT(hf_parse(&f, buf, len) == 0);
   struct stream *s = pictures(&f, f.primary, &n, &l);
