@@ -68,7 +68,10 @@ ifneq ($(NVCC),)
 # GPU-only programs: the GPU test suite and the benchmark (built everywhere, run on a GPU), and
 # where Debian's ffnvcodec headers are (libffmpeg-nvenc-dev), the HEVC check on the video decoders.
 GPU_BIN := $(BUILD)/tests/gpu_check $(BUILD)/tests/gpu_codecs $(BUILD)/bench
-GPU_BIN += $(if $(wildcard /usr/include/ffnvcodec/dynlink_loader.h),$(BUILD)/tests/gpu_nvdec)
+FFNVCODEC := $(wildcard /usr/include/ffnvcodec/dynlink_loader.h)
+GPU_BIN += $(if $(FFNVCODEC),$(BUILD)/tests/gpu_nvdec)
+# HEIC on the video decoders (gpu/nvdec.cu) where the headers are; without them, the CPU's
+$(CU_BUILD)/gpu/nvdec.o: NVCCFLAGS += $(if $(FFNVCODEC),-DBLURD_NVDEC=1)
 $(BUILD)/tests/gpu_check.o $(BUILD)/tools/bench.o: CFLAGS += -I$(CUDA_HOME)/include
 endif
 SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/%.o)
@@ -133,15 +136,17 @@ integ: all
 # On a machine with an NVIDIA GPU and nvJPEG: the GPU test suite (a sticky fault in a process of
 # its own, then every method against its CPU twin), the GPU codecs against libjpeg-turbo (quality,
 # and lossy WebP's first pass against the CPU's; then the fuzz corpus's JPEGs and damaged copies),
-# then every integration test against the GPU backend with the GPU codecs; where it was built,
-# the video decoders' HEVC pictures of tests/data's HEIC files against libde265's.
+# then every integration test against the GPU backend with the GPU codecs (and, where the build has
+# them, HEIC on the video decoders); where it was built, the video decoders' HEVC pictures of
+# tests/data's HEIC files against libde265's.
 test-gpu: all
 	$(BUILD)/tests/gpu_check --fault
 	$(BUILD)/tests/gpu_check
 	$(BUILD)/tests/gpu_codecs
 	$(BUILD)/tests/gpu_codecs --replay fuzz/corpus/jpeg/*
 	$(if $(filter %/gpu_nvdec,$(GPU_BIN)),$(BUILD)/tests/gpu_nvdec tests/data/heic*.heic)
-	@BLURD_EXPECT_BACKEND=cuda: BLURD_EXPECT_GPU_CODECS=1 BLURD_WAIT_READY=1 $(RUN_TESTS) $(INTEG_BIN)
+	@BLURD_EXPECT_BACKEND=cuda: BLURD_EXPECT_GPU_CODECS=1 BLURD_WAIT_READY=1 \
+	  $(if $(FFNVCODEC),BLURD_EXPECT_VIDEO_DECODERS=1) $(RUN_TESTS) $(INTEG_BIN)
 
 # The demo page in headless Chromium (tests/web/demo.test.mjs), and Server-Timing read by a page
 # on another origin (tests/web/timing.test.mjs): needs node, npm and Debian's chromium

@@ -37,6 +37,7 @@ struct api_config {
   enum api_gpu_codecs gpu_codecs;
   int jpeg_batch_wait_us; /* the longest a JPEG decode waits for others to batch with */
   int jpeg_decoders;      /* batch threads per GPU, each with a batch of its own (0: 1) */
+  int heic_decoders;      /* video decoder sessions per GPU for HEIC; 0: HEIC on the CPU */
   /* Each worker's warm-up image at start: width, height, channels; 0 x 0: none; -1 x -1: the
    * backend's default (API_WARM_GPU or API_WARM_CPU). */
   int warm[3];

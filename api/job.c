@@ -66,7 +66,7 @@ static void add_headers(struct api_response *r, const char *backend, const struc
                         const struct timing *t) {
   const char *names[9], *desc[9];
   double ms[9];
-  char st[384];
+  char st[512];
   size_t len = 0;
   int n = stages(t, names, ms, desc);
   for (int i = 0; i < n && len < sizeof(st); i++)

@@ -74,6 +74,7 @@ static struct engine_config engine_settings(struct api_ctx *ctx, const struct ap
                             .gpu_codecs = codecs[cfg->gpu_codecs],
                             .jpeg_batch_wait_us = cfg->jpeg_batch_wait_us,
                             .jpeg_decoders = cfg->jpeg_decoders,
+                            .heic_decoders = cfg->heic_decoders,
                             .on_fatal = api_fail,
                             .on_fatal_arg = ctx};
   memcpy(e.warm, cfg->warm, sizeof(e.warm));

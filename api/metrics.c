@@ -333,6 +333,21 @@ static void render_codecs(struct text *t, struct api_ctx *ctx) {
     put(t, "blurd_jpeg_decode_single_total{device=\"%d\"} %llu\n", d, b.single);
 }
 
+/* Where HEIC was decoded: on the GPU's video decoders, or on the CPU and why. */
+static void render_video(struct text *t, struct api_ctx *ctx) {
+  struct engine_video_stats v;
+  if (engine_video_stats(ctx->engine, &v) != 0) return;
+  put_family(t, "blurd_heic_decodes_total", "counter",
+             "HEIC images decoded on a GPU's video decoders (decoder nvdec), and on the CPU "
+             "(decoder cpu) with the reason the video decoders did not take them.");
+  put(t, "blurd_heic_decodes_total{decoder=\"nvdec\",reason=\"\"} %llu\n", v.on_gpu);
+  for (int i = 0; i < v.nreasons; i++) {
+    put(t, "blurd_heic_decodes_total{decoder=\"cpu\",reason=\"");
+    put_label(t, v.reason[i]);
+    put(t, "\"} %llu\n", v.count[i]);
+  }
+}
+
 static void render_info(struct text *t, struct api_ctx *ctx) {
   put_family(t, "blurd_backend_info", "gauge", "The backend that runs the jobs (always 1).");
   put(t, "blurd_backend_info{backend=\"");
@@ -411,6 +426,7 @@ struct api_response *metrics_response(struct api_ctx *ctx) {
   render_gauges(&t, ctx);
   render_gpu(&t, ctx);
   render_codecs(&t, ctx);
+  render_video(&t, ctx);
   render_info(&t, ctx);
   render_process(&t);
   struct api_response *r = t.oom ? NULL : calloc(1, sizeof(*r));

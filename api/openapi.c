@@ -485,7 +485,9 @@ static json_t *image_result_common(void) {
                   "type", "string", "encode", "type", "string", "description",
                   "The codecs that ran, as the desc of Server-Timing's decode and encode: "
                   "nvjpeg-hw, nvjpeg-gpu, nvjpeg-hybrid, nvjpeg, libjpeg-turbo, libdeflate, "
-                  "libpng, deflate-rle, libwebp."));
+                  "libpng, deflate-rle, libwebp; for HEIC nvdec (the GPU's video decoders), or "
+                  "libheif with the reason they did not take the file: libheif (video decoders: "
+                  "an alpha plane)."));
   return o;
 }
 

@@ -54,7 +54,8 @@ cpu_s() { awk '{ printf "%.2f", ($14 + $15) / 100 }' "/proc/$pid/stat"; }
 # (tests/load/upload.lua; BLURD_LOAD_FILE picks the file) to PATH on blurd at port; prints its
 # RESULT line with blurd's CPU milliseconds per request added (cpu_ms_per_request, nan when no
 # request completed) and, where nvidia-smi runs, the GPUs' mean utilisation over the run from
-# `nvidia-smi dmon -s u` once a second: sm_pct (the SMs) and jpg_pct (the JPEG engines).
+# `nvidia-smi dmon -s u` once a second: sm_pct (the SMs), jpg_pct (the JPEG engines) and dec_pct
+# (the video decoders).
 wrk_run() {
   local c0 line dm="" util="" log
   c0=$(cpu_s)
@@ -68,8 +69,9 @@ wrk_run() {
     kill "$dm" 2>/dev/null || true
     wait "$dm" 2>/dev/null || true
     util=$(awk '/^# *gpu/ { for (i = 2; i <= NF; i++) col[$i] = i - 1 }
-      !/^#/ && col["sm"] && NF > 2 { sm += $col["sm"]; jpg += (col["jpg"] ? $col["jpg"] : 0); n++ }
-      END { if (n) printf " sm_pct=%.0f jpg_pct=%.0f", sm / n, jpg / n }' "$log")
+      !/^#/ && col["sm"] && NF > 2 { sm += $col["sm"]; jpg += (col["jpg"] ? $col["jpg"] : 0)
+        dec += (col["dec"] ? $col["dec"] : 0); n++ }
+      END { if (n) printf " sm_pct=%.0f jpg_pct=%.0f dec_pct=%.0f", sm / n, jpg / n, dec / n }' "$log")
   fi
   rm -f "$log"
   echo "$line$util cpu_ms_per_request=$(awk -v a="$c0" -v b="$(cpu_s)" -v l="$line" 'BEGIN {

@@ -286,6 +286,41 @@ struct codec_shape { /* what codec_probe reads from a file's header */
   int depth;         /* bits a sample as codec_decode would give: 16 for a 16-bit PNG, else 8 */
 };
 
+/* ---- Coded pictures for a video decoder ----
+ * A format whose image is made of video-coded pictures (HEIC: HEVC intra frames in a grid) can
+ * hand them over as they are, for a decoder elsewhere (the GPU's video engines) that then converts
+ * them as the format's own decoder does, to the same pixels. */
+
+struct codec_yuv { /* YCbCr to RGB: R = Y + r_cr Cr; G = Y + g_cb Cb + g_cr Cr; B = Y + b_cb Cb */
+  float r_cr, g_cb, g_cr, b_cb;
+  int full;     /* full range; else Y and C are expanded from the video range first */
+  int identity; /* matrix 0: G = Y, B = Cb, R = Cr */
+};
+
+struct codec_picture { /* one coded picture: stream[off, off + len) of its image */
+  size_t off, len;
+  int x, y; /* its top-left pixel in the image */
+};
+
+struct codec_pictures {      /* an image as coded pictures (the format's pictures verb) */
+  uint8_t *stream;           /* every picture's Annex B bytes (its configuration's NAL units,
+                                then its own), one after another; codec_malloc'd */
+  struct codec_picture *pic; /* n of them, row by row; codec_malloc'd */
+  int n;
+  int width, height;  /* the image as stored (before the orientation) */
+  int tile_w, tile_h; /* every picture's size (the image's, for one picture) */
+  int bits;           /* the pictures' bit depth (8, 10, 12): depth 16 above 8 */
+  int orientation;    /* EXIF 1..8, the transforms still to apply */
+  int has_k;          /* k is the item's (its colr nclx); else each picture's own matrix */
+  struct codec_yuv k;
+  /* The conversion of a picture's own matrix_coefficients and full_range_flag (its VUI), as
+   * the format's decoder does it: 1, or 0 for a matrix it does not convert here. */
+  int (*coeffs)(int matrix, int full, struct codec_yuv *k);
+};
+
+/* Frees what p holds; safe to call twice. */
+void codec_pictures_free(struct codec_pictures *p);
+
 /* ---- The format table (formats.c) ----
  * A format is its file, which fills a struct codec_format_desc, and one line of CODEC_FORMATS.
  * Everything that names, sniffs, probes, decodes, encodes or prices a format reads the table:
@@ -338,6 +373,12 @@ struct codec_format_desc {
   /* The cost model's terms, in ns of one core (formats/cost_table.h, measured by
    * scripts/cost-calibration.sh): decoding buf (of shape s) beyond a stored PNG's decode, and
    * encoding an image of shape s with o beyond a stored PNG's encode. NULL: none. */
+  /* The primary image's coded pictures (struct codec_pictures), checked as decode checks the
+   * file, when they alone make the image: CODEC_OK; else CODEC_UNSUPPORTED with the reason in
+   * *why (a static phrase: "an alpha plane"), or, *why NULL, decode's own failure (decode then
+   * says it in its words). NULL: the format has none. */
+  enum codec_status (*pictures)(const uint8_t *buf, size_t len, const struct codec_limits *lim,
+                                struct codec_pictures *out, const char **why);
   double (*decode_ns)(const uint8_t *buf, size_t len, const struct codec_shape *s);
   double (*encode_ns)(const struct codec_encode_opts *o, const struct codec_shape *s);
 };

@@ -248,6 +248,11 @@ enum codec_status codec_encode_held(const struct codec_image *img,
   return st;
 }
 
+void codec_pictures_free(struct codec_pictures *p) {
+  codec_free(p->stream), codec_free(p->pic);
+  p->stream = NULL, p->pic = NULL, p->n = 0;
+}
+
 void codec_image_free(struct codec_image *img) {
   if (img == NULL) return;
   codec_free(img->pixels);

@@ -3,11 +3,13 @@
  * nvJPEG (batched across the workers by gpu/jpeg.cu) and encoded there; PNG, WebP, and what
  * nvJPEG refuses, go through the CPU codecs with an upload or a download, but for a file that a
  * codec makes from work done on the device (codec_encode_held with gpu_vp8_pass: lossy WebP's
- * first pass, no download). An operation runs as its descriptor's GPU compute (op->gpu), which
- * launches through op_gpu_run: the image stays on the device from the decode to the encode. The
- * kernels are not interrupted: the job's cancel token (cpu_stop_error) is asked between the
- * host-side steps, and the CPU codecs ask it themselves (codec_cancel_set). A build without CUDA
- * has none of this. */
+ * first pass, no download). A format that hands over its coded pictures (HEIC) is decoded by the
+ * device's video decoders (gpu/nvdec.cu) into device memory too, when they take it; else on the
+ * CPU, with the reason in the decode's desc and counted. An operation runs as its descriptor's GPU
+ * compute (op->gpu), which launches through op_gpu_run: the image stays on the device from the
+ * decode to the encode. The kernels are not interrupted: the job's cancel token (cpu_stop_error) is
+ * asked between the host-side steps, and the CPU codecs ask it themselves (codec_cancel_set). A
+ * build without CUDA has none of this. */
 #include "engine_int.h"
 
 #include <stdio.h>
@@ -26,11 +28,18 @@ struct backend_gpu_shared {
   int per_gpu;            /* a device's workers with the GPU codecs: its decoders' largest batch */
   int batch_wait_us, decoders; /* the configuration's */
   double t_start;              /* clock_ms() when it was made */
+  struct gpu_nvdec **nvdec;    /* ndev HEIC video decoder pools when HEIC runs there, else NULL */
+  int heic_sessions;           /* the configuration's sessions a device */
+  char video_why[192];         /* why HEIC is decoded on the CPU, when it is */
+  pthread_mutex_t video_mu;    /* guards video and video_desc */
+  struct engine_video_stats video;
+  char video_desc[ENGINE_VIDEO_REASONS][160]; /* the decode's desc for each reason */
 };
 
 struct gpu_worker {
   struct gpu_ctx *ctx;
   struct backend_gpu_shared *shared;
+  int dev;            /* its device */
   int jpeg;           /* JPEG is decoded and encoded on the GPU */
   enum gpu_image img; /* which device image holds the job's image when its pixels are NULL */
   size_t bytes;       /* gpu_ctx_bytes after the last job, for /metrics (atomic) */
@@ -41,7 +50,8 @@ static int gpu_worker_new(void *shared, int index, void **state, char *err, size
   struct gpu_worker *w = calloc(1, sizeof(*w));
   if (!w) return -1;
   w->shared = g;
-  w->ctx = gpu_ctx_new(index % g->ndev, err, errlen);
+  w->dev = index % g->ndev;
+  w->ctx = gpu_ctx_new(w->dev, err, errlen);
   if (w->ctx && g->jpeg && gpu_ctx_jpeg(w->ctx, g->jpeg[index % g->ndev]) != GPU_OK) {
     snprintf(err, errlen, "%s", gpu_ctx_error(w->ctx));
     gpu_ctx_free(w->ctx);
@@ -97,6 +107,87 @@ static enum err gpu_error(struct gpu_worker *w, enum gpu_status s) {
   return ERR_GPU_ERROR;
 }
 
+/* Counts an image the video decoders did not take, for why (a static phrase), and returns the
+ * CPU decode's desc for Server-Timing: "libheif (video decoders: why)". */
+static const char *video_refused(struct backend_gpu_shared *g, const char *why) {
+  const char *desc = backend_host_codec(CODEC_HEIC);
+  struct engine_video_stats *v = &g->video;
+  pthread_mutex_lock(&g->video_mu);
+  int i = 0;
+  while (i < v->nreasons && strcmp(v->reason[i], why) != 0) i++;
+  if (i == v->nreasons && i < ENGINE_VIDEO_REASONS) {
+    v->reason[i] = why;
+    snprintf(g->video_desc[i], sizeof(g->video_desc[i]), "%s (video decoders: %s)", desc, why);
+    v->nreasons++;
+  }
+  if (i < v->nreasons) v->count[i]++, desc = g->video_desc[i];
+  pthread_mutex_unlock(&g->video_mu);
+  return desc;
+}
+
+/* A picture's own matrix (gpu_hevc_src's coeffs) through the format's conversion. */
+static int video_coeffs(void *arg, int matrix, int full, struct gpu_yuv *k) {
+  const struct codec_pictures *p = arg;
+  struct codec_yuv c;
+  if (!p->coeffs(matrix, full, &c)) return 0;
+  *k = (struct gpu_yuv){c.r_cr, c.g_cb, c.g_cr, c.b_cb, c.full, c.identity};
+  return 1;
+}
+
+/* A file whose format hands over its coded pictures (HEIC) goes to the device's video decoders,
+ * which write it into the input image. Returns 1 with *e when that decided the job (decoded, or
+ * the device failed), or 0 when the CPU decodes the file: *codec is then the desc that says why
+ * the video decoders did not take it, or NULL when the file is the CPU decoder's to judge. */
+static int video_decode(struct gpu_worker *w, struct gpu_nvdec *nv,
+                        const struct codec_format_desc *fd, const uint8_t *buf, size_t len,
+                        const struct codec_limits *lim, struct codec_image *img, const char **codec,
+                        enum err *e) {
+  struct codec_pictures p;
+  const char *why = NULL;
+  *codec = NULL;
+  gpu_jpeg_expect(w->ctx, 0);
+  enum codec_status cs = fd->pictures(buf, len, lim, &p, &why);
+  if (cs != CODEC_OK) {
+    if (cs == CODEC_UNSUPPORTED && why) *codec = video_refused(w->shared, why);
+    return 0;
+  }
+  size_t *off = malloc((size_t)p.n * 2 * sizeof(size_t));
+  int *xy = malloc((size_t)p.n * 2 * sizeof(int));
+  enum gpu_status s = GPU_NO_MEMORY;
+  struct cpu_image shape;
+  if (off && xy) {
+    for (int i = 0; i < p.n; i++)
+      off[i] = p.pic[i].off, off[p.n + i] = p.pic[i].len, xy[i] = p.pic[i].x,
+      xy[p.n + i] = p.pic[i].y;
+    struct gpu_hevc_src src = {
+        p.stream,     off,
+        off + p.n,    xy,
+        xy + p.n,     p.n,
+        p.width,      p.height,
+        p.tile_w,     p.tile_h,
+        p.bits,       p.orientation,
+        p.has_k,      {p.k.r_cr, p.k.g_cb, p.k.g_cr, p.k.b_cb, p.k.full, p.k.identity},
+        video_coeffs, &p};
+    *e = cpu_stop_error();
+    s = *e == ERR_OK ? gpu_hevc_decode(gpu_job_ctx(w), nv, &src, &shape, &why) : GPU_OK;
+  }
+  free(off), free(xy);
+  codec_pictures_free(&p);
+  if (*e != ERR_OK && s == GPU_OK) return 1; /* stopped */
+  if (s == GPU_ERROR) {
+    *codec = video_refused(w->shared, why ? why : "a failure");
+    return 0;
+  }
+  *e = gpu_error(w, s);
+  if (s != GPU_OK) return 1;
+  *img = (struct codec_image){NULL,        shape.width, shape.height, 3,
+                              shape.depth, CODEC_HEIC,  p.orientation};
+  w->img = GPU_INPUT;
+  *codec = "nvdec";
+  __atomic_add_fetch(&w->shared->video.on_gpu, 1, __ATOMIC_RELAXED);
+  return 1;
+}
+
 /* A JPEG goes to nvJPEG once libjpeg has read its headers (refusing what the CPU decoder refuses,
  * in its words), when it is one nvJPEG decodes as libjpeg does and is not cut short. A file nvJPEG
  * fails on is decoded again by libjpeg, whose verdict stands; the job's cancel token is asked
@@ -106,7 +197,16 @@ static enum err gpu_decode(void *state, const uint8_t *buf, size_t len,
                            const char **codec, char *msg, size_t msglen) {
   struct gpu_worker *w = state;
   struct codec_jpeg_info info;
-  if (w->jpeg && codec_sniff(buf, len) == CODEC_JPEG) {
+  enum codec_format f = codec_sniff(buf, len);
+  struct backend_gpu_shared *g = w->shared;
+  struct gpu_nvdec *nv = g->nvdec ? __atomic_load_n(&g->nvdec[w->dev], __ATOMIC_ACQUIRE) : NULL;
+  const char *refused = NULL;
+  if (nv && codec_format(f)->pictures) {
+    enum err e = ERR_OK;
+    if (video_decode(w, nv, codec_format(f), buf, len, lim, img, codec, &e)) return e;
+    refused = *codec;
+  }
+  if (w->jpeg && f == CODEC_JPEG) {
     enum codec_status cs = codec_jpeg_probe(buf, len, lim, &info, msg, msglen);
     if (cs != CODEC_OK) {
       *codec = backend_host_codec(CODEC_JPEG);
@@ -129,7 +229,9 @@ static enum err gpu_decode(void *state, const uint8_t *buf, size_t len,
   gpu_jpeg_expect(w->ctx, 0); /* the CPU decodes this one, and decides what it is */
   enum err stop = cpu_stop_error();
   if (stop != ERR_OK) return stop;
-  return backend_host_decode(buf, len, lim, img, codec, msg, msglen);
+  enum err e = backend_host_decode(buf, len, lim, img, codec, msg, msglen);
+  if (refused) *codec = refused;
+  return e;
 }
 
 /* nvJPEG writes no ICC profile: the one o carries goes into *out (of *len bytes, replaced) as
@@ -303,14 +405,18 @@ static void *gpu_shared_new(const struct engine_config *cfg, int ndev, int cores
   g->fault_at = getenv("BLURD_TEST_GPU_FAULT") ? atol(getenv("BLURD_TEST_GPU_FAULT")) : 0;
   g->batch_wait_us = cfg->jpeg_batch_wait_us;
   g->decoders = cfg->jpeg_decoders;
+  g->heic_sessions = cfg->heic_decoders;
   g->t_start = clock_ms();
+  pthread_mutex_init(&g->video_mu, NULL);
   return g;
 }
 
 static void gpu_shared_free(void *shared) {
   struct backend_gpu_shared *g = shared;
   for (int d = 0; g->jpeg && d < g->ndev; d++) gpu_jpeg_free(g->jpeg[d]);
-  free(g->jpeg);
+  for (int d = 0; g->nvdec && d < g->ndev; d++) gpu_nvdec_free(g->nvdec[d]);
+  free(g->jpeg), free(g->nvdec);
+  pthread_mutex_destroy(&g->video_mu);
   free(g);
 }
 
@@ -353,6 +459,23 @@ static int start_jpeg_dev(struct backend_gpu_shared *g, int dev, char *why, size
   return 0;
 }
 
+/* Starts device dev's HEIC video decoders (g->heic_sessions sessions), when HEIC runs there; where
+ * they do not start, that device's HEIC is decoded on the CPU, and device 0 says why. */
+static void start_video_dev(struct backend_gpu_shared *g, int dev) {
+  char why[160];
+  double t = clock_ms();
+  if (!g->nvdec) return;
+  struct gpu_nvdec *v = gpu_nvdec_new(dev, g->heic_sessions, why, sizeof(why));
+  if (!v) {
+    if (dev == 0) snprintf(g->video_why, sizeof(g->video_why), "%s", why);
+    fprintf(stderr, "blurd: cuda:%d: HEIC is decoded on the CPU: %s\n", dev, why);
+    return;
+  }
+  __atomic_store_n(&g->nvdec[dev], v, __ATOMIC_RELEASE);
+  fprintf(stderr, "blurd: cuda:%d: HEIC video decoders ready: %d sessions, %d engines (%.2f s)\n",
+          dev, gpu_nvdec_sessions(v), gpu_nvdec_engines(v), (clock_ms() - t) / 1e3);
+}
+
 /* Makes device 0's context and loads nvJPEG's library (milliseconds), then starts device 0's
  * decoder; the other devices' decoders are made by their first later worker (gpu_device_start),
  * at a moment that stalls no request, since making a context stalls every GPU's work for a while
@@ -370,7 +493,14 @@ static int gpu_codecs_start(void *shared, const struct engine_config *cfg, int p
           (opened - g->t_start) / 1e3, (clock_ms() - g->t_start) / 1e3);
   if (rc == 0 && !(g->jpeg = calloc((size_t)g->ndev, sizeof(*g->jpeg))))
     snprintf(why, n, "out of memory"), rc = -1;
-  if (rc == 0 && start_jpeg_dev(g, 0, why, n) == 0) return 1;
+  if (rc == 0 && start_jpeg_dev(g, 0, why, n) == 0) {
+    if (g->heic_sessions == 0)
+      snprintf(g->video_why, sizeof(g->video_why), "--heic-decoders is 0");
+    else if (!(g->nvdec = calloc((size_t)g->ndev, sizeof(*g->nvdec))))
+      snprintf(g->video_why, sizeof(g->video_why), "out of memory");
+    start_video_dev(g, 0);
+    return 1;
+  }
   free(g->jpeg);
   g->jpeg = NULL;
   return 0;
@@ -379,7 +509,9 @@ static int gpu_codecs_start(void *shared, const struct engine_config *cfg, int p
 static int gpu_device_start(void *shared, int dev, char *why, size_t n) {
   struct backend_gpu_shared *g = shared;
   if (!g->jpeg || g->jpeg[dev]) return 0;
-  return start_jpeg_dev(g, dev, why, n) == 0 ? 1 : -1;
+  if (start_jpeg_dev(g, dev, why, n) != 0) return -1;
+  start_video_dev(g, dev);
+  return 1;
 }
 
 /* "cuda:0 " and device 0's name (what worker 0's context will be called; the workers make their
@@ -426,6 +558,25 @@ static void gpu_codecs_json(void *shared, json_t *o, const char **jpeg_decoder) 
   json_object_update_new(o, json_pack("{s:b, s:s, s:s, s:s, s:i, s:i}", "gpu", 1, dec,
                                       *jpeg_decoder, enc, "nvjpeg", "library", g->jpeg_lib,
                                       "batch_wait_us", g->batch_wait_us, "decoders", g->decoders));
+  struct gpu_nvdec *v = g->nvdec ? __atomic_load_n(&g->nvdec[0], __ATOMIC_ACQUIRE) : NULL;
+  snprintf(dec, sizeof(dec), "%s_decode", codec_format_name(CODEC_HEIC));
+  if (v)
+    json_object_update_new(o, json_pack("{s:s, s:{s:i, s:i}}", dec, "nvdec", "video_decoders",
+                                        "engines", gpu_nvdec_engines(v), "sessions",
+                                        gpu_nvdec_sessions(v)));
+  else
+    json_object_set_new(o, "video_decoders",
+                        json_pack("{s:s}", "reason", g->video_why[0] ? g->video_why : "starting"));
+}
+
+static int gpu_video_stats(void *shared, struct engine_video_stats *s) {
+  struct backend_gpu_shared *g = shared;
+  if (!g->nvdec) return -1;
+  pthread_mutex_lock(&g->video_mu);
+  *s = g->video;
+  s->on_gpu = __atomic_load_n(&g->video.on_gpu, __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&g->video_mu);
+  return 0;
 }
 
 static int gpu_batch_stats(void *shared, int dev, struct engine_batch_stats *s) {
@@ -468,7 +619,8 @@ const struct backend_ops backend_gpu_ops = {.kind = "cuda",
                                             .device_json = gpu_device_json,
                                             .device_memory = gpu_device_memory,
                                             .codecs_json = gpu_codecs_json,
-                                            .batch_stats = gpu_batch_stats};
+                                            .batch_stats = gpu_batch_stats,
+                                            .video_stats = gpu_video_stats};
 
 #else /* a build without CUDA: the backend is there, and says why it cannot run */
 

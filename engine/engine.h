@@ -112,6 +112,7 @@ struct engine_config {
   enum engine_gpu_codecs gpu_codecs;
   int jpeg_batch_wait_us; /* the longest a GPU JPEG decode waits for others to batch with */
   int jpeg_decoders;      /* batch threads per GPU (0: 1) */
+  int heic_decoders;      /* video decoder sessions per GPU for HEIC; 0: HEIC on the CPU */
   /* Each worker's warm-up image: width, height, channels; 0 x 0: none; -1 x -1: the backend's
    * default. The computes it runs on it, in order, then a JPEG round trip of the result. */
   int warm[3];
@@ -173,6 +174,18 @@ struct engine_batch_stats { /* JPEG decode batches of one device */
 
 /* The JPEG decode batches of device dev. Returns 0, or -1 when it decodes no JPEG. */
 int engine_batch_stats(struct engine *e, int dev, struct engine_batch_stats *s);
+
+#define ENGINE_VIDEO_REASONS 24 /* the distinct reasons a video decode is left to the CPU */
+
+struct engine_video_stats {                 /* images of coded pictures (HEIC), every device's */
+  unsigned long long on_gpu;                /* decoded on the video decoders */
+  int nreasons;                             /* why the others were decoded on the CPU: */
+  const char *reason[ENGINE_VIDEO_REASONS]; /* static phrases */
+  unsigned long long count[ENGINE_VIDEO_REASONS];
+};
+
+/* The video decoders' counts. Returns 0, or -1 when the backend has none running. */
+int engine_video_stats(struct engine *e, struct engine_video_stats *s);
 /* The name clients see in X-Backend for work done by worker w. */
 const char *engine_worker_name(struct worker *w);
 

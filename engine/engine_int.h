@@ -82,6 +82,8 @@ struct backend_ops {
   void (*codecs_json)(void *shared, json_t *o, const char **jpeg_decoder);
   /* The JPEG decode batches of device dev: 0, or -1 when it decodes none. NULL: none. */
   int (*batch_stats)(void *shared, int dev, struct engine_batch_stats *s);
+  /* Its video decoders' counts: 0, or -1 when none run. NULL: none. */
+  int (*video_stats)(void *shared, struct engine_video_stats *s);
 };
 
 extern const struct backend_ops backend_cpu_ops, backend_gpu_ops;

@@ -78,6 +78,11 @@ int engine_device_codecs(struct engine *e, const char **jpeg_decoder) {
   return fast;
 }
 
+int engine_video_stats(struct engine *e, struct engine_video_stats *s) {
+  if (!__atomic_load_n(&e->started, __ATOMIC_ACQUIRE) || !e->ops->video_stats) return -1;
+  return e->ops->video_stats(e->shared, s);
+}
+
 int engine_batch_stats(struct engine *e, int dev, struct engine_batch_stats *s) {
   if (dev < 0 || dev >= devices(e) || !e->ops->batch_stats) return -1;
   return e->ops->batch_stats(e->shared, dev, s);

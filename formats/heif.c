@@ -147,7 +147,7 @@ static enum codec_status plan_make(const struct hfile *f, int want_alpha,
 
 /* libheif's own decode of h's primary image into out, transforms applied, whole and on its own
  * threads: it asks no hook, so the caller asks before and after. */
-static enum codec_status libheif_decode(struct hctx *h, int alpha, int depth,
+static enum codec_status libheif_decode(struct hctx *h, int alpha, int depth, int threads,
                                         const struct codec_limits *lim, struct codec_image *out,
                                         char *msg, size_t msglen) {
   enum heif_chroma chroma =
@@ -155,7 +155,7 @@ static enum codec_status libheif_decode(struct hctx *h, int alpha, int depth,
           ? (alpha ? heif_chroma_interleaved_RGBA : heif_chroma_interleaved_RGB)
           : (alpha ? heif_chroma_interleaved_RRGGBBAA_LE : heif_chroma_interleaved_RRGGBB_LE);
   struct heif_image *img = NULL;
-  heif_context_set_max_decoding_threads(h->ctx, hf_online_cpus());
+  heif_context_set_max_decoding_threads(h->ctx, threads);
   struct heif_error e = heif_decode_image(h->handle, &img, heif_colorspace_RGB, chroma, NULL);
   if (e.code != heif_error_Ok) return heif_failure(e, msg, msglen);
   int w = heif_image_get_width(img, heif_channel_interleaved);
@@ -197,7 +197,7 @@ static enum codec_status libheif_decode(struct hctx *h, int alpha, int depth,
 /* The tile path for h's file. *libheif is set, with CODEC_UNSUPPORTED, when libheif must decode
  * it instead (its pictures checked as this path checks them); *orientation is set from the
  * primary item's transforms when they could be read. */
-static enum codec_status tile_decode(const uint8_t *buf, size_t len, struct hctx *h,
+static enum codec_status tile_decode(const uint8_t *buf, size_t len, struct hctx *h, int threads,
                                      const struct codec_limits *lim, struct codec_image *out,
                                      int *orientation, int *libheif, char *msg, size_t msglen) {
   struct hfile f;
@@ -229,6 +229,7 @@ static enum codec_status tile_decode(const uint8_t *buf, size_t len, struct hctx
     st = CODEC_CORRUPT;
   }
   if (st == CODEC_OK && !p.libheif) {
+    p.threads = threads;
     st = hf_decode_tiles(&f, &p, lim, out, msg, msglen);
     p.libheif = st == CODEC_UNSUPPORTED; /* a picture's colour matrix */
   }
@@ -263,19 +264,136 @@ enum codec_status codec_heif_decode(const uint8_t *buf, size_t len, const struct
     st = CODEC_CORRUPT;
   }
   if (st == CODEC_OK && codec_stopped()) st = CODEC_CANCELLED;
-  if (st == CODEC_OK) st = tile_decode(buf, len, &h, lim, out, &o, &lh, msg, msglen);
+  int threads = hf_threads_begin();
+  if (st == CODEC_OK) st = tile_decode(buf, len, &h, threads, lim, out, &o, &lh, msg, msglen);
   if (st == CODEC_OK) {
     st = codec_orient(out, o);
     if (st != CODEC_OK) codec_image_free(out);
     if (st == CODEC_NOMEM) codec_msgf(msg, msglen, "out of memory turning the HEIF image");
   } else if (st == CODEC_UNSUPPORTED && lh) {
     codec_msgf(msg, msglen, "%s", "");
-    st = libheif_decode(&h, alpha, depth, lim, out, msg, msglen);
+    st = libheif_decode(&h, alpha, depth, threads, lim, out, msg, msglen);
   }
   if (st == CODEC_OK && codec_stopped()) st = CODEC_CANCELLED, codec_image_free(out);
   if (st == CODEC_OK) out->orientation = o;
+  hf_threads_end();
   if (st != CODEC_OK && msg && msglen && msg[0] == 0) /* every failure has its sentence */
     codec_msgf(msg, msglen, "HEIF: %s", codec_status_msg(st));
+  hctx_close(&h);
+  return st;
+}
+
+/* ---- the coded pictures, for a video decoder ---- */
+
+/* Appends count NAL units of r (size-byte lengths) to dst + *n, each after a start code (dst
+ * NULL: counts the bytes only). Returns 0, or -1 when one runs past the end. */
+static int annexb(struct rd *r, unsigned size, uint64_t count, uint8_t *dst, size_t *n) {
+  for (uint64_t i = 0; i < count && r->n > 0; i++) {
+    uint64_t k = rd_uint(r, size);
+    if (r->bad || k > r->n) return -1;
+    if (dst) memcpy(dst + *n, "\0\0\0\1", 4), memcpy(dst + *n + 4, r->p, (size_t)k);
+    *n += 4 + (size_t)k;
+    r->p += k, r->n -= (size_t)k;
+  }
+  return r->bad ? -1 : 0;
+}
+
+/* Picture it as Annex B (its hvcC's arrays, then its data) at dst + *n (NULL: counts). Returns 0,
+ * or -1 when it has no hvcC, its data cannot be read, or it holds no NAL unit. */
+static int picture_annexb(const struct hfile *f, const struct hitem *it, uint8_t *dst, size_t *n) {
+  struct span conf, data;
+  uint8_t *owned = NULL;
+  if (hf_prop(f, it, FOURCC("hvcC"), &conf) != 0 || conf.n < 23 ||
+      hf_data(f, it, &data, &owned) != CODEC_OK)
+    return -1;
+  struct rd r = {conf.p + 22, conf.n - 22, 0}, d = {data.p, data.n, 0};
+  uint64_t arrays = rd_uint(&r, 1);
+  int bad = 0;
+  for (uint64_t a = 0; a < arrays && !bad; a++) {
+    rd_uint(&r, 1);
+    bad = annexb(&r, 2, rd_uint(&r, 2), dst, n) != 0;
+  }
+  size_t before = *n; /* the picture's own NAL units: at least one */
+  bad = bad || annexb(&d, (conf.p[21] & 3) + 1u, UINT64_MAX, dst, n) != 0 || *n == before;
+  codec_free(owned);
+  return bad ? -1 : 0;
+}
+
+/* The stream of p's colour pictures into out (its size known). */
+static enum codec_status pictures_stream(const struct hfile *f, const struct hplan *p,
+                                         struct codec_pictures *out) {
+  int n = p->col.rows * p->col.cols;
+  size_t total = 0;
+  for (int i = 0; i < n; i++) {
+    const struct hitem *it = hf_item(f, p->col.tiles[i]);
+    if (it == NULL || picture_annexb(f, it, NULL, &total) != 0) return CODEC_CORRUPT;
+  }
+  out->pic = codec_malloc((size_t)n * sizeof *out->pic);
+  out->stream = codec_malloc(total ? total : 1);
+  if (out->pic == NULL || out->stream == NULL) return CODEC_NOMEM;
+  size_t at = 0;
+  for (int i = 0; i < n; i++) {
+    size_t from = at;
+    picture_annexb(f, hf_item(f, p->col.tiles[i]), out->stream, &at);
+    out->pic[i] = (struct codec_picture){from, at - from, i % p->col.cols * p->col.tile_w,
+                                         i / p->col.cols * p->col.tile_h};
+  }
+  out->n = n;
+  return CODEC_OK;
+}
+
+/* HEIC's pictures verb: what codec_heif_decode checks first (libheif's reading, the limits),
+ * then its tile path's plan, when that plan is its colour pictures alone. */
+static enum codec_status heic_pictures(const uint8_t *buf, size_t len,
+                                       const struct codec_limits *lim, struct codec_pictures *out,
+                                       const char **why) {
+  struct hctx h;
+  struct hfile f = {0};
+  struct hplan p = {0};
+  size_t nbytes;
+  *out = (struct codec_pictures){0};
+  *why = NULL;
+  enum codec_status st = hctx_open(buf, len, lim, &h, NULL, 0);
+  if (st != CODEC_OK) return st;
+  int w = heif_image_handle_get_width(h.handle), hh = heif_image_handle_get_height(h.handle);
+  int alpha = heif_image_handle_has_alpha_channel(h.handle);
+  int bits = heif_image_handle_get_luma_bits_per_pixel(h.handle);
+  st = codec_check_size(w > 0 ? (uint64_t)w : 0, hh > 0 ? (uint64_t)hh : 0,
+                        (unsigned)((alpha ? 4 : 3) * (bits > 8 ? 2 : 1)), lim, &nbytes, NULL, 0);
+  if (st == CODEC_OK && (bits <= 0 || hf_parse(&f, buf, len) != 0)) st = CODEC_CORRUPT;
+  heif_item_id id = 0;
+  heif_context_get_primary_image_ID(h.ctx, &id);
+  const struct hitem *prim = st == CODEC_OK ? hf_item(&f, f.primary) : NULL;
+  if (st == CODEC_OK && (prim == NULL || f.primary != id)) st = CODEC_CORRUPT;
+  int crop = 0;
+  if (st == CODEC_OK) out->orientation = hf_orientation(&f, prim, &crop);
+  if (st == CODEC_OK) st = plan_make(&f, alpha, lim, &p, NULL, 0);
+  int swap = out->orientation >= 5;
+  if (st == CODEC_OK) {
+    if (alpha)
+      *why = "an alpha plane";
+    else if (crop)
+      *why = "a crop (clap)";
+    else if (p.col.codec != FOURCC("hvc1"))
+      *why = "pictures that are not HEVC";
+    else if (p.libheif || (swap ? p.col.height : p.col.width) != w ||
+             (swap ? p.col.width : p.col.height) != hh)
+      *why = "a colour matrix or size that libheif decodes";
+    st = *why ? CODEC_UNSUPPORTED : pictures_stream(&f, &p, out);
+  } else if (st == CODEC_UNSUPPORTED) {
+    *why = "an item type or grid that libheif decodes"; /* hf_layout's: not 'grid' of one kind */
+  }
+  if (st == CODEC_OK) {
+    out->width = p.col.width, out->height = p.col.height;
+    out->tile_w = p.col.tile_w, out->tile_h = p.col.tile_h;
+    out->bits = p.col.bits;
+    out->has_k = p.has_k, out->k = p.k;
+    out->coeffs = hf_coeffs;
+  } else {
+    codec_pictures_free(out);
+  }
+  plan_free(&p);
+  hf_free(&f);
   hctx_close(&h);
   return st;
 }
@@ -410,4 +528,5 @@ const struct codec_format_desc codec_heic_format = {
     .decode = codec_heif_decode,
     .icc = codec_heif_icc,
     .decode_ns = heic_decode_ns,
+    .pictures = heic_pictures,
 };

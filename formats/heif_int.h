@@ -103,22 +103,17 @@ enum codec_status hf_layout(const struct hfile *f, uint32_t id, const struct cod
 
 /* ---- the coded pictures (heif_tiles.c) ---- */
 
-struct coeffs { /* R = Y + r_cr Cr; G = Y + g_cb Cb + g_cr Cr; B = Y + b_cb Cb */
-  float r_cr, g_cb, g_cr, b_cb;
-  int full;     /* full range; else Y and C are expanded from the video range first */
-  int identity; /* matrix 0: G = Y, B = Cb, R = Cr (lossless AVIF) */
-};
-
 /* The coefficients for matrix_coefficients m, from Kr and Kb as libheif 1.15 derives them.
  * Returns 1, or 0 for the matrices the tile path does not convert (YCgCo, chromaticity-derived). */
-int hf_coeffs(int m, int full, struct coeffs *k);
+int hf_coeffs(int m, int full, struct codec_yuv *k);
 
 struct hplan { /* what the tile path decodes */
   struct hlayout col, alpha;
   int has_alpha, depth, channels;
-  struct coeffs k; /* the colour tiles' colr nclx, when has_k */
+  struct codec_yuv k; /* the colour tiles' colr nclx, when has_k */
   int has_k;
   int libheif; /* its pictures are checked, but libheif must decode them */
+  int threads; /* decoding threads, from hf_threads_begin */
 };
 
 /* Decodes p's pictures into out (not yet oriented), on up to hf_online_cpus() threads. Returns
@@ -132,6 +127,12 @@ enum codec_status hf_decode_tiles(const struct hfile *f, const struct hplan *p,
 int hf_pictures_ok(const struct hfile *f, const struct hlayout *l);
 /* Online CPUs, at most the decoding threads' maximum. */
 int hf_online_cpus(void);
+/* The threads a decode starting now may use (its tiles' threads, or libde265's, dav1d's or
+ * libheif's for one picture): the online CPUs shared among the HEIF decodes running in the
+ * process, this one counted, at least 1. Each call is paired with hf_threads_end. Under load every
+ * decode then takes one thread, and the service's workers are the parallelism. */
+int hf_threads_begin(void);
+void hf_threads_end(void);
 
 /* Scales an n-bit sample to 16 bits: round(v * 65535 / (2^n - 1)), max being 2^n - 1. */
 static inline uint16_t hf_to16(int v, int max) {

@@ -170,10 +170,10 @@ static enum codec_status decode_av1(struct span data, const struct guard *g, int
  * planes, and a monochrome picture becomes gray RGB. Each step runs over a row of a plane, in
  * loops the compiler vectorises. */
 
-int hf_coeffs(int m, int full, struct coeffs *k) {
+int hf_coeffs(int m, int full, struct codec_yuv *k) {
   float kr = 0, kb = 0;
   if (m == 8 || m == 12 || m == 13) return 0;
-  *k = (struct coeffs){0, 0, 0, 0, full, m == 0};
+  *k = (struct codec_yuv){0, 0, 0, 0, full, m == 0};
   if (m == 0) return 1;
   if (m == 1) kr = 0.2126f, kb = 0.0722f;
   if (m == 4) kr = 0.30f, kb = 0.11f;
@@ -181,7 +181,7 @@ int hf_coeffs(int m, int full, struct coeffs *k) {
   if (m == 7) kr = 0.212f, kb = 0.087f;
   if (m == 9 || m == 10) kr = 0.2627f, kb = 0.0593f;
   if (kr == 0) {
-    *k = (struct coeffs){1.402f, -0.344136f, -0.714136f, 1.772f, full, 0};
+    *k = (struct codec_yuv){1.402f, -0.344136f, -0.714136f, 1.772f, full, 0};
   } else {
     k->r_cr = 2 * (-kr + 1);
     k->g_cb = 2 * kb * (-kb + 1) / (kb + kr - 1);
@@ -222,7 +222,7 @@ static void upsample(const float *in, int shift, int n, float *out) {
 /* The chroma terms of row y of picture p at full width n: tr = r_cr Cr, tgb = g_cb Cb,
  * tgr = g_cr Cr, tb = b_cb Cb, each C minus half the range (times 1.1429 in the video range).
  * cb and cr are scratch of n + 1 floats each. */
-static void chroma_terms(const struct yuv *p, const struct coeffs *k, int y, int n, float *cb,
+static void chroma_terms(const struct yuv *p, const struct codec_yuv *k, int y, int n, float *cb,
                          float *cr, float *tr, float *tgb, float *tgr, float *tb) {
   int cn = (n + (1 << p->sx) - 1) >> p->sx, half = 1 << (p->bits - 1), wide = p->bits > 8;
   samples_float(p->p[1] + (ptrdiff_t)(y >> p->sy) * p->stride[1], cn, wide, half, cb);
@@ -298,7 +298,7 @@ static void identity_row(const struct yuv *p, int full, int y, int n, int32_t *v
 
 /* Row y of picture p, n pixels, into dst (RGB or RGBA of depth bits, `channels` samples a
  * pixel); the alpha sample is left alone. scratch holds 12 * n + 4 floats. */
-static void rgb_row(const struct yuv *p, const struct coeffs *k, int y, int n, uint8_t *dst,
+static void rgb_row(const struct yuv *p, const struct codec_yuv *k, int y, int n, uint8_t *dst,
                     int channels, int depth, float *scratch) {
   float *tr = scratch, *tgb = tr + n, *tgr = tgb + n, *tb = tgr + n, *yv = tb + n;
   float *cb = yv + n, *cr = cb + n + 2, *f = cr + n + 2;
@@ -359,7 +359,7 @@ struct hjob { /* the tiles of one image, and the threads that decode them */
   int ntasks, threads;
   uint8_t *pixels; /* the image: width * height * channels samples of depth bits */
   int width, height, channels, depth;
-  const struct coeffs *item_k;     /* the colour tiles' colr nclx, or NULL: each picture's own */
+  const struct codec_yuv *item_k;  /* the colour tiles' colr nclx, or NULL: each picture's own */
   const struct codec_cancel *hook; /* the caller's, set on every thread */
   atomic_int next;                 /* the next task to take */
   atomic_int failed;               /* a task failed or the hook said stop: take no more */
@@ -419,8 +419,8 @@ static void task_run(struct hjob *j, const struct htask *t, struct worker *wk) {
     int w = j->width - t->x, h = j->height - t->y;
     w = w < l->tile_w ? w : l->tile_w, w = w < y.w ? w : y.w;
     h = h < l->tile_h ? h : l->tile_h, h = h < y.h ? h : y.h;
-    struct coeffs own;
-    const struct coeffs *k = j->item_k;
+    struct codec_yuv own;
+    const struct codec_yuv *k = j->item_k;
     if (k == NULL && !t->alpha && !hf_coeffs(y.mtrx, y.full, &own)) {
       job_fail(j, CODEC_UNSUPPORTED, "the HEIF picture's colour matrix is not supported", t->id);
     } else {
@@ -461,6 +461,17 @@ static void *job_thread(void *arg) {
   codec_free(w.scratch);
   codec_cancel_set(NULL);
   return NULL;
+}
+
+static atomic_int decoding; /* HEIF decodes running (hf_threads_begin) */
+
+int hf_threads_begin(void) {
+  int n = atomic_fetch_add(&decoding, 1) + 1, t = hf_online_cpus() / n;
+  return t < 1 ? 1 : t;
+}
+
+void hf_threads_end(void) {
+  atomic_fetch_sub(&decoding, 1);
 }
 
 int hf_online_cpus(void) {
@@ -505,7 +516,7 @@ enum codec_status hf_decode_tiles(const struct hfile *f, const struct hplan *p,
                    .depth = p->depth,
                    .item_k = p->has_k ? &p->k : NULL,
                    .hook = codec_cancel_get(),
-                   .threads = hf_online_cpus(),
+                   .threads = p->threads > 0 ? p->threads : 1,
                    .mu = PTHREAD_MUTEX_INITIALIZER};
   j.tasks = codec_malloc((size_t)n * sizeof *j.tasks);
   j.pixels = codec_malloc(nbytes);

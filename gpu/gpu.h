@@ -207,6 +207,51 @@ enum gpu_status gpu_variance_resident(struct gpu_ctx *ctx, const struct cpu_var 
                                       const struct cpu_var_out *o, const struct cpu_image *img,
                                       struct cpu_var_stats *s, struct gpu_times *t);
 
+/* ---- HEVC pictures on the video decoders: NVDEC, loaded at run time (gpu/nvdec.cu) ----
+ * A HEIC image's pictures go to a session of its device's pool (a parser and a decoder, kept
+ * while the pictures keep their shape); each decoded picture is converted from YCbCr into its
+ * place in the context's input image by a kernel, with the format decoder's arithmetic, so the
+ * pixels equal the CPU path's. What the decoders' caps refuse is the caller's to decode. */
+
+/* Loads the driver's libnvcuvid.so.1 (and libcuda.so.1). Returns 0, or -1 with a sentence in err
+ * (a build without Debian's ffnvcodec headers says so). Loads once. */
+int gpu_nvdec_load(char *err, size_t errlen);
+
+struct gpu_nvdec; /* one device's decoder sessions */
+
+/* sessions parsers for device dev, the caps read. NULL with a sentence in err when the device
+ * has no HEVC decoder or the library is not loaded. */
+struct gpu_nvdec *gpu_nvdec_new(int dev, int sessions, char *err, size_t errlen);
+void gpu_nvdec_free(struct gpu_nvdec *v); /* after the contexts that use it; v may be NULL */
+/* The decode engines the caps report, and the sessions. */
+int gpu_nvdec_engines(const struct gpu_nvdec *v);
+int gpu_nvdec_sessions(const struct gpu_nvdec *v);
+
+struct gpu_yuv { /* codec_yuv: R = Y + r_cr Cr; G = Y + g_cb Cb + g_cr Cr; B = Y + b_cb Cb */
+  float r_cr, g_cb, g_cr, b_cb;
+  int full, identity;
+};
+
+struct gpu_hevc_src {        /* an image of HEVC pictures (codec_pictures) */
+  const unsigned char *data; /* the pictures' Annex B bytes */
+  const size_t *off, *len;   /* picture i: data[off[i], off[i] + len[i]) */
+  const int *x, *y;          /* its top-left pixel */
+  int n;
+  int width, height, tile_w, tile_h, bits, orientation;
+  int has_k;        /* k is the image's; else each picture's own matrix, through coeffs */
+  struct gpu_yuv k; /* with has_k */
+  int (*coeffs)(void *arg, int matrix, int full, struct gpu_yuv *k);
+  void *arg;
+};
+
+/* Decodes src's pictures into ctx's input image, upright: RGB, 8-bit or (over 8 bits) 16-bit
+ * scaled to 65535; img gets its shape. Returns GPU_OK; GPU_ERROR with a static phrase in *why
+ * when the decoders do not take it or fail on it (the device is fine: the caller decodes on the
+ * CPU); GPU_NO_MEMORY; GPU_FATAL. */
+enum gpu_status gpu_hevc_decode(struct gpu_ctx *ctx, struct gpu_nvdec *v,
+                                const struct gpu_hevc_src *src, struct cpu_image *img,
+                                const char **why);
+
 /* ---- JPEG on the GPU: nvJPEG, loaded at run time (gpu/jpeg.cu) ----
  * Decoding is batched across requests: each device has one decoder thread that takes the JPEGs
  * its contexts submit, waits at most batch_wait_us for more (less when every context that could

@@ -132,7 +132,8 @@ enum gpu_status upload_w(struct gpu_ctx *ctx, enum w_slot slot, const void *data
 /* The integer reference's weights in slot are no longer what it holds (psnr.cu). */
 void ri_forget(struct gpu_ctx *ctx, enum w_slot slot);
 /* The PSNR of d_out against the exact blur b of d_in (psnr.cu): from the fastest reference whose
- * bound makes it certain to 0.01 dB, else the double one (then *exact is set). Waits for the GPU. */
+ * bound makes it certain to 0.01 dB, else the double one (then *exact is set). Waits for the GPU.
+ */
 enum gpu_status run_psnr(struct gpu_ctx *ctx, const struct cpu_blur *b, const struct cpu_image *img,
                          struct cpu_accuracy *acc, int *exact);
 
@@ -147,6 +148,10 @@ enum gpu_status grow_images(struct gpu_ctx *ctx, size_t bytes);
 /* Hands the image img in pinned staging (pixels) to dst: copied into dst->data, or lent (dst->data
  * set to pixels) when it is NULL. */
 void deliver(const struct cpu_image *img, void *pixels, struct cpu_image *dst);
+/* Copies the image at src (stored sw x sh, bpp bytes a pixel) upright into dst, by EXIF
+ * orientation o (codecs/exif.c's mapping); no wait (jpeg.cu). */
+cudaError_t launch_orient(const uint8_t *src, uint8_t *dst, int sw, int sh, int bpp, int o,
+                          cudaStream_t s);
 /* Frees ctx->jpeg (jpeg.cu); safe when it is NULL. */
 void jpeg_ctx_free(struct gpu_ctx *ctx);
 /* Lets kernel take as much dynamic shared memory as the current device allows a block, less its

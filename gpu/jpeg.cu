@@ -522,8 +522,8 @@ __global__ void orient_kernel(const uint8_t *src, uint8_t *dst, int sw, int sh, 
   for (int c = 0; c < ch; c++) q[c] = p[c];
 }
 
-static cudaError_t launch_orient(const uint8_t *src, uint8_t *dst, int sw, int sh, int ch, int o,
-                                 cudaStream_t s) {
+cudaError_t launch_orient(const uint8_t *src, uint8_t *dst, int sw, int sh, int ch, int o,
+                          cudaStream_t s) {
   dim3 block(32, 8), grid(div_up(o >= 5 ? sh : sw, 32), div_up(o >= 5 ? sw : sh, 8));
   orient_kernel<<<grid, block, 0, s>>>(src, dst, sw, sh, ch, o);
   return cudaGetLastError();

@@ -45,6 +45,7 @@ static const struct opt opts[] = {
   {"gpu-codecs",       "BLURD_GPU_CODECS",       OPT_STR,  "auto",    0, 0,      "JPEG on the GPU (nvJPEG): auto (when it loads), on (required), off"},
   {"jpeg-batch-wait-us", "BLURD_JPEG_BATCH_WAIT_US", OPT_INT, "1000", 0, 100000, "microseconds a GPU JPEG decode waits for others to batch with"},
   {"jpeg-decoders",    "BLURD_JPEG_DECODERS",    OPT_INT,  "2",       1, 4,      "GPU JPEG batch decoder threads per GPU"},
+  {"heic-decoders",    "BLURD_HEIC_DECODERS",    OPT_INT,  "14",      0, 64,     "HEIC video decoder sessions per GPU (NVDEC); 0: HEIC on the CPU"},
   {"warm-image",       "BLURD_WARM_IMAGE",       OPT_STR,  "auto",    0, 0,      "each worker's warm-up image, WxHxC (C: 1 to 4); 0: none; auto: 1920x1080x3"},
   {"queue",            "BLURD_QUEUE",            OPT_INT,  "64",      1, 100000, "jobs that may wait for a worker; more get 503"},
   {"max-body",         "BLURD_MAX_BODY",         OPT_BYTES, "32M",    1, 1LL << 32, "largest request body in bytes (K, M, G suffixes)"},
@@ -372,6 +373,7 @@ static int api_settings(const struct config *c, struct api_config *ac, char *key
   }
   ac->jpeg_batch_wait_us = (int)NUM(c, "jpeg-batch-wait-us");
   ac->jpeg_decoders = (int)NUM(c, "jpeg-decoders");
+  ac->heic_decoders = (int)NUM(c, "heic-decoders");
   if (warm_image(TEXT(c, "warm-image"), ac->warm) != 0) {
     fprintf(stderr, "blurd: --warm-image must be WIDTHxHEIGHT[xCHANNELS], auto or 0, not '%s'\n",
             TEXT(c, "warm-image"));

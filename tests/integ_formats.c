@@ -11,7 +11,12 @@
  *     the inputs;
  *   - under --max-cost, an AVIF answer asked for by Accept is refused as format=avif is;
  *   - a GIF and a TIFF that claim 60000 x 60000 in a few bytes are a 422 image_too_large;
- *   - /readyz names a reader for every format of the table. */
+ *   - /readyz names a reader for every format of the table;
+ *   - every HEIC of tests/data converts to the pixels of blurd's own decoder, exactly, by the
+ *     decoder Server-Timing names: with BLURD_EXPECT_VIDEO_DECODERS=1 (a GPU with video decoders)
+ *     the video decoders ("nvdec") for the files they take, and the CPU's with the reason for
+ *     the others (an alpha plane, pictures under their smallest size), each counted in
+ *     blurd_heic_decodes_total. */
 #include "harness.h"
 #include "test.h"
 
@@ -35,6 +40,13 @@ static const struct upload uploads[] = {
     {"tiff_tiled16.tif", CODEC_TIFF, CODEC_PNG, 1},
     {"gif_transparent.gif", CODEC_GIF, CODEC_PNG, 1},
 };
+
+/* Whether the server runs HEIC on a GPU's video decoders (BLURD_EXPECT_VIDEO_DECODERS=1, which
+ * make test-gpu sets for a build with them). */
+static int expect_video(void) {
+  const char *gpu = getenv("BLURD_EXPECT_VIDEO_DECODERS");
+  return gpu && strcmp(gpu, "1") == 0;
+}
 
 static void decode_answer(const struct http_resp *r, struct codec_image *img) {
   char msg[256];
@@ -64,7 +76,7 @@ static void test_convert_each(void) {
     ASSERT_INT(got.height, ==, h);
     ASSERT_INT(got.orientation, ==, 1);
     ASSERT(http_stage(&r, "decode", dec, sizeof(dec)) >= 0);
-    ASSERT_STR(dec, codec_format(u->in)->lib);
+    if (strcmp(dec, "nvdec") != 0 || !expect_video()) ASSERT_STR(dec, codec_format(u->in)->lib);
     fprintf(stderr, "    %-20s %dx%d, %d channels of %d bits -> %s, %zu bytes\n", u->file, w, h,
             src.channels, src.depth, codec_format_name(u->out), r.len);
     codec_image_free(&got);
@@ -85,6 +97,72 @@ static void test_convert_each(void) {
     codec_image_free(&src);
     http_resp_free(&r);
     free(file);
+  }
+}
+
+struct heic_case {
+  const char *file;
+  const char *gpu_decoder; /* Server-Timing's decode desc with the video decoders */
+};
+
+static void test_heic_decoders(void) {
+  static const struct heic_case cases[] = {
+      {"heic10.heic", "nvdec"},
+      {"heic444.heic", "nvdec"},
+      {"heic10_444.heic", "nvdec"},
+      {"heic_grid_rot.heic", "nvdec"},
+      {"heic_transform.heic", NULL}, /* printed: a crop goes to the CPU */
+      {"heic_alpha.heic", "libheif (video decoders: an alpha plane)"},
+      {"heic_icc.heic", "libheif (video decoders: pictures under the video decoders' smallest "
+                        "size)"},
+  };
+  double nv0 = server_metric(&srv, "blurd_heic_decodes_total{decoder=\"nvdec\",reason=\"\"}");
+  int on_video = 0;
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    size_t len;
+    uint8_t *file = fixture(cases[i].file, &len);
+    struct codec_image src, got;
+    struct http_resp r;
+    char dec[160];
+    ASSERT_INT(codec_decode(file, len, &(struct codec_limits){0, 0, 0}, &src, NULL, 0), ==,
+               CODEC_OK);
+    ASSERT(http_request(&srv, "POST", "/convert?format=png", "image/heic", NULL, file, len, &r) ==
+           0);
+    decode_answer(&r, &got);
+    ASSERT(http_stage(&r, "decode", dec, sizeof(dec)) >= 0);
+    const char *want = expect_video() ? cases[i].gpu_decoder : codec_format(CODEC_HEIC)->lib;
+    if (want) ASSERT_STR(dec, want);
+    on_video += strcmp(dec, "nvdec") == 0;
+    ASSERT_INT(got.width, ==, src.width);
+    ASSERT_INT(got.height, ==, src.height);
+    ASSERT_INT(got.channels, ==, src.channels);
+    ASSERT_INT(got.depth, ==, src.depth);
+    size_t n = (size_t)src.width * src.height * src.channels, differ = 0;
+    int worst = 0;
+    for (size_t k = 0; k < n; k++) {
+      int a = src.depth == 8 ? src.pixels[k] : ((uint16_t *)src.pixels)[k];
+      int b = src.depth == 8 ? got.pixels[k] : ((uint16_t *)got.pixels)[k];
+      differ += a != b;
+      worst = abs(a - b) > worst ? abs(a - b) : worst;
+    }
+    fprintf(stderr,
+            "    %-20s %dx%d, %d bits: decoded by %s, %zu of %zu samples differ (largest %d)\n",
+            cases[i].file, src.width, src.height, src.depth, dec, differ, n, worst);
+    ASSERT_INT(differ, ==, 0);
+    codec_image_free(&got);
+    codec_image_free(&src);
+    http_resp_free(&r);
+    free(file);
+  }
+  double nv = server_metric(&srv, "blurd_heic_decodes_total{decoder=\"nvdec\",reason=\"\"}");
+  if (expect_video()) {
+    ASSERT(on_video >= 4);
+    ASSERT_INT((int)(nv - nv0), ==, on_video);
+    ASSERT(server_metric(&srv, "blurd_heic_decodes_total{decoder=\"cpu\",reason=\"an alpha "
+                               "plane\"}") >= 1);
+  } else {
+    ASSERT_INT(on_video, ==, 0);
+    ASSERT(nv <= 0); /* no series, or 0 */
   }
 }
 
@@ -206,6 +284,7 @@ int main(void) {
   server_start(&srv, NULL);
   RUN(test_convert_each);
   RUN(test_blur_heic);
+  RUN(test_heic_decoders);
   RUN(test_accept_and_refusals);
   RUN(test_bombs);
   RUN(test_accept_costed);

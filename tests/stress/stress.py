@@ -6,12 +6,12 @@ reply.
 It starts the binary (optionally under a wrapper such as compute-sanitizer), waits for /readyz, then
 for --seconds runs --conns client threads over raw sockets (HTTP/1.1 keep-alive, as wrk does) that
 mix every image endpoint (/blur with and without PSNR and with regions, /convert, /sharpen,
-/variance, /contrast, /convolve, /pixelate) over JPEG, PNG and WebP uploads, and clients that
-misbehave: they disconnect mid-upload (with a FIN or a reset), right after sending the request
-(a close, a reset, or a half-close, which the server takes as the client leaving), or
-mid-response, and time out. A burst
-thread repeats issue 34's crash scenario on purpose: --burst connections each send a slow request
-(/sharpen or /variance), and all of them close at once while the requests are in flight (wrk's end
+/variance, /contrast, /convolve, /pixelate) over JPEG, PNG, WebP, HEIC and AVIF uploads (HEIC and
+AVIF whole, cut short and damaged), and clients that misbehave: they disconnect mid-upload (with
+a FIN or a reset), right after sending the request (a close, a reset, or a half-close, which the
+server takes as the client leaving), or mid-response, and time out. A burst thread repeats issue
+34's crash scenario on purpose: --burst connections each send a slow request (/sharpen or
+/variance), and all of them close at once while the requests are in flight (wrk's end
 of a run). At the end the server is stopped with SIGTERM and must exit 0 within --stop-within
 seconds (1 s; not checked under --wrap); its stderr is scanned for
 sanitizer reports (AddressSanitizer, UBSan's "runtime error", compute-sanitizer's error summary).
@@ -74,6 +74,18 @@ IMAGES = [
     ("gray16.png", 1),
     ("lossy.webp", 2),
     ("alpha_lossless.webp", 1),
+    # HEIC (the GPU's video decoders take the first four) and AVIF, whole and damaged: cut short
+    # ("cut:") or with bytes of the coded pictures overwritten ("bad:"; damage())
+    ("heic_grid_rot.heic", 2),
+    ("heic10.heic", 1),
+    ("heic444.heic", 1),
+    ("heic10_444.heic", 1),
+    ("heic_alpha.heic", 1),
+    ("cut:heic_grid_rot.heic", 1),
+    ("bad:heic_grid_rot.heic", 1),
+    ("bad:heic444.heic", 1),
+    ("avif10_alpha.avif", 1),
+    ("bad:avif10_alpha.avif", 1),
 ]
 
 # (behaviour, weight): how a client treats one request.
@@ -107,7 +119,22 @@ def pick(items, rng):
 
 
 def mime(name):
-    return {"jpg": "image/jpeg", "png": "image/png", "webp": "image/webp"}[name.rsplit(".", 1)[1]]
+    return {"jpg": "image/jpeg", "png": "image/png", "webp": "image/webp", "heic": "image/heic",
+            "avif": "image/avif"}[name.rsplit(".", 1)[1]]
+
+
+def damage(name, data):
+    """The file IMAGES names: "cut:F" is F's first 60%, "bad:F" has 64 bytes of every 4 KiB of its
+    second half (the coded pictures, after the boxes) overwritten, the same bytes each run."""
+    kind, _, _ = name.rpartition(":")
+    if kind == "cut":
+        return data[:len(data) * 6 // 10]
+    if kind == "bad":
+        b, rng = bytearray(data), random.Random(len(data))
+        for at in range(len(b) // 2, len(b) - 64, 4096):
+            b[at:at + 64] = bytes(rng.randrange(256) for _ in range(64))
+        return bytes(b)
+    return data
 
 
 class Stats:
@@ -358,17 +385,22 @@ def main():
                     help="seconds SIGTERM may take to end the server (not checked under --wrap)")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--small", action="store_true", help="small images only (for valgrind)")
+    ap.add_argument("--only", default="",
+                    help="only the images whose names contain this (\"heic\": HEIC whole and damaged)")
     ap.add_argument("server_args", nargs="*", help="after --: blurd's own arguments")
     args = ap.parse_args()
     global IMAGES
     if args.small:
         IMAGES = SMALL
-    args.burst_images = [n for n, _ in IMAGES if n != "truncated.jpg"] if args.small else \
+    if args.only:
+        IMAGES = [(n, w) for n, w in IMAGES if args.only in n]
+    args.burst_images = [n for n, _ in IMAGES if n != "truncated.jpg" and ":" not in n] \
+        if args.small or args.only else \
         ["photo_1080p.jpg", "photo_1080p.jpg", "coffee.png", "lossy.webp"]
     images = {}
     for name, _ in IMAGES:
-        with open(os.path.join(args.data, name), "rb") as f:
-            images[name] = f.read()
+        with open(os.path.join(args.data, name.rpartition(":")[2]), "rb") as f:
+            images[name] = damage(name, f.read())
     args.port = free_port()
     log_path = args.log or "/tmp/stress-blurd-%d.log" % os.getpid()
     cmd = shlex.split(args.wrap) + [args.bin, "--bind", "127.0.0.1", "--port", str(args.port),
