@@ -15,7 +15,9 @@
 # nvJPEG) is reported unavailable. Then the start and stop times with the GPU codecs
 # (tests/stress/startup.py: port and ready after a start, a SIGTERM during the warm-up, each
 # worker's first requests against the next), and the PSNR's cost (1080p /blur?sigma=12 with the
-# PSNR over without it, mode on). Last, the torchvision peer (bench/nvjpeg_peer.py).
+# PSNR over without it, mode on). Last, the torchvision peer (bench/nvjpeg_peer.py), and where
+# HEIC_DIR names a folder made by `bench/heic_gpu.sh --make`, the HEIC and AVIF rows: HEIC on the
+# video decoders against the CPU's (bench/heic_gpu.sh, OUTDIR/heic_gpu.md).
 # Output: OUTDIR/gpu_codecs.md (header, table, on/off ratios, single-request medians, batch size,
 # torchvision lines, PASS/FAIL targets for 1080p JPEG /blur?sigma=12) and OUTDIR/gpu_codecs.csv
 # (the table); progress and the markdown on stdout. Exits 0 once they are written, whatever the
@@ -96,3 +98,6 @@ machine="${gpus:-no GPU (nvidia-smi lists none)}, $(nproc) cores"
 python3 bench/codecs_table.py report "$raw" "$tmp/peer.txt" "$outdir" "$(date -u +%F)" \
   "$machine" "$command" "$secs"
 cat "$outdir/gpu_codecs.md"
+if [ -n "${HEIC_DIR:-}" ]; then
+  bash bench/heic_gpu.sh "$HEIC_DIR" "$secs" "$bin" "$outdir"
+fi
