@@ -14,7 +14,9 @@
  * corners, the alpha ramp), the colour profiles through Little CMS. The AVIF and JPEG XL
  * encoders: their files decode, with blurd's decoder and with avifdec or libjxl's own API, to at
  * least the PSNR their quality gives on the 1080p photograph (docs/engineering-notes.md, "New
- * formats' codecs"), lossless JPEG XL to every sample; they stop when the hook says so. */
+ * formats' codecs"), lossless JPEG XL to every sample; they stop when the hook says so. HEIC's
+ * pictures verb (the GPU's video decoders' input) gives each picture's stream and place, and the
+ * reason for what it leaves to the CPU. */
 #include "test.h"
 
 #include "../codecs/codecs.h"
@@ -220,6 +222,57 @@ static void test_heic_icc(void) {
   ASSERT_INT(n, ==, ref_n);
   ASSERT(memcmp(icc, ref, n) == 0);
   free(icc), free(ref), codec_image_free(&img);
+}
+
+/* HEIC's pictures verb, which hands the coded pictures to the GPU's video decoders: the rotated
+ * 2x2 grid as 4 pictures of 512x512 in row order, each an Annex B stream (a start code, then the
+ * VPS, SPS and PPS of its hvcC before its own slice), its upright size the decode's; the
+ * transposed picture; and the files it leaves to the CPU's decode, with their reasons: an alpha
+ * plane, and what is not HEIC. */
+static void test_heic_pictures(void) {
+  const struct codec_limits lim = {0, 0, 0};
+  struct codec_pictures p;
+  const char *why = NULL;
+  size_t len;
+  uint8_t *buf = fixture_bytes("heic_grid_rot.heic", &len);
+  ASSERT_INT(codec_heic_format.pictures(buf, len, &lim, &p, &why), ==, CODEC_OK);
+  ASSERT(why == NULL);
+  ASSERT_INT(p.n, ==, 4);
+  ASSERT_INT(p.width, ==, 1024);
+  ASSERT_INT(p.height, ==, 768);
+  ASSERT_INT(p.tile_w, ==, 512);
+  ASSERT_INT(p.tile_h, ==, 512);
+  ASSERT_INT(p.bits, ==, 8);
+  ASSERT_INT(p.orientation, ==, 8);
+  for (int i = 0; i < p.n; i++) {
+    const uint8_t *s = p.stream + p.pic[i].off;
+    ASSERT_INT(p.pic[i].x, ==, i % 2 * 512);
+    ASSERT_INT(p.pic[i].y, ==, i / 2 * 512);
+    ASSERT_INT(p.pic[i].off, ==, i ? p.pic[i - 1].off + p.pic[i - 1].len : 0);
+    ASSERT(p.pic[i].len > 100 && memcmp(s, "\0\0\0\1", 4) == 0);
+    ASSERT_INT((s[4] >> 1) & 63, ==, 32); /* NAL unit type 32: a VPS first */
+  }
+  codec_pictures_free(&p);
+  codec_pictures_free(&p); /* twice: nothing left to free */
+  free(buf);
+  buf = fixture_bytes("heic_transform.heic", &len);
+  ASSERT_INT(codec_heic_format.pictures(buf, len, &lim, &p, &why), ==, CODEC_OK);
+  ASSERT_INT(p.n, ==, 1);
+  ASSERT_INT(p.orientation, ==, 5);
+  ASSERT_INT(p.height, ==, 192); /* stored 256x192, upright 192x256 */
+  codec_pictures_free(&p), free(buf);
+  buf = fixture_bytes("heic_alpha.heic", &len);
+  ASSERT_INT(codec_heic_format.pictures(buf, len, &lim, &p, &why), ==, CODEC_UNSUPPORTED);
+  ASSERT_STR(why, "an alpha plane");
+  ASSERT(p.stream == NULL && p.pic == NULL && p.n == 0);
+  free(buf);
+  buf = fixture_bytes("heic_grid_rot.heic", &len);
+  ASSERT_INT(codec_heic_format.pictures(buf, len / 2, &lim, &p, &why), !=, CODEC_OK);
+  ASSERT(p.stream == NULL && p.n == 0);
+  const struct codec_limits small = {512, 512, 0};
+  ASSERT_INT(codec_heic_format.pictures(buf, len, &small, &p, &why), ==, CODEC_TOO_LARGE);
+  free(buf);
+  ASSERT(codec_avif_format.pictures == NULL && codec_jpeg_format.pictures == NULL);
 }
 
 /* 10-bit AVIF with alpha: 16-bit RGBA, heif-convert's samples scaled; the alpha ramp (0 at the
@@ -703,6 +756,7 @@ int main(void) {
   RUN(test_heic_grid);
   RUN(test_heic_transform);
   RUN(test_heic_icc);
+  RUN(test_heic_pictures);
   RUN(test_avif10_alpha);
   RUN(test_avif8_p3);
   RUN(test_jxl_p3);
