@@ -43,8 +43,12 @@ RUN version=$(/usr/local/bin/blurd --version) && echo "$version" \
     && case "$version" in *cuda*) ldconfig -p | grep -q 'libnvjpeg\.so\.13 ' ;; esac
 # Numeric, so that Kubernetes' runAsNonRoot can check it.
 USER 10001:10001
+# The NVIDIA container runtime mounts the driver's libraries by capability: video brings
+# libnvcuvid, which HEIC's decode on the GPU's video decoders needs (compute and utility are the
+# CUDA images' own).
 ENV BLURD_BIND=0.0.0.0 \
-    BLURD_PORT=8080
+    BLURD_PORT=8080 \
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility,video
 EXPOSE 8080
 # On SIGTERM blurd drains for up to --drain-timeout (30 s): give `docker stop -t` at least that.
 STOPSIGNAL SIGTERM
