@@ -319,14 +319,21 @@ static int picture_annexb(const struct hfile *f, const struct hitem *it, uint8_t
   return bad ? -1 : 0;
 }
 
-/* The stream of p's colour pictures into out (its size known). */
+/* The most stream bytes a picture may bring beyond the file's: its configuration's copy. */
+#define CONF_BYTES 512
+
+/* The stream of p's colour pictures into out (its size known). CODEC_UNSUPPORTED when the
+ * stream would be larger than twice the file plus CONF_BYTES a picture: pictures that share
+ * their data (a file's stream can otherwise be 4096 times its size), which the CPU decodes
+ * picture by picture. Counting stops there, so its time is bounded by the file's size too. */
 static enum codec_status pictures_stream(const struct hfile *f, const struct hplan *p,
                                          struct codec_pictures *out) {
   int n = p->col.rows * p->col.cols;
-  size_t total = 0;
+  size_t total = 0, most = 2 * f->len + (size_t)n * CONF_BYTES;
   for (int i = 0; i < n; i++) {
     const struct hitem *it = hf_item(f, p->col.tiles[i]);
     if (it == NULL || picture_annexb(f, it, NULL, &total) != 0) return CODEC_CORRUPT;
+    if (total > most) return CODEC_UNSUPPORTED;
   }
   out->pic = codec_malloc((size_t)n * sizeof *out->pic);
   out->stream = codec_malloc(total ? total : 1);
@@ -380,6 +387,7 @@ static enum codec_status heic_pictures(const uint8_t *buf, size_t len,
              (swap ? p.col.width : p.col.height) != hh)
       *why = "a colour matrix or size that libheif decodes";
     st = *why ? CODEC_UNSUPPORTED : pictures_stream(&f, &p, out);
+    if (st == CODEC_UNSUPPORTED && !*why) *why = "pictures that share their data";
   } else if (st == CODEC_UNSUPPORTED) {
     *why = "an item type or grid that libheif decodes"; /* hf_layout's: not 'grid' of one kind */
   }

@@ -15,8 +15,8 @@
  *   - every HEIC of tests/data converts to the pixels of blurd's own decoder, exactly, by the
  *     decoder Server-Timing names: with BLURD_EXPECT_VIDEO_DECODERS=1 (a GPU with video decoders)
  *     the video decoders ("nvdec") for the files they take, and the CPU's with the reason for
- *     the others (an alpha plane, pictures under their smallest size), each counted in
- *     blurd_heic_decodes_total. */
+ *     the others (an alpha plane, pictures under their smallest size, pictures that share their
+ *     data), each counted in blurd_heic_decodes_total. */
 #include "harness.h"
 #include "test.h"
 
@@ -113,6 +113,7 @@ static void test_heic_decoders(void) {
       {"heic_grid_rot.heic", "nvdec"},
       {"heic_transform.heic", NULL}, /* printed: a crop goes to the CPU */
       {"heic_alpha.heic", "libheif (video decoders: an alpha plane)"},
+      {"heic_shared.heic", "libheif (video decoders: pictures that share their data)"},
       {"heic_icc.heic", "libheif (video decoders: pictures under the video decoders' smallest "
                         "size)"},
   };

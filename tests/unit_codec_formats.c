@@ -228,7 +228,7 @@ static void test_heic_icc(void) {
  * 2x2 grid as 4 pictures of 512x512 in row order, each an Annex B stream (a start code, then the
  * VPS, SPS and PPS of its hvcC before its own slice), its upright size the decode's; the
  * transposed picture; and the files it leaves to the CPU's decode, with their reasons: an alpha
- * plane, and what is not HEIC. */
+ * plane, pictures that share their data, and what is not HEIC. */
 static void test_heic_pictures(void) {
   const struct codec_limits lim = {0, 0, 0};
   struct codec_pictures p;
@@ -273,6 +273,19 @@ static void test_heic_pictures(void) {
   ASSERT_INT(codec_heic_format.pictures(buf, len, &small, &p, &why), ==, CODEC_TOO_LARGE);
   free(buf);
   ASSERT(codec_avif_format.pictures == NULL && codec_jpeg_format.pictures == NULL);
+  /* 48 pictures that share one tile's data: their streams would be over 20 times the file's
+   * 4 KiB; refused, with the reason, and decoded by the CPU's decoder (every tile the first) */
+  buf = fixture_bytes("heic_shared.heic", &len);
+  ASSERT_INT(codec_heic_format.pictures(buf, len, &lim, &p, &why), ==, CODEC_UNSUPPORTED);
+  ASSERT_STR(why, "pictures that share their data");
+  ASSERT(p.stream == NULL && p.n == 0);
+  struct codec_image img;
+  ASSERT_INT(codec_heic_format.decode(buf, len, &lim, &img, NULL, 0), ==, CODEC_OK);
+  ASSERT_INT(img.width, ==, 1024);
+  expect_marker(&img, 8, 8, 48, 0);   /* the first tile's red marker, */
+  expect_marker(&img, 136, 8, 48, 0); /* and the same in the next tile */
+  codec_image_free(&img);
+  free(buf);
 }
 
 /* 10-bit AVIF with alpha: 16-bit RGBA, heif-convert's samples scaled; the alpha ramp (0 at the

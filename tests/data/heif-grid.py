@@ -9,7 +9,10 @@ the tiles with 'dimg', with 'ispe', 'pixi', the tiles' 'colr' and, when asked, t
 'irot' (rotation anticlockwise) and 'imir' (mirror), which a reader applies after the grid.
 
     tests/data/heif-grid.py [--tile 512] [--quality 50] [--rotate 0..3] [--mirror 0|1]
-                            [--jobs 2] in.png out.heic
+                            [--share] [--jobs 2] in.png out.heic
+
+--share makes every tile refer to the first tile's data (a valid file whose pictures repeat one
+stream, and whose pictures' streams together are many times its size).
 
 The pixels are all heif-enc's (x265 through libheif); this script only moves boxes.
 """
@@ -140,6 +143,7 @@ def main():
     ap.add_argument("--quality", type=int, default=50)
     ap.add_argument("--rotate", type=int, default=0, choices=range(4))
     ap.add_argument("--mirror", type=int, default=-1, choices=(-1, 0, 1))
+    ap.add_argument("--share", action="store_true")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("src")
     ap.add_argument("dst")
@@ -226,8 +230,10 @@ def main():
         body = struct.pack(">BBH", 0x44, 0x00, n + 1)
         off = mdat_start
         for i, (_, _, data) in enumerate(tiles):
+            if a.share:
+                data = tiles[0][2]
             body += struct.pack(">HHHHII", i + 1, 0, 0, 1, off, len(data))
-            off += len(data)
+            off += 0 if a.share else len(data)
         body += struct.pack(">HHHHII", grid_id, 1, 0, 1, 0, len(grid_data))
         return full_box(b"iloc", 1, 0, body)
 
@@ -236,7 +242,7 @@ def main():
 
     head = ftyp + meta(0)
     head = ftyp + meta(len(head) + 8)  # the same length: iloc's offsets are fixed-size
-    mdat = box(b"mdat", b"".join(d for _, _, d in tiles))
+    mdat = box(b"mdat", tiles[0][2] if a.share else b"".join(d for _, _, d in tiles))
     with open(a.dst, "wb") as f:
         f.write(head + mdat)
 

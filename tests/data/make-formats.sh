@@ -93,6 +93,9 @@ $PY heif-grid.py --tile 512 --quality 50 --rotate 1 "$tmp/grid_src.png" heic_gri
 # heic_transform.heic: one 256x256 tile cropped to 256x192, irot 3 (270 anticlockwise) then
 # imir 1 (left to right): EXIF orientation 5 (transpose).
 $PY heif-grid.py --tile 256 --quality 60 --rotate 3 --mirror 1 "$tmp/small.png" heic_transform.heic
+# heic_shared.heic: 8x6 tiles of 128x128 that all refer to the first tile's data (--share): its
+# pictures' streams together are many times the file's size.
+$PY heif-grid.py --tile 128 --quality 50 --share "$tmp/grid_src.png" heic_shared.heic
 # heic_icc.heic: heif-enc's own single picture of p3.png, its Display P3 profile in colr 'prof'.
 heif-enc -q 60 -o heic_icc.heic p3.png >/dev/null 2>&1
 # avif10_alpha.avif: 10-bit 4:4:4 with a 10-bit alpha plane, nclx 1/13/6 (sRGB).

@@ -81,6 +81,7 @@ IMAGES = [
     ("heic444.heic", 1),
     ("heic10_444.heic", 1),
     ("heic_alpha.heic", 1),
+    ("heic_shared.heic", 1),
     ("cut:heic_grid_rot.heic", 1),
     ("bad:heic_grid_rot.heic", 1),
     ("bad:heic444.heic", 1),
