@@ -151,31 +151,34 @@ static int video_decode(struct gpu_worker *w, struct gpu_nvdec *nv,
     if (cs == CODEC_UNSUPPORTED && why) *codec = video_refused(w->shared, why);
     return 0;
   }
-  size_t *off = malloc((size_t)p.n * 2 * sizeof(size_t));
-  int *xy = malloc((size_t)p.n * 2 * sizeof(int));
+  struct gpu_picture *pic = malloc((size_t)p.n * sizeof(*pic));
   enum gpu_status s = GPU_NO_MEMORY;
   struct cpu_image shape;
-  if (off && xy) {
+  if (pic) {
     for (int i = 0; i < p.n; i++)
-      off[i] = p.pic[i].off, off[p.n + i] = p.pic[i].len, xy[i] = p.pic[i].x,
-      xy[p.n + i] = p.pic[i].y;
+      pic[i] = (struct gpu_picture){p.pic[i].off, p.pic[i].len, p.pic[i].x, p.pic[i].y};
     struct gpu_hevc_src src = {
-        p.stream,     off,
-        off + p.n,    xy,
-        xy + p.n,     p.n,
-        p.width,      p.height,
-        p.tile_w,     p.tile_h,
-        p.bits,       p.orientation,
-        p.has_k,      {p.k.r_cr, p.k.g_cb, p.k.g_cr, p.k.b_cb, p.k.full, p.k.identity},
-        video_coeffs, &p};
+        .data = p.stream,
+        .pic = pic,
+        .n = p.n,
+        .width = p.width,
+        .height = p.height,
+        .tile_w = p.tile_w,
+        .tile_h = p.tile_h,
+        .bits = p.bits,
+        .orientation = p.orientation,
+        .has_k = p.has_k,
+        .k = {p.k.r_cr, p.k.g_cb, p.k.g_cr, p.k.b_cb, p.k.full, p.k.identity},
+        .coeffs = video_coeffs,
+        .arg = &p};
     *e = cpu_stop_error();
     s = *e == ERR_OK ? gpu_hevc_decode(gpu_job_ctx(w), nv, &src, &shape, &why) : GPU_OK;
   }
-  free(off), free(xy);
+  free(pic);
   codec_pictures_free(&p);
   if (*e != ERR_OK && s == GPU_OK) return 1; /* stopped */
   if (s == GPU_ERROR) {
-    *codec = video_refused(w->shared, why ? why : "a failure");
+    *codec = video_refused(w->shared, why ? why : "a CUDA error");
     return 0;
   }
   *e = gpu_error(w, s);
@@ -200,10 +203,11 @@ static enum err gpu_decode(void *state, const uint8_t *buf, size_t len,
   enum codec_format f = codec_sniff(buf, len);
   struct backend_gpu_shared *g = w->shared;
   struct gpu_nvdec *nv = g->nvdec ? __atomic_load_n(&g->nvdec[w->dev], __ATOMIC_ACQUIRE) : NULL;
+  const struct codec_format_desc *fd = codec_format(f); /* NULL: not a format of the table */
   const char *refused = NULL;
-  if (nv && codec_format(f)->pictures) {
+  if (nv && fd && fd->pictures) {
     enum err e = ERR_OK;
-    if (video_decode(w, nv, codec_format(f), buf, len, lim, img, codec, &e)) return e;
+    if (video_decode(w, nv, fd, buf, len, lim, img, codec, &e)) return e;
     refused = *codec;
   }
   if (w->jpeg && f == CODEC_JPEG) {

@@ -232,10 +232,14 @@ struct gpu_yuv { /* codec_yuv: R = Y + r_cr Cr; G = Y + g_cb Cb + g_cr Cr; B = Y
   int full, identity;
 };
 
+struct gpu_picture { /* codec_picture: data[off, off + len) of its image */
+  size_t off, len;
+  int x, y; /* its top-left pixel */
+};
+
 struct gpu_hevc_src {        /* an image of HEVC pictures (codec_pictures) */
   const unsigned char *data; /* the pictures' Annex B bytes */
-  const size_t *off, *len;   /* picture i: data[off[i], off[i] + len[i]) */
-  const int *x, *y;          /* its top-left pixel */
+  const struct gpu_picture *pic;
   int n;
   int width, height, tile_w, tile_h, bits, orientation;
   int has_k;        /* k is the image's; else each picture's own matrix, through coeffs */

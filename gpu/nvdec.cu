@@ -222,7 +222,7 @@ static enum gpu_status convert(struct session *s, CUdeviceptr src, unsigned pitc
   struct nv_job *j = s->job;
   const struct gpu_hevc_src *h = j->src;
   const CUVIDEOFORMAT *f = &s->fmt;
-  int i = j->shown, ox = h->x[i], oy = h->y[i];
+  int ox = h->pic[j->shown].x, oy = h->pic[j->shown].y;
   int dw = f->display_area.right - f->display_area.left;
   int dh = f->display_area.bottom - f->display_area.top;
   int w = min(min(h->width - ox, h->tile_w), dw), hh = min(min(h->height - oy, h->tile_h), dh);
@@ -397,8 +397,8 @@ static void run_job(struct session *s, struct nv_job *j) {
     CUVIDSOURCEDATAPACKET pkt;
     memset(&pkt, 0, sizeof(pkt));
     pkt.flags = CUVID_PKT_ENDOFPICTURE;
-    pkt.payload_size = (unsigned long)h->len[i];
-    pkt.payload = h->data + h->off[i];
+    pkt.payload_size = (unsigned long)h->pic[i].len;
+    pkt.payload = h->data + h->pic[i].off;
     if (cv->cuvidParseVideoData(s->parser, &pkt) != CUDA_SUCCESS && !j->why)
       j->why = "the video decoder's parser failed on a picture";
   }
